@@ -1,0 +1,58 @@
+"""Load any HF causal LM and tokenizer from a local directory; save one atomically."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelLoadError(Exception):
+    """A model directory is missing, incomplete or not a causal LM."""
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    path = Path(path)
+    if not path.is_dir():
+        raise ModelLoadError(f"{path}: no such model directory")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(
+    path: str | Path, dtype: str = "float32", device: str = "cpu", attn_implementation: str = "sdpa"
+) -> PreTrainedModel:
+    """A causal LM from a local HF directory (safetensors); never reaches for a hub."""
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{path}: no config.json, not a model directory")
+    if dtype not in _DTYPES:
+        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(_DTYPES)}")
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=_DTYPES[dtype], local_files_only=True, attn_implementation=attn_implementation
+    )
+    return model.to(device)
+
+
+def save_pretrained_atomic(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None, path: str | Path
+) -> Path:
+    """Write to a temporary sibling, then rename: a reader sees the whole directory or none of it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    if path.exists():
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+    return path
