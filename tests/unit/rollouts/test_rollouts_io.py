@@ -44,7 +44,7 @@ def test_round_trip_keeps_every_field(tmp_path):
     path = write_rollouts(tmp_path / "r.parquet", HEADER, rows, NODE)
     header, back = read_rollouts(path)
     assert header == HEADER
-    for original, loaded in zip(rows, back):
+    for original, loaded in zip(rows, back, strict=True):
         for field in dataclasses.fields(RolloutRow):
             want, got = getattr(original, field.name), getattr(loaded, field.name)
             if isinstance(want, list) and want and isinstance(want[0], float):

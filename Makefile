@@ -1,0 +1,62 @@
+# make demo · make test · make bench — each installs what it needs into .venv first.
+VENV      ?= .venv
+PY        := $(VENV)/bin/python
+PIP       := $(PY) -m pip
+STAMP     := $(VENV)/.installed
+BENCH     := $(VENV)/.installed-bench
+TORCH     := torch==2.13.0
+# The CPU wheel of torch lies on local disk on our machines; naming it first keeps pip from ever
+# resolving a CUDA build while it installs the other dependencies.
+WHEELS    := $(wildcard /opt/wheels)
+FINDLINKS := $(if $(WHEELS),--find-links $(WHEELS),--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple)
+
+.PHONY: install install-bench postgres test test-fast demo demo-swarm bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q $(FINDLINKS) "$(TORCH)"
+	$(PIP) install -q $(FINDLINKS) -e '.[dev]'
+	$(PY) -c "import torch; assert torch.version.cuda is None or torch.cuda.is_available(), 'a CUDA torch was installed on a CPU machine'"
+	touch $@
+
+install: $(STAMP)
+
+$(BENCH): $(STAMP)
+	$(PIP) install -q $(FINDLINKS) -e '.[bench]'
+	$(PIP) install -q --no-build-isolation --no-binary toploc toploc==0.1.6
+	touch $@
+
+install-bench: $(BENCH)
+
+# The coordinator's test suite also runs against a real PostgreSQL server that the tests start on loopback.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) || \
+	    echo "postgresql could not be installed: the Postgres variant of the coordinator tests will say so"; }
+
+test: install postgres
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow" tests
+
+demo: install
+	$(VENV)/bin/swarmrl demo @configs/demo.toml
+
+demo-swarm: install
+	$(VENV)/bin/swarmrl demo --swarm @configs/demo-swarm.toml
+
+bench: install-bench
+	$(PY) benchmarks/rl_throughput.py
+	$(PY) benchmarks/async_speedup.py
+	$(PY) benchmarks/toploc_bench.py
+	$(PY) benchmarks/shardcast_bench.py
+	$(PY) benchmarks/diloco_bench.py --quick
+	$(PY) benchmarks/sandbox_bench.py
+
+lint: install
+	$(VENV)/bin/ruff check src tests benchmarks
+
+clean:
+	rm -rf runs .pytest_cache

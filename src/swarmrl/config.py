@@ -1,0 +1,170 @@
+"""The run configuration: one TOML file, typed sections, dotted CLI overrides, and a resolved copy per run.
+
+Each role owns the model of its own section (``swarmrl.<role>.config``); this module only composes them,
+loads TOML and applies ``section.field=value`` overrides.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from swarmrl.models.tiny import TinyModelSpec
+
+
+class ConfigError(Exception):
+    """A config file or override is unreadable, names an unknown field, or holds an invalid value."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunSection(Section):
+    name: str = Field("demo", description="run name; the run directory is <root>/<name>")
+    root: Path = Field(Path("runs"), description="directory that holds run directories")
+    seed: int = Field(0, description="seed for every random choice of the run")
+    run_id: str = Field("", description="identifier bound into seeds and signatures; defaults to the name")
+
+    @property
+    def directory(self) -> Path:
+        return self.root / self.name
+
+    @property
+    def id(self) -> str:
+        return self.run_id or self.name
+
+
+class ModelSection(Section):
+    path: Path | None = Field(None, description="local HF model directory; when unset a tiny model is built")
+    tiny: TinyModelSpec = Field(default_factory=TinyModelSpec, description="shape of the tiny model")
+    tokenizer_vocab_size: int = Field(384, ge=260, description="vocabulary of the tokenizer trained on task text")
+    dtype: Literal["float32", "bfloat16"] = Field("float32", description="training and inference dtype")
+    attn_implementation: Literal["sdpa", "eager"] = Field("sdpa", description="attention kernel")
+
+
+class PromptSection(Section):
+    template: str = Field("{question}\nAnswer:", description="turns a task prompt into the model's input")
+    add_bos: bool = Field(True, description="prefix the tokenizer's BOS token")
+
+
+class SFTSection(Section):
+    steps: int = Field(500, ge=0, description="supervised steps on task demonstrations (0 skips SFT)")
+    batch_size: int = Field(64, ge=1, description="sequences per step")
+    lr: float = Field(3e-3, gt=0, description="AdamW learning rate")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
+    warmup_steps: int = Field(20, ge=0, description="linear warmup")
+    num_examples: int = Field(20000, ge=1, description="training tasks drawn for SFT")
+    cache: bool = Field(True, description="reuse the SFT model of an identical earlier config")
+
+
+class TrainerSection(Section):
+    steps: int = Field(40, ge=1, description="policy steps (one checkpoint each)")
+    prompts_per_step: int = Field(32, ge=1, description="informative groups per policy step")
+    optimizer_steps_per_policy_step: int = Field(2, ge=1, description="minibatches per policy step (INTELLECT-2: 8)")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate (INTELLECT-2: 3e-7 on a 32B model)")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
+    betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas")
+    warmup_steps: int = Field(5, ge=0, description="linear warmup in optimizer steps")
+    max_grad_norm: float = Field(1.0, gt=0, description="gradient-norm clip (INTELLECT-2: 0.1)")
+    max_wait_seconds: float = Field(600.0, gt=0, description="give up when no usable rollouts arrive this long")
+    keep_checkpoints: int = Field(0, ge=0, description="model checkpoints kept on disk (0 keeps all)")
+
+
+class WorkerSection(Section):
+    num_workers: int = Field(2, ge=1, description="local inference workers")
+    prompts_per_batch: int = Field(16, ge=1, description="prompts per rollout file")
+    group_size: int = Field(8, ge=2, description="completions per prompt (G)")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
+    max_new_tokens: int = Field(16, ge=1, description="longest completion")
+    async_level: int = Field(2, ge=0, description="a batch for step k may come from a policy no older than k - async_level")
+    torch_threads: int = Field(1, ge=1, description="CPU threads per worker")
+
+
+class EvalSection(Section):
+    num_tasks: int = Field(200, ge=1, description="held-out tasks evaluated before and after RL")
+    temperature: float = Field(1.0, ge=0, description="sampling temperature of the evaluation (0 = greedy)")
+    samples_per_task: int = Field(1, ge=1, description="completions per held-out task")
+
+
+class MetricsSection(Section):
+    wandb_project: str | None = Field(None, description="log to this Weights & Biases project when set")
+    tensorboard: bool = Field(False, description="also write TensorBoard event files")
+
+
+def _role_sections() -> dict[str, type[BaseModel]]:
+    """The sections owned by role packages, imported here so each role keeps its own model."""
+    from swarmrl.tasks.config import TasksConfig
+    from swarmrl.trainer.loss_config import LossConfig
+
+    return {"tasks": TasksConfig, "loss": LossConfig}
+
+
+class RunConfig(Section):
+    run: RunSection = Field(default_factory=RunSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    prompt: PromptSection = Field(default_factory=PromptSection)
+    sft: SFTSection = Field(default_factory=SFTSection)
+    trainer: TrainerSection = Field(default_factory=TrainerSection)
+    worker: WorkerSection = Field(default_factory=WorkerSection)
+    eval: EvalSection = Field(default_factory=EvalSection)
+    metrics: MetricsSection = Field(default_factory=MetricsSection)
+    tasks: Any = None
+    loss: Any = None
+
+    def model_post_init(self, __context: Any) -> None:
+        for name, model in _role_sections().items():
+            value = getattr(self, name)
+            if not isinstance(value, model):
+                try:
+                    setattr(self, name, model.model_validate(value or {}))
+                except ValidationError as exc:
+                    raise ConfigError(f"[{name}] {exc}") from exc
+
+    def dump_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `section.field=value` overrides (values parsed as TOML, else taken as strings)."""
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {override!r} is not of the form section.field=value")
+        *parents, leaf = key.strip().lstrip("-").split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {override!r}: {part} is not a section")
+        node[leaf] = _parse_value(value.strip())
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(str(path).lstrip("@"))
+        try:
+            data = tomllib.loads(path.read_text())
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
+    apply_overrides(data, overrides or [])
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from exc

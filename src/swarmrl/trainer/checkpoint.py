@@ -1,0 +1,101 @@
+"""Policy checkpoints (`step_k/`, an HF directory) and trainer state for exact resume after a kill.
+
+The model directory is what workers load and shardcast broadcasts; the trainer state (optimizer,
+scheduler, RNG) stays with the trainer. Both are written to a temporary name and renamed, and the state
+file is written after the model directory, so a state file always has its checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from swarmrl.models import save_pretrained_atomic
+
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def checkpoint_dir(root: Path, step: int) -> Path:
+    return root / f"step_{step}"
+
+
+def list_checkpoints(root: Path) -> list[int]:
+    """Steps with a complete checkpoint directory, ascending (temporary names never match)."""
+    if not root.is_dir():
+        return []
+    steps = []
+    for entry in root.iterdir():
+        match = _STEP_DIR.match(entry.name)
+        if match and (entry / "config.json").is_file():
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def latest_checkpoint(root: Path) -> int | None:
+    steps = list_checkpoints(root)
+    return steps[-1] if steps else None
+
+
+def save_checkpoint(
+    root: Path, step: int, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, keep: int = 0
+) -> Path:
+    path = save_pretrained_atomic(model, tokenizer, checkpoint_dir(root, step))
+    if keep:
+        for old in list_checkpoints(root)[:-keep]:
+            shutil.rmtree(checkpoint_dir(root, old), ignore_errors=True)
+    return path
+
+
+def _rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def save_trainer_state(
+    state_root: Path, step: int, optimizer: torch.optim.Optimizer, scheduler: Any, extra: dict[str, Any]
+) -> Path:
+    state_root.mkdir(parents=True, exist_ok=True)
+    path = state_root / f"step_{step}.pt"
+    tmp = state_root / f".step_{step}.pt.{os.getpid()}.tmp"
+    torch.save(
+        {
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": _rng_state(),
+            "extra": extra,
+        },
+        tmp,
+    )
+    os.replace(tmp, path)
+    for old in state_root.glob("step_*.pt"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def load_trainer_state(
+    state_root: Path, optimizer: torch.optim.Optimizer, scheduler: Any
+) -> tuple[int, dict[str, Any]] | None:
+    """Restore the newest state; returns (step, extra) or None when the run has not saved one yet."""
+    candidates = sorted(state_root.glob("step_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    if not candidates:
+        return None
+    state = torch.load(candidates[-1], weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    _set_rng_state(state["rng"])
+    return state["step"], state["extra"]

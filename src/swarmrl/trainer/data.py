@@ -1,0 +1,131 @@
+"""Collect the rollouts of one training step from the run directory, scored by a trusted scorer.
+
+Files are read with the untrusted-file checks, rows from a policy older than `step - async_level` are
+refused (and said so), and zero-advantage groups are dropped until enough informative groups are in
+(DAPO's dynamic sampling).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from swarmrl.trainer.advantages import OnlineFilter
+
+from swarmrl.rollouts import RolloutError, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
+from swarmrl.rundir import RunDir
+
+log = logging.getLogger(__name__)
+
+Scorer = Callable[[list[RolloutRow]], list[ScoredRow]]
+
+
+class NotEnoughRollouts(Exception):
+    """No usable rollouts arrived for a step within the configured wait."""
+
+
+@dataclass
+class CollectStats:
+    files: int = 0
+    refused_files: int = 0
+    stale_rows: int = 0
+    groups_seen: int = 0
+    groups_dropped: int = 0
+    policy_lag: list[int] = field(default_factory=list)
+    wait_seconds: float = 0.0
+
+    @property
+    def dropped_fraction(self) -> float:
+        return self.groups_dropped / self.groups_seen if self.groups_seen else 0.0
+
+
+def group_rows(rows: list[ScoredRow], group_size: int) -> list[list[ScoredRow]]:
+    """Rows of one file grouped by group id; a group of the wrong size is a malformed file."""
+    groups: dict[int, list[ScoredRow]] = {}
+    for row in rows:
+        groups.setdefault(row.group_id, []).append(row)
+    for group_id, members in groups.items():
+        if len(members) != group_size:
+            raise RolloutError(f"group {group_id} has {len(members)} completions, expected {group_size}")
+        if len({(m.task_id, m.prompt_index) for m in members}) != 1:
+            raise RolloutError(f"group {group_id} mixes prompts")
+    return [groups[g] for g in sorted(groups)]
+
+
+class LocalRolloutFeed:
+    def __init__(
+        self,
+        rundir: RunDir,
+        scorer: Scorer,
+        *,
+        async_level: int,
+        group_size: int,
+        limits: RolloutLimits,
+        poll_seconds: float = 0.1,
+    ) -> None:
+        self.rundir = rundir
+        self.scorer = scorer
+        self.async_level = async_level
+        self.group_size = group_size
+        self.limits = limits
+        self.poll_seconds = poll_seconds
+
+    def collect(self, step: int, num_groups: int, max_wait_seconds: float) -> tuple[list[ScoredRow], CollectStats]:
+        stats = CollectStats()
+        accumulator = OnlineFilter(num_groups)
+        seen: set[str] = set()
+        start = last_progress = time.monotonic()
+        directory = self.rundir.rollouts(step)
+        while not accumulator.full:
+            fresh = sorted(p for p in directory.glob("*.parquet") if p.name not in seen) if directory.is_dir() else []
+            for path in fresh:
+                seen.add(path.name)
+                self._ingest(path, step, accumulator, stats)
+                last_progress = time.monotonic()
+                if accumulator.full:
+                    break
+            if accumulator.full:
+                break
+            if self.rundir.should_stop():
+                raise NotEnoughRollouts(f"run stopped while step {step} was collecting")
+            if time.monotonic() - last_progress > max_wait_seconds:
+                raise NotEnoughRollouts(
+                    f"step {step}: {len(accumulator.groups)}/{num_groups} informative groups after waiting "
+                    f"{max_wait_seconds:.0f}s with no new rollout file"
+                )
+            time.sleep(self.poll_seconds)
+        stats.wait_seconds = time.monotonic() - start
+        stats.groups_seen, stats.groups_dropped = accumulator.seen, accumulator.dropped
+        self.rundir.mark_complete(step, {"files": stats.files, "groups": num_groups})
+        return [row for group in accumulator.groups for row in group], stats
+
+    def _ingest(self, path, step: int, accumulator: OnlineFilter, stats: CollectStats) -> None:
+        try:
+            header, rows = read_rollouts(path, self.limits)
+        except RolloutError as exc:
+            stats.refused_files += 1
+            log.warning("refusing %s: %s", path.name, exc)
+            return
+        oldest = step - self.async_level
+        if header.policy_step < oldest:
+            stats.refused_files += 1
+            stats.stale_rows += len(rows)
+            log.warning(
+                "refusing %s: policy step %d is older than step %d - async_level %d",
+                path.name, header.policy_step, step, self.async_level,
+            )
+            return
+        try:
+            groups = group_rows(self.scorer(rows), self.group_size)
+        except RolloutError as exc:
+            stats.refused_files += 1
+            log.warning("refusing %s: %s", path.name, exc)
+            return
+        stats.files += 1
+        stats.policy_lag.extend([step - header.policy_step] * len(groups))
+        for group in groups:
+            if accumulator.full:
+                break
+            accumulator.add(group, [row.reward for row in group])

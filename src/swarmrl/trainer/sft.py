@@ -1,0 +1,71 @@
+"""Supervised warm start on task demonstrations, so RL starts from a policy with a non-zero pass rate."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from swarmrl.models.prompting import encode_completion, encode_prompt
+from swarmrl.trainer.optim import build_optimizer
+
+log = logging.getLogger(__name__)
+
+
+def sft_batch(
+    examples: Sequence[tuple[list[int], list[int]]], pad_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded input ids, attention mask and labels that score only the completion tokens."""
+    width = max(len(p) + len(c) for p, c in examples)
+    input_ids = torch.full((len(examples), width), pad_token_id, dtype=torch.long)
+    labels = torch.full((len(examples), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)
+    for i, (prompt, completion) in enumerate(examples):
+        ids = prompt + completion
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        labels[i, len(prompt) : len(ids)] = torch.tensor(completion)
+        mask[i, : len(ids)] = 1
+    return input_ids, mask, labels
+
+
+def run_sft(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    demonstrations: Sequence[tuple[str, str]],
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    warmup_steps: int,
+    add_bos: bool,
+    seed: int,
+    progress=None,
+) -> list[float]:
+    """Train on (prompt text, demonstration text) pairs; returns the loss of every step."""
+    examples = [
+        (encode_prompt(tokenizer, prompt, add_bos), encode_completion(tokenizer, answer))
+        for prompt, answer in demonstrations
+    ]
+    if not examples:
+        raise ValueError("SFT needs at least one demonstration")
+    optimizer, scheduler = build_optimizer(model, lr, weight_decay, (0.9, 0.95), warmup_steps)
+    rng = random.Random(seed)
+    model.train()
+    losses = []
+    for step in range(steps):
+        input_ids, mask, labels = sft_batch(rng.sample(examples, min(batch_size, len(examples))), tokenizer.pad_token_id)
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(float(loss.detach()))
+        if progress is not None:
+            progress(step + 1, losses[-1])
+    model.eval()
+    return losses
