@@ -53,9 +53,12 @@ def train_step(
 ) -> dict[str, float]:
     """One policy step: π_old recomputed once, then several optimizer steps over minibatches."""
     loss_cfg = config.loss
+    # π_old without dropout: the ratio must be exactly 1 before the first update.
+    model.eval()
     with torch.no_grad():
         old_logprobs, _ = token_logprobs(model, batch)
         ref_logprobs = token_logprobs(ref_model, batch)[0] if ref_model is not None else None
+    model.train()
     num_minibatches = min(config.trainer.optimizer_steps_per_policy_step, len(batch))
     order = torch.arange(len(batch)).chunk(num_minibatches)
     totals: dict[str, float] = {}

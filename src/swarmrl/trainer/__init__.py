@@ -1,0 +1,1 @@
+"""The trainer: GRPO losses, advantages, packing, the train loop, optimizer and checkpoints."""

@@ -1,0 +1,169 @@
+"""The `[loss]` section: which policy objective, behaviour correction and normalisation the trainer uses.
+
+Defaults are the INTELLECT-2 recipe (arXiv 2505.07291): two-sided clipped GRPO with ε = 0.2 and δ = 4, no
+behaviour-policy correction, the constant (Dr.GRPO) normalisation it switched to mid-run, no entropy bonus and
+no KL term. Each variant is one pydantic model selected by its `kind` field, so a TOML file reads
+
+    [loss]
+    normalisation = "token"
+    [loss.objective]
+    kind = "gspo"
+    [loss.correction]
+    kind = "tis"
+    cap = 2.0
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TwoSidedClip(_Strict):
+    """INTELLECT-2's GRPO objective: PPO clipping plus a cap δ on the ratio for negative advantages."""
+
+    kind: Literal["grpo_two_sided"] = "grpo_two_sided"
+    epsilon_low: float = Field(0.2, ge=0.0, lt=1.0, description="ratio clipped below at 1 - epsilon_low")
+    epsilon_high: float = Field(
+        0.2, ge=0.0, description="ratio clipped above at 1 + epsilon_high (DAPO clip-higher uses 0.28)"
+    )
+    delta: float = Field(
+        4.0,
+        description=(
+            "r̃ = min(r, delta): tokens with A < 0 and r > delta give no gradient "
+            "(must exceed 1 + epsilon_high)"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _delta_above_clip(self) -> TwoSidedClip:
+        if self.delta <= 1.0 + self.epsilon_high:
+            raise ValueError(f"delta {self.delta} must exceed 1 + epsilon_high = {1.0 + self.epsilon_high}")
+        return self
+
+
+class GSPOClip(_Strict):
+    """GSPO (arXiv 2507.18071): one length-normalised ratio per sequence, clipped in a narrow band."""
+
+    kind: Literal["gspo"] = "gspo"
+    epsilon_low: float = Field(
+        3e-4, ge=0.0, lt=1.0, description="sequence ratio clipped below at 1 - epsilon_low"
+    )
+    epsilon_high: float = Field(4e-4, ge=0.0, description="sequence ratio clipped above at 1 + epsilon_high")
+
+
+class CISPOClip(_Strict):
+    """CISPO (MiniMax-M1, arXiv 2506.13585): REINFORCE weighted by a stop-gradient clipped IS ratio."""
+
+    kind: Literal["cispo"] = "cispo"
+    epsilon_low: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="IS weight clipped below at 1 - epsilon_low (1.0 = no lower bound, as MiniMax-M1)",
+    )
+    epsilon_high: float = Field(0.28, ge=0.0, description="IS weight clipped above at 1 + epsilon_high")
+
+
+Objective = Annotated[TwoSidedClip | GSPOClip | CISPOClip, Field(discriminator="kind")]
+
+
+class NoCorrection(_Strict):
+    """Trust that the trainer's π_old and the inference engine sampled the same distribution."""
+
+    kind: Literal["none"] = "none"
+
+
+class TruncatedIS(_Strict):
+    """TIS: weight each token by min(π_old / π_engine, cap), a stop-gradient factor."""
+
+    kind: Literal["tis"] = "tis"
+    cap: float = Field(2.0, gt=0.0, description="C, the truncation of the importance weight π_old / π_engine")
+
+
+class MaskedIS(_Strict):
+    """MIS: drop tokens whose weight π_old / π_engine is outside [low, high] (they still count as tokens)."""
+
+    kind: Literal["mis"] = "mis"
+    low: float = Field(0.5, ge=0.0, description="smallest accepted π_old / π_engine")
+    high: float = Field(2.0, gt=0.0, description="largest accepted π_old / π_engine")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MaskedIS:
+        if self.low > self.high:
+            raise ValueError(f"low {self.low} exceeds high {self.high}")
+        return self
+
+
+BehaviourCorrection = Annotated[NoCorrection | TruncatedIS | MaskedIS, Field(discriminator="kind")]
+
+Normalisation = Literal["token", "sequence", "constant"]
+
+
+class LossConfig(_Strict):
+    """Every knob of the policy loss; see `swarmrl.trainer.losses.policy_loss` for the formulae."""
+
+    objective: Objective = Field(
+        default_factory=TwoSidedClip, description="the surrogate objective, chosen by `kind`"
+    )
+    correction: BehaviourCorrection = Field(
+        default_factory=NoCorrection,
+        description="correction for the gap between the trainer's π_old and the inference engine's logprobs",
+    )
+    normalisation: Normalisation = Field(
+        "constant",
+        description=(
+            "token: Σ loss / number of completion tokens (DAPO); sequence: mean per sequence, then mean "
+            "over sequences (GRPO); constant: Σ loss / (sequences × max_tokens) (Dr.GRPO, INTELLECT-2's "
+            "final choice)"
+        ),
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "the constant length of the constant normalisation, normally the longest completion the "
+            "workers may generate; None uses the width of the batch, which makes the loss depend on padding"
+        ),
+    )
+    entropy_coef: float = Field(
+        0.0, ge=0.0, description="weight of the entropy bonus (INTELLECT-2 tried 0.001); 0 turns it off"
+    )
+    kl_coef: float = Field(
+        0.0,
+        ge=0.0,
+        description=(
+            "weight of the k3 KL to the reference model; 0 turns it off (TRL's INTELLECT-2 recipe sets "
+            "0.001, which needs a reference model's logprobs every step)"
+        ),
+    )
+
+
+PresetName = Literal["intellect2", "dapo_clip_higher", "dr_grpo", "gspo", "cispo"]
+
+
+def loss_preset(name: PresetName, *, max_tokens: int | None = None) -> LossConfig:
+    """The published recipes, as starting points to override."""
+    if name == "intellect2":
+        return LossConfig(max_tokens=max_tokens)
+    if name == "dapo_clip_higher":
+        return LossConfig(
+            objective=TwoSidedClip(epsilon_low=0.2, epsilon_high=0.28),
+            normalisation="token",
+            max_tokens=max_tokens,
+        )
+    if name == "dr_grpo":
+        return LossConfig(
+            objective=TwoSidedClip(delta=math.inf), normalisation="constant", max_tokens=max_tokens
+        )
+    if name == "gspo":
+        return LossConfig(objective=GSPOClip(), normalisation="sequence", max_tokens=max_tokens)
+    if name == "cispo":
+        return LossConfig(objective=CISPOClip(), normalisation="token", max_tokens=max_tokens)
+    raise ValueError(f"unknown loss preset {name!r}")
