@@ -1,0 +1,227 @@
+"""Batched seeded generation with a KV cache in plain PyTorch, for CPU workers, tests and the demo.
+
+Prompts are left-padded so every row's next token sits in the last column; position ids count real tokens
+only, so padding does not move any row's rotary phases. Rows that hit a stop token leave the batch (their
+cache rows are dropped), so finished sequences cost nothing. Each token choice depends only on (seed,
+completion position, that row's logits) — see `sampler` — hence on nothing about the batch it ran in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from transformers import DynamicCache
+
+from swarmrl.inference.config import TorchEngineConfig
+from swarmrl.inference.engine import HIDDEN_STATE_DTYPE, Generation, GenerationRequest, SamplingParams
+from swarmrl.inference.errors import InvalidRequestError, WeightLoadError
+from swarmrl.inference.kv_cache import PreallocatedLayer, generation_cache
+from swarmrl.inference.lean_decode import LeanDecoder
+from swarmrl.inference.lm_parts import padded_position_ids, split_causal_lm
+from swarmrl.inference.sampler import choose
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+@dataclass
+class _Outputs:
+    """Per-request results, filled column by column as rows decode (rows are original request indices)."""
+
+    tokens: torch.Tensor  # [B, steps] int64
+    logprobs: torch.Tensor  # [B, steps] float32
+    hidden_states: torch.Tensor  # [B, steps, H] bf16
+    lengths: torch.Tensor  # [B] completion length so far / final
+    stopped: torch.Tensor  # [B] bool, ended on a stop token
+
+    @classmethod
+    def empty(cls, batch: int, steps: int, hidden_size: int) -> _Outputs:
+        return cls(
+            tokens=torch.zeros((batch, steps), dtype=torch.long),
+            logprobs=torch.zeros((batch, steps), dtype=torch.float32),
+            hidden_states=torch.zeros((batch, steps, hidden_size), dtype=HIDDEN_STATE_DTYPE),
+            lengths=torch.full((batch,), steps),
+            stopped=torch.zeros(batch, dtype=torch.bool),
+        )
+
+
+class TorchEngine:
+    """`InferenceEngine` over a HF causal LM held in memory (puts the model in eval mode)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        config: TorchEngineConfig | None = None,
+        *,
+        eos_token_id: int | Sequence[int] | None = None,
+        policy_step: int = 0,
+    ) -> None:
+        self.model = model.eval()
+        self.config = config or TorchEngineConfig()
+        self.policy_step = policy_step
+        self._parts = split_causal_lm(model)
+        eos = eos_token_id if eos_token_id is not None else model.config.eos_token_id
+        eos_ids = (eos,) if isinstance(eos, int) else tuple(eos or ())
+        if not eos_ids or not all(isinstance(t, int) and 0 <= t < self._parts.vocab_size for t in eos_ids):
+            raise InvalidRequestError(f"the engine needs EOS token ids inside the vocabulary, got {eos!r}")
+        self.eos_token_ids = eos_ids
+        use_lean = self.config.decode_path == "lean" and LeanDecoder.supports(model)
+        self._lean_decoder = LeanDecoder(model) if use_lean else None
+
+    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Generation]:
+        self._check(requests, params)
+        size = self.config.max_batch_size
+        generations: list[Generation] = []
+        for start in range(0, len(requests), size):
+            generations.extend(self._generate_batch(requests[start : start + size], params))
+        return generations
+
+    def load_weights(self, source: Mapping[str, torch.Tensor] | str | Path, *, policy_step: int) -> None:
+        state = _read_checkpoint(Path(source)) if isinstance(source, str | Path) else dict(source)
+        expected = set(self.model.state_dict())
+        unknown = sorted(set(state) - expected)
+        # Tied heads are saved once: the LM head may be absent when it is the input embedding.
+        tied = {"lm_head.weight"} if getattr(self.model.config, "tie_word_embeddings", False) else set()
+        missing = sorted(expected - set(state) - tied)
+        if unknown or missing:
+            raise WeightLoadError(
+                f"weights do not fit the model: missing {missing[:5]}, unknown {unknown[:5]}"
+            )
+        try:
+            self.model.load_state_dict(state, strict=False)
+        except RuntimeError as exc:
+            raise WeightLoadError(f"weights do not fit the model: {exc}") from exc
+        self.policy_step = policy_step
+
+    def _check(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> None:
+        vocab, max_positions = self._parts.vocab_size, self._parts.max_positions
+        for index, request in enumerate(requests):
+            ids = request.prompt_ids
+            if len(ids) == 0:
+                raise InvalidRequestError(f"request {index}: empty prompt")
+            if min(ids) < 0 or max(ids) >= vocab:
+                raise InvalidRequestError(
+                    f"request {index}: prompt token id outside the vocabulary [0, {vocab})"
+                )
+            if not _INT64_MIN <= request.seed <= _INT64_MAX:
+                raise InvalidRequestError(f"request {index}: seed {request.seed} does not fit in int64")
+            if max_positions is not None and len(ids) + params.max_new_tokens > max_positions:
+                raise InvalidRequestError(
+                    f"request {index}: {len(ids)} prompt + {params.max_new_tokens} new tokens exceed the model's "
+                    f"{max_positions} positions"
+                )
+        if any(not 0 <= token < vocab for token in params.stop_token_ids):
+            raise InvalidRequestError(f"stop token ids {params.stop_token_ids} outside the vocabulary")
+
+    @torch.inference_mode()
+    def _generate_batch(
+        self, requests: Sequence[GenerationRequest], params: SamplingParams
+    ) -> list[Generation]:
+        device = self._parts.head.weight.device
+        steps = params.max_new_tokens
+        input_ids, attention_mask = _left_padded([r.prompt_ids for r in requests], device)
+        cache = generation_cache(self.model.config, input_ids.shape[1] + steps)
+        prompt_hidden = self._parts.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=padded_position_ids(attention_mask),
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state
+
+        out = _Outputs.empty(len(requests), steps, self._parts.hidden_size)
+        seeds = torch.tensor([r.seed for r in requests], dtype=torch.int64)
+        stop_ids = torch.tensor(sorted({*self.eos_token_ids, *params.stop_token_ids}), device=device)
+        rows = torch.arange(len(requests))  # original index of each row still decoding
+        next_position = attention_mask.sum(dim=1)
+        hidden = prompt_hidden[:, -1]
+        for step in range(steps):
+            logits = self._parts.head(hidden)
+            positions = torch.full((len(rows),), step)
+            tokens, logprobs = choose(logits, seeds[rows], positions, params.temperature, params.top_p)
+            out.tokens[rows, step] = tokens.cpu()
+            out.logprobs[rows, step] = logprobs.cpu()
+            out.hidden_states[rows, step] = hidden.to(HIDDEN_STATE_DTYPE).cpu()
+            done = torch.isin(tokens, stop_ids)
+            if done.any():
+                out.lengths[rows[done.cpu()]] = step + 1
+                out.stopped[rows[done.cpu()]] = True
+                keep = (~done).nonzero().squeeze(1)
+                if len(keep) == 0:
+                    break
+                cache.batch_select_indices(keep)
+                rows, tokens = rows[keep.cpu()], tokens[keep]
+                attention_mask, next_position = attention_mask[keep], next_position[keep]
+            if step == steps - 1:
+                break
+            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(rows), 1))], dim=1)
+            hidden = self._decode(tokens, next_position, attention_mask, cache)
+            next_position += 1
+        return self._collect(requests, out, prompt_hidden)
+
+    def _decode(
+        self, tokens: torch.Tensor, positions: torch.Tensor, attention_mask: torch.Tensor, cache: DynamicCache
+    ) -> torch.Tensor:
+        """Final hidden states [B, H] after feeding one token per row."""
+        if self._lean_decoder is not None and all(
+            isinstance(layer, PreallocatedLayer) for layer in cache.layers
+        ):
+            return self._lean_decoder.step(tokens, positions, attention_mask, cache.layers)
+        return self._parts.backbone(
+            input_ids=tokens[:, None],
+            attention_mask=attention_mask,
+            position_ids=positions[:, None],
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state[:, -1]
+
+    def _collect(
+        self, requests: Sequence[GenerationRequest], out: _Outputs, prompt_hidden: torch.Tensor
+    ) -> list[Generation]:
+        token_lists, logprob_lists = out.tokens.tolist(), out.logprobs.tolist()
+        generations = []
+        for row, request in enumerate(requests):
+            length = int(out.lengths[row])
+            prompt_states = None
+            if self.config.capture_prompt_hidden_states:
+                prompt_length = len(request.prompt_ids)  # left-padded: the prompt is the last columns
+                prompt_states = prompt_hidden[row, -prompt_length:].to(HIDDEN_STATE_DTYPE).cpu()
+            generations.append(
+                Generation(
+                    prompt_ids=list(request.prompt_ids),
+                    completion_ids=token_lists[row][:length],
+                    logprobs=logprob_lists[row][:length],
+                    finish_reason="eos" if bool(out.stopped[row]) else "length",
+                    seed=request.seed,
+                    policy_step=self.policy_step,
+                    hidden_states=out.hidden_states[row, :length].clone(),
+                    prompt_hidden_states=prompt_states,
+                )
+            )
+        return generations
+
+
+def _left_padded(prompts: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(prompt) for prompt in prompts)
+    input_ids = torch.zeros((len(prompts), width), dtype=torch.long)
+    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        attention_mask[row, width - len(prompt) :] = 1
+    return input_ids.to(device), attention_mask.to(device)
+
+
+def _read_checkpoint(directory: Path) -> dict[str, torch.Tensor]:
+    files = sorted(directory.glob("*.safetensors")) if directory.is_dir() else []
+    if not files:
+        raise WeightLoadError(f"{directory}: no *.safetensors weights")
+    state: dict[str, torch.Tensor] = {}
+    for file in files:
+        try:
+            state.update(load_file(file))
+        except Exception as exc:  # safetensors raises its own SafetensorError besides OSError
+            raise WeightLoadError(f"{file}: unreadable safetensors file: {exc}") from exc
+    return state
