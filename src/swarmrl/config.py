@@ -71,6 +71,7 @@ class TrainerSection(Section):
     betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas")
     warmup_steps: int = Field(5, ge=0, description="linear warmup in optimizer steps")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient-norm clip (INTELLECT-2: 0.1)")
+    advantage: Literal["grpo", "dr_grpo"] = Field("grpo", description="group advantage: (r-mean)/std or r-mean")
     max_wait_seconds: float = Field(600.0, gt=0, description="give up when no usable rollouts arrive this long")
     keep_checkpoints: int = Field(0, ge=0, description="model checkpoints kept on disk (0 keeps all)")
 
@@ -125,6 +126,9 @@ class RunConfig(Section):
                     setattr(self, name, model.model_validate(value or {}))
                 except ValidationError as exc:
                     raise ConfigError(f"[{name}] {exc}") from exc
+        if self.loss.max_tokens is None:
+            # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
+            self.loss.max_tokens = self.worker.max_new_tokens
 
     def dump_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+# Checkpoints are read and written every policy step; per-shard progress bars would flood the logs.
+hf_logging.disable_progress_bar()
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

@@ -1,0 +1,1 @@
+"""Starts the roles of a run as processes on this machine and watches them (demo, rl, swarm)."""

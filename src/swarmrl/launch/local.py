@@ -1,0 +1,57 @@
+"""`swarmrl rl`: a trainer and N workers on this machine, talking only through the run directory."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from rich.console import Console
+from rich.live import Live
+
+from swarmrl.config import RunConfig
+from swarmrl.launch.processes import ProcessGroup
+from swarmrl.launch.report import metrics_table, plot_reward_curve
+from swarmrl.rundir import RunDir
+
+log = logging.getLogger(__name__)
+
+
+def run_local(
+    config: RunConfig,
+    rundir: RunDir,
+    *,
+    console: Console | None = None,
+    pin_cores: bool = False,
+) -> list[dict]:
+    """Train to `config.trainer.steps`; returns the metrics records. Every started process is stopped."""
+    console = console or Console()
+    group = ProcessGroup(rundir.root / "logs")
+    cores = sorted(_available_cores())
+    try:
+        trainer = group.start(
+            "trainer", ["trainer", "--run-dir", str(rundir.root)],
+            cpu_cores={cores[0]} if pin_cores else None,
+        )
+        for index in range(config.worker.num_workers):
+            core = cores[(index + 1) % len(cores)]
+            group.start(
+                f"worker-{index}", ["worker", "--run-dir", str(rundir.root), "--index", str(index)],
+                cpu_cores={core} if pin_cores else None,
+            )
+        started = time.monotonic()
+        with Live(metrics_table([]), console=console, refresh_per_second=2, transient=False) as live:
+            group.wait(trainer, poll=lambda: live.update(metrics_table(rundir.read_metrics())))
+            live.update(metrics_table(rundir.read_metrics()))
+        log.info("trainer finished in %.1fs", time.monotonic() - started)
+    finally:
+        rundir.stop_file.touch()
+        group.stop()
+    records = rundir.read_metrics()
+    plot_reward_curve(records, rundir.root / "reward_curve.png", title=config.run.name)
+    return records
+
+
+def _available_cores() -> set[int]:
+    import os
+
+    return os.sched_getaffinity(0)

@@ -1,0 +1,107 @@
+"""Make a run directory ready: resolved config, keys, and the starting policy `checkpoints/step_0`.
+
+With no model path, a tokenizer is trained on the task text and a tiny model is built and warm-started
+by SFT on task demonstrations; the SFT result is cached by the hash of everything that shapes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from swarmrl.config import RunConfig
+from swarmrl.models import (
+    build_tiny_model,
+    load_model,
+    load_tokenizer,
+    save_pretrained_atomic,
+    train_tokenizer,
+)
+from swarmrl.models.prompting import render_prompt
+from swarmrl.rundir import RunDir, write_json_atomic
+from swarmrl.tasks.registry import build_tasks
+from swarmrl.tasks.task import TaskSource
+from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.trainer.sft import run_sft
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, float], None]
+
+
+def demonstrations(tasks: TaskSource, template: str, limit: int) -> list[tuple[str, str]]:
+    pairs = []
+    for i in range(min(limit, len(tasks))):
+        task = tasks[i]
+        if task.demonstration is not None:
+            pairs.append((render_prompt(template, task.prompt), " " + task.demonstration))
+    return pairs
+
+
+def sft_cache_key(config: RunConfig) -> str:
+    shaping = {
+        "model": config.model.model_dump(mode="json"),
+        "prompt": config.prompt.model_dump(mode="json"),
+        "sft": config.sft.model_dump(mode="json", exclude={"cache"}),
+        "sources": config.tasks.model_dump(mode="json")["sources"],
+        "seed": config.run.seed,
+    }
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_start_policy(config: RunConfig, destination: Path, progress: Progress | None = None) -> Path:
+    """Tokenizer + tiny model + SFT, saved as an HF directory at `destination` (cached when allowed)."""
+    cache = config.run.root / ".cache" / f"sft-{sft_cache_key(config)}"
+    if config.sft.cache and (cache / "config.json").is_file():
+        log.info("reusing the SFT model cached at %s", cache)
+    else:
+        torch.manual_seed(config.run.seed)
+        tasks = build_tasks(config.tasks)
+        pairs = demonstrations(tasks, config.prompt.template, config.sft.num_examples)
+        if config.sft.steps and not pairs:
+            raise ValueError("SFT needs tasks with demonstrations; these sources have none")
+        texts = [prompt + answer for prompt, answer in pairs] or [tasks[i].prompt for i in range(min(2000, len(tasks)))]
+        tokenizer = train_tokenizer(texts, vocab_size=config.model.tokenizer_vocab_size)
+        model = build_tiny_model(config.model.tiny, tokenizer, config.model.attn_implementation)
+        if config.sft.steps:
+            run_sft(
+                model, tokenizer, pairs,
+                steps=config.sft.steps, batch_size=config.sft.batch_size, lr=config.sft.lr,
+                weight_decay=config.sft.weight_decay, warmup_steps=config.sft.warmup_steps,
+                add_bos=config.prompt.add_bos, seed=config.run.seed, progress=progress,
+            )
+        save_pretrained_atomic(model, tokenizer, cache)
+    if destination.exists():
+        shutil.rmtree(destination)
+    shutil.copytree(cache, destination.with_name(destination.name + ".tmp"), dirs_exist_ok=True)
+    (destination.with_name(destination.name + ".tmp")).rename(destination)
+    return destination
+
+
+def prepare_run(config: RunConfig, progress: Progress | None = None) -> RunDir:
+    """Create (or reopen, for resume) a run directory with its starting policy."""
+    rundir = RunDir(config.run.directory)
+    rundir.root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(rundir.root / "config.json", config.model_dump(mode="json"))
+    rundir.stop_file.unlink(missing_ok=True)
+    start = checkpoint_dir(rundir.checkpoints, 0)
+    if (start / "config.json").is_file():
+        return rundir
+    start.parent.mkdir(parents=True, exist_ok=True)
+    if config.model.path is not None:
+        model = load_model(config.model.path, config.model.dtype)
+        save_pretrained_atomic(model, load_tokenizer(config.model.path), start)
+    else:
+        build_start_policy(config, start, progress)
+    return rundir
+
+
+def load_run_config(run_dir: Path) -> RunConfig:
+    """The resolved config a run directory was prepared with (what its processes all read)."""
+    return RunConfig.model_validate(json.loads((run_dir / "config.json").read_text()))

@@ -1,0 +1,36 @@
+"""Which prompts a node must answer, and with which sampling seeds: pure functions of public values.
+
+A worker cannot cherry-pick easy prompts or lucky seeds, because the validator recomputes both from
+(run id, node id, step, batch index).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+_SEED_MASK = (1 << 63) - 1
+
+
+def _hash_to_int(*parts: object) -> int:
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") & _SEED_MASK
+
+
+def batch_seed(run_id: str, node_id: str, step: int, batch_index: int) -> int:
+    return _hash_to_int("batch", run_id, node_id, step, batch_index)
+
+
+def assigned_prompt_indices(seed: int, num_prompts: int, num_tasks: int) -> list[int]:
+    """Distinct task indices when the source is large enough, else drawn with replacement."""
+    if num_tasks < 1:
+        raise ValueError("no tasks to assign")
+    rng = np.random.default_rng(seed)
+    replace = num_prompts > num_tasks
+    return [int(i) for i in rng.choice(num_tasks, size=num_prompts, replace=replace)]
+
+
+def sample_seed(seed: int, prompt_slot: int, completion: int) -> int:
+    """The per-completion seed of the seeded sampler (Gumbel-max), one per (prompt slot, completion)."""
+    return _hash_to_int("sample", seed, prompt_slot, completion)

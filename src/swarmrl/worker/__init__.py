@@ -1,0 +1,1 @@
+"""The untrusted node: fetch a policy, answer the assigned prompts, prove the inference, hand in a signed file."""

@@ -1,0 +1,107 @@
+"""The local worker: trades rollouts for checkpoints with the trainer through the run directory.
+
+For training step k it needs a policy no older than k - async_level; it blocks until the trainer has
+written one, produces batches for step k until the trainer marks step k complete, then moves on to k+1.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+from swarmrl.config import RunConfig
+from swarmrl.identity import Identity
+from swarmrl.inference.engine import SamplingParams
+from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.models import load_model, load_tokenizer
+from swarmrl.rollouts import RolloutHeader, write_rollouts
+from swarmrl.rundir import RunDir
+from swarmrl.tasks.registry import build_tasks
+from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
+from swarmrl.worker.rollout import BatchSpec, assigned_prompts, generate_batch
+
+log = logging.getLogger(__name__)
+
+
+class WorkerStopped(Exception):
+    """The run asked its processes to stop while this worker was waiting."""
+
+
+def wait_for_policy(rundir: RunDir, minimum_step: int, poll_seconds: float = 0.05) -> int:
+    """Block until a checkpoint of at least `minimum_step` exists; returns the newest one."""
+    while True:
+        newest = latest_checkpoint(rundir.checkpoints)
+        if newest is not None and newest >= minimum_step:
+            return newest
+        if rundir.should_stop():
+            raise WorkerStopped(f"stopped while waiting for policy step {minimum_step}")
+        time.sleep(poll_seconds)
+
+
+def run_local_worker(config: RunConfig, index: int, *, max_batches_per_step: int = 64) -> int:
+    """Produce rollouts until the run stops or the last training step is served; returns files written."""
+    torch.set_num_threads(config.worker.torch_threads)
+    rundir = RunDir(config.run.directory)
+    identity = Identity.load_or_create(worker_key_path(rundir, index))
+    tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
+    tasks = build_tasks(config.tasks)
+    params = SamplingParams(
+        max_new_tokens=config.worker.max_new_tokens,
+        temperature=config.worker.temperature,
+        top_p=config.worker.top_p,
+    )
+    engine: TorchEngine | None = None
+    files = 0
+    step = _first_open_step(rundir, config.trainer.steps)
+    try:
+        while step < config.trainer.steps:
+            policy = wait_for_policy(rundir, step - config.worker.async_level)
+            if engine is None:
+                engine = TorchEngine(load_model(checkpoint_dir(rundir.checkpoints, policy)), policy_step=policy)
+            elif policy > engine.policy_step:
+                engine.load_weights(checkpoint_dir(rundir.checkpoints, policy), policy_step=policy)
+            for batch_index in range(max_batches_per_step):
+                if rundir.is_complete(step) or rundir.should_stop():
+                    break
+                spec = BatchSpec(
+                    config.run.id, identity.node_id, step, batch_index,
+                    config.worker.prompts_per_batch, config.worker.group_size, config.run.seed,
+                )
+                prompts = assigned_prompts(
+                    spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
+                )
+                rows = generate_batch(engine, spec, prompts, params)
+                header = RolloutHeader(config.run.id, identity.node_id, engine.policy_step, spec.batch_index)
+                write_rollouts(
+                    rundir.rollouts(step) / f"w{index}-b{spec.batch_index:04d}.parquet", header, rows, identity
+                )
+                files += 1
+                # A newer policy may have landed while this batch ran; later batches should use it.
+                newest = latest_checkpoint(rundir.checkpoints)
+                if newest is not None and newest > engine.policy_step:
+                    engine.load_weights(checkpoint_dir(rundir.checkpoints, newest), policy_step=newest)
+            else:
+                log.warning("worker %d: step %d still open after %d batches", index, step, max_batches_per_step)
+            if rundir.should_stop():
+                break
+            while not rundir.is_complete(step) and not rundir.should_stop():
+                time.sleep(0.05)
+            step += 1
+    except WorkerStopped:
+        pass
+    return files
+
+
+def _first_open_step(rundir: RunDir, total_steps: int) -> int:
+    """After a restart, resume at the first step the trainer has not marked complete."""
+    step = 0
+    while step < total_steps and rundir.is_complete(step):
+        step += 1
+    return step
+
+
+def worker_key_path(rundir: RunDir, index: int) -> Path:
+    return rundir.root / "keys" / f"worker-{index}.pem"

@@ -1,0 +1,99 @@
+"""One rollout batch: the assigned prompts, G seeded completions each, TOPLOC proofs, as rollout rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformers import PreTrainedTokenizerBase
+
+from swarmrl.inference.engine import GenerationRequest, InferenceEngine, SamplingParams
+from swarmrl.models.prompting import encode_prompt, render_prompt
+from swarmrl.rollouts import RolloutRow
+from swarmrl.rollouts.assignment import assigned_prompt_indices, batch_seed, sample_seed
+from swarmrl.tasks.config import TasksConfig
+from swarmrl.tasks.length_reward import add_length_instruction, sample_target_length
+from swarmrl.tasks.task import Task, TaskSource
+from swarmrl.toploc import build_proofs
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """Everything that fixes a batch's prompts and seeds; the validator rebuilds it from the same values."""
+
+    run_id: str
+    node_id: str
+    step: int
+    batch_index: int
+    prompts_per_batch: int
+    group_size: int
+    run_seed: int
+
+    @property
+    def seed(self) -> int:
+        return batch_seed(self.run_id, self.node_id, self.step, self.batch_index)
+
+
+@dataclass(frozen=True)
+class AssignedPrompt:
+    slot: int
+    task_index: int
+    task: Task
+    target_length: int  # -1 when no length target
+    prompt_ids: list[int]
+
+
+def assigned_prompts(
+    spec: BatchSpec,
+    tasks: TaskSource,
+    tokenizer: PreTrainedTokenizerBase,
+    template: str,
+    add_bos: bool,
+    tasks_config: TasksConfig,
+) -> list[AssignedPrompt]:
+    """The prompts of a batch, exactly as the node must send them to its model."""
+    prompts = []
+    indices = assigned_prompt_indices(spec.seed, spec.prompts_per_batch, len(tasks))
+    for slot, index in enumerate(indices):
+        task = tasks[index]
+        question, target = task.prompt, -1
+        length = tasks_config.length
+        if length.mode != "none":
+            target = sample_target_length(length.targets, spec.run_seed, spec.seed, slot)
+            question = add_length_instruction(question, target, length.prompt_suffix)
+        ids = encode_prompt(tokenizer, render_prompt(template, question), add_bos)
+        prompts.append(AssignedPrompt(slot, index, task, target, ids))
+    return prompts
+
+
+def generate_batch(
+    engine: InferenceEngine,
+    spec: BatchSpec,
+    prompts: list[AssignedPrompt],
+    params: SamplingParams,
+) -> list[RolloutRow]:
+    requests = [
+        GenerationRequest(prompt.prompt_ids, sample_seed(spec.seed, prompt.slot, g))
+        for prompt in prompts
+        for g in range(spec.group_size)
+    ]
+    generations = engine.generate(requests, params)
+    rows = []
+    for i, generation in enumerate(generations):
+        prompt = prompts[i // spec.group_size]
+        rows.append(
+            RolloutRow(
+                prompt_ids=list(generation.prompt_ids),
+                completion_ids=list(generation.completion_ids),
+                policy_step=engine.policy_step,
+                task_id=prompt.task.task_id,
+                prompt_index=prompt.task_index,
+                group_id=prompt.slot,
+                sample_seed=generation.seed,
+                temperature=params.temperature,
+                target_length=prompt.target_length,
+                logprobs=list(generation.logprobs),
+                finish_reason=generation.finish_reason,
+                proofs=build_proofs(generation.hidden_states),
+            )
+        )
+    return rows
