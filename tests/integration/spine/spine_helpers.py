@@ -1,0 +1,62 @@
+"""Shared set-up for the spine's integration tests: tiny configs, prepared runs, pre-generated rollouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarmrl.config import RunConfig, load_config
+from swarmrl.identity import Identity
+from swarmrl.inference.engine import SamplingParams
+from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.models import load_model, load_tokenizer
+from swarmrl.rollouts import RolloutHeader, write_rollouts
+from swarmrl.rundir import RunDir
+from swarmrl.tasks.registry import build_tasks
+from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.worker.rollout import BatchSpec, assigned_prompts, generate_batch
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def tiny_config(root: Path, name: str, *overrides: str) -> RunConfig:
+    return load_config(
+        REPO / "configs" / "demo.toml",
+        [
+            f"run.root='{root}'",
+            f"run.name='{name}'",
+            "model.tiny.hidden_size=32",
+            "model.tiny.num_layers=2",
+            "model.tiny.num_heads=2",
+            "model.tiny.num_kv_heads=1",
+            "sft.steps=60",
+            "sft.batch_size=32",
+            'tasks.sources=[{type="reasoning_gym",generator="spell_backward",size=2000,eval_size=50,'
+            "generator_kwargs={min_word_len=3,max_word_len=5}}]",
+            "trainer.prompts_per_step=8",
+            "worker.prompts_per_batch=8",
+            "worker.group_size=4",
+            "worker.max_new_tokens=8",
+            "trainer.max_wait_seconds=60",
+            *overrides,
+        ],
+    )
+
+
+def pregenerate(config: RunConfig, steps: int, batches: int) -> None:
+    """Rollout files for training steps [0, steps), all from policy 0, written as a worker would."""
+    rundir = RunDir(config.run.directory)
+    start = checkpoint_dir(rundir.checkpoints, 0)
+    tokenizer = load_tokenizer(start)
+    engine = TorchEngine(load_model(start), policy_step=0)
+    identity = Identity.from_seed(b"\x05" * 32)
+    tasks = build_tasks(config.tasks)
+    params = SamplingParams(max_new_tokens=config.worker.max_new_tokens, temperature=config.worker.temperature)
+    for step in range(steps):
+        for batch in range(batches):
+            spec = BatchSpec(config.run.id, identity.node_id, step, batch, config.worker.prompts_per_batch,
+                             config.worker.group_size, config.run.seed)
+            prompts = assigned_prompts(spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos,
+                                       config.tasks)
+            rows = generate_batch(engine, spec, prompts, params)
+            header = RolloutHeader(config.run.id, identity.node_id, 0, batch)
+            write_rollouts(rundir.rollouts(step) / f"pre-b{batch:04d}.parquet", header, rows, identity)

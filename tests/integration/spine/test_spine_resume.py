@@ -1,0 +1,65 @@
+"""Kill the trainer mid-run with SIGKILL, restart it: the final weights equal an uninterrupted run's."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+from safetensors.torch import load_file
+
+from swarmrl.launch.roles import trainer_role
+from swarmrl.trainer.checkpoint import checkpoint_dir
+
+from .conftest import STEPS
+
+
+def final_weights(config):
+    return load_file(checkpoint_dir(config.run.directory / "checkpoints", STEPS) / "model.safetensors")
+
+
+def start_trainer(run_dir):
+    return subprocess.Popen(
+        [sys.executable, "-m", "swarmrl.cli", "trainer", "--run-dir", str(run_dir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+
+
+def test_kill_and_resume_gives_the_same_weights(run_copy):
+    straight = run_copy("straight")
+    assert trainer_role(straight.run.directory) == STEPS
+
+    killed = run_copy("killed")
+    state = killed.run.directory / "trainer_state"
+    process = start_trainer(killed.run.directory)
+    try:
+        deadline = time.monotonic() + 240
+        while not (state / "step_2.pt").exists():
+            assert process.poll() is None, process.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "trainer made no progress"
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    assert not (state / f"step_{STEPS}.pt").exists(), "the trainer finished before it could be killed"
+
+    resumed = start_trainer(killed.run.directory)
+    try:
+        _, err = resumed.communicate(timeout=300)
+    finally:
+        if resumed.poll() is None:
+            resumed.kill()
+    assert resumed.returncode == 0, err.decode()[-2000:]
+    assert b"resumed at step" in err
+
+    expected, got = final_weights(straight), final_weights(killed)
+    assert expected.keys() == got.keys()
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), name
+    # The run really trained: the weights moved away from the starting policy.
+    start = load_file(checkpoint_dir(straight.run.directory / "checkpoints", 0) / "model.safetensors")
+    assert any(not torch.equal(start[n], expected[n]) for n in start)
