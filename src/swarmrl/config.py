@@ -72,6 +72,7 @@ class TrainerSection(Section):
     warmup_steps: int = Field(5, ge=0, description="linear warmup in optimizer steps")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient-norm clip (INTELLECT-2: 0.1)")
     advantage: Literal["grpo", "dr_grpo"] = Field("grpo", description="group advantage: (r-mean)/std or r-mean")
+    max_files_per_step: int = Field(256, ge=1, description="give up on a step that needs more rollout files")
     max_wait_seconds: float = Field(600.0, gt=0, description="give up when no usable rollouts arrive this long")
     keep_checkpoints: int = Field(0, ge=0, description="model checkpoints kept on disk (0 keeps all)")
 

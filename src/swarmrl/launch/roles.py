@@ -51,6 +51,7 @@ def trainer_role(run_dir: Path, *, stop_after_steps: int | None = None, threads:
         async_level=config.worker.async_level,
         group_size=config.worker.group_size,
         limits=rollout_limits(config, len(tokenizer)),
+        max_files=config.trainer.max_files_per_step,
     )
 
     def collect(step: int):

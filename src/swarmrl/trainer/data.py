@@ -12,10 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from swarmrl.trainer.advantages import OnlineFilter
-
 from swarmrl.rollouts import RolloutError, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
 from swarmrl.rundir import RunDir
+from swarmrl.trainer.advantages import OnlineFilter
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +62,7 @@ class LocalRolloutFeed:
         async_level: int,
         group_size: int,
         limits: RolloutLimits,
+        max_files: int,
         poll_seconds: float = 0.1,
     ) -> None:
         self.rundir = rundir
@@ -70,6 +70,7 @@ class LocalRolloutFeed:
         self.async_level = async_level
         self.group_size = group_size
         self.limits = limits
+        self.max_files = max_files
         self.poll_seconds = poll_seconds
 
     def collect(self, step: int, num_groups: int, max_wait_seconds: float) -> tuple[list[ScoredRow], CollectStats]:
@@ -81,6 +82,12 @@ class LocalRolloutFeed:
         while not accumulator.full:
             fresh = sorted(p for p in directory.glob("*.parquet") if p.name not in seen) if directory.is_dir() else []
             for path in fresh:
+                if len(seen) >= self.max_files:
+                    raise NotEnoughRollouts(
+                        f"step {step}: only {len(accumulator.groups)}/{num_groups} informative groups in "
+                        f"{len(seen)} files ({accumulator.dropped} groups had equal rewards): the tasks are too "
+                        "easy or too hard for this policy"
+                    )
                 seen.add(path.name)
                 self._ingest(path, step, accumulator, stats)
                 last_progress = time.monotonic()

@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from swarmrl.trainer.losses import policy_loss
 from torch.nn.parallel import DistributedDataParallel
 
 from swarmrl.config import RunConfig
@@ -29,6 +28,7 @@ from swarmrl.trainer.checkpoint import (
     save_trainer_state,
 )
 from swarmrl.trainer.data import CollectStats
+from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.optim import build_optimizer
 
 log = logging.getLogger(__name__)

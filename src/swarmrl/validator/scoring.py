@@ -13,8 +13,8 @@ from typing import Literal
 from transformers import PreTrainedTokenizerBase
 
 from swarmrl.rollouts import RolloutError, RolloutRow, ScoredRow
-from swarmrl.tasks.reward import RewardRequest, compute_rewards
 from swarmrl.tasks.config import TasksConfig
+from swarmrl.tasks.reward import RewardRequest, compute_rewards
 from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.advantages import grpo_advantages
 

@@ -41,7 +41,7 @@ def wait_for_policy(rundir: RunDir, minimum_step: int, poll_seconds: float = 0.0
         time.sleep(poll_seconds)
 
 
-def run_local_worker(config: RunConfig, index: int, *, max_batches_per_step: int = 64) -> int:
+def run_local_worker(config: RunConfig, index: int) -> int:
     """Produce rollouts until the run stops or the last training step is served; returns files written."""
     torch.set_num_threads(config.worker.torch_threads)
     rundir = RunDir(config.run.directory)
@@ -63,9 +63,10 @@ def run_local_worker(config: RunConfig, index: int, *, max_batches_per_step: int
                 engine = TorchEngine(load_model(checkpoint_dir(rundir.checkpoints, policy)), policy_step=policy)
             elif policy > engine.policy_step:
                 engine.load_weights(checkpoint_dir(rundir.checkpoints, policy), policy_step=policy)
-            for batch_index in range(max_batches_per_step):
-                if rundir.is_complete(step) or rundir.should_stop():
-                    break
+            batch_index = 0
+            # Keep producing until the trainer has enough informative groups for this step; it gives up
+            # (and says why) when a step needs more files than it allows.
+            while not rundir.is_complete(step) and not rundir.should_stop():
                 spec = BatchSpec(
                     config.run.id, identity.node_id, step, batch_index,
                     config.worker.prompts_per_batch, config.worker.group_size, config.run.seed,
@@ -79,16 +80,13 @@ def run_local_worker(config: RunConfig, index: int, *, max_batches_per_step: int
                     rundir.rollouts(step) / f"w{index}-b{spec.batch_index:04d}.parquet", header, rows, identity
                 )
                 files += 1
+                batch_index += 1
                 # A newer policy may have landed while this batch ran; later batches should use it.
                 newest = latest_checkpoint(rundir.checkpoints)
                 if newest is not None and newest > engine.policy_step:
                     engine.load_weights(checkpoint_dir(rundir.checkpoints, newest), policy_step=newest)
-            else:
-                log.warning("worker %d: step %d still open after %d batches", index, step, max_batches_per_step)
             if rundir.should_stop():
                 break
-            while not rundir.is_complete(step) and not rundir.should_stop():
-                time.sleep(0.05)
             step += 1
     except WorkerStopped:
         pass

@@ -19,11 +19,12 @@ def final_weights(config):
     return load_file(checkpoint_dir(config.run.directory / "checkpoints", STEPS) / "model.safetensors")
 
 
-def start_trainer(run_dir):
-    return subprocess.Popen(
-        [sys.executable, "-m", "swarmrl.cli", "trainer", "--run-dir", str(run_dir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+def start_trainer(run_dir, log_path):
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "swarmrl.cli", "trainer", "--run-dir", str(run_dir)],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
 
 
 def test_kill_and_resume_gives_the_same_weights(run_copy):
@@ -32,11 +33,12 @@ def test_kill_and_resume_gives_the_same_weights(run_copy):
 
     killed = run_copy("killed")
     state = killed.run.directory / "trainer_state"
-    process = start_trainer(killed.run.directory)
+    log_path = killed.run.directory / "trainer-test.log"
+    process = start_trainer(killed.run.directory, log_path)
     try:
         deadline = time.monotonic() + 240
         while not (state / "step_2.pt").exists():
-            assert process.poll() is None, process.stderr.read().decode()[-2000:]
+            assert process.poll() is None, log_path.read_text()[-2000:]
             assert time.monotonic() < deadline, "trainer made no progress"
             time.sleep(0.05)
         os.kill(process.pid, signal.SIGKILL)
@@ -47,14 +49,16 @@ def test_kill_and_resume_gives_the_same_weights(run_copy):
             process.wait(timeout=30)
     assert not (state / f"step_{STEPS}.pt").exists(), "the trainer finished before it could be killed"
 
-    resumed = start_trainer(killed.run.directory)
+    resumed = start_trainer(killed.run.directory, log_path)
     try:
-        _, err = resumed.communicate(timeout=300)
+        resumed.wait(timeout=300)
     finally:
         if resumed.poll() is None:
             resumed.kill()
-    assert resumed.returncode == 0, err.decode()[-2000:]
-    assert b"resumed at step" in err
+            resumed.wait(timeout=30)
+    log = log_path.read_text()
+    assert resumed.returncode == 0, log[-2000:]
+    assert "resumed at step" in log
 
     expected, got = final_weights(straight), final_weights(killed)
     assert expected.keys() == got.keys()

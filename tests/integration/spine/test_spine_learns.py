@@ -1,0 +1,60 @@
+"""A tiny asynchronous RL run (trainer + a worker sharing a run directory) raises the reward it is given."""
+
+import statistics
+import subprocess
+import sys
+
+import torch
+
+from swarmrl.launch.prepare import prepare_run
+from swarmrl.launch.roles import trainer_role
+from swarmrl.rundir import RunDir
+from swarmrl.tasks import reward as reward_module
+from swarmrl.tasks.task import Task
+
+from .spine_helpers import tiny_config
+
+
+class ContainsLetter:
+    """Reward 1 when the answer contains the letter: learnable from scratch in a few policy steps."""
+
+    def __init__(self, letter: str) -> None:
+        self.letter = letter
+
+    def score(self, task: Task, completion: str) -> float:
+        return float(self.letter in completion)
+
+
+def test_async_rl_raises_reward(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    monkeypatch.setitem(reward_module._FACTORIES, "reasoning_gym", lambda config: ContainsLetter("e"))
+    monkeypatch.setattr(reward_module, "_COMPUTERS", {})
+    config = tiny_config(
+        tmp_path, "learn", "sft.steps=0", "trainer.steps=8", "trainer.lr=1e-2", "trainer.warmup_steps=0",
+        "worker.async_level=1", "trainer.prompts_per_step=8", "worker.prompts_per_batch=8", "worker.group_size=8",
+    )
+    rundir = prepare_run(config)
+    # The worker never scores anything, so it runs as its own process; only the trainer needs the verifier.
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "swarmrl.cli", "worker", "--run-dir", str(rundir.root), "--index", "0"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        assert trainer_role(rundir.root) == 8
+    finally:
+        rundir.stop_file.touch()
+        try:
+            worker.wait(timeout=60)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait(timeout=10)
+        log.close()
+    assert worker.returncode == 0, (tmp_path / "worker.log").read_text()[-2000:]
+    records = RunDir(rundir.root).read_metrics()
+    rewards = [r["reward"] for r in records]
+    assert len(rewards) == 8
+    # The async rule held: no batch came from a policy more than async_level steps old.
+    assert max(r["policy_lag"] for r in records) <= 1
+    assert statistics.mean(rewards[-3:]) > statistics.mean(rewards[:3]) + 0.2, rewards

@@ -1,0 +1,79 @@
+"""The trainer's rollout feed: the async window, online filtering, and its bounded waits."""
+
+import dataclasses
+import logging
+
+import pytest
+
+from swarmrl.identity import Identity
+from swarmrl.rollouts import RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, write_rollouts
+from swarmrl.rundir import RunDir
+from swarmrl.trainer.data import LocalRolloutFeed, NotEnoughRollouts
+
+NODE = Identity.from_seed(b"\x09" * 32)
+G = 2
+
+
+def rows_for(policy_step: int, rewards: list[float]) -> list[RolloutRow]:
+    return [
+        RolloutRow([1], [2, 3], policy_step, f"t{i // G}", i // G, i // G, i, 1.0, -1, [-0.5, -0.5], "eos", [], float(r))
+        for i, r in enumerate(rewards)
+    ]
+
+
+def claimed_reward_scorer(rows):
+    # Stands in for the validator's scorer: the test controls rewards through the claimed column.
+    return [ScoredRow(**dataclasses.asdict(r), reward=r.claimed_reward, task_reward=r.claimed_reward) for r in rows]
+
+
+def feed(tmp_path, async_level=1, max_files=16):
+    return LocalRolloutFeed(
+        RunDir(tmp_path), claimed_reward_scorer, async_level=async_level, group_size=G,
+        limits=RolloutLimits(require_proofs=False), max_files=max_files, poll_seconds=0.01,
+    )
+
+
+def put(tmp_path, step, name, policy_step, rewards):
+    header = RolloutHeader("run", NODE.node_id, policy_step, 0)
+    write_rollouts(RunDir(tmp_path).rollouts(step) / name, header, rows_for(policy_step, rewards), NODE)
+
+
+def test_stale_files_are_refused_and_named(tmp_path, caplog):
+    put(tmp_path, 3, "a-old.parquet", 1, [1, 0, 1, 0])  # 3 - async_level 1 = 2 > 1: too old
+    put(tmp_path, 3, "b-fresh.parquet", 2, [1, 0, 0, 1])
+    with caplog.at_level(logging.WARNING):
+        rows, stats = feed(tmp_path).collect(3, num_groups=2, max_wait_seconds=5)
+    assert {r.policy_step for r in rows} == {2}
+    assert stats.refused_files == 1 and stats.stale_rows == 4
+    assert "a-old.parquet: policy step 1 is older than step 3 - async_level 1" in caplog.text
+    assert RunDir(tmp_path).is_complete(3)
+
+
+def test_zero_variance_groups_are_dropped_until_full(tmp_path):
+    put(tmp_path, 0, "a.parquet", 0, [1, 1, 0, 0, 1, 0])  # two uninformative groups, one informative
+    put(tmp_path, 0, "b.parquet", 0, [0, 1, 0, 0])
+    rows, stats = feed(tmp_path).collect(0, num_groups=2, max_wait_seconds=5)
+    assert len(rows) == 2 * G
+    assert stats.groups_seen == 4 and stats.groups_dropped == 2
+    assert stats.dropped_fraction == pytest.approx(0.5)
+
+
+def test_gives_up_with_a_reason(tmp_path):
+    put(tmp_path, 0, "a.parquet", 0, [1, 1])
+    with pytest.raises(NotEnoughRollouts, match="0/1 informative groups after waiting"):
+        feed(tmp_path).collect(0, num_groups=1, max_wait_seconds=0.2)
+    for i in range(3):
+        put(tmp_path, 1, f"{i}.parquet", 0, [0, 0])
+    with pytest.raises(NotEnoughRollouts, match="too easy or too hard"):
+        feed(tmp_path, max_files=2).collect(1, num_groups=1, max_wait_seconds=5)
+
+
+def test_tampered_file_is_refused_not_fatal(tmp_path, caplog):
+    put(tmp_path, 0, "a.parquet", 0, [1, 0])
+    path = RunDir(tmp_path).rollouts(0) / "a.parquet"
+    path.write_bytes(path.read_bytes()[:-20])
+    put(tmp_path, 0, "b.parquet", 0, [0, 1])
+    with caplog.at_level(logging.WARNING):
+        rows, stats = feed(tmp_path).collect(0, num_groups=1, max_wait_seconds=5)
+    assert stats.refused_files == 1 and "refusing a.parquet" in caplog.text
+    assert len(rows) == G
