@@ -1,0 +1,167 @@
+"""Pydantic configuration of task sources and rewards (the `[tasks]` section of a run config)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+TARGET_SHORT = [1000, 2000, 3000, 4000, 5000]
+TARGET_LONG = [2000, 4000, 6000, 8000, 10000]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReasoningGymSourceConfig(_Strict):
+    type: Literal["reasoning_gym"] = Field(
+        "reasoning_gym", description="Discriminator: a reasoning-gym generator."
+    )
+    generator: str = Field(description="reasoning-gym dataset name, e.g. 'basic_arithmetic'.")
+    name: str | None = Field(
+        None, description="Source name used in task ids; defaults to the generator name."
+    )
+    weight: float = Field(1.0, gt=0, description="Relative sampling weight when sources are mixed.")
+    split: Literal["train", "eval"] = Field("train", description="Which split this source serves.")
+    size: int = Field(
+        10_000, ge=1, le=1_000_000, description="Number of train tasks (before held-out removal)."
+    )
+    eval_size: int = Field(200, ge=1, le=100_000, description="Number of held-out tasks.")
+    seed: int = Field(0, description="Seed of the train split generator.")
+    eval_seed: int = Field(1_000_003, description="Seed of the held-out generator; must differ from `seed`.")
+    generator_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments passed to the generator config."
+    )
+    prompt_template: str = Field(
+        "question",
+        description="'question' (the raw generator question), 'system' (reasoning-gym's default system "
+        "prompt, then the question) or a format string over {question} and the entry's metadata fields, "
+        "e.g. '{expression} =' for a compact arithmetic prompt.",
+    )
+
+    demonstration_template: str = Field(
+        "{answer}", description="SFT reference text built from the answer, e.g. '<answer>{answer}</answer>'."
+    )
+
+    @model_validator(mode="after")
+    def _seeds_differ(self) -> ReasoningGymSourceConfig:
+        if self.seed == self.eval_seed:
+            raise ValueError("seed and eval_seed must differ so the held-out split is a different draw")
+        if self.prompt_template not in ("question", "system") and not re.search(
+            r"\{\w+\}", self.prompt_template
+        ):
+            raise ValueError("prompt_template must be 'question', 'system' or contain a {field}")
+        if "{answer}" not in self.demonstration_template:
+            raise ValueError("demonstration_template must contain '{answer}'")
+        return self
+
+
+class DatasetSourceConfig(_Strict):
+    type: Literal["dataset"] = Field("dataset", description="Discriminator: an INTELLECT-2 layout dataset.")
+    name: str = Field(description="Source name used in task ids.")
+    path: str | None = Field(None, description="Local .jsonl / .jsonl.gz / .parquet file.")
+    hf_dataset: str | None = Field(None, description="HF hub dataset id (needs network and `datasets`).")
+    hf_split: str = Field("train", description="HF split to load.")
+    weight: float = Field(1.0, gt=0, description="Relative sampling weight when sources are mixed.")
+    default_task_type: str | None = Field(None, description="task_type for rows that lack the column.")
+    limit: int | None = Field(None, ge=1, description="Keep only the first `limit` rows.")
+
+    @model_validator(mode="after")
+    def _one_location(self) -> DatasetSourceConfig:
+        if (self.path is None) == (self.hf_dataset is None):
+            raise ValueError("set exactly one of path or hf_dataset")
+        return self
+
+
+SourceConfig = Annotated[ReasoningGymSourceConfig | DatasetSourceConfig, Field(discriminator="type")]
+
+
+class AnswerExtractionConfig(_Strict):
+    mode: Literal["auto", "think", "answer_tag", "raw"] = Field(
+        "auto",
+        description="Where the answer is: 'think' = text after the think-end tag; 'answer_tag' = inside the "
+        "last <answer>...</answer>; 'auto' = after the think-end tag if present, then inside an answer "
+        "tag if present; 'raw' = the whole completion.",
+    )
+    think_end_tag: str = Field("</think>", description="Tag that closes the reasoning.")
+    answer_tag: str = Field("answer", description="Name of the answer tag (<answer>...</answer>).")
+    require_think_end: bool = Field(False, description="Score 0 when the reasoning is never closed.")
+
+
+class MathRewardConfig(_Strict):
+    timeout_seconds: float = Field(5.0, gt=0, description="Wall-clock limit of one math-verify call.")
+    num_workers: int = Field(2, ge=1, le=64, description="Processes in the math-verify pool.")
+    start_method: Literal["spawn", "forkserver"] = Field("spawn", description="multiprocessing start method.")
+    float_rounding: int = Field(6, ge=0, description="math-verify float_rounding.")
+
+
+class CodeRewardConfig(_Strict):
+    timeout_seconds: float = Field(10.0, gt=0, description="Wall-clock limit of one sandboxed run.")
+    cpu_seconds: int = Field(10, ge=1, description="RLIMIT_CPU of the sandboxed program.")
+    memory_mb: int = Field(1024, ge=64, description="RLIMIT_AS of the sandboxed program in MiB.")
+    max_processes: int = Field(8, ge=1, description="RLIMIT_NPROC for the sandbox's private uid.")
+    max_output_bytes: int = Field(
+        1 << 20, ge=1024, description="stdout+stderr cap; beyond it the run is killed."
+    )
+    max_file_bytes: int = Field(
+        16 << 20, ge=0, description="RLIMIT_FSIZE: largest file the program may write."
+    )
+    num_workers: int = Field(2, ge=1, le=64, description="Concurrent sandboxes in batch scoring.")
+    isolation: Literal["auto", "namespaces", "prelude"] = Field(
+        "auto",
+        description="'namespaces' = unshare net/pid/mount/ipc + private uid + prelude guard; 'prelude' = the "
+        "in-process audit-hook guard and rlimits only; 'auto' = namespaces when they work here.",
+    )
+
+
+class LengthRewardConfig(_Strict):
+    mode: Literal["none", "exact", "max", "clip"] = Field(
+        "none", description="Length-target reward: exact r-a|T-L| (INTELLECT-2), max, clip, or none."
+    )
+    alpha: float = Field(0.0003, ge=0, description="Penalty per token of distance to the target.")
+    targets: list[int] = Field(
+        default_factory=lambda: list(TARGET_SHORT),
+        min_length=1,
+        description="Target lengths T are drawn from this list (TARGET-SHORT default).",
+    )
+    prompt_suffix: str = Field(
+        "Think for {target} tokens.", description="Appended to the prompt; has {target}."
+    )
+
+    @model_validator(mode="after")
+    def _positive_targets(self) -> LengthRewardConfig:
+        if any(t <= 0 for t in self.targets):
+            raise ValueError("length targets must be positive")
+        if "{target}" not in self.prompt_suffix:
+            raise ValueError("prompt_suffix must contain '{target}'")
+        return self
+
+
+class TasksConfig(_Strict):
+    sources: list[SourceConfig] = Field(
+        default_factory=lambda: [ReasoningGymSourceConfig(generator="basic_arithmetic")],
+        description="Task sources, mixed by their weights.",
+    )
+    mix_seed: int = Field(0, description="Seed of the deterministic weighted interleaving of sources.")
+    solve_rate_band: tuple[float, float] | None = Field(
+        None,
+        description="Keep tasks whose solve_rate lies in [lo, hi] (INTELLECT-2: [0.1, 0.8]); None = all.",
+    )
+    extraction: AnswerExtractionConfig = Field(
+        default_factory=AnswerExtractionConfig, description="Where the final answer is in a completion."
+    )
+    math: MathRewardConfig = Field(default_factory=MathRewardConfig, description="Math reward settings.")
+    code: CodeRewardConfig = Field(default_factory=CodeRewardConfig, description="Code reward settings.")
+    length: LengthRewardConfig = Field(
+        default_factory=LengthRewardConfig, description="Length-target reward."
+    )
+
+    @model_validator(mode="after")
+    def _band_ordered(self) -> TasksConfig:
+        if self.solve_rate_band is not None:
+            lo, hi = self.solve_rate_band
+            if not 0.0 <= lo <= hi <= 1.0:
+                raise ValueError("solve_rate_band must satisfy 0 <= lo <= hi <= 1")
+        return self

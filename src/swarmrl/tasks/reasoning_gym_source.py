@@ -1,0 +1,147 @@
+"""reasoning-gym generators as task sources (seeded train / held-out splits) and their verifier."""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from typing import Any
+
+from swarmrl.tasks.config import AnswerExtractionConfig, ReasoningGymSourceConfig
+from swarmrl.tasks.errors import TaskError
+from swarmrl.tasks.extraction import answer_region
+from swarmrl.tasks.task import Task
+
+_DATASET_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_dataset(generator: str, seed: int, size: int, kwargs_json: str) -> Any:
+    import reasoning_gym
+
+    try:
+        return reasoning_gym.create_dataset(generator, seed=seed, size=size, **json.loads(kwargs_json))
+    except (ValueError, TypeError, AssertionError, KeyError) as exc:
+        raise TaskError(f"reasoning-gym generator {generator!r} rejected its config: {exc}") from exc
+
+
+def load_generator(generator: str, seed: int, size: int, kwargs: dict[str, Any]) -> Any:
+    """The (cached) reasoning-gym dataset object; TaskError when the name or kwargs are wrong."""
+    from reasoning_gym.factory import DATASETS
+
+    if generator not in DATASETS:
+        raise TaskError(f"unknown reasoning-gym generator {generator!r}")
+    with _DATASET_LOCK:
+        return _cached_dataset(generator, seed, size, json.dumps(kwargs, sort_keys=True))
+
+
+def render_prompt(entry: dict[str, Any], template: str) -> str:
+    """'question' = the raw question; 'system' = reasoning-gym's default system prompt, then the question;
+    otherwise a format string over {question} and the entry's metadata (e.g. '{expression} =')."""
+    question = entry["question"]
+    if template == "question":
+        return question
+    if template == "system":
+        from reasoning_gym.utils import SYSTEM_PROMPTS
+
+        return f"{SYSTEM_PROMPTS['default']}\n{question}"
+    fields = {**entry.get("metadata", {}), "question": question}
+    try:
+        return template.format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise TaskError(
+            f"prompt_template {template!r} does not fit this generator's entries "
+            f"(fields: {sorted(fields)}): {exc!r}"
+        ) from exc
+
+
+class ReasoningGymSource:
+    """One split of one generator. The train split never contains a question of the held-out split.
+
+    Both splits are drawn from the same generator config with different seeds; because small generators have
+    small question spaces (e.g. one-digit sums), the train split additionally drops every entry whose question
+    text occurs in the held-out split, so `len(train)` may be smaller than `size`.
+    """
+
+    def __init__(self, config: ReasoningGymSourceConfig) -> None:
+        self.config = config
+        self._name = config.name or config.generator
+        self._heldout = load_generator(
+            config.generator, config.eval_seed, config.eval_size, config.generator_kwargs
+        )
+        if config.split == "eval":
+            self._dataset = self._heldout
+            self._indices = list(range(config.eval_size))
+            self._seed, self._size = config.eval_seed, config.eval_size
+        else:
+            heldout_questions = {self._heldout[i]["question"] for i in range(config.eval_size)}
+            self._dataset = load_generator(
+                config.generator, config.seed, config.size, config.generator_kwargs
+            )
+            self._indices = [
+                i for i in range(config.size) if self._dataset[i]["question"] not in heldout_questions
+            ]
+            self._seed, self._size = config.seed, config.size
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, index: int) -> Task:
+        if not 0 <= index < len(self._indices):
+            raise IndexError(f"task index {index} out of range for {self._name} ({len(self)} tasks)")
+        dataset_index = self._indices[index]
+        entry = self._dataset[dataset_index]
+        return Task(
+            task_id=f"{self._name}/{self.config.split}/{dataset_index}",
+            prompt=render_prompt(entry, self.config.prompt_template),
+            task_type="reasoning_gym",
+            verification_info={
+                "generator": self.config.generator,
+                "seed": self._seed,
+                "size": self._size,
+                "kwargs": self.config.generator_kwargs,
+                "index": dataset_index,
+                "answer": entry["answer"],
+            },
+            demonstration=None
+            if entry["answer"] is None
+            else self.config.demonstration_template.format(answer=entry["answer"]),
+        )
+
+
+class ReasoningGymVerifier:
+    """Scores with the generator's own `score_answer` on the extracted answer (reasoning-gym's [0, 1] scale).
+
+    The entry is regenerated from (generator, seed, size, kwargs, index) rather than read from the task, so a
+    tampered `answer` field cannot change the verdict.
+    """
+
+    task_type = "reasoning_gym"
+
+    def __init__(self, extraction: AnswerExtractionConfig | None = None) -> None:
+        self.extraction = extraction or AnswerExtractionConfig()
+
+    def score(self, task: Task, completion: str) -> float:
+        info = task.verification_info
+        try:
+            generator, seed, size = info["generator"], int(info["seed"]), int(info["size"])
+            kwargs, index = info.get("kwargs") or {}, int(info["index"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TaskError(
+                f"task {task.task_id}: reasoning_gym verification_info is malformed: {exc!r}"
+            ) from exc
+        if not isinstance(kwargs, dict) or not 0 <= index < size:
+            raise TaskError(f"task {task.task_id}: reasoning_gym kwargs/index out of range")
+        dataset = load_generator(generator, seed, size, kwargs)
+        answer = answer_region(completion, self.extraction)
+        if not answer:
+            return 0.0
+        try:
+            score = float(dataset.score_answer(answer, dataset[index]))
+        except Exception:  # noqa: BLE001 — a scorer choking on a hostile answer means the answer is wrong
+            return 0.0
+        return min(1.0, max(0.0, score))

@@ -1,0 +1,142 @@
+"""One reward entry point: task reward by task_type through a registered Verifier, then the length term."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+from swarmrl.tasks.code_verifier import CodeVerifier
+from swarmrl.tasks.config import TasksConfig
+from swarmrl.tasks.errors import TaskError
+from swarmrl.tasks.length_reward import length_shaped_reward
+from swarmrl.tasks.math_verifier import MathVerifier
+from swarmrl.tasks.reasoning_gym_source import ReasoningGymVerifier
+from swarmrl.tasks.task import Task
+
+
+class Verifier(Protocol):
+    """Scores one completion of one task in [0, 1]. Must be thread-safe; may hold process pools."""
+
+    task_type: str
+
+    def score(self, task: Task, completion: str) -> float: ...
+
+
+@dataclass(frozen=True)
+class RewardBreakdown:
+    task_reward: float
+    length_term: float  # total − task_reward: what the length target added (≤ 0)
+    total: float
+
+
+@dataclass(frozen=True)
+class RewardRequest:
+    task: Task
+    completion_text: str
+    num_completion_tokens: int
+    target_length: int | None = None
+
+
+VerifierFactory = Callable[[TasksConfig], Verifier]
+_FACTORIES: dict[str, VerifierFactory] = {
+    "math": lambda config: MathVerifier(config.math, config.extraction),
+    "code": lambda config: CodeVerifier(config.code, config.extraction),
+    "reasoning_gym": lambda config: ReasoningGymVerifier(config.extraction),
+}
+
+
+def register_verifier(task_type: str, factory: VerifierFactory) -> None:
+    """Make `task_type` scorable by verifiers built with `factory(config)` (replaces an existing one)."""
+    _FACTORIES[task_type] = factory
+
+
+class RewardComputer:
+    """Holds one verifier per task type (and their pools) for a config; thread-safe."""
+
+    def __init__(self, config: TasksConfig) -> None:
+        self.config = config
+        self._verifiers: dict[str, Verifier] = {}
+        self._lock = threading.Lock()
+
+    def verifier(self, task_type: str) -> Verifier:
+        with self._lock:
+            if task_type not in self._verifiers:
+                if task_type not in _FACTORIES:
+                    raise TaskError(f"no verifier registered for task_type {task_type!r}")
+                self._verifiers[task_type] = _FACTORIES[task_type](self.config)
+            return self._verifiers[task_type]
+
+    def compute(
+        self,
+        task: Task,
+        completion_text: str,
+        *,
+        num_completion_tokens: int,
+        target_length: int | None = None,
+    ) -> RewardBreakdown:
+        task_reward = float(self.verifier(task.task_type).score(task, completion_text))
+        length = self.config.length
+        total = length_shaped_reward(
+            length.mode, task_reward, target_length, num_completion_tokens, length.alpha
+        )
+        return RewardBreakdown(task_reward, total - task_reward, total)
+
+    def compute_batch(
+        self, requests: Sequence[RewardRequest], max_concurrency: int | None = None
+    ) -> list[RewardBreakdown]:
+        """Rewards in request order; sandbox runs and math-verify calls run concurrently in their pools."""
+        workers = max_concurrency or max(self.config.math.num_workers, self.config.code.num_workers)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reward") as pool:
+            return list(
+                pool.map(
+                    lambda r: self.compute(
+                        r.task,
+                        r.completion_text,
+                        num_completion_tokens=r.num_completion_tokens,
+                        target_length=r.target_length,
+                    ),
+                    requests,
+                )
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            for verifier in self._verifiers.values():
+                close = getattr(verifier, "close", None)
+                if close is not None:
+                    close()
+            self._verifiers.clear()
+
+
+_COMPUTERS: dict[str, RewardComputer] = {}
+_COMPUTERS_LOCK = threading.Lock()
+
+
+def _computer_for(config: TasksConfig) -> RewardComputer:
+    key = config.model_dump_json()
+    with _COMPUTERS_LOCK:
+        if key not in _COMPUTERS:
+            _COMPUTERS[key] = RewardComputer(config)
+        return _COMPUTERS[key]
+
+
+def compute_reward(
+    task: Task,
+    completion_text: str,
+    *,
+    num_completion_tokens: int,
+    target_length: int | None,
+    config: TasksConfig,
+) -> RewardBreakdown:
+    """Reward of one completion (verifiers and pools are shared per config within the process)."""
+    return _computer_for(config).compute(
+        task, completion_text, num_completion_tokens=num_completion_tokens, target_length=target_length
+    )
+
+
+def compute_rewards(requests: Sequence[RewardRequest], *, config: TasksConfig) -> list[RewardBreakdown]:
+    """Batch version of `compute_reward`."""
+    return _computer_for(config).compute_batch(requests)
