@@ -46,14 +46,17 @@ def load_model(
 
 
 def save_pretrained_atomic(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None, path: str | Path
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase | None,
+    path: str | Path,
+    state_dict: dict[str, torch.Tensor] | None = None,
 ) -> Path:
     """Write to a temporary sibling, then rename: a reader sees the whole directory or none of it."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(tmp, safe_serialization=True)
+    model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     if path.exists():

@@ -45,9 +45,15 @@ def latest_checkpoint(root: Path) -> int | None:
 
 
 def save_checkpoint(
-    root: Path, step: int, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, keep: int = 0
+    root: Path,
+    step: int,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    keep: int = 0,
+    state_dict: dict[str, torch.Tensor] | None = None,
 ) -> Path:
-    path = save_pretrained_atomic(model, tokenizer, checkpoint_dir(root, step))
+    """`state_dict` overrides the model's own tensors (the gathered full weights of a sharded model)."""
+    path = save_pretrained_atomic(model, tokenizer, checkpoint_dir(root, step), state_dict=state_dict)
     if keep:
         for old in list_checkpoints(root)[:-keep]:
             shutil.rmtree(checkpoint_dir(root, old), ignore_errors=True)
@@ -65,7 +71,7 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_trainer_state(
-    state_root: Path, step: int, optimizer: torch.optim.Optimizer, scheduler: Any, extra: dict[str, Any]
+    state_root: Path, step: int, optimizer_state: dict[str, Any], scheduler: Any, extra: dict[str, Any]
 ) -> Path:
     state_root.mkdir(parents=True, exist_ok=True)
     path = state_root / f"step_{step}.pt"
@@ -73,7 +79,7 @@ def save_trainer_state(
     torch.save(
         {
             "step": step,
-            "optimizer": optimizer.state_dict(),
+            "optimizer": optimizer_state,
             "scheduler": scheduler.state_dict(),
             "rng": _rng_state(),
             "extra": extra,
@@ -87,15 +93,15 @@ def save_trainer_state(
     return path
 
 
-def load_trainer_state(
-    state_root: Path, optimizer: torch.optim.Optimizer, scheduler: Any
-) -> tuple[int, dict[str, Any]] | None:
-    """Restore the newest state; returns (step, extra) or None when the run has not saved one yet."""
-    candidates = sorted(state_root.glob("step_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
-    if not candidates:
-        return None
-    state = torch.load(candidates[-1], weights_only=False)
-    optimizer.load_state_dict(state["optimizer"])
+def saved_trainer_steps(state_root: Path) -> list[int]:
+    return sorted(int(p.stem.split("_")[1]) for p in state_root.glob("step_*.pt"))
+
+
+def read_trainer_state(state_root: Path, step: int) -> dict[str, Any]:
+    """The saved state of `step`; the caller restores the optimizer (possibly sharded) from it."""
+    return torch.load(state_root / f"step_{step}.pt", weights_only=False)
+
+
+def restore_scheduler_and_rng(state: dict[str, Any], scheduler: Any) -> None:
     scheduler.load_state_dict(state["scheduler"])
     _set_rng_state(state["rng"])
-    return state["step"], state["extra"]

@@ -1,7 +1,7 @@
 """The trusted RL trainer: collect step k's rollouts, run GRPO, write checkpoint k+1, repeat.
 
 Runs alone or as one rank of a torch.distributed job (torchrun; gloo on CPU): each rank trains on its
-slice of the batch through DistributedDataParallel and rank 0 writes checkpoints and metrics.
+slice of the batch through FSDP2 (`fully_shard`) and rank 0 writes full checkpoints and metrics.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 from swarmrl.config import RunConfig
 from swarmrl.models import load_model, load_tokenizer
@@ -23,24 +22,28 @@ from swarmrl.trainer.batch import TrainBatch, collate, token_logprobs
 from swarmrl.trainer.checkpoint import (
     checkpoint_dir,
     latest_checkpoint,
-    load_trainer_state,
+    read_trainer_state,
+    restore_scheduler_and_rng,
     save_checkpoint,
     save_trainer_state,
+    saved_trainer_steps,
 )
 from swarmrl.trainer.data import CollectStats
 from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.optim import build_optimizer
+from swarmrl.trainer.parallel import (
+    full_model_state,
+    full_optimizer_state,
+    load_optimizer_state,
+    shard_model,
+    to_float,
+    world,
+)
 
 log = logging.getLogger(__name__)
 
 Collector = Callable[[int], tuple[list[ScoredRow], CollectStats]]
 Publisher = Callable[[int], None]
-
-
-def _world() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 def train_step(
@@ -80,7 +83,7 @@ def train_step(
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.trainer.max_grad_norm)
         optimizer.step()
         scheduler.step()
-        step_metrics = {"loss": float(out.loss.detach()), "grad_norm": float(grad_norm), **{
+        step_metrics = {"loss": float(out.loss.detach()), "grad_norm": to_float(grad_norm), **{
             k: float(v) for k, v in out.metrics.items()
         }}
         for key, value in step_metrics.items():
@@ -122,38 +125,42 @@ def run_trainer(
     stop_after_steps: int | None = None,
 ) -> int:
     """Train from the newest resumable state to `config.trainer.steps`; returns the last step written."""
-    rank, world = _world()
+    rank, world_size = world()
     rundir = RunDir(config.run.directory)
     torch.manual_seed(config.run.seed)
     if latest_checkpoint(rundir.checkpoints) is None:
         raise FileNotFoundError(f"{rundir.checkpoints}: no step_0 checkpoint to start from")
     tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
     # Probe the saved state first: the model must come from the checkpoint the state belongs to.
-    state_steps = sorted(int(p.stem.split("_")[1]) for p in rundir.trainer_state.glob("step_*.pt"))
+    state_steps = saved_trainer_steps(rundir.trainer_state)
     step = state_steps[-1] if state_steps else 0
-    model = load_model(checkpoint_dir(rundir.checkpoints, step), config.model.dtype)
+    model = shard_model(load_model(checkpoint_dir(rundir.checkpoints, step), config.model.dtype))
     model.train()
     optimizer, scheduler = build_optimizer(
         model, config.trainer.lr, config.trainer.weight_decay, config.trainer.betas, config.trainer.warmup_steps
     )
     if state_steps:
-        restored = load_trainer_state(rundir.trainer_state, optimizer, scheduler)
-        assert restored is not None
+        state = read_trainer_state(rundir.trainer_state, step)
+        load_optimizer_state(model, optimizer, state["optimizer"] if rank == 0 else None)
+        restore_scheduler_and_rng(state, scheduler)
         log.info("resumed at step %d", step)
     ref_model = None
     if config.loss.kl_coef > 0:
-        ref_model = load_model(checkpoint_dir(rundir.checkpoints, 0), config.model.dtype).eval()
-    trained = DistributedDataParallel(model) if world > 1 else model
+        ref_model = shard_model(load_model(checkpoint_dir(rundir.checkpoints, 0), config.model.dtype)).eval()
     steps_done = 0
     while step < config.trainer.steps:
-        rows, stats = _collect_on_rank0(collect, step, rank, world)
+        rows, stats = _collect_on_rank0(collect, step, rank, world_size)
         started = time.monotonic()
-        shard = rows[rank::world]
-        metrics = train_step(trained, optimizer, scheduler, collate(shard, tokenizer.pad_token_id), config, ref_model)
+        shard = rows[rank::world_size]
+        metrics = train_step(model, optimizer, scheduler, collate(shard, tokenizer.pad_token_id), config, ref_model)
         step += 1
+        weights = full_model_state(model)
+        optimizer_state = full_optimizer_state(model, optimizer)
         if rank == 0:
-            save_checkpoint(rundir.checkpoints, step, model, tokenizer, keep=config.trainer.keep_checkpoints)
-            save_trainer_state(rundir.trainer_state, step, optimizer, scheduler, {"run": config.run.id})
+            save_checkpoint(
+                rundir.checkpoints, step, model, tokenizer, keep=config.trainer.keep_checkpoints, state_dict=weights
+            )
+            save_trainer_state(rundir.trainer_state, step, optimizer_state, scheduler, {"run": config.run.id})
             if publish is not None:
                 publish(step)
             record = {"step": step, "time": time.time(), "train_seconds": time.monotonic() - started}

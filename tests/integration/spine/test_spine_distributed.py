@@ -1,4 +1,4 @@
-"""The trainer's torch.distributed path: 2 gloo ranks under torchrun train like one process on the whole batch."""
+"""The trainer's FSDP2 path: 2 gloo ranks under torchrun train like one process on the whole batch."""
 
 import subprocess
 import sys
