@@ -1,0 +1,123 @@
+"""Who is calling: a node proven by its request signature, or the operator holding the admin token."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy import delete
+from sqlalchemy.exc import IntegrityError
+from starlette.concurrency import run_in_threadpool
+
+from swarmrl.coordinator.db import Ban, Nonce
+from swarmrl.coordinator.errors import AuthError, ForbiddenError, RateLimitError
+from swarmrl.coordinator.signing import RequestSignatureError, SignedHeaders, verify_request
+from swarmrl.coordinator.state import ServiceState
+
+NONCE_PURGE_EVERY_S = 60.0
+
+
+@dataclass(frozen=True)
+class Caller:
+    """`node_id` is None for the admin."""
+
+    node_id: str | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.node_id is None
+
+    def require_node(self) -> str:
+        if self.node_id is None:
+            raise ForbiddenError("this endpoint needs a node signature, not the admin token", kind="node_required")
+        return self.node_id
+
+
+def state_of(request: Request) -> ServiceState:
+    return request.app.state.coordinator
+
+
+def signed_target(request: Request) -> str:
+    """The path and query exactly as they came over the wire (what the client signed)."""
+    raw_path = request.scope.get("raw_path") or request.scope["path"].encode()
+    query = request.scope.get("query_string", b"")
+    target = raw_path.decode("latin-1")
+    return f"{target}?{query.decode('latin-1')}" if query else target
+
+
+def check_admin(state: ServiceState, authorization: str | None) -> Caller:
+    if state.admin_token is None:
+        raise ForbiddenError("this coordinator has no admin token configured", kind="admin_disabled")
+    if not authorization:
+        raise AuthError("admin endpoints need 'Authorization: Bearer <token>'", kind="admin_token_required")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), state.admin_token.encode()):
+        raise ForbiddenError("admin token does not match", kind="admin_token_invalid")
+    return Caller(node_id=None)
+
+
+def _record_nonce(state: ServiceState, signed: SignedHeaders, now: float) -> None:
+    with state.sessions() as session:
+        if session.get(Ban, signed.node_id) is not None:
+            raise ForbiddenError("this node is banned", kind="banned")
+        session.add(Nonce(node_id=signed.node_id, nonce=signed.nonce, seen_at=now))
+        try:
+            session.commit()
+        except IntegrityError as exc:
+            raise AuthError("nonce already used by this node", kind="replayed_nonce") from exc
+    _purge_old_nonces(state, now)
+
+
+def _purge_old_nonces(state: ServiceState, now: float) -> None:
+    # A nonce older than the skew window can never be replayed: its timestamp would be refused first.
+    if now - state.nonce_purged_at < NONCE_PURGE_EVERY_S or not state.purge_lock.acquire(blocking=False):
+        return
+    try:
+        state.nonce_purged_at = now
+        with state.sessions() as session, session.begin():
+            session.execute(delete(Nonce).where(Nonce.seen_at < now - 2 * state.config.clock_skew_s))
+    finally:
+        state.purge_lock.release()
+
+
+async def authenticate_node(request: Request, body_sha256: str, *, now: float | None = None) -> str:
+    """Verify the signature over this request, refuse banned keys, burn the nonce, apply the rate limit."""
+    state = state_of(request)
+    now = state.clock() if now is None else now
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    try:
+        signed = verify_request(
+            headers,
+            request.method,
+            signed_target(request),
+            body_sha256,
+            now=now,
+            max_skew_s=state.config.clock_skew_s,
+        )
+    except RequestSignatureError as exc:
+        raise AuthError(exc.detail, kind=exc.kind) from exc
+    await run_in_threadpool(_record_nonce, state, signed, now)
+    if not state.limiter.take(signed.node_id):
+        raise RateLimitError(f"more than {state.config.requests_per_minute} requests per minute from this node")
+    return signed.node_id
+
+
+async def caller(request: Request) -> Caller:
+    """FastAPI dependency: the admin when a bearer token is sent, else the signing node."""
+    state = state_of(request)
+    authorization = request.headers.get("authorization")
+    if authorization is not None:
+        return check_admin(state, authorization)
+    body = await request.body()
+    return Caller(node_id=await authenticate_node(request, hashlib.sha256(body).hexdigest()))
+
+
+async def admin_only(request: Request) -> Caller:
+    return check_admin(state_of(request), request.headers.get("authorization"))
+
+
+SignedCaller = Annotated[Caller, Depends(caller)]
+AdminCaller = Annotated[Caller, Depends(admin_only)]

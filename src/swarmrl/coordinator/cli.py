@@ -1,0 +1,63 @@
+"""`swarmrl coordinator`: run the protocol service."""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
+
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.errors import SchemaVersionError
+
+ADMIN_TOKEN_ENV = "SWARMRL_ADMIN_TOKEN"
+
+
+def load_config(path: Path | None) -> CoordinatorConfig:
+    """A TOML file holding either a `[coordinator]` table (a run config) or the fields at top level."""
+    if path is None:
+        return CoordinatorConfig()
+    try:
+        data = tomllib.loads(path.read_text())
+        return CoordinatorConfig.model_validate(data.get("coordinator", data))
+    except (OSError, tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise typer.BadParameter(f"{path}: {exc}", param_hint="--config") from exc
+
+
+def coordinator(
+    db_url: Annotated[str, typer.Option(help="SQLAlchemy URL: sqlite:///path.db or postgresql+psycopg://...")] = (
+        "sqlite:///coordinator.db"
+    ),
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one (see --port-file)")] = 8700,
+    storage_dir: Annotated[Path, typer.Option(help="directory that stores uploaded rollout files")] = Path(
+        "coordinator_storage"
+    ),
+    admin_token: Annotated[
+        str | None, typer.Option(envvar=ADMIN_TOKEN_ENV, help="bearer token of admin endpoints (unset: disabled)")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML: a run config (its coordinator table) or the fields at top level")
+    ] = None,
+    port_file: Annotated[Path | None, typer.Option(help="write the bound port here once listening")] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
+) -> None:
+    """Run the coordinator: identities, heartbeats, step counter, task seeds, uploads, verdicts, ledger."""
+    from swarmrl.coordinator.app import create_app
+    from swarmrl.coordinator.server import serve
+
+    logging.basicConfig(level=logging.INFO)
+    settings = load_config(config)
+    try:
+        app = create_app(db_url=db_url, storage=storage_dir, admin_token=admin_token, config=settings)
+    except (SQLAlchemyError, SchemaVersionError, ModuleNotFoundError) as exc:
+        raise typer.BadParameter(f"cannot open {db_url}: {exc}", param_hint="--db-url") from exc
+    serve(app, host, port, port_file=port_file, log_level=log_level)
+
+
+if __name__ == "__main__":
+    typer.run(coordinator)

@@ -1,0 +1,139 @@
+"""Node lifecycle: register, join, heartbeat, leave, and the seed a node must use."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+
+from swarmrl.coordinator.access import (
+    active_member,
+    get_run,
+    is_validator,
+    require_registered,
+)
+from swarmrl.coordinator.api import (
+    Heartbeat,
+    HeartbeatAck,
+    HexKey,
+    MemberInfo,
+    NodeInfo,
+    Ok,
+    RegisterNode,
+    RunId,
+    SeedInfo,
+    Step,
+)
+from swarmrl.coordinator.auth import SignedCaller, state_of
+from swarmrl.coordinator.db import Membership, Node
+from swarmrl.coordinator.errors import ApiError, ConflictError, ForbiddenError
+from swarmrl.coordinator.health import Health, health_of
+from swarmrl.coordinator.seeds import task_seed
+from swarmrl.coordinator.views import member_info, node_info
+
+router = APIRouter(tags=["nodes"])
+
+MAX_HARDWARE_JSON = 8192
+MAX_BATCH_INDEX = 2**31 - 1
+
+
+@router.post("/v1/nodes/register", response_model=NodeInfo)
+def register(body: RegisterNode, request: Request, who: SignedCaller) -> NodeInfo:
+    node_id = who.require_node()
+    if len(body.model_dump_json()) > MAX_HARDWARE_JSON:
+        raise ApiError(f"hardware description over {MAX_HARDWARE_JSON} bytes", kind="too_large", status=413)
+    state = state_of(request)
+    with state.sessions() as session, session.begin():
+        node = session.get(Node, node_id)
+        if node is None:
+            node = Node(node_id=node_id, hardware=body.hardware, registered_at=state.clock(), hard_rejects=0)
+            session.add(node)
+        else:
+            node.hardware = body.hardware
+        return node_info(node, banned=False)
+
+
+@router.post("/v1/runs/{run_id}/join", response_model=MemberInfo)
+def join(run_id: RunId, request: Request, who: SignedCaller) -> MemberInfo:
+    node_id = who.require_node()
+    state = state_of(request)
+    now = state.clock()
+    with state.sessions() as session, session.begin():
+        get_run(session, run_id)
+        require_registered(session, node_id)
+        member = session.get(Membership, (run_id, node_id))
+        if member is None:
+            member = Membership(run_id=run_id, node_id=node_id, status="active", joined_at=now, last_seen=now,
+                                heartbeats=0, policy_step=None)
+            session.add(member)
+        else:
+            # Joining again is how a left, ejected or silent node comes back; it counts as a heartbeat.
+            if member.status != "active" or health_of(member.last_seen, now, state.config) is Health.DEAD:
+                member.joined_at = now
+            member.status, member.last_seen = "active", now
+        return member_info(member, now, state.config)
+
+
+@router.post("/v1/runs/{run_id}/heartbeat", response_model=HeartbeatAck)
+def heartbeat(run_id: RunId, body: Heartbeat, request: Request, who: SignedCaller) -> HeartbeatAck:
+    node_id = who.require_node()
+    state = state_of(request)
+    now = state.clock()
+    with state.sessions() as session, session.begin():
+        run = get_run(session, run_id)
+        member = active_member(session, run_id, node_id, state.config, now)
+        member.last_seen = now
+        member.heartbeats += 1
+        if body.policy_step is not None:
+            member.policy_step = body.policy_step
+        return HeartbeatAck(
+            current_step=run.current_step,
+            async_level=run.async_level,
+            min_policy_step=max(0, run.current_step - run.async_level),
+            next_heartbeat_s=state.config.heartbeat_interval_s,
+        )
+
+
+@router.post("/v1/runs/{run_id}/leave", response_model=Ok)
+def leave(run_id: RunId, request: Request, who: SignedCaller) -> Ok:
+    node_id = who.require_node()
+    state = state_of(request)
+    with state.sessions() as session, session.begin():
+        get_run(session, run_id)
+        member = session.get(Membership, (run_id, node_id))
+        if member is None:
+            raise ForbiddenError("not a member of this run", kind="not_member")
+        if member.status == "active":
+            member.status = "left"
+    return Ok()
+
+
+@router.get("/v1/runs/{run_id}/seed", response_model=SeedInfo)
+def seed(
+    run_id: RunId,
+    request: Request,
+    who: SignedCaller,
+    step: Annotated[Step, Query()],
+    batch_index: Annotated[int, Query(ge=0, le=MAX_BATCH_INDEX)],
+    node_id: Annotated[
+        HexKey | None,
+        Query(description="whose seed; only validators, the trainer and admin may ask for another node's"),
+    ] = None,
+) -> SeedInfo:
+    """The seed for (node, step, batch): a node may only learn its own, and only once the step has opened."""
+    state = state_of(request)
+    with state.sessions() as session:
+        run = get_run(session, run_id)
+        privileged = who.is_admin or who.node_id == run.trainer_public_key or is_validator(
+            session, run_id, who.node_id)
+        target = node_id or who.node_id
+        if target is None:
+            raise ApiError("the admin must name node_id", kind="node_id_required", status=422)
+        if not privileged:
+            if target != who.node_id:
+                raise ForbiddenError("a node may only ask for its own seeds", kind="not_own_seed")
+            active_member(session, run_id, target, state.config, state.clock())
+            if step > run.current_step:
+                raise ConflictError(f"step {step} has not opened (current {run.current_step})", kind="future_step")
+        value = task_seed(run_id, target, step, batch_index, run.run_secret)
+    return SeedInfo(run_id=run_id, node_id=target, step=step, batch_index=batch_index, seed=value)

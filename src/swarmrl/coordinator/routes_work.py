@@ -1,0 +1,272 @@
+"""Work: upload slots, file uploads, submissions, verdicts, and what the trainer reads back."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from swarmrl.coordinator import ledger
+from swarmrl.coordinator.access import (
+    active_member,
+    get_run,
+    require_privileged,
+    require_registered,
+    require_validator,
+)
+from swarmrl.coordinator.api import (
+    RowId,
+    RunId,
+    SlotId,
+    Step,
+    SubmissionInfo,
+    SubmitWork,
+    UploadReceipt,
+    UploadRequest,
+    UploadSlotInfo,
+    VerdictInfo,
+    VerdictRequest,
+)
+from swarmrl.coordinator.auth import SignedCaller, authenticate_node, state_of
+from swarmrl.coordinator.db import Membership, Node, Run, Submission, UploadSlot, Verdict
+from swarmrl.coordinator.errors import ApiError, AuthError, ConflictError, NotFoundError, RateLimitError
+from swarmrl.coordinator.routes_admin import ban_node
+from swarmrl.coordinator.signing import RequestSignatureError, parse_signed_headers
+from swarmrl.coordinator.state import ServiceState
+from swarmrl.coordinator.storage import StorageError
+from swarmrl.coordinator.views import submission_info, verdict_info
+
+router = APIRouter(tags=["work"])
+
+HOUR_S = 3600.0
+
+
+def _check_step_window(run: Run, step: int) -> None:
+    """Work counts only for an opened step no older than the run's async level allows."""
+    if step > run.current_step:
+        raise ConflictError(f"step {step} has not opened (current {run.current_step})", kind="future_step")
+    if step < run.current_step - run.async_level:
+        raise ConflictError(
+            f"step {step} is stale: current {run.current_step}, async level {run.async_level}", kind="stale_step"
+        )
+
+
+def storage_key(run_id: str, step: int, node_id: str, sha256: str) -> str:
+    return f"runs/{run_id}/step_{step}/{node_id}/{sha256}.parquet"
+
+
+@router.post("/v1/runs/{run_id}/uploads", status_code=201, response_model=UploadSlotInfo)
+def request_upload(run_id: RunId, body: UploadRequest, request: Request, who: SignedCaller) -> UploadSlotInfo:
+    node_id = who.require_node()
+    state = state_of(request)
+    config = state.config
+    now = state.clock()
+    if body.size_bytes > config.upload_max_bytes:
+        raise ApiError(f"{body.size_bytes} bytes is over the {config.upload_max_bytes}-byte cap",
+                       kind="too_large", status=413)
+    with state.sessions() as session, session.begin():
+        run = get_run(session, run_id)
+        active_member(session, run_id, node_id, config, now)
+        _check_step_window(run, body.step)
+        recent = session.scalar(
+            select(func.count()).select_from(UploadSlot).where(
+                UploadSlot.node_id == node_id, UploadSlot.created_at > now - HOUR_S)
+        )
+        if (recent or 0) >= config.uploads_per_hour:
+            raise RateLimitError(f"at most {config.uploads_per_hour} uploads per hour per node",
+                                 kind="upload_rate_limited")
+        slot = UploadSlot(
+            slot_id=secrets.token_hex(16), run_id=run_id, node_id=node_id, step=body.step, sha256=body.sha256,
+            size_bytes=body.size_bytes, created_at=now, expires_at=now + config.upload_slot_ttl_s, uploaded=False,
+        )
+        session.add(slot)
+    return UploadSlotInfo(slot_id=slot.slot_id, upload_path=f"/v1/uploads/{slot.slot_id}",
+                          max_bytes=body.size_bytes, expires_at=slot.expires_at)
+
+
+@router.put(
+    "/v1/uploads/{slot_id}",
+    response_model=UploadReceipt,
+    openapi_extra={"requestBody": {"required": True,
+                                   "content": {"application/octet-stream": {"schema": {"type": "string",
+                                                                                         "format": "binary"}}}}},
+)
+async def upload(slot_id: SlotId, request: Request) -> UploadReceipt:
+    """Raw file bytes; signed like every node request (the signature covers the bytes' sha256)."""
+    state = state_of(request)
+    started = state.clock()
+    # Cheap checks before reading up to 100 MiB: signed headers present, well formed and fresh.
+    try:
+        signed = parse_signed_headers({k.lower(): v for k, v in request.headers.items()})
+    except RequestSignatureError as exc:
+        raise AuthError(exc.detail, kind=exc.kind) from exc
+    if abs(started - signed.timestamp) > state.config.clock_skew_s:
+        raise AuthError("timestamp outside the skew window", kind="expired")
+    slot = await run_in_threadpool(_open_slot, state, slot_id, signed.node_id, started)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > slot.size_bytes:
+        raise ApiError(f"upload of {declared} bytes exceeds the declared {slot.size_bytes}", kind="too_large",
+                       status=413)
+    staged = state.staging_dir / f"{slot_id}.{secrets.token_hex(8)}.part"
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with open(staged, "wb") as f:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > slot.size_bytes:
+                    raise ApiError(f"upload exceeds the declared {slot.size_bytes} bytes", kind="too_large",
+                                   status=413)
+                digest.update(chunk)
+                f.write(chunk)
+        body_sha256 = digest.hexdigest()
+        await authenticate_node(request, body_sha256, now=started)
+        if size != slot.size_bytes or body_sha256 != slot.sha256:
+            raise ApiError(f"uploaded {size} bytes hashing to {body_sha256}; slot declared {slot.size_bytes} bytes "
+                           f"hashing to {slot.sha256}", kind="sha256_mismatch", status=422)
+        key = storage_key(slot.run_id, slot.step, slot.node_id, slot.sha256)
+        await run_in_threadpool(_store, state, slot_id, staged, key)
+    finally:
+        if os.path.exists(staged):
+            os.unlink(staged)
+    return UploadReceipt(slot_id=slot_id, sha256=body_sha256, size_bytes=size)
+
+
+def _open_slot(state: ServiceState, slot_id: str, node_id: str, now: float) -> UploadSlot:
+    with state.sessions() as session:
+        slot = session.get(UploadSlot, slot_id)
+        if slot is None or slot.node_id != node_id:
+            raise NotFoundError("no upload slot with that id for this node", kind="unknown_slot")
+        if slot.uploaded:
+            raise ConflictError("this slot already received its file", kind="slot_used")
+        if slot.expires_at < now:
+            raise ConflictError("this upload slot has expired; ask for a new one", kind="slot_expired")
+        return slot
+
+
+def _store(state: ServiceState, slot_id: str, staged: Path, key: str) -> None:
+    with state.sessions() as session, session.begin():
+        slot = session.get(UploadSlot, slot_id)
+        if slot is None or slot.uploaded:
+            raise ConflictError("this slot already received its file", kind="slot_used")
+        state.storage.put(key, staged)
+        slot.uploaded = True
+        slot.storage_key = key
+
+
+@router.post("/v1/runs/{run_id}/submissions", status_code=201, response_model=SubmissionInfo)
+def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller) -> SubmissionInfo:
+    """Claim an uploaded file as work for `step`: (sha256, rows, tokens). Credit waits for a verdict."""
+    node_id = who.require_node()
+    state = state_of(request)
+    now = state.clock()
+    with state.sessions() as session, session.begin():
+        run = get_run(session, run_id)
+        require_registered(session, node_id)
+        active_member(session, run_id, node_id, state.config, now)
+        slot = session.get(UploadSlot, body.slot_id)
+        if slot is None or slot.node_id != node_id or slot.run_id != run_id:
+            raise NotFoundError("no upload slot with that id for this node and run", kind="unknown_slot")
+        if not slot.uploaded or slot.storage_key is None:
+            raise ConflictError("the file for this slot has not been uploaded", kind="not_uploaded")
+        if slot.sha256 != body.sha256 or slot.step != body.step:
+            raise ApiError("sha256/step differ from the uploaded file's", kind="sha256_mismatch", status=422)
+        _check_step_window(run, body.step)
+        if session.scalar(select(Submission.id).where(Submission.run_id == run_id,
+                                                      Submission.sha256 == body.sha256)) is not None:
+            raise ConflictError("this file was already submitted", kind="duplicate_submission")
+        submission = Submission(
+            run_id=run_id, node_id=node_id, step=body.step, sha256=body.sha256, size_bytes=slot.size_bytes,
+            rows=body.rows, tokens=body.tokens, storage_key=slot.storage_key, status="pending", submitted_at=now,
+        )
+        session.add(submission)
+        session.flush()
+        info = submission_info(submission)
+    state.metrics.submissions.inc()
+    return info
+
+
+@router.get("/v1/submissions/{submission_id}/file", response_class=FileResponse,
+            responses={200: {"content": {"application/octet-stream": {}}}})
+def submission_file(submission_id: RowId, request: Request, who: SignedCaller) -> FileResponse:
+    state = state_of(request)
+    with state.sessions() as session:
+        submission = session.get(Submission, submission_id)
+        if submission is None:
+            raise NotFoundError(f"no submission {submission_id}", kind="unknown_submission")
+        require_privileged(session, get_run(session, submission.run_id), who)
+        key = submission.storage_key
+    try:
+        path = state.storage.path(key)
+    except StorageError as exc:
+        raise NotFoundError(str(exc), kind="file_missing") from exc
+    return FileResponse(path, media_type="application/octet-stream")
+
+
+@router.post("/v1/submissions/{submission_id}/verdict", response_model=VerdictInfo)
+def post_verdict(submission_id: RowId, body: VerdictRequest, request: Request,
+                 who: SignedCaller) -> VerdictInfo:
+    """Accept (credit pending until the window passes) or reject (soft: drop; hard: wipe, eject, maybe ban)."""
+    state = state_of(request)
+    config = state.config
+    now = state.clock()
+    with state.sessions() as session, session.begin():
+        submission = session.get(Submission, submission_id)
+        if submission is None:
+            raise NotFoundError(f"no submission {submission_id}", kind="unknown_submission")
+        validator_key = require_validator(session, submission.run_id, who)
+        if submission.status != "pending":
+            raise ConflictError(f"submission {submission_id} is already {submission.status}", kind="already_decided")
+        severity = None if body.accept else config.severity_of(body.check)
+        verdict = Verdict(
+            submission_id=submission.id, validator_key=validator_key, accepted=body.accept, check_name=body.check,
+            reason=body.reason, severity=severity, rewards_summary=body.rewards_summary, decided_at=now,
+        )
+        session.add(verdict)
+        ledger.settle(session, submission.run_id, now)
+        if body.accept:
+            submission.status = "accepted"
+            ledger.credit(session, submission, now, config.credit_unlock_window_s)
+        else:
+            submission.status = "rejected"
+            if severity == "hard":
+                _hard_invalidate(session, submission, config.hard_rejects_before_ban, now)
+        info = verdict_info(verdict, submission)
+    state.metrics.verdicts.labels(outcome="accept" if body.accept else f"reject_{severity}").inc()
+    return info
+
+
+def _hard_invalidate(session: Session, submission: Submission, rejects_before_ban: int, now: float) -> None:
+    ledger.wipe_pending(session, submission.run_id, submission.node_id, now)
+    node = session.get(Node, submission.node_id)
+    if node is not None:
+        node.hard_rejects += 1
+        if node.hard_rejects >= rejects_before_ban:
+            ban_node(session, node.node_id, f"{node.hard_rejects} hard rejections", now)
+            return
+    member = session.get(Membership, (submission.run_id, submission.node_id))
+    if member is not None and member.status == "active":
+        member.status = "ejected"
+
+
+@router.get("/v1/runs/{run_id}/steps/{step}/accepted", response_model=list[SubmissionInfo], tags=["trainer"])
+def accepted_for_step(run_id: RunId, step: Step, request: Request, who: SignedCaller,
+                      after_id: Annotated[int, Query(ge=0, le=2**62)] = 0) -> list[SubmissionInfo]:
+    """Accepted submissions of `step` (ids above `after_id`), for the trainer to train on."""
+    state = state_of(request)
+    with state.sessions() as session:
+        require_privileged(session, get_run(session, run_id), who)
+        rows = session.scalars(
+            select(Submission).where(Submission.run_id == run_id, Submission.step == step,
+                                     Submission.status == "accepted", Submission.id > after_id)
+            .order_by(Submission.id).limit(state.config.list_limit)
+        )
+        return [submission_info(s) for s in rows]

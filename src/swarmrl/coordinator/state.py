@@ -1,0 +1,48 @@
+"""What every request handler shares: config, database sessions, storage, clock, limits and metrics."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter
+from sqlalchemy.orm import Session, sessionmaker
+
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.ratelimit import TokenBuckets
+from swarmrl.coordinator.storage import Storage
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.requests = Counter(
+            "swarmrl_coordinator_requests", "HTTP requests answered", ["status"], registry=self.registry
+        )
+        self.refusals = Counter(
+            "swarmrl_coordinator_refusals", "requests refused, by error kind", ["kind"], registry=self.registry
+        )
+        self.submissions = Counter(
+            "swarmrl_coordinator_submissions", "work submissions received", registry=self.registry
+        )
+        self.verdicts = Counter(
+            "swarmrl_coordinator_verdicts", "verdicts recorded", ["outcome"], registry=self.registry
+        )
+
+
+@dataclass
+class ServiceState:
+    config: CoordinatorConfig
+    sessions: sessionmaker[Session]
+    storage: Storage
+    staging_dir: Path
+    admin_token: str | None
+    clock: Callable[[], float]
+    limiter: TokenBuckets
+    metrics: Metrics = field(default_factory=Metrics)
+    nonce_purged_at: float = 0.0
+    purge_lock: threading.Lock = field(default_factory=threading.Lock)

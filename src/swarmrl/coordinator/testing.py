@@ -1,0 +1,251 @@
+"""Real processes for tests and local swarms: a coordinator subprocess and a throw-away Postgres server."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from swarmrl.coordinator.config import CoordinatorConfig
+
+POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+class ProcessStartError(Exception):
+    """A helper process did not come up in time; carries its captured output."""
+
+
+@dataclass
+class CoordinatorProcess:
+    process: subprocess.Popen
+    url: str
+    port: int
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def _wait_for_file(path: Path, process: subprocess.Popen, timeout_s: float, log: Path) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    process.kill()
+    process.wait(timeout=10)
+    raise ProcessStartError(f"coordinator did not start: {log.read_text()[-4000:] if log.exists() else ''}")
+
+
+def start_coordinator(
+    workdir: Path,
+    *,
+    db_url: str | None = None,
+    admin_token: str = "admin-secret",
+    config: CoordinatorConfig | None = None,
+    timeout_s: float = 60.0,
+) -> CoordinatorProcess:
+    """Start `swarmrl.coordinator.cli` on 127.0.0.1, port 0; returns once it listens. Caller must `kill()`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port_file = workdir / "port"
+    port_file.unlink(missing_ok=True)
+    config_file = workdir / "coordinator.toml"
+    config_file.write_text(_toml((config or CoordinatorConfig()).model_dump(mode="json")))
+    log = workdir / "coordinator.log"
+    command = [
+        sys.executable, "-m", "swarmrl.coordinator.cli",
+        "--db-url", db_url or f"sqlite:///{workdir / 'coordinator.db'}",
+        "--host", "127.0.0.1", "--port", "0",
+        "--storage-dir", str(workdir / "storage"),
+        "--config", str(config_file),
+        "--port-file", str(port_file),
+    ]
+    env = {**os.environ, "SWARMRL_ADMIN_TOKEN": admin_token}
+    with open(log, "ab") as log_file:
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+    port = int(_wait_for_file(port_file, process, timeout_s, log))
+    url = f"http://127.0.0.1:{port}"
+    _wait_until_serving(url, process, timeout_s)
+    return CoordinatorProcess(process=process, url=url, port=port)
+
+
+def _wait_until_serving(url: str, process: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    process.kill()
+    raise ProcessStartError(f"coordinator at {url} never answered /healthz")
+
+
+def _toml(data: dict) -> str:
+    """Flat TOML for a CoordinatorConfig dump (scalars plus one table of strings)."""
+    lines, tables = [], []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            tables.append(f"[{key}]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in value.items()))
+        else:
+            lines.append(f"{key} = {json.dumps(value)}\n")
+    return "".join(lines) + "\n".join(tables)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def postgres_available() -> bool:
+    return (POSTGRES_BIN / "initdb").exists() and (POSTGRES_BIN / "pg_ctl").exists()
+
+
+def _unprivileged_user() -> str | None:
+    """Postgres refuses to run as root; run it as `nobody` then (None: already non-root)."""
+    if os.geteuid() != 0:
+        return None
+    pwd.getpwnam("nobody")
+    return "nobody"
+
+
+def _as(user: str | None, command: list[str]) -> list[str]:
+    return command if user is None else ["runuser", "-u", user, "--", *command]
+
+
+@contextmanager
+def postgres_server(timeout_s: float = 60.0) -> Iterator[str]:
+    """initdb + pg_ctl into a temp dir, 127.0.0.1 only, a free port; yields a psycopg URL; stops it after."""
+    if not postgres_available():
+        raise ProcessStartError(f"postgres binaries not found under {POSTGRES_BIN}")
+    user = _unprivileged_user()
+    root = Path(tempfile.mkdtemp(prefix="swarmrl-pg-"))
+    data, sockets = root / "data", root / "sock"
+    sockets.mkdir()
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chmod(root, 0o755)
+        for path in (root, sockets):
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+    port = free_port()
+    log = root / "postgres.log"
+    run = dict(check=True, capture_output=True, timeout=timeout_s, cwd=root)
+    started = False
+    try:
+        subprocess.run(_as(user, [str(POSTGRES_BIN / "initdb"), "-D", str(data), "-U", "swarmrl",
+                                  "--auth=trust", "--no-sync", "-E", "UTF8"]), **run)
+        options = f"-h 127.0.0.1 -p {port} -k {sockets} -c fsync=off -c full_page_writes=off"
+        subprocess.run(_as(user, [str(POSTGRES_BIN / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options,
+                                  "-w", "-t", str(int(timeout_s)), "start"]), **run)
+        started = True
+        subprocess.run(_as(user, [str(POSTGRES_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port),
+                                  "-U", "swarmrl", "swarmrl"]), **run)
+        yield f"postgresql+psycopg://swarmrl@127.0.0.1:{port}/swarmrl"
+    except subprocess.CalledProcessError as exc:
+        raise ProcessStartError(f"postgres failed: {exc.stderr.decode()[-2000:]}"
+                                f"{log.read_text()[-2000:] if log.exists() else ''}") from exc
+    finally:
+        if started:
+            _stop_postgres(user, data, root)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_postgres(user: str | None, data: Path, root: Path) -> None:
+    try:
+        subprocess.run(_as(user, [str(POSTGRES_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
+                       capture_output=True, timeout=30, cwd=root)
+    except subprocess.TimeoutExpired:
+        pid_file = data / "postmaster.pid"
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+
+
+@dataclass
+class ThreadedServer:
+    """The app served by uvicorn in a thread of this process (for tests that inject a clock)."""
+
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+def serve_in_thread(app: FastAPI, timeout_s: float = 30.0) -> ThreadedServer:
+    from swarmrl.coordinator.server import bind
+
+    sock = bind("127.0.0.1", 0)
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            raise ProcessStartError("in-thread coordinator did not start")
+        time.sleep(0.02)
+    return ThreadedServer(url=f"http://127.0.0.1:{port}", server=server, thread=thread)
+
+
+class FakeClock:
+    """A settable clock for `create_app(clock=...)`."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+POSTGRES_SKIP_REASON = (
+    f"postgres binaries absent ({POSTGRES_BIN}/initdb, pg_ctl): install the Debian 'postgresql' package"
+)
+
+
+@contextmanager
+def coordinator_backend(
+    kind: str, workdir: Path, *, config: CoordinatorConfig | None = None, admin_token: str = "admin-secret"
+) -> Iterator[CoordinatorProcess]:
+    """A coordinator process on a fresh SQLite file (`kind="sqlite"`) or a fresh Postgres server ("postgres")."""
+    if kind == "sqlite":
+        process = start_coordinator(workdir, config=config, admin_token=admin_token)
+        try:
+            yield process
+        finally:
+            process.kill()
+        return
+    if kind != "postgres":
+        raise ValueError(f"unknown backend {kind!r}")
+    with postgres_server() as db_url:
+        process = start_coordinator(workdir, db_url=db_url, config=config, admin_token=admin_token)
+        try:
+            yield process
+        finally:
+            process.kill()

@@ -1,0 +1,87 @@
+"""Property-based fuzzing of every operation in the OpenAPI schema: no input may produce a 5xx.
+
+Each generated case is sent three ways (anonymous, admin bearer token, signed by a registered member of the
+run) so the fuzzer reaches handler logic behind the auth layer too.
+"""
+
+import json
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.signing import sign_request
+from swarmrl.coordinator.testing import coordinator_backend
+from swarmrl.identity import Identity
+
+ADMIN = "admin-secret"
+MEMBER = Identity.from_seed(b"\x07" * 32)
+PINNED_PATH_PARAMETERS = {"run_id": "r", "submission_id": 1}
+
+
+@pytest.fixture(scope="module")
+def fuzz_target(tmp_path_factory):
+    config = CoordinatorConfig(requests_per_minute=100_000, uploads_per_hour=100_000)
+    with coordinator_backend("sqlite", tmp_path_factory.mktemp("fuzz"), config=config, admin_token=ADMIN) as proc:
+        admin = CoordinatorClient(proc.url, admin_token=ADMIN)
+        admin.create_run("r", MEMBER.node_id)
+        admin.add_validator("r", MEMBER.node_id)
+        member = CoordinatorClient(proc.url, MEMBER)
+        member.register()
+        member.join("r")
+        member.upload_and_submit("r", 0, b"seed file", rows=1, tokens=1)
+        yield proc
+
+
+def _operations(url: str) -> list:
+    return [result.ok() for result in schemathesis.openapi.from_url(f"{url}/openapi.json").get_all_operations()]
+
+
+def _send_signed(client: httpx.Client, kwargs: dict) -> httpx.Response:
+    if "json" in kwargs:
+        body = json.dumps(kwargs["json"]).encode()
+    else:
+        data = kwargs.get("data") or kwargs.get("content") or b""
+        body = data.encode() if isinstance(data, str) else bytes(data)
+    headers = {k: v for k, v in (kwargs.get("headers") or {}).items() if k.lower() != "content-length"}
+    request = client.build_request(kwargs["method"], kwargs["url"], params=kwargs.get("params"), content=body,
+                                   headers=headers)
+    request.headers.update(sign_request(MEMBER, request.method, request.url.raw_path.decode(), body))
+    return client.send(request)
+
+
+def _check(response: httpx.Response, label: str) -> None:
+    assert response.status_code < 500, f"{label}: {response.status_code} {response.text[:500]}"
+    if response.status_code >= 400:
+        payload = response.json()
+        assert set(payload) == {"error", "detail"}, f"{label}: {payload}"
+
+
+def _exercise(case, url: str, client: httpx.Client) -> None:
+    case.call_and_validate(base_url=url, checks=[schemathesis.checks.not_a_server_error])
+    case.call_and_validate(base_url=url, headers={"authorization": f"Bearer {ADMIN}"},
+                           checks=[schemathesis.checks.not_a_server_error])
+    # Random path ids almost never name the seeded run or submission; pin them so the signed request gets past
+    # the look-ups and fuzzes the handler's own logic.
+    for name, value in PINNED_PATH_PARAMETERS.items():
+        if case.path_parameters and name in case.path_parameters:
+            case.path_parameters[name] = value
+    _check(_send_signed(client, case.as_transport_kwargs(base_url=url)), f"signed {case.operation.label}")
+
+
+@pytest.mark.slow
+def test_no_input_makes_the_coordinator_fail(fuzz_target):
+    operations = _operations(fuzz_target.url)
+    assert len(operations) >= 20
+    with httpx.Client(timeout=30) as client:
+        for operation in operations:
+            @given(case=operation.as_strategy())
+            @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+                      database=None)
+            def fuzz(case):
+                _exercise(case, fuzz_target.url, client)
+
+            fuzz()

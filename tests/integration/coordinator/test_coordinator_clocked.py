@@ -1,0 +1,127 @@
+"""Time-driven behaviour over real HTTP with an injected clock: liveness, credit unlock, slot expiry."""
+
+import pytest
+from sqlalchemy import func, select
+
+from swarmrl.coordinator.app import create_app
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.db import Nonce
+from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.testing import FakeClock, serve_in_thread
+from swarmrl.identity import Identity
+
+CONFIG = CoordinatorConfig(heartbeat_interval_s=10.0, heartbeat_grace_s=0.0, dead_after_missed=3,
+                           credit_unlock_window_s=600.0, upload_slot_ttl_s=60.0, uploads_per_hour=2,
+                           clock_skew_s=30.0)
+
+
+@pytest.fixture
+def world(tmp_path):
+    clock = FakeClock()
+    app = create_app(db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=tmp_path / "store", admin_token="t",
+                     config=CONFIG, clock=clock)
+    server = serve_in_thread(app)
+    try:
+        def client(identity=None, **kw):
+            return CoordinatorClient(server.url, identity, clock=clock, max_retries=0, **kw)
+
+        admin = client(admin_token="t")
+        trainer, validator, worker = (client(Identity.generate()) for _ in range(3))
+        admin.create_run("r", trainer.node_id)
+        admin.add_validator("r", validator.node_id)
+        worker.register()
+        worker.join("r")
+        yield clock, admin, validator, worker, app
+    finally:
+        server.stop()
+        app.state.engine.dispose()
+
+
+def _health(admin, node_id):
+    return {m.node_id: m.health for m in admin.nodes("r")}[node_id]
+
+
+def test_missed_heartbeats_make_a_node_unhealthy_then_dead_and_ejected(world):
+    clock, admin, _, worker, _app = world
+    assert _health(admin, worker.node_id) == "healthy"
+    clock.advance(10.0)
+    assert _health(admin, worker.node_id) == "unhealthy"
+    worker.heartbeat("r")
+    assert _health(admin, worker.node_id) == "healthy"
+    clock.advance(29.9)
+    assert _health(admin, worker.node_id) == "unhealthy"
+    clock.advance(0.1)
+    assert _health(admin, worker.node_id) == "dead"
+    with pytest.raises(CoordinatorError) as info:
+        worker.heartbeat("r")
+    assert (info.value.status, info.value.kind) == (409, "ejected")
+    assert admin.nodes("r", health="dead")[0].status == "ejected"
+    worker.join("r")
+    assert _health(admin, worker.node_id) == "healthy"
+
+
+def test_credit_unlocks_after_the_window(world):
+    clock, admin, validator, worker, _app = world
+    submission = worker.upload_and_submit("r", 0, b"rows", rows=3, tokens=33)
+    validator.post_verdict(submission.id, accept=True, check="all")
+    clock.advance(599.0)
+    (balance,) = admin.ledger("r").balances
+    assert (balance.pending_tokens, balance.unlocked_tokens) == (33, 0)
+    clock.advance(1.0)
+    (balance,) = admin.ledger("r").balances
+    assert (balance.pending_tokens, balance.unlocked_tokens, balance.unlocked_samples) == (0, 33, 3)
+
+
+def test_unlocked_credit_survives_a_later_hard_reject(world):
+    clock, admin, validator, worker, _app = world
+    old = worker.upload_and_submit("r", 0, b"old", rows=1, tokens=10)
+    validator.post_verdict(old.id, accept=True, check="all")
+    clock.advance(3600.0)  # past the unlock window and the hourly upload limit
+    worker.join("r")  # the node went silent meanwhile; join again
+    fresh = worker.upload_and_submit("r", 0, b"fresh", rows=1, tokens=5)
+    validator.post_verdict(fresh.id, accept=True, check="all")
+    bad = worker.upload_and_submit("r", 0, b"bad", rows=1, tokens=7)
+    validator.post_verdict(bad.id, accept=False, check="toploc")
+    (balance,) = admin.ledger("r").balances
+    assert (balance.unlocked_tokens, balance.wiped_tokens, balance.pending_tokens) == (10, 5, 0)
+
+
+def test_upload_slots_expire_and_the_hourly_limit_rolls(world):
+    clock, _, _, worker, _app = world
+    slot = worker.request_upload("r", 0, "00" * 32, 1)
+    worker.request_upload("r", 0, "11" * 32, 1)
+    with pytest.raises(CoordinatorError, match="upload_rate_limited"):
+        worker.request_upload("r", 0, "22" * 32, 1)
+    for _ in range(7):  # 63 s of a live node: the 60 s slot lapses
+        clock.advance(9.0)
+        worker.heartbeat("r")
+    with pytest.raises(CoordinatorError, match="slot_expired"):
+        worker.upload(slot, b"\x00")
+    clock.advance(3600.0)
+    worker.join("r")
+    worker.request_upload("r", 0, "22" * 32, 1)
+
+
+def test_client_and_server_clocks_must_agree(world):
+    clock, _, _, worker, _app = world
+    skewed = CoordinatorClient(worker._http.base_url.__str__(), worker.identity, clock=lambda: clock() - 31.0,
+                               max_retries=0)
+    with pytest.raises(CoordinatorError) as info:
+        skewed.heartbeat("r")
+    assert (info.value.status, info.value.kind) == (401, "expired")
+
+
+def test_nonces_are_forgotten_once_their_timestamps_would_expire(world):
+    clock, _, _, worker, app = world
+
+    def nonces():
+        with app.state.engine.connect() as connection:
+            return connection.execute(select(func.count()).select_from(Nonce)).scalar_one()
+
+    assert nonces() == 2  # register and join, at t = 0
+    for _ in range(8):  # heartbeats at t = 9, 18, ..., 72; the purge runs at most once a minute
+        clock.advance(9.0)
+        worker.heartbeat("r")
+    # The purge at t = 63 dropped nonces older than 2 x clock_skew_s = 60 s (the two from t = 0).
+    assert nonces() == 8

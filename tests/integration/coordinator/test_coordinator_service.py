@@ -1,0 +1,231 @@
+"""The coordinator over real HTTP, on SQLite and on a real Postgres server."""
+
+import hashlib
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.seeds import task_seed
+from swarmrl.coordinator.testing import POSTGRES_SKIP_REASON, coordinator_backend, postgres_available
+from swarmrl.identity import Identity
+from swarmrl.rollouts.assignment import batch_seed
+
+ADMIN = "admin-secret"
+CONFIG = CoordinatorConfig(upload_max_bytes=4096, uploads_per_hour=3, hard_rejects_before_ban=2,
+                           credit_unlock_window_s=3600.0)
+_run_ids = itertools.count()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def coordinator(request, tmp_path_factory):
+    if request.param == "postgres" and not postgres_available():
+        pytest.skip(POSTGRES_SKIP_REASON)
+    with coordinator_backend(request.param, tmp_path_factory.mktemp(f"coord-{request.param}"), config=CONFIG,
+                             admin_token=ADMIN) as process:
+        yield process
+
+
+class Swarm:
+    """One fresh run with its trainer, validator and workers, all speaking to the coordinator."""
+
+    def __init__(self, url: str, async_level: int = 2) -> None:
+        self.url = url
+        self.run_id = f"run-{next(_run_ids)}"
+        self.admin = CoordinatorClient(url, admin_token=ADMIN, max_retries=0)
+        self.trainer = CoordinatorClient(url, Identity.generate(), max_retries=0)
+        self.validator = CoordinatorClient(url, Identity.generate(), max_retries=0)
+        self.run = self.admin.create_run(self.run_id, self.trainer.node_id, async_level=async_level)
+        self.admin.add_validator(self.run_id, self.validator.node_id)
+
+    def worker(self) -> CoordinatorClient:
+        client = CoordinatorClient(self.url, Identity.generate(), max_retries=0)
+        client.register({"gpu": "none", "cpus": 2})
+        client.join(self.run_id)
+        return client
+
+
+def _refused(call, status, kind):
+    with pytest.raises(CoordinatorError) as info:
+        call()
+    assert (info.value.status, info.value.kind) == (status, kind), info.value.detail
+    return info.value
+
+
+def test_one_step_end_to_end(coordinator):
+    swarm = Swarm(coordinator.url)
+    worker = swarm.worker()
+    ack = worker.heartbeat(swarm.run_id, policy_step=0)
+    assert (ack.current_step, ack.async_level, ack.min_policy_step) == (0, 2, 0)
+    swarm.trainer.publish_step(swarm.run_id, 0, "ab" * 32, "http://relay/step_0/manifest.json")
+    assert swarm.trainer.run_state(swarm.run_id).manifest_sha256 == "ab" * 32
+
+    seed = worker.task_seed(swarm.run_id, 0, 0)
+    assert seed == task_seed(swarm.run_id, worker.node_id, 0, 0, swarm.run.run_secret)
+    assert swarm.validator.task_seed(swarm.run_id, 0, 0, node_id=worker.node_id) == seed
+
+    data = b"PAR1 rollout bytes" * 10
+    submission = worker.upload_and_submit(swarm.run_id, 0, data, rows=8, tokens=512)
+    assert (submission.status, submission.rows, submission.tokens) == ("pending", 8, 512)
+    pending = swarm.validator.pending_submissions(swarm.run_id)
+    assert [p.id for p in pending] == [submission.id]
+    assert swarm.validator.fetch_submission(pending[0]) == data
+    verdict = swarm.validator.post_verdict(submission.id, accept=True, check="all",
+                                           rewards_summary={"reward_mean": 0.25, "nonzero_advantage_rows": 6})
+    assert verdict.accepted and verdict.severity is None
+
+    accepted = swarm.trainer.accepted_submissions(swarm.run_id, 0)
+    assert [a.sha256 for a in accepted] == [hashlib.sha256(data).hexdigest()]
+    assert swarm.trainer.fetch_submission(accepted[0]) == data
+    (balance,) = worker.ledger(swarm.run_id).balances
+    assert (balance.pending_tokens, balance.pending_samples, balance.unlocked_tokens) == (512, 8, 0)
+    (member,) = swarm.admin.nodes(swarm.run_id)
+    assert (member.health, member.heartbeats, member.policy_step) == ("healthy", 1, 0)
+    assert swarm.admin.verdicts(swarm.run_id)[0].rewards_summary["nonzero_advantage_rows"] == 6
+    assert [s.step for s in swarm.admin.steps(swarm.run_id)] == [0]
+    metrics = httpx.get(f"{coordinator.url}/metrics").text
+    assert 'swarmrl_coordinator_verdicts_total{outcome="accept"}' in metrics
+
+
+def test_upload_cap_mismatch_and_duplicates(coordinator):
+    swarm = Swarm(coordinator.url)
+    worker = swarm.worker()
+    _refused(lambda: worker.request_upload(swarm.run_id, 0, "00" * 32, 4097), 413, "too_large")
+
+    data = b"a" * 100
+    sha = hashlib.sha256(data).hexdigest()
+    slot = worker.request_upload(swarm.run_id, 0, sha, len(data))
+    _refused(lambda: worker.submit(swarm.run_id, slot.slot_id, sha, 0, 1, 1), 409, "not_uploaded")
+    _refused(lambda: worker.upload(slot, b"b" * 100), 422, "sha256_mismatch")
+    _refused(lambda: worker.upload(slot, b"a" * 101), 413, "too_large")
+    worker.upload(slot, data)
+    _refused(lambda: worker.upload(slot, data), 409, "slot_used")
+    _refused(lambda: worker.submit(swarm.run_id, slot.slot_id, "11" * 32, 0, 1, 1), 422, "sha256_mismatch")
+    worker.submit(swarm.run_id, slot.slot_id, sha, 0, 1, 1)
+    _refused(lambda: worker.submit(swarm.run_id, slot.slot_id, sha, 0, 1, 1), 409, "duplicate_submission")
+    other = swarm.worker()
+    _refused(lambda: other.upload(slot, data), 404, "unknown_slot")
+
+
+def test_upload_slots_are_rate_limited_per_node(coordinator):
+    swarm = Swarm(coordinator.url)
+    worker, neighbour = swarm.worker(), swarm.worker()
+    for i in range(CONFIG.uploads_per_hour):
+        worker.request_upload(swarm.run_id, 0, f"{i:064x}", 10)
+    _refused(lambda: worker.request_upload(swarm.run_id, 0, "ff" * 32, 10), 429, "upload_rate_limited")
+    neighbour.request_upload(swarm.run_id, 0, "ff" * 32, 10)
+
+
+def test_soft_reject_drops_only_that_submission(coordinator):
+    swarm = Swarm(coordinator.url)
+    worker = swarm.worker()
+    good = worker.upload_and_submit(swarm.run_id, 0, b"good", rows=2, tokens=20)
+    bad = worker.upload_and_submit(swarm.run_id, 0, b"late", rows=3, tokens=30)
+    swarm.validator.post_verdict(good.id, accept=True, check="all")
+    verdict = swarm.validator.post_verdict(bad.id, accept=False, check="termination", reason="no EOS")
+    assert verdict.severity == "soft"
+    _refused(lambda: swarm.validator.post_verdict(bad.id, accept=True, check="all"), 409, "already_decided")
+    (balance,) = worker.ledger(swarm.run_id).balances
+    assert (balance.pending_tokens, balance.wiped_tokens) == (20, 0)
+    worker.heartbeat(swarm.run_id)
+    assert [s.status for s in swarm.admin.submissions(swarm.run_id)] == ["accepted", "rejected"]
+
+
+def test_hard_rejects_wipe_eject_and_then_ban(coordinator):
+    swarm = Swarm(coordinator.url)
+    cheat, honest = swarm.worker(), swarm.worker()
+    first = cheat.upload_and_submit(swarm.run_id, 0, b"one", rows=4, tokens=40)
+    honest_work = honest.upload_and_submit(swarm.run_id, 0, b"honest", rows=1, tokens=10)
+    forged = cheat.upload_and_submit(swarm.run_id, 0, b"forged", rows=4, tokens=40)
+    swarm.validator.post_verdict(first.id, accept=True, check="all")
+    swarm.validator.post_verdict(honest_work.id, accept=True, check="all")
+    assert swarm.validator.post_verdict(forged.id, accept=False, check="toploc").severity == "hard"
+
+    ledger = {b.node_id: b for b in swarm.admin.ledger(swarm.run_id).balances}
+    assert (ledger[cheat.node_id].pending_tokens, ledger[cheat.node_id].wiped_tokens) == (0, 40)
+    assert ledger[honest.node_id].pending_tokens == 10
+    _refused(lambda: cheat.heartbeat(swarm.run_id), 409, "ejected")
+    assert not swarm.admin.node(cheat.node_id).banned
+
+    cheat.join(swarm.run_id)  # below the ban threshold a node may come back, with its credit gone
+    again = cheat.upload_and_submit(swarm.run_id, 0, b"forged again", rows=4, tokens=40)
+    swarm.validator.post_verdict(again.id, accept=False, check="sampling")
+    node = swarm.admin.node(cheat.node_id)
+    assert (node.banned, node.hard_rejects) == (True, 2)
+    _refused(lambda: cheat.join(swarm.run_id), 403, "banned")
+    swarm.admin.unban(cheat.node_id)
+    cheat.join(swarm.run_id)
+
+
+def test_step_window_and_trainer_publication(coordinator):
+    swarm = Swarm(coordinator.url, async_level=1)
+    worker = swarm.worker()
+    _refused(lambda: worker.request_upload(swarm.run_id, 1, "00" * 32, 10), 409, "future_step")
+    _refused(lambda: worker.task_seed(swarm.run_id, 1, 0), 409, "future_step")
+    _refused(lambda: worker.publish_step(swarm.run_id, 1), 403, "not_trainer")
+    for step in (1, 2):
+        swarm.trainer.publish_step(swarm.run_id, step, f"{step:064x}")
+    swarm.trainer.publish_step(swarm.run_id, 2, f"{2:064x}")  # idempotent re-publish
+    _refused(lambda: swarm.trainer.publish_step(swarm.run_id, 2, "ee" * 32), 409, "step_published")
+    _refused(lambda: swarm.trainer.publish_step(swarm.run_id, 1, "ee" * 32), 409, "step_published")
+    _refused(lambda: swarm.trainer.publish_step(swarm.run_id, 0), 409, "step_behind")
+    _refused(lambda: worker.request_upload(swarm.run_id, 0, "00" * 32, 10), 409, "stale_step")
+    worker.request_upload(swarm.run_id, 1, "00" * 32, 10)
+    assert worker.heartbeat(swarm.run_id).min_policy_step == 1
+    assert swarm.admin.step(swarm.run_id, 1).manifest_sha256 == f"{1:064x}"
+    assert swarm.admin.set_step(swarm.run_id, 5).current_step == 5
+
+
+def test_roles_guard_files_seeds_and_verdicts(coordinator):
+    swarm = Swarm(coordinator.url)
+    worker, other = swarm.worker(), swarm.worker()
+    submission = worker.upload_and_submit(swarm.run_id, 0, b"mine", rows=1, tokens=1)
+    _refused(lambda: other.fetch_submission(submission.id), 403, "not_privileged")
+    _refused(lambda: worker.post_verdict(submission.id, accept=True, check="all"), 403, "not_validator")
+    _refused(lambda: other.task_seed(swarm.run_id, 0, 0, node_id=worker.node_id), 403, "not_own_seed")
+    _refused(lambda: worker.accepted_submissions(swarm.run_id, 0), 403, "not_privileged")
+    stranger = CoordinatorClient(coordinator.url, Identity.generate(), max_retries=0)
+    _refused(lambda: stranger.join(swarm.run_id), 403, "not_registered")
+    stranger.register()
+    _refused(lambda: stranger.heartbeat(swarm.run_id), 403, "not_member")
+    _refused(lambda: stranger.join("no-such-run"), 404, "unknown_run")
+    worker.leave(swarm.run_id)
+    _refused(lambda: worker.heartbeat(swarm.run_id), 403, "not_member")
+
+
+def test_a_run_created_without_a_secret_uses_the_public_batch_seed(coordinator):
+    admin = CoordinatorClient(coordinator.url, admin_token=ADMIN, max_retries=0)
+    run_id = f"public-{next(_run_ids)}"
+    assert admin.create_run(run_id, "ab" * 32, run_secret="").run_secret == ""
+    worker = CoordinatorClient(coordinator.url, Identity.generate(), max_retries=0)
+    worker.register()
+    worker.join(run_id)
+    assert worker.task_seed(run_id, 0, 3) == batch_seed(run_id, worker.node_id, 0, 3)
+
+
+def test_concurrent_workers_lose_nothing(coordinator):
+    swarm = Swarm(coordinator.url)
+    workers = [swarm.worker() for _ in range(6)]
+
+    def work(index: int) -> list[int]:
+        worker = workers[index]
+        ids = []
+        for j in range(CONFIG.uploads_per_hour):
+            worker.heartbeat(swarm.run_id)
+            ids.append(worker.upload_and_submit(swarm.run_id, 0, f"{index}-{j}".encode() * 20, rows=1,
+                                                tokens=10).id)
+        return ids
+
+    with ThreadPoolExecutor(6) as pool:
+        submitted = sorted(i for ids in pool.map(work, range(6)) for i in ids)
+        pending = swarm.validator.pending_submissions(swarm.run_id)
+        assert sorted(p.id for p in pending) == submitted
+        list(pool.map(lambda s: swarm.validator.post_verdict(s.id, accept=True, check="all"), pending))
+    balances = swarm.admin.ledger(swarm.run_id).balances
+    assert sorted(b.node_id for b in balances) == sorted(w.node_id for w in workers)
+    assert all(b.pending_tokens == 10 * CONFIG.uploads_per_hour for b in balances)
+    assert len(swarm.trainer.accepted_submissions(swarm.run_id, 0)) == len(submitted)

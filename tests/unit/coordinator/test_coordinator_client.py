@@ -1,0 +1,124 @@
+import hashlib
+import json
+
+import httpx
+import pytest
+import typer
+
+from swarmrl.coordinator.api import SubmissionInfo
+from swarmrl.coordinator.cli import load_config
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.signing import NONCE_HEADER, verify_request
+from swarmrl.identity import Identity
+
+HEARTBEAT_ACK = {"current_step": 3, "async_level": 2, "min_policy_step": 1, "next_heartbeat_s": 10.0}
+
+
+def _client(handler, **kwargs):
+    return CoordinatorClient("http://coordinator.test", Identity.from_seed(b"\x05" * 32),
+                             transport=httpx.MockTransport(handler), backoff_s=0.001, **kwargs)
+
+
+def test_requests_are_signed_over_the_exact_target_and_body():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        signed = verify_request(headers, request.method, request.url.raw_path.decode(),
+                                hashlib.sha256(request.content).hexdigest(), now=float(headers["x-swarmrl-timestamp"]),
+                                max_skew_s=1.0)
+        seen.append((signed.node_id, request.url.raw_path.decode(), json.loads(request.content or b"null")))
+        if request.url.path.endswith("/seed"):
+            return httpx.Response(200, json={"run_id": "r", "node_id": "n", "step": 2, "batch_index": 5, "seed": 42})
+        return httpx.Response(200, json=HEARTBEAT_ACK)
+
+    client = _client(handler)
+    assert client.heartbeat("r", policy_step=1).min_policy_step == 1
+    assert client.task_seed("r", 2, 5) == 42
+    assert seen == [
+        (client.node_id, "/v1/runs/r/heartbeat", {"policy_step": 1}),
+        (client.node_id, "/v1/runs/r/seed?step=2&batch_index=5", None),
+    ]
+
+
+def test_5xx_and_connection_errors_are_retried_with_a_fresh_nonce():
+    nonces = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonces.append(request.headers[NONCE_HEADER])
+        if len(nonces) == 1:
+            raise httpx.ConnectError("refused")
+        if len(nonces) == 2:
+            return httpx.Response(503, json={"error": "database_unavailable", "detail": "busy"})
+        return httpx.Response(200, json=HEARTBEAT_ACK)
+
+    assert _client(handler).heartbeat("r").current_step == 3
+    assert len(nonces) == 3 and len(set(nonces)) == 3
+
+
+def test_retries_are_bounded():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        raise httpx.ConnectError("refused")
+
+    with pytest.raises(CoordinatorError) as info:
+        _client(handler, max_retries=2).heartbeat("r")
+    assert (info.value.status, info.value.kind, len(calls)) == (0, "unreachable", 3)
+
+
+def test_4xx_is_not_retried_and_carries_the_error_kind():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return httpx.Response(403, json={"error": "banned", "detail": "this node is banned"})
+
+    with pytest.raises(CoordinatorError) as info:
+        _client(handler).heartbeat("r")
+    assert (info.value.status, info.value.kind, info.value.detail, len(calls)) == (
+        403, "banned", "this node is banned", 1)
+
+
+def test_non_json_errors_and_bad_answers_are_typed():
+    client = _client(lambda request: httpx.Response(418, text="teapot"))
+    with pytest.raises(CoordinatorError, match="418 http_error"):
+        client.heartbeat("r")
+    client = _client(lambda request: httpx.Response(200, json={"unexpected": True}))
+    with pytest.raises(CoordinatorError, match="bad_response"):
+        client.heartbeat("r")
+
+
+def test_fetched_files_are_checked_against_the_recorded_hash():
+    client = _client(lambda request: httpx.Response(200, content=b"tampered"))
+    info = SubmissionInfo(id=1, run_id="r", node_id="n", step=0, sha256="00" * 32, size_bytes=8, rows=1,
+                          tokens=1, status="pending", submitted_at=0.0, file_path="/v1/submissions/1/file")
+    with pytest.raises(CoordinatorError, match="sha256_mismatch"):
+        client.fetch_submission(info)
+
+
+def test_admin_calls_need_a_token_and_send_it_as_bearer():
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["authorization"] == "Bearer tok"
+        return httpx.Response(200, json={"ok": True})
+
+    assert CoordinatorClient("http://c.test", admin_token="tok", transport=httpx.MockTransport(handler)).ban(
+        "ab" * 32).ok
+    with pytest.raises(CoordinatorError, match="no_admin_token"):
+        _client(handler).ban("ab" * 32)
+
+
+def test_cli_config_reads_a_coordinator_table_or_top_level_fields(tmp_path):
+    run_config = tmp_path / "run.toml"
+    run_config.write_text("[coordinator]\nheartbeat_interval_s = 2.0\n[coordinator.reject_severity]\ntoploc = 'soft'\n")
+    config = load_config(run_config)
+    assert (config.heartbeat_interval_s, config.severity_of("toploc")) == (2.0, "soft")
+    flat = tmp_path / "flat.toml"
+    flat.write_text("dead_after_missed = 6\n")
+    assert load_config(flat).dead_after_missed == 6
+    assert load_config(None).heartbeat_interval_s == 10.0
+    flat.write_text("no_such_field = 1\n")
+    with pytest.raises(typer.BadParameter, match="no_such_field"):
+        load_config(flat)

@@ -1,0 +1,58 @@
+import pytest
+from sqlalchemy.orm import Session
+
+from swarmrl.coordinator import ledger
+from swarmrl.coordinator.api import LedgerBalance
+from swarmrl.coordinator.db import LedgerEntry, Run, Submission, make_engine, migrate
+
+A, B = "aa" * 32, "bb" * 32
+
+
+@pytest.fixture
+def session(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'l.db'}")
+    migrate(engine)
+    with Session(engine) as s:
+        s.add(Run(run_id="r", trainer_public_key=A, async_level=2, current_step=0, run_secret="k", created_at=0.0))
+        s.commit()
+        yield s
+    engine.dispose()
+
+
+def _submission(session, node, tokens, rows, sha):
+    sub = Submission(run_id="r", node_id=node, step=0, sha256=sha, size_bytes=1, rows=rows, tokens=tokens,
+                     storage_key="k", status="accepted", submitted_at=0.0)
+    session.add(sub)
+    session.flush()
+    return sub
+
+
+def test_credit_is_pending_until_the_window_then_unlocks(session):
+    ledger.credit(session, _submission(session, A, 100, 4, "1" * 64), now=10.0, window_s=50.0)
+    assert ledger.settle(session, "r", now=59.9) == 0
+    assert ledger.settle(session, "r", now=60.0) == 1
+    (entry,) = ledger.entries_of(session, "r", A, limit=10)
+    assert (entry.status, entry.settled_at) == ("unlocked", 60.0)
+
+
+def test_wipe_takes_only_pending_credit_of_that_node(session):
+    ledger.credit(session, _submission(session, A, 100, 4, "1" * 64), now=0.0, window_s=10.0)
+    ledger.settle(session, "r", now=10.0)
+    ledger.credit(session, _submission(session, A, 30, 2, "2" * 64), now=10.0, window_s=10.0)
+    ledger.credit(session, _submission(session, B, 7, 1, "3" * 64), now=10.0, window_s=10.0)
+    assert ledger.wipe_pending(session, "r", A, now=11.0) == 1
+    statuses = {(e.node_id, e.tokens): e.status for e in ledger.entries_of(session, "r", None, limit=10)}
+    assert statuses == {(A, 100): "unlocked", (A, 30): "wiped", (B, 7): "pending"}
+
+
+def test_balances_sum_by_node_and_status():
+    entries = [
+        LedgerEntry(node_id=B, tokens=5, samples=1, status="pending"),
+        LedgerEntry(node_id=A, tokens=100, samples=4, status="unlocked"),
+        LedgerEntry(node_id=A, tokens=30, samples=2, status="wiped"),
+        LedgerEntry(node_id=A, tokens=1, samples=1, status="unlocked"),
+    ]
+    assert ledger.balances(entries) == [
+        LedgerBalance(node_id=A, unlocked_tokens=101, unlocked_samples=5, wiped_tokens=30, wiped_samples=2),
+        LedgerBalance(node_id=B, pending_tokens=5, pending_samples=1),
+    ]
