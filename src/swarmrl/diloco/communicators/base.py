@@ -1,0 +1,87 @@
+"""The one interface every communicator implements, plus the wire-byte model shared by all of them.
+
+Bytes are counted as what one worker puts on the wire under bandwidth-optimal (ring) algorithms, the same
+model the throttled link charges for, so figures compare across backends and with the DDP baseline.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import torch
+
+
+def ring_all_reduce_bytes(payload_bytes: int, world_size: int) -> int:
+    """Reduce-scatter + all-gather: each worker sends 2 (n - 1) / n of the payload."""
+    return 2 * (world_size - 1) * payload_bytes // world_size
+
+
+def all_to_all_bytes(payload_bytes: int, world_size: int) -> int:
+    """Each worker keeps its own 1/n row and sends the other n - 1 rows."""
+    return (world_size - 1) * payload_bytes // world_size
+
+
+def all_gather_bytes(local_bytes: int, world_size: int) -> int:
+    """Ring all-gather: each worker forwards n - 1 pieces of the local size."""
+    return (world_size - 1) * local_bytes
+
+
+def tensor_bytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+@dataclass
+class CommStats:
+    """Thread-safe counters of one worker's traffic."""
+
+    bytes_sent: int = 0
+    collectives: int = 0
+    seconds_in_collectives: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, wire_bytes: int, seconds: float) -> None:
+        with self._lock:
+            self.bytes_sent += wire_bytes
+            self.collectives += 1
+            self.seconds_in_collectives += seconds
+
+
+class Communicator(ABC):
+    """Collectives over a group of workers. Every worker must issue the same calls in the same order."""
+
+    def __init__(self) -> None:
+        self.stats = CommStats()
+
+    @property
+    @abstractmethod
+    def rank(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def world_size(self) -> int: ...
+
+    @abstractmethod
+    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Average an fp32 tensor across workers, in place; returns it."""
+
+    @abstractmethod
+    def all_to_all(self, rows: torch.Tensor) -> torch.Tensor:
+        """Send row j of a (world_size, ...) tensor to worker j; row i of the result came from worker i."""
+
+    @abstractmethod
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Stack every worker's tensor into a (world_size, *shape) tensor, ordered by rank."""
+
+    def begin_round(self) -> None:
+        """Called before the collectives of one sync; elastic communicators settle membership here."""
+        return None
+
+    def end_round(self) -> bool:
+        """Called after them; False means the round failed and its result must be discarded."""
+        return True
+
+    def close(self) -> None:
+        """Release the process group or connections."""
+        return None
