@@ -67,7 +67,7 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             # Keep producing until the trainer has enough informative groups for this step; it gives up
             # (and says why) when a step needs more files than it allows.
             while not rundir.is_complete(step) and not rundir.should_stop():
-                spec = BatchSpec(
+                spec = BatchSpec.local(
                     config.run.id, identity.node_id, step, batch_index,
                     config.worker.prompts_per_batch, config.worker.group_size, config.run.seed,
                 )

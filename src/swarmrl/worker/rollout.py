@@ -18,7 +18,11 @@ from swarmrl.toploc import build_proofs
 
 @dataclass(frozen=True)
 class BatchSpec:
-    """Everything that fixes a batch's prompts and seeds; the validator rebuilds it from the same values."""
+    """Everything that fixes a batch's prompts and seeds; the validator rebuilds it from the same values.
+
+    `seed` is the task seed of (run, node, step, batch index): `rollouts.assignment.batch_seed` in a local
+    run, the coordinator's `task_seed` (keyed by a run secret) in a swarm.
+    """
 
     run_id: str
     node_id: str
@@ -27,10 +31,15 @@ class BatchSpec:
     prompts_per_batch: int
     group_size: int
     run_seed: int
+    seed: int
 
-    @property
-    def seed(self) -> int:
-        return batch_seed(self.run_id, self.node_id, self.step, self.batch_index)
+    @classmethod
+    def local(
+        cls, run_id: str, node_id: str, step: int, batch_index: int, prompts_per_batch: int, group_size: int,
+        run_seed: int,
+    ) -> BatchSpec:
+        seed = batch_seed(run_id, node_id, step, batch_index)
+        return cls(run_id, node_id, step, batch_index, prompts_per_batch, group_size, run_seed, seed)
 
 
 @dataclass(frozen=True)

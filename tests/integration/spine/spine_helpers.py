@@ -53,7 +53,7 @@ def pregenerate(config: RunConfig, steps: int, batches: int) -> None:
     params = SamplingParams(max_new_tokens=config.worker.max_new_tokens, temperature=config.worker.temperature)
     for step in range(steps):
         for batch in range(batches):
-            spec = BatchSpec(config.run.id, identity.node_id, step, batch, config.worker.prompts_per_batch,
+            spec = BatchSpec.local(config.run.id, identity.node_id, step, batch, config.worker.prompts_per_batch,
                              config.worker.group_size, config.run.seed)
             prompts = assigned_prompts(spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos,
                                        config.tasks)
