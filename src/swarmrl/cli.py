@@ -92,5 +92,29 @@ def worker(
     worker_role(run_dir, index)
 
 
+@app.command("filter")
+def filter_tasks(
+    config: ConfigArg = None,
+    overrides: Overrides = None,
+    output: Annotated[Path, typer.Option(help="JSONL of the tasks with their solve rates")] = Path("tasks_rated.jsonl"),
+    k: Annotated[int, typer.Option(help="samples per task (pass@k)")] = 8,
+    num_tasks: Annotated[int, typer.Option(help="tasks measured, from the start of the training source")] = 512,
+    checkpoint: Annotated[Path | None, typer.Option(help="policy to measure; default the run's step_0")] = None,
+    dry_run: DryRun = False,
+) -> None:
+    """Offline difficulty filter: write each task's solve rate under a policy (keep a band with tasks.solve_rate_band)."""
+    from swarmrl.launch.filter import run_filter, solve_rate_histogram
+    from swarmrl.launch.prepare import prepare_run
+
+    cfg = _config(config, overrides, dry_run)
+    policy = checkpoint or prepare_run(cfg).checkpoints / "step_0"
+    rated = run_filter(cfg, policy, output, num_tasks, k)
+    lo, hi = cfg.tasks.solve_rate_band or (0.1, 0.8)
+    kept = sum(lo <= (t.solve_rate or 0.0) <= hi for t in rated)
+    console.print(f"solve rates of {len(rated)} tasks (pass@{k}) written to {output}")
+    console.print({f"{rate:.3f}": n for rate, n in solve_rate_histogram(rated, k).items()})
+    console.print(f"{kept} of {len(rated)} tasks lie in the band [{lo}, {hi}]")
+
+
 if __name__ == "__main__":
     app()
