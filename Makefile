@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q $(FINDLINKS) "$(TORCH)"
 	$(PIP) install -q $(FINDLINKS) -e '.[dev]'
+	# The reference TOPLOC package is the byte-format oracle of the proof tests; built against our torch.
+	$(PIP) install -q --no-build-isolation --no-binary toploc toploc==0.1.6
 	$(PY) -c "import torch; assert torch.version.cuda is None or torch.cuda.is_available(), 'a CUDA torch was installed on a CPU machine'"
 	touch $@
 
@@ -24,7 +26,6 @@ install: $(STAMP)
 
 $(BENCH): $(STAMP)
 	$(PIP) install -q $(FINDLINKS) -e '.[bench]'
-	$(PIP) install -q --no-build-isolation --no-binary toploc toploc==0.1.6
 	touch $@
 
 install-bench: $(BENCH)

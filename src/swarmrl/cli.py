@@ -116,5 +116,30 @@ def filter_tasks(
     console.print(f"{kept} of {len(rated)} tasks lie in the band [{lo}, {hi}]")
 
 
+def _register_role_commands() -> None:
+    """Commands whose functions live with their role (each package's cli.py)."""
+    from swarmrl.coordinator.cli import coordinator
+    from swarmrl.diloco.cli import diloco, diloco_replica
+    from swarmrl.shardcast.cli import fetch, origin, publish, relay
+    from swarmrl.tasks.cli import filter_band, preview_generator
+
+    app.command("coordinator")(coordinator)
+    app.command("diloco")(diloco)
+    app.command("diloco-replica")(diloco_replica)
+    tasks_app = typer.Typer(help="Inspect and filter task sources.", no_args_is_help=True)
+    tasks_app.command("preview")(preview_generator)
+    tasks_app.command("filter-band")(filter_band)
+    app.add_typer(tasks_app, name="tasks")
+    app.command("relay")(relay)
+    shardcast_app = typer.Typer(help="Checkpoint broadcast: origin, publish, fetch.", no_args_is_help=True)
+    shardcast_app.command("origin")(origin)
+    shardcast_app.command("publish")(publish)
+    shardcast_app.command("fetch")(fetch)
+    app.add_typer(shardcast_app, name="shardcast")
+
+
+_register_role_commands()
+
+
 if __name__ == "__main__":
     app()

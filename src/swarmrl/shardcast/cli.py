@@ -1,0 +1,100 @@
+"""Command-line entry points (plain typer-annotated functions; the main app registers them)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from aiohttp import web
+
+from swarmrl.identity import Identity
+from swarmrl.shardcast.client import fetch_checkpoint
+from swarmrl.shardcast.config import DEFAULT_SHARD_SIZE, ClientConfig, OriginConfig, RelayConfig
+from swarmrl.shardcast.errors import ShardcastError
+from swarmrl.shardcast.origin import Origin
+from swarmrl.shardcast.relay import Relay
+
+
+async def _serve_until_signalled(start, name: str) -> None:
+    runner: web.AppRunner
+    runner, url = await start()
+    print(f"{name} listening on {url}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def relay(
+    upstream: Annotated[list[str], typer.Option(help="origin or relay base URL to mirror (repeatable)")],
+    trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
+    host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
+    data_dir: Annotated[Path, typer.Option(help="where mirrored versions are stored")] = Path(
+        "shardcast-relay"
+    ),
+    keep: Annotated[int, typer.Option(help="newest versions kept")] = 5,
+    gc_grace_s: Annotated[float, typer.Option(help="spare a version read this recently (seconds)")] = 60.0,
+) -> None:
+    """Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them."""
+    logging.basicConfig(level=logging.INFO)
+    config = RelayConfig(
+        upstreams=upstream, host=host, port=port, data_dir=data_dir, keep_versions=keep, gc_grace_s=gc_grace_s
+    )
+    server = Relay(config, trainer_public_key)
+    asyncio.run(_serve_until_signalled(server.start, "relay"))
+
+
+def origin(
+    checkpoint_root: Annotated[Path, typer.Option(help="directory holding step_<k>/ checkpoints")],
+    key: Annotated[Path, typer.Option(help="trainer's Ed25519 private key (PEM)")],
+    host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
+    run_id: Annotated[str, typer.Option(help="run id written into manifests")] = "swarmrl",
+) -> None:
+    """Serve every published version under the checkpoint root (rescanned for new ones)."""
+    logging.basicConfig(level=logging.INFO)
+    server = Origin(checkpoint_root, Identity.load(key), run_id, OriginConfig(host=host, port=port))
+    asyncio.run(_serve_until_signalled(server.start, "origin"))
+
+
+def publish(
+    checkpoint_dir: Annotated[Path, typer.Argument(help="the step_<k>/ directory the trainer wrote")],
+    version: Annotated[int, typer.Option(help="trainer step")],
+    key: Annotated[Path, typer.Option(help="trainer's Ed25519 private key (PEM)")],
+    run_id: Annotated[str, typer.Option(help="run id written into the manifest")] = "swarmrl",
+    shard_size_mib: Annotated[float, typer.Option(help="shard size in MiB")] = DEFAULT_SHARD_SIZE / 2**20,
+    delta: Annotated[bool, typer.Option(help="also write a delta against the newest older sibling")] = True,
+    hash_algorithm: Annotated[str, typer.Option(help="blake3 or sha256")] = "blake3",
+) -> None:
+    """Sign a checkpoint directory (and its delta) so a running `origin` serves it."""
+    config = OriginConfig(shard_size=int(shard_size_mib * 2**20), delta=delta, hash_algorithm=hash_algorithm)
+    publisher = Origin(checkpoint_dir.parent, Identity.load(key), run_id, config)
+    manifest = publisher.publish(checkpoint_dir, version)
+    print(f"published version {manifest.version}: {len(manifest.files)} files, {manifest.total_size} bytes")
+
+
+def fetch(
+    source: Annotated[list[str], typer.Option(help="origin or relay base URL (repeatable)")],
+    dest: Annotated[Path, typer.Option(help="directory that receives step_<k>/")],
+    trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
+    version: Annotated[int | None, typer.Option(help="version to fetch (default: newest announced)")] = None,
+    concurrency: Annotated[int, typer.Option(help="shards downloaded at once")] = 8,
+) -> None:
+    """Download and verify one checkpoint version; prints the installed directory."""
+    try:
+        path = fetch_checkpoint(
+            source, version, dest, trainer_public_key, ClientConfig(concurrency=concurrency)
+        )
+    except ShardcastError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    print(path)

@@ -1,0 +1,78 @@
+"""Typed, documented knobs of the origin, the relays and the client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from swarmrl.shardcast.hashing import HashAlgorithm
+
+DEFAULT_SHARD_SIZE = 50 * 1024 * 1024
+
+
+class OriginConfig(BaseModel):
+    host: str = Field("127.0.0.1", description="interface the origin server binds")
+    port: int = Field(0, ge=0, le=65535, description="TCP port; 0 lets the OS choose")
+    shard_size: int = Field(DEFAULT_SHARD_SIZE, ge=4096, description="bytes per shard (INTELLECT-2: ~50 MB)")
+    hash_algorithm: HashAlgorithm = Field(
+        "blake3", description="digest for files and shards: blake3 (fast, default) or sha256"
+    )
+    delta: bool = Field(True, description="also publish each version as a delta against the previous one")
+    delta_chunk_size: int = Field(16 * 1024 * 1024, ge=4096, description="bytes per delta coding chunk")
+    delta_zstd_level: int = Field(3, ge=1, le=22, description="zstd level of delta payloads")
+    scan_interval_s: float = Field(
+        0.5,
+        gt=0,
+        description="how often the server rescans the checkpoint root for versions published by others",
+    )
+
+
+class RelayConfig(BaseModel):
+    upstreams: list[str] = Field(default_factory=list, description="origin or relay base URLs to mirror")
+    host: str = Field("127.0.0.1", description="interface the relay binds")
+    port: int = Field(0, ge=0, le=65535, description="TCP port; 0 lets the OS choose")
+    data_dir: Path = Field(Path("shardcast-relay"), description="where mirrored versions are stored")
+    keep_versions: int = Field(5, ge=1, description="newest complete versions kept (INTELLECT-2 kept 5)")
+    gc_grace_s: float = Field(
+        60.0, ge=0, description="an old version read by a client within this many seconds is not deleted yet"
+    )
+    long_poll_s: float = Field(15.0, gt=0, description="how long one poll for a new version waits upstream")
+    retry_interval_s: float = Field(1.0, gt=0, description="pause before retrying an unreachable upstream")
+    concurrency: int = Field(
+        4,
+        ge=1,
+        description="shards mirrored at once (fewer means the first shards verify, and serve, sooner)",
+    )
+
+
+class ClientConfig(BaseModel):
+    concurrency: int = Field(8, ge=1, description="shards downloaded at once")
+    request_timeout_s: float = Field(
+        30.0, gt=0, description="longest silence while reading a response before the request counts as failed"
+    )
+    connect_timeout_s: float = Field(5.0, gt=0, description="limit on opening a connection")
+    min_throughput_bytes_s: float = Field(
+        256 * 1024,
+        gt=0,
+        description="a shard request slower than this (after the silence allowance) is dropped",
+    )
+    max_attempts_per_shard: int = Field(8, ge=1, description="tries per shard across all sources")
+    stall_timeout_s: float = Field(
+        60.0, gt=0, description="give up when no source advertises a missing shard for this long"
+    )
+    availability_refresh_s: float = Field(
+        0.25, gt=0, description="pause before re-asking a source whose shard list did not grow (or failed)"
+    )
+    exploration: float = Field(0.1, ge=0, le=1, description="chance of picking a source uniformly at random")
+    backoff_base_s: float = Field(0.25, gt=0, description="first back-off after a failed request")
+    backoff_max_s: float = Field(10.0, gt=0, description="longest back-off")
+    keep_versions: int = Field(3, ge=1, description="newest versions kept on local disk")
+    use_delta: bool = Field(True, description="rebuild from the local parent when the version is a delta")
+    seed: int | None = Field(None, description="seed for source sampling (None: fresh randomness)")
+
+
+class ShardcastConfig(BaseModel):
+    origin: OriginConfig = Field(default_factory=OriginConfig, description="trainer-side publisher")
+    relay: RelayConfig = Field(default_factory=RelayConfig, description="mirror")
+    client: ClientConfig = Field(default_factory=ClientConfig, description="worker-side fetcher")

@@ -1,0 +1,361 @@
+"""A relay: mirrors one or more upstreams (origin or other relays), verifies every shard against the
+trainer-signed manifest before serving it, and keeps the newest `keep_versions` versions.
+
+It learns of new versions by long-polling each upstream's `/latest`, so a new version starts mirroring within
+milliseconds of being published. It advertises a version as soon as its manifest verifies, and each shard only
+once the shard's bytes are on disk and hash right, so clients can pull from a relay that is still mirroring.
+Garbage collection spares versions with reads in flight or read within `gc_grace_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from swarmrl.shardcast.config import ClientConfig, RelayConfig
+from swarmrl.shardcast.errors import ManifestError, ShardcastError
+from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
+from swarmrl.shardcast.hashing import digest_range
+from swarmrl.shardcast.layout import META_DIR, manifest_path, parse_version_dir_name, version_dir_name
+from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
+from swarmrl.shardcast.selection import SourceSelector
+from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app, start_site
+from swarmrl.shardcast.transfer import (
+    ShardDownloader,
+    SourceFailure,
+    TransferStats,
+    fetch_manifest,
+    get_json,
+    normalize_sources,
+)
+
+log = logging.getLogger(__name__)
+VERIFIED_NAME = "verified.json"
+
+
+@dataclass
+class _Mirrored:
+    directory: Path
+    manifest: Manifest
+    raw: bytes
+    verified: set[int] = field(default_factory=set)
+    readers: int = 0
+    last_read: float = 0.0
+    shards_by_file: dict[str, list[ShardEntry]] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.verified) == len(self.manifest.all_shards)
+
+
+class RelayStore:
+    """Versions held by a relay, and which of their shards are verified."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self._held: dict[int, _Mirrored] = {}
+        self._lock = threading.Lock()
+
+    def add(self, manifest: Manifest, raw: bytes, verified: set[int]) -> _Mirrored:
+        directory = self.data_dir / version_dir_name(manifest.version)
+        entry = _Mirrored(directory, manifest, raw, set(verified))
+        for shard in manifest.all_shards:
+            entry.shards_by_file.setdefault(shard.path, []).append(shard)
+        entry.sizes = {f.path: f.size for f in manifest.files}
+        if manifest.delta:
+            entry.sizes.update({e.payload_path: e.payload_size for e in manifest.delta.entries})
+        with self._lock:
+            self._held[manifest.version] = entry
+        return entry
+
+    def get(self, version: int) -> _Mirrored | None:
+        with self._lock:
+            return self._held.get(version)
+
+    def remove(self, version: int) -> None:
+        with self._lock:
+            self._held.pop(version, None)
+
+    def versions(self) -> list[int]:
+        with self._lock:
+            return sorted(self._held)
+
+    def manifest_bytes(self, version: int) -> bytes | None:
+        entry = self.get(version)
+        return entry.raw if entry else None
+
+    def available_shards(self, version: int) -> list[int] | None:
+        entry = self.get(version)
+        return sorted(entry.verified) if entry else None
+
+    def file_size(self, version: int, path: str) -> int | None:
+        entry = self.get(version)
+        return entry.sizes.get(path) if entry else None
+
+    def servable_path(self, version: int, path: str, start: int, stop: int) -> Path | None:
+        entry = self.get(version)
+        if entry is None or path not in entry.sizes:
+            return None
+        shards = entry.shards_by_file.get(path, [])
+        shard_size = entry.manifest.shard_size
+        touched = shards[start // shard_size : (max(stop, start + 1) - 1) // shard_size + 1]
+        if not all(s.index in entry.verified for s in touched):
+            return None
+        return resolve_inside(entry.directory, path)
+
+    def touch(self, version: int, reading: int) -> None:
+        entry = self.get(version)
+        if entry is not None:
+            entry.readers += reading
+            entry.last_read = time.monotonic()
+
+
+class Relay:
+    """Mirror and server. `await relay.start()` inside a loop, or `relay.serve_in_thread()`."""
+
+    def __init__(
+        self, config: RelayConfig, trainer_public_key: str, client_config: ClientConfig | None = None
+    ) -> None:
+        self.config = config
+        self.upstreams = normalize_sources(config.upstreams)
+        self.public_key = trainer_public_key.lower()
+        self.client_config = client_config or ClientConfig(concurrency=config.concurrency)
+        self.store = RelayStore(config.data_dir)
+        self.notifier = VersionNotifier()
+        self.metrics = ServerMetrics("relay")
+        self.selector = SourceSelector(
+            self.upstreams,
+            self.client_config.exploration,
+            self.client_config.backoff_base_s,
+            self.client_config.backoff_max_s,
+            random.Random(self.client_config.seed),
+        )
+        self._mirroring: dict[int, asyncio.Task] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._session: aiohttp.ClientSession | None = None
+        self.stats: dict[int, TransferStats] = {}
+
+    # ---- serving -------------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = build_app(self.store, self.notifier, self.metrics)
+        app.cleanup_ctx.append(self._background)
+        return app
+
+    async def start(self) -> tuple[web.AppRunner, str]:
+        return await start_site(self.app(), self.config.host, self.config.port)
+
+    def serve_in_thread(self) -> ServerThread:
+        return ServerThread(self.app, self.config.host, self.config.port).start()
+
+    async def _background(self, app: web.Application):
+        connector = aiohttp.TCPConnector(limit_per_host=self.client_config.concurrency)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        await asyncio.to_thread(self._load_existing)
+        for version in self.store.versions():
+            entry = self.store.get(version)
+            if entry is not None and not entry.complete:
+                self._start_mirror(version)
+        self._tasks = [asyncio.create_task(self._follow(url)) for url in self.upstreams]
+        self._tasks.append(asyncio.create_task(self._gc_loop()))
+        yield
+        tasks = self._tasks
+        for task in tasks + list(self._mirroring.values()):
+            task.cancel()
+        for task in tasks + list(self._mirroring.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self._session.close()
+
+    # ---- following upstreams -------------------------------------------------------------------------
+    async def add_upstream(self, url: str) -> None:
+        """Start mirroring from one more upstream (call on the relay's event loop); stalled versions retry."""
+        url = url.rstrip("/")
+        if url in self.upstreams:
+            return
+        self.upstreams.append(url)
+        self.selector.add(url)
+        self._tasks.append(asyncio.create_task(self._follow(url)))
+        for version, task in list(self._mirroring.items()):
+            if not task.done():  # restart stalled mirrors so they can use the new upstream now
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                self._start_mirror(version)
+
+    async def _follow(self, upstream: str) -> None:
+        """Long-poll one upstream for versions newer than the newest this relay knows."""
+        assert self._session is not None
+        while True:
+            known = self.store.versions()
+            after = known[-1] if known else -1
+            try:
+                body = await get_json(
+                    self._session,
+                    f"{upstream}/latest?after={after}&wait={self.config.long_poll_s}",
+                    timeout=self.config.long_poll_s + 10,
+                )
+            except SourceFailure as exc:
+                log.debug("upstream %s unreachable: %s", upstream, exc)
+                await asyncio.sleep(self.config.retry_interval_s)
+                continue
+            latest = body.get("latest")
+            if isinstance(latest, int) and not isinstance(latest, bool) and latest > after:
+                self._start_mirror(latest)
+            else:
+                await asyncio.sleep(0.05)  # an upstream answering "nothing new" at once must not make us spin
+
+    def _start_mirror(self, version: int) -> None:
+        task = self._mirroring.get(version)
+        if task is None or task.done():
+            self._mirroring[version] = asyncio.create_task(self._mirror(version))
+
+    async def _mirror(self, version: int) -> None:
+        assert self._session is not None
+        stats = self.stats.setdefault(version, TransferStats())
+        while True:
+            try:
+                await self._mirror_once(version, stats)
+                return
+            except ManifestError as exc:
+                self.metrics.manifests_rejected.labels("relay").inc()
+                log.warning("relay: rejecting version %d: %s", version, exc)
+                await asyncio.sleep(self.config.retry_interval_s)
+            except ShardcastError as exc:
+                log.warning("relay: mirroring version %d stalled: %s", version, exc)
+                await asyncio.sleep(self.config.retry_interval_s)
+            held = self.store.versions()
+            if len(held) >= self.config.keep_versions and version < held[-self.config.keep_versions]:
+                return  # it fell out of the window while failing; stop trying
+
+    async def _mirror_once(self, version: int, stats: TransferStats) -> None:
+        assert self._session is not None
+        entry = self.store.get(version)
+        if entry is None:
+            held = self.store.versions()
+            manifest, raw = await fetch_manifest(
+                self._session,
+                self.upstreams,
+                version,
+                self.public_key,
+                self.selector,
+                self.client_config,
+                stats,
+                min_version=None,
+            )
+            directory = self.store.data_dir / version_dir_name(version)
+            await asyncio.to_thread(self._prepare_directory, directory, manifest, raw)
+            entry = self.store.add(manifest, raw, set())
+            if held and version > held[-1] or not held:
+                self.notifier.notify()
+
+        def mark(shard: ShardEntry) -> None:
+            entry.verified.add(shard.index)
+            self.notifier.notify()  # wakes clients long-polling this version's availability
+            self.metrics.shards_verified.labels("relay").inc()
+            atomic_write_bytes(
+                entry.directory / META_DIR / VERIFIED_NAME, json.dumps(sorted(entry.verified)).encode()
+            )
+
+        missing = [s for s in entry.manifest.all_shards if s.index not in entry.verified]
+        started = time.monotonic()
+        downloader = ShardDownloader(
+            self._session,
+            entry.manifest,
+            self.upstreams,
+            self.selector,
+            self.client_config,
+            entry.directory,
+            stats,
+            mark,
+        )
+        try:
+            await downloader.download(missing)
+        finally:
+            if stats.corrupt_shards:
+                self.metrics.shards_rejected.labels("relay").inc(stats.corrupt_shards)
+                stats.corrupt_shards = 0
+        elapsed = time.monotonic() - started
+        log.info(
+            "relay: version %d complete, %d shards (%.0f MB) mirrored in %.2f s",
+            version,
+            len(missing),
+            sum(s.length for s in missing) / 1e6,
+            elapsed,
+        )
+        await self.collect_garbage()
+
+    @staticmethod
+    def _prepare_directory(directory: Path, manifest: Manifest, raw: bytes) -> None:
+        for shard_file, size in [(f.path, f.size) for f in manifest.files] + (
+            [(e.payload_path, e.payload_size) for e in manifest.delta.entries] if manifest.delta else []
+        ):
+            preallocate(resolve_inside(directory, shard_file), size)
+        atomic_write_bytes(directory / META_DIR / VERIFIED_NAME, b"[]")
+        atomic_write_bytes(manifest_path(directory), raw)
+
+    def _load_existing(self) -> None:
+        """After a restart: re-verify what is on disk (claimed shards are re-hashed, never trusted)."""
+        data_dir = self.store.data_dir
+        if not data_dir.is_dir():
+            return
+        for child in data_dir.iterdir():
+            version = parse_version_dir_name(child.name)
+            if version is None:
+                continue
+            try:
+                raw = manifest_path(child).read_bytes()
+                manifest = parse_signed_manifest(raw, self.public_key, expected_version=version)
+                claimed = set(json.loads((child / META_DIR / VERIFIED_NAME).read_bytes()))
+            except (OSError, ValueError, TypeError, ManifestError) as exc:
+                log.warning("relay: discarding %s: %s", child, exc)
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            verified = {
+                s.index
+                for s in manifest.all_shards
+                if s.index in claimed
+                and digest_range(resolve_inside(child, s.path), s.offset, s.length, manifest.hash_algorithm)
+                == s.digest
+            }
+            self.store.add(manifest, raw, verified)
+
+    # ---- garbage collection --------------------------------------------------------------------------
+    async def _gc_loop(self) -> None:
+        while True:
+            await asyncio.sleep(max(min(self.config.gc_grace_s / 2, 5.0), 0.2))
+            await self.collect_garbage()
+
+    async def collect_garbage(self) -> list[int]:
+        """Delete versions older than the newest `keep_versions` complete ones, unless being read."""
+        complete = [v for v in self.store.versions() if (e := self.store.get(v)) is not None and e.complete]
+        if len(complete) <= self.config.keep_versions:
+            return []
+        cutoff = complete[-self.config.keep_versions]
+        now = time.monotonic()
+        removed = []
+        for version in self.store.versions():
+            entry = self.store.get(version)
+            if entry is None or version >= cutoff:
+                continue
+            if entry.readers > 0 or now - entry.last_read < self.config.gc_grace_s:
+                continue
+            task = self._mirroring.pop(version, None)
+            if task is not None and not task.done():
+                task.cancel()
+            self.store.remove(version)
+            await asyncio.to_thread(shutil.rmtree, entry.directory, True)
+            self.metrics.versions_collected.labels("relay").inc()
+            removed.append(version)
+        return removed

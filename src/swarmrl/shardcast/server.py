@@ -1,0 +1,332 @@
+"""The HTTP read side of origin and relay: versions, long-poll, manifests, availability, ranges, metrics.
+
+Routes (all GET):
+  /versions                         {"versions": [...], "latest": k | null}
+  /latest?after=K&wait=S            long-poll: answers as soon as a version > K exists, or after S seconds
+  /v/{version}/manifest             the signed manifest bytes, exactly as the trainer wrote them
+  /v/{version}/availability         {"version": k, "shards": [held, verified]}; ?known=N&wait=S long-polls
+  /v/{version}/data/{path}          file bytes; Range requests are honoured and sent with sendfile
+  /metrics                          Prometheus text format
+A range is served only when every shard it touches is held (a relay never serves unverified bytes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+MAX_LONG_POLL_S = 60.0
+
+
+class VersionStore(Protocol):
+    """What a server needs to know about the versions it holds."""
+
+    def versions(self) -> list[int]: ...
+
+    def manifest_bytes(self, version: int) -> bytes | None: ...
+
+    def available_shards(self, version: int) -> list[int] | None: ...
+
+    def servable_path(self, version: int, path: str, start: int, stop: int) -> Path | None:
+        """The file to read bytes [start, stop) of `path` from, or None if not (yet) held."""
+
+    def file_size(self, version: int, path: str) -> int | None: ...
+
+    def touch(self, version: int, reading: int) -> None:
+        """A read of `version` starts (+1) or ends (-1); garbage collection spares versions being read."""
+
+
+class VersionNotifier:
+    """Wakes long-polls when a version or a shard appears; `notify` is safe from any thread."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._fire()
+        else:
+            loop.call_soon_threadsafe(self._fire)
+
+    def _fire(self) -> None:
+        if self._event is not None:
+            self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float) -> None:
+        event = self._event
+        if event is None:
+            await asyncio.sleep(timeout)
+            return
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
+class ServerMetrics:
+    """Prometheus metrics of one server, in its own registry so several servers can share a process."""
+
+    def __init__(self, role: str) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "shardcast_requests", "HTTP requests", ["role", "endpoint", "code"], registry=self.registry
+        )
+        self.bytes_served = Counter(
+            "shardcast_bytes_served", "payload bytes sent", ["role"], registry=self.registry
+        )
+        self.versions_held = Gauge(
+            "shardcast_versions_held", "versions served", ["role"], registry=self.registry
+        )
+        self.latest_version = Gauge(
+            "shardcast_latest_version", "newest version", ["role"], registry=self.registry
+        )
+        self.shards_verified = Counter(
+            "shardcast_shards_verified", "shards mirrored and verified", ["role"], registry=self.registry
+        )
+        self.shards_rejected = Counter(
+            "shardcast_shards_rejected",
+            "shards that failed their signed hash",
+            ["role"],
+            registry=self.registry,
+        )
+        self.manifests_rejected = Counter(
+            "shardcast_manifests_rejected", "forged or replayed manifests", ["role"], registry=self.registry
+        )
+        self.versions_collected = Counter(
+            "shardcast_versions_collected", "versions garbage-collected", ["role"], registry=self.registry
+        )
+        self.role = role
+
+
+def build_app(store: VersionStore, notifier: VersionNotifier, metrics: ServerMetrics) -> web.Application:
+    role = metrics.role
+
+    def count(endpoint: str, code: int) -> None:
+        metrics.requests.labels(role, endpoint, str(code)).inc()
+
+    def refresh_gauges() -> list[int]:
+        versions = store.versions()
+        metrics.versions_held.labels(role).set(len(versions))
+        if versions:
+            metrics.latest_version.labels(role).set(versions[-1])
+        return versions
+
+    def version_arg(request: web.Request) -> int:
+        try:
+            return int(request.match_info["version"])
+        except ValueError:
+            raise web.HTTPBadRequest(text="version must be an integer") from None
+
+    async def versions(request: web.Request) -> web.Response:
+        found = refresh_gauges()
+        count("versions", 200)
+        return web.json_response({"versions": found, "latest": found[-1] if found else None})
+
+    async def latest(request: web.Request) -> web.Response:
+        try:
+            after = int(request.query.get("after", "-1"))
+            wait = min(float(request.query.get("wait", "0")), MAX_LONG_POLL_S)
+        except ValueError:
+            count("latest", 400)
+            raise web.HTTPBadRequest(text="after must be an integer and wait a number") from None
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            found = refresh_gauges()
+            newest = found[-1] if found else None
+            remaining = deadline - time.monotonic()
+            if (newest is not None and newest > after) or remaining <= 0:
+                count("latest", 200)
+                return web.json_response({"latest": newest})
+            await notifier.wait(remaining)
+
+    async def manifest(request: web.Request) -> web.Response:
+        raw = store.manifest_bytes(version_arg(request))
+        if raw is None:
+            count("manifest", 404)
+            raise web.HTTPNotFound(text="no such version")
+        count("manifest", 200)
+        return web.Response(body=raw, content_type="application/json")
+
+    async def availability(request: web.Request) -> web.Response:
+        """`?known=N&wait=S`: hold the answer until more than N shards are held (a relay still mirroring)."""
+        version = version_arg(request)
+        try:
+            known = int(request.query.get("known", "-1"))
+            wait = min(float(request.query.get("wait", "0")), MAX_LONG_POLL_S)
+        except ValueError:
+            count("availability", 400)
+            raise web.HTTPBadRequest(text="known must be an integer and wait a number") from None
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            shards = store.available_shards(version)
+            if shards is None:
+                count("availability", 404)
+                raise web.HTTPNotFound(text="no such version")
+            remaining = deadline - time.monotonic()
+            if len(shards) > known or remaining <= 0:
+                count("availability", 200)
+                return web.json_response({"version": version, "shards": shards})
+            await notifier.wait(remaining)
+
+    async def data(request: web.Request) -> web.StreamResponse:
+        version = version_arg(request)
+        path = request.match_info["path"]
+        size = store.file_size(version, path)
+        if size is None:
+            count("data", 404)
+            raise web.HTTPNotFound(text="no such file in this version")
+        try:
+            requested = request.http_range
+        except ValueError:
+            count("data", 416)
+            raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"}) from None
+        start, stop = _absolute_range(requested, size)
+        if start >= stop and size > 0:
+            count("data", 416)
+            raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"})
+        local = store.servable_path(version, path, start, stop)
+        if local is None:
+            count("data", 503)
+            raise web.HTTPServiceUnavailable(text="range not held (yet)", headers={"Retry-After": "1"})
+        return _TrackedFileResponse(
+            local, lambda delta: store.touch(version, delta), count, metrics, stop - start
+        )
+
+    async def prometheus(request: web.Request) -> web.Response:
+        refresh_gauges()
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.add_routes(
+        [
+            web.get("/versions", versions),
+            web.get("/latest", latest),
+            web.get("/v/{version}/manifest", manifest),
+            web.get("/v/{version}/availability", availability),
+            web.get("/v/{version}/data/{path:.+}", data),
+            web.get("/metrics", prometheus),
+        ]
+    )
+
+    async def bind_notifier(app: web.Application) -> None:
+        notifier.bind(asyncio.get_running_loop())
+
+    app.on_startup.append(bind_notifier)
+    return app
+
+
+class _TrackedFileResponse(web.FileResponse):
+    """A sendfile response that tells the store while it is being read (so GC spares the version)."""
+
+    def __init__(
+        self,
+        path: Path,
+        touch: Callable[[int], None],
+        count: Callable[[str, int], None],
+        metrics: ServerMetrics,
+        nbytes: int,
+    ) -> None:
+        super().__init__(path, chunk_size=1024 * 1024)
+        self._touch, self._count, self._metrics, self._nbytes = touch, count, metrics, nbytes
+
+    async def prepare(self, request: web.BaseRequest):
+        if self.prepared:
+            return await super().prepare(request)
+        self._touch(+1)
+        try:
+            writer = await super().prepare(request)
+        finally:
+            self._touch(-1)
+        self._count("data", self.status)
+        if self.status in (200, 206):
+            self._metrics.bytes_served.labels(self._metrics.role).inc(self._nbytes)
+        return writer
+
+
+def _absolute_range(requested: slice, size: int) -> tuple[int, int]:
+    """[start, stop) in file coordinates from aiohttp's parsed Range (which may be a suffix or open-ended)."""
+    start, stop = requested.start, requested.stop
+    if start is None:
+        return 0, size
+    if start < 0:  # suffix range "-n"
+        return max(size + start, 0), size
+    return start, size if stop is None else min(stop, size)
+
+
+class ServerThread:
+    """Runs an aiohttp application on its own event loop in a daemon thread (for trainers and tests)."""
+
+    def __init__(
+        self, app_factory: Callable[[], web.Application], host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self._app_factory = app_factory
+        self._host, self._port = host, port
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="shardcast-server", daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._start(), self.loop)
+        self.url = future.result(timeout=30)
+        return self
+
+    async def _start(self) -> str:
+        self._runner, url = await start_site(self._app_factory(), self._host, self._port)
+        return url
+
+    def stop(self) -> None:
+        if self._runner is not None and self.loop.is_running():
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(timeout=30)
+            self._runner = None
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=30)
+        if not self.loop.is_running() and not self.loop.is_closed():
+            self.loop.close()
+
+    async def _shutdown(self) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
+    """Start serving `app`; return the runner (call `cleanup()` to stop) and the base URL it listens on."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    bound_port = runner.addresses[0][1]  # the OS's pick when port == 0
+    return runner, f"http://{host}:{bound_port}"

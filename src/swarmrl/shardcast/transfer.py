@@ -1,0 +1,432 @@
+"""Moving shards over HTTP: the manifest fetch and the concurrent, verified, in-place shard downloader.
+
+Used by the client (into a partial directory) and by the relay (into its mirror). Every shard is hashed as its
+bytes arrive and written straight at its offset in the preallocated final file; nothing is reassembled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import aiohttp
+
+from swarmrl.shardcast.config import ClientConfig
+from swarmrl.shardcast.errors import ManifestError, ShardcastError
+from swarmrl.shardcast.fsutil import resolve_inside
+from swarmrl.shardcast.hashing import Hasher, new_hasher
+from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
+from swarmrl.shardcast.selection import SourceSelector
+
+log = logging.getLogger(__name__)
+
+WRITE_BATCH = 4 * 1024 * 1024
+AVAILABILITY_WAIT_S = 10.0
+MAX_JSON_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class TransferStats:
+    """What one fetch or mirror moved, for callers, logs and tests."""
+
+    bytes_downloaded: int = 0
+    shards_downloaded: int = 0
+    shards_resumed: int = 0
+    corrupt_shards: int = 0
+    used_delta: bool = False
+    bytes_by_source: dict[str, int] = field(default_factory=dict)
+    corrupt_by_source: dict[str, int] = field(default_factory=dict)
+    manifest_rejected_by_source: dict[str, str] = field(default_factory=dict)
+
+
+class SourceFailure(Exception):
+    """One request to one source went wrong; `unavailable` means the source does not hold the bytes."""
+
+    def __init__(self, message: str, unavailable: bool = False) -> None:
+        super().__init__(message)
+        self.unavailable = unavailable
+
+
+class CorruptShard(Exception):
+    """The bytes a source sent do not hash to the signed value."""
+
+
+def normalize_sources(sources: list[str]) -> list[str]:
+    cleaned = [s.rstrip("/") for s in sources if s and s.strip()]
+    if not cleaned:
+        raise ShardcastError("no source URLs given")
+    return list(dict.fromkeys(cleaned))
+
+
+def shard_timeout(config: ClientConfig, nbytes: int) -> aiohttp.ClientTimeout:
+    """Caps connecting, silence mid-response, and the whole request at the slowest acceptable rate, so a
+    source that trickles bytes cannot hold a download slot forever."""
+    return aiohttp.ClientTimeout(
+        total=config.connect_timeout_s + config.request_timeout_s + nbytes / config.min_throughput_bytes_s,
+        sock_connect=config.connect_timeout_s,
+        sock_read=config.request_timeout_s,
+    )
+
+
+async def get_json(session: aiohttp.ClientSession, url: str, timeout: float) -> dict:
+    """GET a small JSON object from an untrusted server; SourceFailure on anything unexpected."""
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            if resp.status != 200:
+                raise SourceFailure(f"HTTP {resp.status} from {url}", unavailable=resp.status == 404)
+            body = await _read_limited(resp, MAX_JSON_BYTES)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise SourceFailure(f"{url}: {type(exc).__name__} {exc}") from exc
+    try:
+        value = json.loads(body)
+    except ValueError as exc:
+        raise SourceFailure(f"{url}: not JSON") from exc
+    if not isinstance(value, dict):
+        raise SourceFailure(f"{url}: expected a JSON object")
+    return value
+
+
+async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    if resp.content_length is not None and resp.content_length > limit:
+        raise SourceFailure(f"response of {resp.content_length} bytes exceeds {limit}")
+    parts, total = [], 0
+    async for chunk in resp.content.iter_any():
+        total += len(chunk)
+        if total > limit:
+            raise SourceFailure(f"response exceeds {limit} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def fetch_manifest(
+    session: aiohttp.ClientSession,
+    sources: list[str],
+    version: int,
+    trainer_public_key: str,
+    selector: SourceSelector,
+    config: ClientConfig,
+    stats: TransferStats,
+    min_version: int | None = None,
+    run_id: str | None = None,
+) -> tuple[Manifest, bytes]:
+    """The trainer-signed manifest of `version` from the first source that has a genuine one.
+
+    A source answering with a forged, replayed or malformed manifest is demoted and recorded; if every source
+    does, ManifestError. Sources that do not have the version yet are retried with back-off until the stall
+    timeout or `max_attempts_per_shard` rounds, then ShardcastError.
+    """
+    deadline = time.monotonic() + config.stall_timeout_s
+    errors: dict[str, str] = {}
+    for round_number in range(config.max_attempts_per_shard):
+        manifest_errors = 0
+        ordered = sorted(sources, key=selector.weight, reverse=True)
+        for url in ordered:
+            try:
+                raw = await _get_bytes(session, f"{url}/v/{version}/manifest", config)
+            except SourceFailure as exc:
+                errors[url] = str(exc)
+                selector.record_failure(url, time.monotonic())
+                continue
+            try:
+                manifest = parse_signed_manifest(
+                    raw,
+                    trainer_public_key,
+                    expected_version=version,
+                    min_version=min_version,
+                    expected_run_id=run_id,
+                )
+            except ManifestError as exc:
+                manifest_errors += 1
+                errors[url] = f"manifest rejected: {exc}"
+                stats.manifest_rejected_by_source[url] = str(exc)
+                selector.record_corrupt(url, time.monotonic())
+                continue
+            return manifest, raw
+        if manifest_errors == len(sources):
+            raise ManifestError(f"no genuine manifest for version {version}: {_describe(errors)}")
+        pause = min(config.backoff_max_s, config.backoff_base_s * 2**round_number)
+        if time.monotonic() + pause > deadline or round_number == config.max_attempts_per_shard - 1:
+            break
+        await asyncio.sleep(pause)
+    error_class = ManifestError if stats.manifest_rejected_by_source else ShardcastError
+    raise error_class(f"no source served the manifest of version {version}: {_describe(errors)}")
+
+
+def _describe(errors: dict[str, str]) -> str:
+    return "; ".join(f"{url}: {message}" for url, message in errors.items()) or "no sources answered"
+
+
+async def _get_bytes(session: aiohttp.ClientSession, url: str, config: ClientConfig) -> bytes:
+    try:
+        async with session.get(url, timeout=shard_timeout(config, 0)) as resp:
+            if resp.status != 200:
+                raise SourceFailure(f"HTTP {resp.status}", unavailable=resp.status == 404)
+            return await _read_limited(resp, 64 * 1024 * 1024)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
+
+
+class ShardDownloader:
+    """Downloads a set of shards of one version from several sources into files under `target_root`.
+
+    Files must already be preallocated. `on_verified` runs (in the event loop) after each shard's bytes are on
+    disk and hash to the signed value.
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        manifest: Manifest,
+        sources: list[str],
+        selector: SourceSelector,
+        config: ClientConfig,
+        target_root: Path,
+        stats: TransferStats,
+        on_verified: Callable[[ShardEntry], Awaitable[None] | None] | None = None,
+    ) -> None:
+        self.session = session
+        self.manifest = manifest
+        self.sources = list(sources)
+        self.selector = selector
+        self.config = config
+        self.target_root = target_root
+        self.stats = stats
+        self.on_verified = on_verified
+        self.available: dict[str, set[int]] = {url: set() for url in sources}
+        self._complete_sources: set[str] = set()
+        self._fds: dict[str, int] = {}
+        self._attempts: dict[int, list[str]] = collections.defaultdict(list)
+        self._bad_for_shard: dict[int, set[str]] = collections.defaultdict(set)
+        self._needed: set[int] = set()
+        self._unavailable_since: dict[int, float] = {}
+        self._fatal: str | None = None
+        self._change = asyncio.Event()
+        self._writer = ThreadPoolExecutor(
+            max_workers=config.concurrency, thread_name_prefix="shardcast-write"
+        )
+
+    async def download(self, shards: list[ShardEntry]) -> None:
+        if not shards:
+            return
+        self._needed = {s.index for s in shards}
+        pending = collections.deque(shards)
+        in_flight = [0]
+        try:
+            await asyncio.gather(*(self._refresh_one(url, wait=0.0) for url in self.sources))
+            followers = [asyncio.create_task(self._follow_availability(url)) for url in self.sources]
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for _ in range(min(self.config.concurrency, len(shards))):
+                        group.create_task(self._worker(pending, in_flight))
+            finally:
+                for follower in followers:
+                    follower.cancel()
+            if self._fatal is not None:
+                raise ShardcastError(self._fatal)
+        finally:
+            # Writes of cancelled workers still run in threads: let them land before closing (or reusing) fds.
+            await asyncio.shield(asyncio.to_thread(self._writer.shutdown, True))
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+
+    def _changed(self) -> None:
+        """Wake idle workers: a shard finished or failed, or a source announced new shards."""
+        self._change.set()
+        self._change = asyncio.Event()
+
+    async def _wait_for_change(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._change.wait(), max(timeout, 0.001))
+        except TimeoutError:
+            pass
+
+    async def _follow_availability(self, url: str) -> None:
+        """Long-poll a source lacking some needed shards until it holds them all (a relay still mirroring)."""
+        while url not in self._complete_sources:
+            before = len(self.available[url])
+            answered = await self._refresh_one(url, wait=AVAILABILITY_WAIT_S)
+            if not answered or len(self.available[url]) <= before:
+                # Failed, timed out, or a server that ignores `wait`: never spin on it.
+                await asyncio.sleep(self.config.availability_refresh_s)
+
+    async def _refresh_one(self, url: str, wait: float) -> bool:
+        known = len(self.available[url])
+        try:
+            body = await get_json(
+                self.session,
+                f"{url}/v/{self.manifest.version}/availability?known={known}&wait={wait}",
+                timeout=wait + self.config.connect_timeout_s + 5.0,
+            )
+            shards = body.get("shards")
+            if not isinstance(shards, list) or not all(isinstance(i, int) for i in shards):
+                raise SourceFailure("availability is not a list of shard indices")
+        except SourceFailure as exc:
+            if exc.unavailable:
+                self.available[url] = set()
+            return False
+        self.available[url] = set(shards)
+        if self._needed <= self.available[url]:
+            self._complete_sources.add(url)
+        self._changed()
+        return True
+
+    def _give_up(self, shard: ShardEntry, reason: str) -> None:
+        """A shard is hopeless: start no new requests, let those in flight land (kept for a resume)."""
+        if self._fatal is None:
+            self._fatal = self._give_up_message(shard, reason)
+        self._changed()
+
+    async def _worker(self, pending: collections.deque, in_flight: list[int]) -> None:
+        while (pending or in_flight[0]) and self._fatal is None:
+            if not pending:
+                await self._wait_for_change(0.5)
+                continue
+            shard = pending.popleft()
+            now = time.monotonic()
+            candidates = [
+                url
+                for url in self.sources
+                if shard.index in self.available[url] and url not in self._bad_for_shard[shard.index]
+            ]
+            if not candidates:
+                if self._bad_for_shard[shard.index] >= set(self.sources):
+                    self._give_up(shard, "every source sent corrupt bytes")
+                    return
+                since = self._unavailable_since.setdefault(shard.index, now)
+                if now - since > self.config.stall_timeout_s:
+                    self._give_up(shard, "no source advertises it")
+                    return
+                pending.append(shard)
+                await self._wait_for_change(min(self.config.availability_refresh_s, 0.5))
+                continue
+            self._unavailable_since.pop(shard.index, None)
+            url = self.selector.choose(candidates, now)
+            if url is None:
+                pending.append(shard)
+                await self._wait_for_change(min(self.selector.earliest_ready(candidates) - now, 0.5))
+                continue
+            in_flight[0] += 1
+            try:
+                ok = await self._attempt(shard, url)
+            finally:
+                in_flight[0] -= 1
+                self._changed()
+            if not ok:
+                if len(self._attempts[shard.index]) >= self.config.max_attempts_per_shard:
+                    self._give_up(shard, "too many failed attempts")
+                    return
+                pending.append(shard)
+
+    async def _attempt(self, shard: ShardEntry, url: str) -> bool:
+        started = time.monotonic()
+        try:
+            await self._fetch_into_place(shard, url)
+        except CorruptShard as exc:
+            self._attempts[shard.index].append(f"{url}: {exc}")
+            self._bad_for_shard[shard.index].add(url)
+            self.selector.record_corrupt(url, time.monotonic())
+            self.stats.corrupt_shards += 1
+            self.stats.corrupt_by_source[url] = self.stats.corrupt_by_source.get(url, 0) + 1
+            log.warning("shard %d from %s is corrupt; demoting the source", shard.index, url)
+            return False
+        except SourceFailure as exc:
+            self._attempts[shard.index].append(f"{url}: {exc}")
+            if exc.unavailable:
+                self.available[url].discard(shard.index)
+                self._complete_sources.discard(url)
+            self.selector.record_failure(url, time.monotonic())
+            return False
+        self.selector.record_success(url, shard.length, time.monotonic() - started)
+        self.stats.shards_downloaded += 1
+        if self.on_verified is not None:
+            result = self.on_verified(shard)
+            if result is not None:
+                await result
+        return True
+
+    def _fd(self, relative: str) -> int:
+        fd = self._fds.get(relative)
+        if fd is None:
+            fd = os.open(resolve_inside(self.target_root, relative), os.O_WRONLY)
+            self._fds[relative] = fd
+        return fd
+
+    async def _fetch_into_place(self, shard: ShardEntry, url: str) -> None:
+        first, last = shard.offset, shard.offset + shard.length - 1
+        address = f"{url}/v/{self.manifest.version}/data/{quote(shard.path)}"
+        fd = self._fd(shard.path)
+        digest = new_hasher(self.manifest.hash_algorithm)
+        received = 0
+        try:
+            async with self.session.get(
+                address,
+                headers={"Range": f"bytes={first}-{last}"},
+                timeout=shard_timeout(self.config, shard.length),
+            ) as resp:
+                if resp.status == 206:
+                    expected = f"bytes {first}-{last}/"
+                    if not resp.headers.get("Content-Range", "").startswith(expected):
+                        raise SourceFailure(f"wrong Content-Range {resp.headers.get('Content-Range')!r}")
+                elif not (resp.status == 200 and first == 0 and resp.content_length == shard.length):
+                    raise SourceFailure(f"HTTP {resp.status}", unavailable=resp.status in (404, 416, 503))
+                batch: list[bytes] = []
+                batched = 0
+                async for chunk in resp.content.iter_any():
+                    if received + batched + len(chunk) > shard.length:
+                        raise CorruptShard("source sent more bytes than the shard holds")
+                    batch.append(chunk)
+                    batched += len(chunk)
+                    if batched >= WRITE_BATCH:
+                        await self._write(fd, digest, batch, first + received)
+                        self._count(url, batched)
+                        received += batched
+                        batch, batched = [], 0
+                if batch:
+                    await self._write(fd, digest, batch, first + received)
+                    self._count(url, batched)
+                    received += batched
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
+        if received != shard.length:
+            raise SourceFailure(f"connection ended after {received} of {shard.length} bytes")
+        if digest.hexdigest() != shard.digest:
+            raise CorruptShard(f"{self.manifest.hash_algorithm} does not match the signed manifest")
+
+    async def _write(self, fd: int, digest: Hasher, batch: list[bytes], position: int) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._writer, _hash_and_write, fd, digest, batch, position)
+
+    def _count(self, url: str, nbytes: int) -> None:
+        self.stats.bytes_downloaded += nbytes
+        self.stats.bytes_by_source[url] = self.stats.bytes_by_source.get(url, 0) + nbytes
+
+    def _give_up_message(self, shard: ShardEntry, reason: str) -> str:
+        tried = "; ".join(self._attempts[shard.index][-6:]) or "none tried"
+        return (
+            f"version {self.manifest.version}: shard {shard.index} ({shard.path} bytes "
+            f"{shard.offset}-{shard.offset + shard.length - 1}) could not be fetched: {reason}; "
+            f"sources {self.sources}; attempts: {tried}"
+        )
+
+
+def _hash_and_write(fd: int, digest: Hasher, chunks: list[bytes], position: int) -> None:
+    """Runs in a worker thread: hashlib and pwrite release the GIL, so the event loop keeps receiving."""
+    if len(chunks) > 256:  # stay far below IOV_MAX
+        chunks = [b"".join(chunks)]
+    for chunk in chunks:
+        digest.update(chunk)
+    written = os.pwritev(fd, chunks, position)
+    total = sum(len(c) for c in chunks)
+    while written < total:  # pwritev may write less than asked; finish the tail
+        tail = b"".join(chunks)[written:]
+        written += os.pwrite(fd, tail, position + written)

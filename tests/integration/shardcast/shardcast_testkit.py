@@ -1,0 +1,126 @@
+"""Shared pieces of the shardcast integration tests: checkpoints on disk, servers in threads, a slow link."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from swarmrl.identity import Identity
+from swarmrl.shardcast import Origin, OriginConfig, Relay, RelayConfig, ServerThread
+
+TRAINER = Identity.from_seed(b"t" * 32)
+SHARD = 64 * 1024
+
+
+def write_checkpoint(root: Path, version: int, model_bytes: int = 1_000_000, seed: int = 0) -> Path:
+    directory = root / f"step_{version}"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model.safetensors").write_bytes(
+        os.urandom(model_bytes) if seed < 0 else _seeded(model_bytes, seed)
+    )
+    (directory / "config.json").write_text('{"hidden_size": 8}')
+    (directory / "tokenizer").mkdir(exist_ok=True)
+    (directory / "tokenizer" / "vocab.txt").write_text("a\nb\nc\n")
+    return directory
+
+
+def _seeded(n: int, seed: int) -> bytes:
+    import random
+
+    return random.Random(seed).randbytes(n)
+
+
+def start_origin(root: Path, shard_size: int = SHARD, delta: bool = False) -> tuple[Origin, ServerThread]:
+    origin = Origin(root, TRAINER, "test-run", OriginConfig(shard_size=shard_size, delta=delta))
+    return origin, origin.serve_in_thread()
+
+
+def start_relay(
+    upstreams: list[str], data_dir: Path, keep: int = 5, grace: float = 60.0
+) -> tuple[Relay, ServerThread]:
+    config = RelayConfig(
+        upstreams=upstreams, data_dir=data_dir, keep_versions=keep, gc_grace_s=grace, long_poll_s=5
+    )
+    relay = Relay(config, TRAINER.node_id)
+    return relay, relay.serve_in_thread()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, interval: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError("condition not reached in time")
+
+
+def relay_holds(relay: Relay, version: int) -> bool:
+    entry = relay.store.get(version)
+    return entry is not None and entry.complete
+
+
+class SlowLink:
+    """A TCP proxy on 127.0.0.1 that limits the downstream rate, to make transfers last long enough to
+    interrupt. `close()` drops every connection, like a machine going away."""
+
+    def __init__(self, upstream_url: str, bytes_per_second: float) -> None:
+        host_port = upstream_url.removeprefix("http://")
+        self._host, port = host_port.split(":")
+        self._port = int(port)
+        self._rate = bytes_per_second
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._server: asyncio.base_events.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.url = ""
+
+    def start(self) -> SlowLink:
+        self._thread.start()
+        self.url = asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
+        return self
+
+    async def _start(self) -> str:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(self._host, self._port)
+        except OSError:
+            writer.close()
+            return
+        self._writers.update({writer, up_writer})
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, limited: bool) -> None:
+            try:
+                while data := await src.read(16384):
+                    dst.write(data)
+                    await dst.drain()
+                    if limited:
+                        await asyncio.sleep(len(data) / self._rate)
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pump(reader, up_writer, False), pump(up_reader, writer, True))
+
+    def close(self) -> None:
+        async def shutdown() -> None:
+            if self._server is not None:
+                self._server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+        if self.loop.is_running():
+            asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)

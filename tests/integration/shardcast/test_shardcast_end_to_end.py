@@ -1,0 +1,220 @@
+"""Origin, relays, clients on 127.0.0.1: fetches, chains, deltas, long-poll, metrics, local retention."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from shardcast_testkit import TRAINER, relay_holds, start_origin, start_relay, wait_until, write_checkpoint
+
+from swarmrl.shardcast import (
+    ClientConfig,
+    ShardcastClient,
+    fetch_checkpoint,
+    latest_version,
+    local_versions,
+    read_local_manifest,
+)
+from swarmrl.shardcast.hashing import digest_file
+
+
+@pytest.fixture
+def servers():
+    started = []
+    yield started
+    for server in reversed(started):
+        server.stop()
+
+
+def assert_same_tree(a: Path, b: Path) -> None:
+    files_a = sorted(
+        p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file() and ".shardcast" not in p.parts
+    )
+    files_b = sorted(
+        p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file() and ".shardcast" not in p.parts
+    )
+    assert files_a == files_b
+    for name in files_a:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_fetch_direct_from_origin_installs_verified_copy(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    source = write_checkpoint(root, 3, 700_000)
+    origin, server = start_origin(root)
+    servers.append(server)
+    manifest = origin.publish(source, 3)
+    assert len(manifest.shards) > 10
+
+    path = fetch_checkpoint([server.url], 3, tmp_path / "worker", TRAINER.node_id)
+
+    assert path == tmp_path / "worker" / "step_3"
+    assert_same_tree(source, path)
+    assert read_local_manifest(path, TRAINER.node_id, 3).version == 3
+    assert not list((tmp_path / "worker" / ".partial").iterdir())
+    assert latest_version([server.url]) == 3
+
+
+def test_relay_chain_serves_verified_copy(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    source = write_checkpoint(root, 1, 500_000)
+    origin, origin_server = start_origin(root)
+    servers.append(origin_server)
+    origin.publish(source, 1)
+    first, first_server = start_relay([origin_server.url], tmp_path / "relay1")
+    servers.append(first_server)
+    second, second_server = start_relay([first_server.url], tmp_path / "relay2")
+    servers.append(second_server)
+
+    wait_until(lambda: relay_holds(second, 1))
+    path = fetch_checkpoint([second_server.url], 1, tmp_path / "worker", TRAINER.node_id)
+
+    assert_same_tree(source, path)
+    assert_same_tree(source, tmp_path / "relay2" / "step_1")
+
+
+def test_relay_learns_new_version_promptly_through_long_poll(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, 100_000), 1)
+    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
+    servers.append(relay_server)
+    wait_until(lambda: relay_holds(relay, 1))
+
+    published_at = time.monotonic()
+    origin.publish(write_checkpoint(root, 2, 100_000), 2)
+    wait_until(lambda: relay_holds(relay, 2), timeout=10)
+
+    assert time.monotonic() - published_at < 3.0  # the reference polls every 30 s
+
+
+def test_client_long_poll_wakes_on_publish(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, server = start_origin(root)
+    servers.append(server)
+    origin.publish(write_checkpoint(root, 1, 10_000), 1)
+    timer = threading.Timer(0.3, lambda: origin.publish(write_checkpoint(root, 2, 10_000), 2))
+    timer.start()
+
+    async def wait() -> int | None:
+        async with ShardcastClient([server.url], TRAINER.node_id, tmp_path / "w") as client:
+            return await client.wait_for_version(after=1, timeout_s=10)
+
+    started = time.monotonic()
+    assert asyncio.run(wait()) == 2
+    assert time.monotonic() - started < 5
+    timer.join()
+
+
+def test_delta_version_is_rebuilt_from_local_parent_and_falls_back_without_it(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, server = start_origin(root, delta=True)
+    servers.append(server)
+    v1 = write_checkpoint(root, 1, 400_000, seed=1)
+    origin.publish(v1, 1)
+    v2 = write_checkpoint(root, 2, 400_000, seed=1)
+    data = bytearray((v2 / "model.safetensors").read_bytes())
+    for i in range(0, len(data), 4096):
+        data[i] ^= 0x01  # a sparse low-bit change, like a tiny optimizer step
+    (v2 / "model.safetensors").write_bytes(bytes(data))
+    manifest = origin.publish(v2, 2)
+    assert manifest.delta is not None and manifest.parent_version == 1
+
+    async def fetch_two(dest: Path, versions: list[int]) -> list:
+        async with ShardcastClient([server.url], TRAINER.node_id, dest) as client:
+            stats = []
+            for version in versions:
+                await client.fetch(version)
+                stats.append(client.last_stats)
+            return stats
+
+    first, second = asyncio.run(fetch_two(tmp_path / "with_parent", [1, 2]))
+    assert second.used_delta
+    assert second.bytes_downloaded < manifest.total_size / 5
+    assert_same_tree(v2, tmp_path / "with_parent" / "step_2")
+
+    (without,) = asyncio.run(fetch_two(tmp_path / "no_parent", [2]))
+    assert not without.used_delta
+    assert without.bytes_downloaded == manifest.total_size
+    assert_same_tree(v2, tmp_path / "no_parent" / "step_2")
+
+
+def test_client_keeps_only_newest_versions(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, server = start_origin(root)
+    servers.append(server)
+    for version in range(1, 5):
+        origin.publish(write_checkpoint(root, version, 20_000, seed=version), version)
+    config = ClientConfig(keep_versions=2)
+    for version in range(1, 5):
+        fetch_checkpoint([server.url], version, tmp_path / "w", TRAINER.node_id, config)
+    assert local_versions(tmp_path / "w") == [3, 4]
+
+
+def test_two_clients_on_one_host_do_not_collide(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    source = write_checkpoint(root, 5, 600_000)
+    origin, server = start_origin(root)
+    servers.append(server)
+    origin.publish(source, 5)
+
+    async def both() -> list[Path]:
+        async def one() -> Path:
+            async with ShardcastClient([server.url], TRAINER.node_id, tmp_path / "shared") as client:
+                return await client.fetch(5)
+
+        return await asyncio.gather(one(), one())
+
+    paths = asyncio.run(both())
+    assert paths[0] == paths[1]
+    assert_same_tree(source, paths[0])
+    assert not list((tmp_path / "shared" / ".partial").iterdir())
+
+
+def test_every_server_exposes_prometheus_metrics(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, 100_000), 1)
+    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
+    servers.append(relay_server)
+    wait_until(lambda: relay_holds(relay, 1))
+
+    origin_text = urllib.request.urlopen(origin_server.url + "/metrics", timeout=5).read().decode()
+    relay_text = urllib.request.urlopen(relay_server.url + "/metrics", timeout=5).read().decode()
+
+    assert 'shardcast_bytes_served_total{role="origin"}' in origin_text
+    assert 'shardcast_shards_verified_total{role="relay"}' in relay_text
+    assert 'shardcast_latest_version{role="relay"} 1.0' in relay_text
+
+
+def test_published_digests_match_files(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    source = write_checkpoint(root, 1, 300_000)
+    origin, server = start_origin(root)
+    servers.append(server)
+    manifest = origin.publish(source, 1)
+    for entry in manifest.files:
+        assert digest_file(source / entry.path, manifest.hash_algorithm) == entry.digest
+    assert manifest.total_size == sum(
+        p.stat().st_size for p in source.rglob("*") if p.is_file() and ".shardcast" not in p.parts
+    )
+
+
+def test_origin_forgets_versions_the_trainer_pruned(tmp_path, servers):
+    import shutil
+
+    root = tmp_path / "ckpt"
+    origin, server = start_origin(root)
+    servers.append(server)
+    for version in (1, 2):
+        origin.publish(write_checkpoint(root, version, 10_000), version)
+    shutil.rmtree(root / "step_1")
+    origin.store.rescan()
+    assert origin.store.versions() == [2]
+    assert latest_version([server.url]) == 2

@@ -1,0 +1,71 @@
+"""Source choice: weights from success × throughput, back-off, demotion, exploration."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from swarmrl.shardcast.selection import CORRUPTION_PENALTY, DEFAULT_THROUGHPUT, SourceSelector
+
+
+def selector(urls=("a", "b"), exploration=0.0, seed=0) -> SourceSelector:
+    return SourceSelector(list(urls), exploration, 0.25, 10.0, random.Random(seed))
+
+
+def test_unmeasured_sources_share_the_prior():
+    s = selector()
+    assert s.weight("a") == s.weight("b") == pytest.approx(0.5 * DEFAULT_THROUGHPUT)
+
+
+def test_weight_is_beta_smoothed_success_times_ewma_throughput():
+    s = selector()
+    s.record_success("a", 100, 1.0)  # 100 B/s
+    s.record_success("a", 400, 1.0)  # EWMA: 0.3*400 + 0.7*100 = 190
+    s.record_failure("a", now=0.0)
+    # success rate (2 + 1) / (2 + 1 + 2) = 0.6
+    assert s.weight("a") == pytest.approx(0.6 * 190)
+    # b is unmeasured: it borrows the best measured throughput (190) with prior success 1/2
+    assert s.weight("b") == pytest.approx(0.5 * 190)
+
+
+def test_backoff_doubles_and_is_capped():
+    s = selector()
+    for expected in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0):
+        s.record_failure("a", now=100.0)
+        assert s.stats["a"].backoff_until == pytest.approx(100.0 + expected)
+    s.record_success("a", 1, 1.0)
+    assert s.stats["a"].backoff_until == 0.0
+
+
+def test_backing_off_sources_are_not_chosen():
+    s = selector()
+    s.record_failure("a", now=0.0)
+    assert all(s.choose(["a", "b"], now=0.1) == "b" for _ in range(50))
+    assert s.choose(["a"], now=0.1) is None
+    assert s.choose(["a"], now=0.3) == "a"
+    assert s.earliest_ready(["a"]) == pytest.approx(0.25)
+
+
+def test_corruption_demotes_by_the_penalty():
+    s = selector()
+    before = s.weight("a")
+    s.record_corrupt("a", now=0.0)
+    # one failure: success (0+1)/(1+2) = 1/3 instead of 1/2, then divided by the penalty
+    assert s.weight("a") == pytest.approx(before * (1 / 3) / 0.5 / CORRUPTION_PENALTY)
+    assert s.stats["a"].corrupt == 1
+
+
+def test_sampling_follows_weights():
+    s = selector(seed=1)
+    s.record_success("a", 900, 1.0)
+    s.record_success("b", 100, 1.0)
+    picks = [s.choose(["a", "b"], now=0.0) for _ in range(4000)]
+    assert 0.85 < picks.count("a") / len(picks) < 0.95  # 900 : 100 with equal success rates
+
+
+def test_exploration_gives_a_demoted_source_a_chance():
+    s = selector(exploration=0.2, seed=2)
+    s.record_corrupt("b", now=-100.0)
+    picks = [s.choose(["a", "b"], now=0.0) for _ in range(2000)]
+    assert 0.05 < picks.count("b") / len(picks) < 0.15  # ≈ 0.2 × 1/2 from exploration alone
