@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,6 +31,7 @@ from swarmrl.trainer.checkpoint import (
 )
 from swarmrl.trainer.data import CollectStats
 from swarmrl.trainer.losses import policy_loss
+from swarmrl.trainer.metrics import MetricsSink
 from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.parallel import (
     full_model_state,
@@ -147,12 +149,44 @@ def run_trainer(
     ref_model = None
     if config.loss.kl_coef > 0:
         ref_model = shard_model(load_model(checkpoint_dir(rundir.checkpoints, 0), config.model.dtype)).eval()
+    policy = _Policy(model, tokenizer, optimizer, scheduler, ref_model)
+    sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
+    try:
+        return _train_loop(config, policy, collect, publish, sink, step, stop_after_steps)
+    finally:
+        if sink is not None:
+            sink.close()
+
+
+@dataclass
+class _Policy:
+    """What the loop updates and saves each step."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    ref_model: torch.nn.Module | None
+
+
+def _train_loop(
+    config: RunConfig,
+    policy: _Policy,
+    collect: Collector,
+    publish: Publisher | None,
+    sink: MetricsSink | None,
+    step: int,
+    stop_after_steps: int | None,
+) -> int:
+    rank, world_size = world()
+    rundir = RunDir(config.run.directory)
+    model, tokenizer, optimizer, scheduler = policy.model, policy.tokenizer, policy.optimizer, policy.scheduler
     steps_done = 0
     while step < config.trainer.steps:
         rows, stats = _collect_on_rank0(collect, step, rank, world_size)
         started = time.monotonic()
         shard = rows[rank::world_size]
-        metrics = train_step(model, optimizer, scheduler, collate(shard, tokenizer.pad_token_id), config, ref_model)
+        metrics = train_step(model, optimizer, scheduler, collate(shard, tokenizer.pad_token_id), config, policy.ref_model)
         step += 1
         weights = full_model_state(model)
         optimizer_state = full_optimizer_state(model, optimizer)
@@ -166,7 +200,8 @@ def run_trainer(
             record = {"step": step, "time": time.time(), "train_seconds": time.monotonic() - started}
             record.update(batch_metrics(rows, stats))
             record.update(metrics)
-            rundir.append_metrics(record)
+            assert sink is not None
+            sink.log(record)
             log.info(
                 "step %d reward %.3f task %.3f loss %.4f dropped %.0f%%",
                 step, record["reward"], record["task_reward"], record["loss"], 100 * record["dropped_group_fraction"],

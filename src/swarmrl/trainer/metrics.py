@@ -1,0 +1,48 @@
+"""Where the trainer's per-step metrics go: always the run's metrics.jsonl, plus TensorBoard / W&B if asked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swarmrl.config import MetricsSection
+from swarmrl.rundir import RunDir
+
+
+class MetricsSinkError(Exception):
+    """A configured metrics backend is not installed or cannot start."""
+
+
+class MetricsSink:
+    def __init__(self, config: MetricsSection, rundir: RunDir, run_config: dict[str, Any]) -> None:
+        self.rundir = rundir
+        self._tensorboard = None
+        self._wandb = None
+        if config.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise MetricsSinkError("metrics.tensorboard is on but tensorboard is not installed") from exc
+            self._tensorboard = SummaryWriter(log_dir=str(rundir.root / "tensorboard"))
+        if config.wandb_project:
+            try:
+                import wandb
+            except ImportError as exc:
+                raise MetricsSinkError("metrics.wandb_project is set but wandb is not installed") from exc
+            self._wandb = wandb.init(project=config.wandb_project, dir=str(rundir.root), config=run_config)
+
+    def log(self, record: dict[str, Any]) -> None:
+        self.rundir.append_metrics(record)
+        step = int(record["step"])
+        scalars = {k: float(v) for k, v in record.items() if isinstance(v, int | float) and k not in ("step", "time")}
+        if self._tensorboard is not None:
+            for key, value in scalars.items():
+                self._tensorboard.add_scalar(key, value, step)
+            self._tensorboard.flush()
+        if self._wandb is not None:
+            self._wandb.log(scalars, step=step)
+
+    def close(self) -> None:
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+        if self._wandb is not None:
+            self._wandb.finish()
