@@ -1,6 +1,6 @@
 """TOPLOC: commit to the final hidden states of untrusted inference and check them — pure functions, no I/O."""
 
-from swarmrl.toploc.build import DEFAULT_CHUNK_SIZE, build_proofs
+from swarmrl.toploc.build import DEFAULT_CHUNK_SIZE, build_proofs, build_proofs_batch
 from swarmrl.toploc.config import ToplocConfig, VerifyThresholds
 from swarmrl.toploc.encoding import DEFAULT_TOPK, Proof, decode_proof, decode_proofs, encode_proof, proof_size
 from swarmrl.toploc.errors import HiddenStatesError, ProofError, ProofFormatError
@@ -22,6 +22,7 @@ __all__ = [
     "VerifyReport",
     "VerifyThresholds",
     "build_proofs",
+    "build_proofs_batch",
     "decode_proof",
     "decode_proofs",
     "encode_proof",

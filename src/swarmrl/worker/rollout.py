@@ -13,7 +13,7 @@ from swarmrl.rollouts.assignment import assigned_prompt_indices, batch_seed, sam
 from swarmrl.tasks.config import TasksConfig
 from swarmrl.tasks.length_reward import add_length_instruction, sample_target_length
 from swarmrl.tasks.task import Task, TaskSource
-from swarmrl.toploc import build_proofs
+from swarmrl.toploc import build_proofs_batch
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,7 @@ def generate_batch(
         for g in range(spec.group_size)
     ]
     generations = engine.generate(requests, params)
+    proofs = build_proofs_batch([generation.hidden_states for generation in generations])
     rows = []
     for i, generation in enumerate(generations):
         prompt = prompts[i // spec.group_size]
@@ -102,7 +103,7 @@ def generate_batch(
                 target_length=prompt.target_length,
                 logprobs=list(generation.logprobs),
                 finish_reason=generation.finish_reason,
-                proofs=build_proofs(generation.hidden_states),
+                proofs=proofs[i],
             )
         )
     return rows

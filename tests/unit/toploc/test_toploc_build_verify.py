@@ -215,3 +215,13 @@ def test_split_prefill_hidden_aligns_with_the_engines_capture():
     for prompt_len in (0, 10):
         with pytest.raises(HiddenStatesError, match="prompt_len"):
             split_prefill_hidden(prefill, prompt_len)
+
+
+def test_batched_build_gives_the_same_bytes_as_one_by_one():
+    from swarmrl.toploc import build_proofs_batch
+
+    generator = torch.Generator().manual_seed(7)
+    completions = [torch.randn(n, 48, generator=generator).to(torch.bfloat16) for n in (1, 3, 32, 33, 70)]
+    prompts = [torch.randn(5, 48, generator=generator).to(torch.bfloat16) if i % 2 else None for i in range(5)]
+    batched = build_proofs_batch(completions, prompt_hidden=prompts)
+    assert batched == [build_proofs(c, prompt_hidden=p) for c, p in zip(completions, prompts, strict=True)]
