@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -24,6 +25,20 @@ _ARCHITECTURES = {
 }
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """The vocabulary facts a model config needs: from a trained tokenizer, or fixed (e.g. raw bytes)."""
+
+    size: int
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
+    pad_token_id: int | None = None
+
+    @classmethod
+    def of(cls, tokenizer: PreTrainedTokenizerBase) -> Vocabulary:
+        return cls(len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+
+
 class TinyModelSpec(BaseModel):
     """The few numbers that shape a tiny model; everything else takes the architecture's defaults."""
 
@@ -39,14 +54,17 @@ class TinyModelSpec(BaseModel):
 
 
 def build_tiny_model(
-    spec: TinyModelSpec, tokenizer: PreTrainedTokenizerBase, attn_implementation: str = "sdpa"
+    spec: TinyModelSpec,
+    vocabulary: PreTrainedTokenizerBase | Vocabulary,
+    attn_implementation: str = "sdpa",
 ) -> PreTrainedModel:
-    """A randomly initialised model whose vocabulary and special tokens match `tokenizer`."""
+    """A randomly initialised model whose vocabulary and special tokens match a tokenizer (or `Vocabulary`)."""
+    vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.of(vocabulary)
     if spec.hidden_size % spec.num_heads or spec.num_heads % spec.num_kv_heads:
         raise ValueError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
     config_cls, model_cls = _ARCHITECTURES[spec.arch]
     config = config_cls(
-        vocab_size=len(tokenizer),
+        vocab_size=vocab.size,
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size or 4 * spec.hidden_size,
         num_hidden_layers=spec.num_layers,
@@ -55,9 +73,9 @@ def build_tiny_model(
         head_dim=spec.hidden_size // spec.num_heads,
         max_position_embeddings=spec.max_position_embeddings,
         tie_word_embeddings=spec.tie_word_embeddings,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=vocab.bos_token_id,
+        eos_token_id=vocab.eos_token_id,
+        pad_token_id=vocab.pad_token_id,
         attn_implementation=attn_implementation,
     )
     with torch.random.fork_rng(devices=[]):
