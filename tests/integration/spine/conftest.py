@@ -7,7 +7,7 @@ from swarmrl.launch.prepare import prepare_run
 
 from .spine_helpers import pregenerate, tiny_config
 
-STEPS = 4
+STEPS = 6
 
 
 @pytest.fixture(scope="session")

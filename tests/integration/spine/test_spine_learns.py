@@ -30,8 +30,8 @@ def test_async_rl_raises_reward(tmp_path, monkeypatch):
     monkeypatch.setitem(reward_module._FACTORIES, "reasoning_gym", lambda config: ContainsLetter("e"))
     monkeypatch.setattr(reward_module, "_COMPUTERS", {})
     config = tiny_config(
-        tmp_path, "learn", "sft.steps=0", "trainer.steps=8", "trainer.lr=1e-2", "trainer.warmup_steps=0",
-        "worker.async_level=1", "trainer.prompts_per_step=8", "worker.prompts_per_batch=8", "worker.group_size=8",
+        tmp_path, "learn", "sft.steps=0", "trainer.steps=10", "trainer.lr=1e-2", "trainer.warmup_steps=0",
+        "worker.async_level=1", "trainer.prompts_per_step=16", "worker.prompts_per_batch=8", "worker.group_size=8",
     )
     rundir = prepare_run(config)
     # The worker never scores anything, so it runs as its own process; only the trainer needs the verifier.
@@ -41,7 +41,7 @@ def test_async_rl_raises_reward(tmp_path, monkeypatch):
         stdout=log, stderr=subprocess.STDOUT,
     )
     try:
-        assert trainer_role(rundir.root) == 8
+        assert trainer_role(rundir.root) == 10
     finally:
         rundir.stop_file.touch()
         try:
@@ -54,7 +54,7 @@ def test_async_rl_raises_reward(tmp_path, monkeypatch):
     assert worker.returncode == 0, (tmp_path / "worker.log").read_text()[-2000:]
     records = RunDir(rundir.root).read_metrics()
     rewards = [r["reward"] for r in records]
-    assert len(rewards) == 8
+    assert len(rewards) == 10
     # The async rule held: no batch came from a policy more than async_level steps old.
     assert max(r["policy_lag"] for r in records) <= 1
     assert statistics.mean(rewards[-3:]) > statistics.mean(rewards[:3]) + 0.2, rewards
