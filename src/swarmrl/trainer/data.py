@@ -34,10 +34,17 @@ class CollectStats:
     groups_dropped: int = 0
     policy_lag: list[int] = field(default_factory=list)
     wait_seconds: float = 0.0
+    sampled_reward_sum: float = 0.0  # over every row of every group offered, kept or dropped
+    sampled_rows: int = 0
 
     @property
     def dropped_fraction(self) -> float:
         return self.groups_dropped / self.groups_seen if self.groups_seen else 0.0
+
+    @property
+    def sampled_reward(self) -> float:
+        """Mean reward of the policy's samples before the online filter: what the policy really scores."""
+        return self.sampled_reward_sum / self.sampled_rows if self.sampled_rows else 0.0
 
 
 def group_rows(rows: list[ScoredRow], group_size: int) -> list[list[ScoredRow]]:
@@ -135,4 +142,6 @@ class LocalRolloutFeed:
         for group in groups:
             if accumulator.full:
                 break
+            stats.sampled_reward_sum += sum(row.reward for row in group)
+            stats.sampled_rows += len(group)
             accumulator.add(group, [row.reward for row in group])

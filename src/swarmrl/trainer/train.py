@@ -107,6 +107,7 @@ def batch_metrics(rows: list[ScoredRow], stats: CollectStats) -> dict[str, float
     n = len(rows)
     return {
         "reward": sum(r.reward for r in rows) / n,
+        "sampled_reward": stats.sampled_reward,
         "task_reward": sum(r.task_reward for r in rows) / n,
         "length_term": sum(r.length_term for r in rows) / n,
         "completion_tokens": sum(len(r.completion_ids) for r in rows) / n,

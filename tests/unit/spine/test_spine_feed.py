@@ -77,3 +77,10 @@ def test_tampered_file_is_refused_not_fatal(tmp_path, caplog):
         rows, stats = feed(tmp_path).collect(0, num_groups=1, max_wait_seconds=5)
     assert stats.refused_files == 1 and "refusing a.parquet" in caplog.text
     assert len(rows) == G
+
+
+def test_sampled_reward_counts_dropped_groups_too(tmp_path):
+    put(tmp_path, 0, "a.parquet", 0, [1, 1, 0, 1])  # one uninformative group (1, 1), one kept (0, 1)
+    rows, stats = feed(tmp_path).collect(0, num_groups=1, max_wait_seconds=5)
+    assert [r.reward for r in rows] == [0, 1]
+    assert stats.sampled_reward == pytest.approx(0.75)
