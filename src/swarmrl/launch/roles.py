@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from transformers import AutoConfig
 
 from swarmrl.launch.prepare import load_run_config
 from swarmrl.models import load_tokenizer
@@ -27,6 +28,11 @@ def rollout_limits(config, vocab_size: int) -> RolloutLimits:
         max_completion_tokens=config.worker.max_new_tokens,
         vocab_size=vocab_size,
     )
+
+
+def policy_vocab_size(checkpoint: Path) -> int:
+    """Token ids must index the model's embedding; the tokenizer may know more ids than the model has."""
+    return AutoConfig.from_pretrained(checkpoint, local_files_only=True).vocab_size
 
 
 def trainer_role(run_dir: Path, *, stop_after_steps: int | None = None, threads: int = 1) -> int:
@@ -50,7 +56,7 @@ def trainer_role(run_dir: Path, *, stop_after_steps: int | None = None, threads:
         scorer,
         async_level=config.worker.async_level,
         group_size=config.worker.group_size,
-        limits=rollout_limits(config, len(tokenizer)),
+        limits=rollout_limits(config, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))),
         max_files=config.trainer.max_files_per_step,
     )
 

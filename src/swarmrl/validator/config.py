@@ -1,0 +1,39 @@
+"""Thresholds of the validator's checks; the defaults were measured on the demo model (see RESULTS.md)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swarmrl.toploc import VerifyThresholds
+
+
+class ValidatorConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    toploc: VerifyThresholds = Field(default_factory=VerifyThresholds, description="TOPLOC acceptance thresholds")
+    choice_margin_tolerance: float = Field(
+        1e-2,
+        ge=0,
+        description="a token passes the seeded-sampling replay when its Gumbel-max margin is ≥ −tolerance "
+        "(honest recomputation drift moves margins by ~1e-4 on CPU)",
+    )
+    max_replay_mismatches: int = Field(
+        0, ge=0, description="tokens per file allowed to fail the seeded replay beyond the tolerance"
+    )
+    logprob_tolerance: float = Field(
+        1e-2, gt=0, description="largest |engine logprob − recomputed logprob| accepted for any token"
+    )
+    seeded_replay: bool = Field(
+        True,
+        description="workers sample with the seeded Gumbel-max sampler, so every token choice (EOS included) is "
+        "replayed exactly; set False for unseeded engines, which then face the EOS-probability heuristic",
+    )
+    min_eos_probability: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="unseeded engines only: the model's EOS probability where a completion stops (INTELLECT-2: "
+        "0.1). With seeded replay an honest sample may stop on a rarer EOS (p = 0.04 seen on the demo model)",
+    )
+    temperature_tolerance: float = Field(1e-4, ge=0, description="allowed difference from the run's temperature")
+    reward_bounds: tuple[float, float] = Field((-1.0, 1.0), description="trusted rewards must lie in [lo, hi]")

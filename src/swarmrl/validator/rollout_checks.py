@@ -1,0 +1,251 @@
+"""Every check on one untrusted rollout file, cheapest first; the first failure rejects the file.
+
+    schema_and_signature → node → duplicate → async_window → assigned_prompts → sampling_params →
+    termination_format → prefill (one forward with the policy of the file's step) → toploc → logprobs →
+    seeded_sampling (or, for unseeded engines, the EOS-probability termination heuristic) → rewards
+
+Nothing the worker claims is used: prompts and seeds are recomputed from (run, node, step, batch index),
+the hidden states, token choices and logprobs from the policy checkpoint, and the rewards from the task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from swarmrl.config import RunConfig
+from swarmrl.inference.errors import InferenceError
+from swarmrl.inference.prefill import PrefillResult, prefill
+from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
+from swarmrl.rollouts.assignment import sample_seed
+from swarmrl.tasks.task import TaskSource
+from swarmrl.toploc import ProofError, verify_proofs
+from swarmrl.validator.config import ValidatorConfig
+from swarmrl.validator.scoring import score_rows
+from swarmrl.worker.rollout import BatchSpec, assigned_prompts
+
+CHECKS = (
+    "schema_and_signature", "node", "duplicate", "async_window", "assigned_prompts", "sampling_params",
+    "termination_format", "prefill", "toploc", "logprobs", "seeded_sampling", "termination", "rewards",
+)
+
+
+class CheckFailed(Exception):
+    def __init__(self, check: str, reason: str) -> None:
+        super().__init__(f"{check}: {reason}")
+        self.check, self.reason = check, reason
+
+
+@dataclass
+class Verdict:
+    accepted: bool
+    failed_check: str | None
+    reason: str
+    header: RolloutHeader | None = None
+    scored_rows: list[ScoredRow] | None = None
+    passed: list[str] = field(default_factory=list)
+
+
+class SeenFiles:
+    """Files already judged (by content hash and by node/step/batch): survives restarts in a SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS seen (sha256 TEXT PRIMARY KEY, slot TEXT UNIQUE)")
+        self._db.commit()
+
+    def check(self, sha256: str, slot: str) -> str | None:
+        row = self._db.execute("SELECT sha256, slot FROM seen WHERE sha256 = ? OR slot = ?", (sha256, slot)).fetchone()
+        if row is None:
+            return None
+        return "the same file was submitted before" if row[0] == sha256 else f"batch {slot} was submitted before"
+
+    def add(self, sha256: str, slot: str) -> None:
+        self._db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (sha256, slot))
+        self._db.commit()
+
+
+@dataclass
+class ValidationContext:
+    """What the validator trusts: the run config, the tasks, the policy checkpoints and the seed source."""
+
+    config: RunConfig
+    settings: ValidatorConfig
+    tasks: TaskSource
+    tokenizer: PreTrainedTokenizerBase
+    policy: Callable[[int], torch.nn.Module]  # policy step → model (the checkpoint of that step)
+    task_seed: Callable[[str, int, int], int]  # (node id, step, batch index) → the seed the node had to use
+    seen: SeenFiles
+    limits: RolloutLimits
+
+
+def validate_file(path: Path, step: int, context: ValidationContext, *, node_id: str | None = None) -> Verdict:
+    """Judge a rollout file submitted for training step `step` (by `node_id` when the submitter is known)."""
+    passed: list[str] = []
+    header: RolloutHeader | None = None
+    try:
+        data = path.read_bytes()
+        try:
+            header, rows = read_rollouts(path, context.limits)
+        except RolloutError as exc:
+            raise CheckFailed("schema_and_signature", str(exc)) from exc
+        passed.append("schema_and_signature")
+        if node_id is not None and header.node_id != node_id:
+            raise CheckFailed("node", f"signed by {header.node_id[:16]}…, submitted by {node_id[:16]}…")
+        passed.append("node")
+        digest, slot = hashlib.sha256(data).hexdigest(), f"{header.node_id}/{step}/{header.batch_index}"
+        seen = context.seen.check(digest, slot)
+        if seen is not None:
+            raise CheckFailed("duplicate", seen)
+        context.seen.add(digest, slot)
+        passed.append("duplicate")
+        _async_window(header, step, context.config.worker.async_level)
+        passed.append("async_window")
+        _assigned_prompts(header, rows, step, context)
+        passed.append("assigned_prompts")
+        _sampling_params(rows, context)
+        passed.append("sampling_params")
+        eos = context.tokenizer.eos_token_id
+        _termination_format(rows, eos, context.config.worker.max_new_tokens)
+        passed.append("termination_format")
+        seeded = context.settings.seeded_replay
+        try:
+            results = prefill(
+                context.policy(header.policy_step),
+                [r.prompt_ids for r in rows],
+                [r.completion_ids for r in rows],
+                temperature=context.config.worker.temperature,
+                top_p=context.config.worker.top_p,
+                seeds=[r.sample_seed for r in rows] if seeded else None,
+                eos_token_id=eos,
+            )
+        except InferenceError as exc:
+            raise CheckFailed("prefill", f"the policy cannot score these tokens: {exc}") from exc
+        passed.append("prefill")
+        checks = [("toploc", _toploc), ("logprobs", _logprobs)]
+        # The seeded replay verifies every choice, EOS included; without it only the heuristic is left.
+        checks.append(("seeded_sampling", _seeded_sampling) if seeded else ("termination", _termination))
+        for name, check in checks:
+            check(rows, results, context.settings)
+            passed.append(name)
+        scored = _rewards(rows, context)
+        passed.append("rewards")
+    except CheckFailed as failure:
+        return Verdict(False, failure.check, failure.reason, header, None, passed)
+    return Verdict(True, None, "all checks passed", header, scored, passed)
+
+
+def _async_window(header: RolloutHeader, step: int, async_level: int) -> None:
+    if not step - async_level <= header.policy_step <= step:
+        raise CheckFailed(
+            "async_window",
+            f"policy step {header.policy_step} outside [{step - async_level}, {step}] for training step {step}",
+        )
+
+
+def _assigned_prompts(header: RolloutHeader, rows: list[RolloutRow], step: int, context: ValidationContext) -> None:
+    worker = context.config.worker
+    spec = BatchSpec(
+        context.config.run.id, header.node_id, step, header.batch_index, worker.prompts_per_batch,
+        worker.group_size, context.config.run.seed, context.task_seed(header.node_id, step, header.batch_index),
+    )
+    prompts = assigned_prompts(
+        spec, context.tasks, context.tokenizer, context.config.prompt.template, context.config.prompt.add_bos,
+        context.config.tasks,
+    )
+    if len(rows) != len(prompts) * worker.group_size:
+        raise CheckFailed("assigned_prompts", f"{len(rows)} rows, expected {len(prompts)} prompts × {worker.group_size}")
+    seeds_by_group: dict[int, set[int]] = {}
+    for i, row in enumerate(rows):
+        if not 0 <= row.group_id < len(prompts):
+            raise CheckFailed("assigned_prompts", f"row {i}: group {row.group_id} is not an assigned prompt slot")
+        expected = prompts[row.group_id]
+        if (row.prompt_index, row.task_id) != (expected.task_index, expected.task.task_id):
+            raise CheckFailed("assigned_prompts", f"row {i}: task {row.task_id} is not the one assigned to slot {row.group_id}")
+        if row.prompt_ids != expected.prompt_ids:
+            raise CheckFailed("assigned_prompts", f"row {i}: prompt tokens differ from the assigned prompt")
+        if row.target_length != expected.target_length:
+            raise CheckFailed("assigned_prompts", f"row {i}: target length {row.target_length} is not the assigned one")
+        seeds_by_group.setdefault(row.group_id, set()).add(row.sample_seed)
+    for group_id, seeds in seeds_by_group.items():
+        allowed = {sample_seed(spec.seed, group_id, g) for g in range(worker.group_size)}
+        if seeds != allowed:
+            raise CheckFailed("assigned_prompts", f"group {group_id}: sampling seeds are not the assigned ones")
+
+
+def _sampling_params(rows: list[RolloutRow], context: ValidationContext) -> None:
+    wanted = context.config.worker.temperature
+    for i, row in enumerate(rows):
+        if abs(row.temperature - wanted) > context.settings.temperature_tolerance:
+            raise CheckFailed("sampling_params", f"row {i}: temperature {row.temperature:g}, the run samples at {wanted:g}")
+
+
+def _termination_format(rows: list[RolloutRow], eos: int, max_new_tokens: int) -> None:
+    for i, row in enumerate(rows):
+        early = eos in row.completion_ids[:-1]
+        if row.finish_reason == "eos" and (row.completion_ids[-1] != eos or early):
+            raise CheckFailed("termination_format", f"row {i}: 'eos' completion must end with its only EOS")
+        if row.finish_reason == "length" and (len(row.completion_ids) != max_new_tokens or eos in row.completion_ids):
+            raise CheckFailed("termination_format", f"row {i}: 'length' completion must hold {max_new_tokens} tokens, no EOS")
+
+
+def _toploc(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
+    for i, (row, result) in enumerate(zip(rows, results, strict=True)):
+        try:
+            report = verify_proofs(row.proofs, result.hidden_states, thresholds=settings.toploc)
+        except ProofError as exc:
+            raise CheckFailed("toploc", f"row {i}: malformed proof ({exc})") from exc
+        if not report.ok:
+            raise CheckFailed("toploc", f"row {i}: {report.reason}")
+
+
+def _seeded_sampling(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
+    mismatches = 0
+    for i, result in enumerate(results):
+        assert result.choice_margins is not None
+        bad = int((result.choice_margins < -settings.choice_margin_tolerance).sum())
+        mismatches += bad
+        if mismatches > settings.max_replay_mismatches:
+            worst = float(result.choice_margins.min())
+            raise CheckFailed(
+                "seeded_sampling", f"row {i}: {bad} token(s) are not what the seeded sampler picks (margin {worst:.3g})"
+            )
+
+
+def _logprobs(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
+    for i, (row, result) in enumerate(zip(rows, results, strict=True)):
+        gap = (torch.tensor(row.logprobs) - result.logprobs).abs().max().item()
+        if not math.isfinite(gap) or gap > settings.logprob_tolerance:
+            raise CheckFailed("logprobs", f"row {i}: reported logprobs differ from the policy's by {gap:.3g}")
+
+
+def _termination(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
+    for i, (row, result) in enumerate(zip(rows, results, strict=True)):
+        if row.finish_reason == "eos":
+            assert result.eos_probs is not None
+            p = float(result.eos_probs[-1])
+            if p <= settings.min_eos_probability:
+                raise CheckFailed("termination", f"row {i}: stops where the model gives EOS only p={p:.3g}")
+
+
+def _rewards(rows: list[RolloutRow], context: ValidationContext) -> list[ScoredRow]:
+    try:
+        scored = score_rows(
+            rows, tasks=context.tasks, tokenizer=context.tokenizer, tasks_config=context.config.tasks,
+            group_size=context.config.worker.group_size, advantage=context.config.trainer.advantage,
+        )
+    except RolloutError as exc:
+        raise CheckFailed("rewards", str(exc)) from exc
+    lo, hi = context.settings.reward_bounds
+    for i, row in enumerate(scored):
+        if not lo <= row.reward <= hi or not math.isfinite(row.advantage):
+            raise CheckFailed("rewards", f"row {i}: trusted reward {row.reward} outside [{lo}, {hi}]")
+    return scored
