@@ -116,6 +116,19 @@ def filter_tasks(
     console.print(f"{kept} of {len(rated)} tasks lie in the band [{lo}, {hi}]")
 
 
+@app.command()
+def validator(
+    run_dir: Annotated[Path, typer.Option(help="run directory: config, checkpoints, and where accepted rows go")],
+    submissions: Annotated[Path | None, typer.Option(help="directory of step_k/*.parquet; default <run>/rollouts")] = None,
+    once: Annotated[bool, typer.Option(help="judge what is there and exit")] = False,
+) -> None:
+    """Check every submitted rollout file (TOPLOC, seeded replay, prompts, rewards ...) and write verdicts."""
+    from swarmrl.validator.service import run_validator
+
+    judged = run_validator(run_dir, submissions, once=once)
+    console.print(f"judged {judged} file(s)")
+
+
 def _register_role_commands() -> None:
     """Commands whose functions live with their role (each package's cli.py)."""
     from swarmrl.coordinator.cli import coordinator

@@ -1,0 +1,114 @@
+"""`swarmrl validator`: judge every rollout file of a directory, write verdicts, hand accepted rows on.
+
+    <submissions>/step_k/NAME.parquet      untrusted files, as workers wrote them
+    <submissions>/step_k/NAME.verdict.json  the verdict (check, reason), written once: a file is never re-judged
+    <run>/accepted/step_k/NAME.parquet      accepted rows with the validator's rewards and advantages
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from swarmrl.launch.prepare import load_run_config
+from swarmrl.models import load_model, load_tokenizer
+from swarmrl.rollouts import RolloutLimits, write_rollouts
+from swarmrl.rollouts.assignment import batch_seed
+from swarmrl.rundir import write_json_atomic
+from swarmrl.tasks.registry import build_tasks
+from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.validator.config import ValidatorConfig
+from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, Verdict, validate_file
+
+log = logging.getLogger(__name__)
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+class PolicyCache:
+    """The checkpoints of the last few policy steps, loaded once each (workers lag by up to async_level)."""
+
+    def __init__(self, checkpoints: Path, dtype: str, keep: int) -> None:
+        self.checkpoints, self.dtype, self.keep = checkpoints, dtype, keep
+        self._models: OrderedDict[int, torch.nn.Module] = OrderedDict()
+
+    def __call__(self, step: int) -> torch.nn.Module:
+        if step not in self._models:
+            self._models[step] = load_model(checkpoint_dir(self.checkpoints, step), self.dtype).eval()
+            while len(self._models) > self.keep:
+                self._models.popitem(last=False)
+        self._models.move_to_end(step)
+        return self._models[step]
+
+
+def local_context(run_dir: Path, settings: ValidatorConfig | None = None) -> ValidationContext:
+    """Everything the validator trusts about a local run, read from its run directory."""
+    config = load_run_config(run_dir)
+    checkpoints = run_dir / "checkpoints"
+    tokenizer = load_tokenizer(checkpoint_dir(checkpoints, 0))
+    policy = PolicyCache(checkpoints, config.model.dtype, keep=config.worker.async_level + 1)
+    return ValidationContext(
+        config=config,
+        settings=settings or ValidatorConfig(),
+        tasks=build_tasks(config.tasks),
+        tokenizer=tokenizer,
+        policy=policy,
+        task_seed=lambda node, step, batch: batch_seed(config.run.id, node, step, batch),
+        seen=SeenFiles(run_dir / "validator" / "seen.sqlite"),
+        limits=RolloutLimits(
+            max_rows=config.worker.prompts_per_batch * config.worker.group_size,
+            max_completion_tokens=config.worker.max_new_tokens,
+            vocab_size=policy(0).config.vocab_size,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Judged:
+    path: Path
+    verdict: Verdict
+
+
+def judge_pending(submissions: Path, accepted_root: Path, context: ValidationContext) -> list[Judged]:
+    """Judge every file that has no verdict yet; returns what was judged this pass."""
+    judged = []
+    for step_dir in sorted(p for p in submissions.iterdir() if _STEP_DIR.match(p.name)) if submissions.is_dir() else []:
+        step = int(_STEP_DIR.match(step_dir.name).group(1))
+        for path in sorted(step_dir.glob("*.parquet")):
+            verdict_path = path.with_suffix(".verdict.json")
+            if verdict_path.exists():
+                continue
+            verdict = validate_file(path, step, context)
+            if verdict.accepted:
+                assert verdict.header is not None and verdict.scored_rows is not None
+                write_rollouts(accepted_root / step_dir.name / path.name, verdict.header, verdict.scored_rows)
+            write_json_atomic(verdict_path, {
+                "accepted": verdict.accepted, "check": verdict.failed_check, "reason": verdict.reason,
+                "passed": verdict.passed, "time": time.time(),
+            })
+            log.info("%s/%s: %s", step_dir.name, path.name, "accepted" if verdict.accepted else
+                     f"rejected by {verdict.failed_check}: {verdict.reason}")
+            judged.append(Judged(path, verdict))
+    return judged
+
+
+def run_validator(run_dir: Path, submissions: Path | None, *, once: bool, poll_seconds: float = 0.5) -> int:
+    """Judge until the run stops (or one pass with `once`); returns the number of files judged."""
+    context = local_context(run_dir)
+    submissions = submissions or run_dir / "rollouts"
+    total = 0
+    while True:
+        total += len(judge_pending(submissions, run_dir / "accepted", context))
+        if once or (run_dir / "STOP").exists():
+            return total
+        time.sleep(poll_seconds)
+
+
+def verdict_of(path: Path) -> dict:
+    return json.loads(path.with_suffix(".verdict.json").read_text())
