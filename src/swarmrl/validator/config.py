@@ -36,4 +36,5 @@ class ValidatorConfig(BaseModel):
         "0.1). With seeded replay an honest sample may stop on a rarer EOS (p = 0.04 seen on the demo model)",
     )
     temperature_tolerance: float = Field(1e-4, ge=0, description="allowed difference from the run's temperature")
+    prefill_batch_size: int = Field(32, ge=1, description="sequences per forward pass of the validator's prefill")
     reward_bounds: tuple[float, float] = Field((-1.0, 1.0), description="trusted rewards must lie in [lo, hi]")

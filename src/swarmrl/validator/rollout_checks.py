@@ -126,6 +126,7 @@ def validate_file(path: Path, step: int, context: ValidationContext, *, node_id:
                 top_p=context.config.worker.top_p,
                 seeds=[r.sample_seed for r in rows] if seeded else None,
                 eos_token_id=eos,
+                batch_size=context.settings.prefill_batch_size,
             )
         except InferenceError as exc:
             raise CheckFailed("prefill", f"the policy cannot score these tokens: {exc}") from exc

@@ -1,0 +1,72 @@
+"""Validation throughput vs generation throughput on the demo model (goal: validate ≥ 10× faster).
+
+A worker generates rollout files with the engine (seeded sampling + TOPLOC proofs); the validator runs every
+check on the same files (signature, replay, assigned prompts, one prefill, TOPLOC, logprobs, seeded replay,
+rewards). Both on one thread.
+
+    python benchmarks/validation_throughput.py [--batches 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from swarmrl.config import load_config
+from swarmrl.identity import Identity
+from swarmrl.inference.engine import SamplingParams
+from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.launch.prepare import prepare_run
+from swarmrl.models import load_model
+from swarmrl.rollouts import RolloutHeader, write_rollouts
+from swarmrl.validator.service import local_context
+from swarmrl.validator.rollout_checks import validate_file
+from swarmrl.worker.rollout import BatchSpec, assigned_prompts, generate_batch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=8)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    node = Identity.generate()
+    with tempfile.TemporaryDirectory(prefix="swarmrl-validation-") as tmp:
+        config = load_config(REPO / "configs" / "demo.toml", [f"run.root='{tmp}'", "worker.async_level=0"])
+        rundir = prepare_run(config)
+        context = local_context(rundir.root)
+        engine = TorchEngine(load_model(rundir.checkpoints / "step_0"), policy_step=0)
+        worker = config.worker
+        params = SamplingParams(max_new_tokens=worker.max_new_tokens, temperature=worker.temperature)
+        generated_tokens, generate_seconds, files = 0, 0.0, []
+        for batch in range(args.batches):
+            spec = BatchSpec.local(config.run.id, node.node_id, 0, batch, worker.prompts_per_batch,
+                                   worker.group_size, config.run.seed)
+            prompts = assigned_prompts(spec, context.tasks, context.tokenizer, config.prompt.template,
+                                       config.prompt.add_bos, config.tasks)
+            started = time.perf_counter()
+            rows = generate_batch(engine, spec, prompts, params)
+            generate_seconds += time.perf_counter() - started
+            generated_tokens += sum(len(r.completion_ids) for r in rows)
+            header = RolloutHeader(config.run.id, node.node_id, 0, batch)
+            files.append(write_rollouts(rundir.rollouts(0) / f"b{batch}.parquet", header, rows, node))
+        context.policy(0)  # load the checkpoint outside the timed loop, as a running validator has it
+        started = time.perf_counter()
+        verdicts = [validate_file(path, 0, context) for path in files]
+        validate_seconds = time.perf_counter() - started
+    assert all(v.accepted for v in verdicts), [v.reason for v in verdicts if not v.accepted]
+    generated = generated_tokens / generate_seconds
+    validated = generated_tokens / validate_seconds
+    print(f"{args.batches} files, {generated_tokens} completion tokens, 1 thread")
+    print(f"worker   (generate + TOPLOC proofs): {generated:10.0f} tokens/s")
+    print(f"validator (all checks, incl. rewards): {validated:10.0f} tokens/s")
+    print(f"ratio validated/generated: {validated / generated:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
