@@ -4,7 +4,7 @@ The trainer and one worker are each pinned to their own core. With async_level =
 policy k before it generates the batch of step k, so generation and training alternate; with async_level = 2
 it generates step k+1 with policy k while the trainer trains step k. Both runs start from the same SFT policy.
 
-    python benchmarks/async_speedup.py [--steps 20] [--repeats 1]
+    python benchmarks/async_speedup.py [--steps 20] [--repeats 2] [--quick]
 """
 
 from __future__ import annotations
@@ -59,8 +59,11 @@ def run_variant(root: Path, name: str, async_level: int, steps: int, start: Path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=2, help="runs per variant, interleaved")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 6 steps, one run per variant")
     args = parser.parse_args()
+    if args.quick:
+        args.steps, args.repeats = 6, 1
     console = Console()
     with tempfile.TemporaryDirectory(prefix="swarmrl-async-") as tmp:
         root = Path(tmp)

@@ -8,7 +8,7 @@ first step and the end of the last (model loading and the first step's warm-up e
 swarmrl counts only the completions it trained on (groups with non-zero advantage); the ones it sampled and
 dropped are not counted, which favours TRL.
 
-    python benchmarks/rl_throughput.py [--steps 10]
+    python benchmarks/rl_throughput.py [--steps 10] [--quick]
 """
 
 from __future__ import annotations
@@ -100,7 +100,10 @@ def trl_run(config: RunConfig, start: Path, steps: int, output: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 steps")
     args = parser.parse_args()
+    if args.quick:
+        args.steps = 3
     torch.set_num_threads(2)
     console = Console()
     with tempfile.TemporaryDirectory(prefix="swarmrl-throughput-") as tmp:

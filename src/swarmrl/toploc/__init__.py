@@ -6,7 +6,7 @@ from swarmrl.toploc.encoding import DEFAULT_TOPK, Proof, decode_proof, decode_pr
 from swarmrl.toploc.errors import HiddenStatesError, ProofError, ProofFormatError
 from swarmrl.toploc.field import FIELD_PRIME
 from swarmrl.toploc.layout import ChunkSpan, expected_proof_count, split_prefill_hidden
-from swarmrl.toploc.verify import ChunkCheck, VerifyReport, verify_proofs
+from swarmrl.toploc.verify import ChunkCheck, VerifyReport, verify_proofs, verify_proofs_batch
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -30,4 +30,5 @@ __all__ = [
     "proof_size",
     "split_prefill_hidden",
     "verify_proofs",
+    "verify_proofs_batch",
 ]

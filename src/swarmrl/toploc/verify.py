@@ -9,6 +9,7 @@ inside the top-k (which an honest prover certainly committed) must match closely
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import torch
 from swarmrl.toploc.build import DEFAULT_CHUNK_SIZE
 from swarmrl.toploc.config import VerifyThresholds
 from swarmrl.toploc.encoding import DEFAULT_TOPK, decode_proofs
+from swarmrl.toploc.errors import HiddenStatesError
 from swarmrl.toploc.field import evaluate
 from swarmrl.toploc.layout import ChunkSpan, check_hidden_states, check_topk, chunk_spans
 from swarmrl.toploc.points import ChunkPoints, select_points
@@ -79,37 +81,87 @@ def verify_proofs(
     Raises ProofFormatError on malformed proof bytes and HiddenStatesError on unusable hidden states; a proof
     count that does not fit the states, or chunks that do not match, give a failing report with its reason.
     """
+    return verify_proofs_batch(
+        [proofs], [completion_hidden], prompt_hidden=None if prompt_hidden is None else [prompt_hidden],
+        chunk_size=chunk_size, topk=topk, thresholds=thresholds,
+    )[0]
+
+
+def verify_proofs_batch(
+    proofs: Sequence[Sequence[bytes]],
+    completion_hidden: Sequence[torch.Tensor],
+    *,
+    prompt_hidden: Sequence[torch.Tensor | None] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    topk: int = DEFAULT_TOPK,
+    thresholds: VerifyThresholds | None = None,
+) -> list[VerifyReport]:
+    """`verify_proofs` for many completions: one polynomial evaluation for all their chunks, one report each."""
     check_topk(topk)
     thresholds = thresholds or VerifyThresholds()
-    moduli, coefficients = decode_proofs(proofs, topk=topk)
-    states = check_hidden_states(completion_hidden, prompt_hidden)
-    spans = chunk_spans(
-        states.completion_bits.shape[0],
-        chunk_size=chunk_size,
-        commit_prompt=prompt_hidden is not None,
-        prompt_tokens=0 if states.prompt_bits is None else states.prompt_bits.shape[0],
-    )
-    if len(proofs) != len(spans):
-        return VerifyReport(
-            ok=False,
-            reason=f"expected {len(spans)} proofs for {states.completion_bits.shape[0]} completion tokens "
-            f"(chunk size {chunk_size}, prompt {'committed' if prompt_hidden is not None else 'not committed'}), "
-            f"got {len(proofs)}",
-            chunks=(),
+    prompts = list(prompt_hidden) if prompt_hidden is not None else [None] * len(completion_hidden)
+    if not len(proofs) == len(completion_hidden) == len(prompts):
+        raise HiddenStatesError(
+            f"{len(proofs)} proof lists, {len(completion_hidden)} completions, {len(prompts)} prompts: counts differ"
         )
+    reports: list[VerifyReport | None] = [None] * len(proofs)
+    all_moduli, all_coefficients, all_spans, owners = [], [], [], []
+    groups: dict[int, list[ChunkPoints]] = {}
+    offset = 0
+    for owner, (row_proofs, completion, prompt) in enumerate(zip(proofs, completion_hidden, prompts, strict=True)):
+        moduli, coefficients = decode_proofs(row_proofs, topk=topk)
+        states = check_hidden_states(completion, prompt)
+        spans = chunk_spans(
+            states.completion_bits.shape[0],
+            chunk_size=chunk_size,
+            commit_prompt=prompt is not None,
+            prompt_tokens=0 if states.prompt_bits is None else states.prompt_bits.shape[0],
+        )
+        if len(row_proofs) != len(spans):
+            reports[owner] = VerifyReport(
+                ok=False,
+                reason=f"expected {len(spans)} proofs for {states.completion_bits.shape[0]} completion tokens "
+                f"(chunk size {chunk_size}, prompt {'committed' if prompt is not None else 'not committed'}), "
+                f"got {len(row_proofs)}",
+                chunks=(),
+            )
+            continue
+        for points in select_points(states, chunk_size=chunk_size, topk=topk):
+            shifted = ChunkPoints(points.proof_positions + offset, points.indices, points.patterns)
+            groups.setdefault(points.indices.shape[1], []).append(shifted)
+        all_moduli.append(moduli)
+        all_coefficients.append(coefficients)
+        all_spans.extend(spans)
+        owners.extend([owner] * len(spans))
+        offset += len(spans)
     checks: dict[int, ChunkCheck] = {}
-    for points in select_points(states, chunk_size=chunk_size, topk=topk):
-        checks.update(
-            (check.proof_index, check) for check in _compare(points, moduli, coefficients, spans, thresholds)
+    if offset:
+        moduli = np.concatenate(all_moduli)
+        coefficients = np.concatenate(all_coefficients)
+        for members in groups.values():
+            points = ChunkPoints(
+                np.concatenate([m.proof_positions for m in members]),
+                np.concatenate([m.indices for m in members]),
+                np.concatenate([m.patterns for m in members]),
+            )
+            checks.update((c.proof_index, c) for c in _compare(points, moduli, coefficients, all_spans, thresholds))
+    per_owner: dict[int, list[ChunkCheck]] = {}
+    base: dict[int, int] = {}
+    for index in range(offset):
+        owner = owners[index]
+        base.setdefault(owner, index)
+        check = checks[index]
+        per_owner.setdefault(owner, []).append(dataclasses.replace(check, proof_index=index - base[owner]))
+    for owner, chunks in per_owner.items():
+        failed = [check for check in chunks if not check.ok]
+        reason = (
+            f"{len(failed)} of {len(chunks)} chunks failed; first: chunk {failed[0].proof_index}: {failed[0].reason}"
+            if failed
+            else ""
         )
-    chunks = tuple(checks[proof_index] for proof_index in range(len(spans)))
-    failed = [check for check in chunks if not check.ok]
-    reason = (
-        f"{len(failed)} of {len(chunks)} chunks failed; first: chunk {failed[0].proof_index}: {failed[0].reason}"
-        if failed
-        else ""
-    )
-    return VerifyReport(ok=not failed, reason=reason, chunks=chunks)
+        reports[owner] = VerifyReport(ok=not failed, reason=reason, chunks=tuple(chunks))
+    assert all(report is not None for report in reports)
+    return reports  # type: ignore[return-value]
 
 
 def _compare(

@@ -26,7 +26,7 @@ from swarmrl.inference.prefill import PrefillResult, prefill
 from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
 from swarmrl.rollouts.assignment import sample_seed
 from swarmrl.tasks.task import TaskSource
-from swarmrl.toploc import ProofError, verify_proofs
+from swarmrl.toploc import ProofError, verify_proofs_batch
 from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.rollout import BatchSpec, assigned_prompts
@@ -199,11 +199,13 @@ def _termination_format(rows: list[RolloutRow], eos: int, max_new_tokens: int) -
 
 
 def _toploc(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
-    for i, (row, result) in enumerate(zip(rows, results, strict=True)):
-        try:
-            report = verify_proofs(row.proofs, result.hidden_states, thresholds=settings.toploc)
-        except ProofError as exc:
-            raise CheckFailed("toploc", f"row {i}: malformed proof ({exc})") from exc
+    try:
+        reports = verify_proofs_batch(
+            [row.proofs for row in rows], [result.hidden_states for result in results], thresholds=settings.toploc
+        )
+    except ProofError as exc:
+        raise CheckFailed("toploc", f"malformed proof ({exc})") from exc
+    for i, report in enumerate(reports):
         if not report.ok:
             raise CheckFailed("toploc", f"row {i}: {report.reason}")
 

@@ -225,3 +225,19 @@ def test_batched_build_gives_the_same_bytes_as_one_by_one():
     prompts = [torch.randn(5, 48, generator=generator).to(torch.bfloat16) if i % 2 else None for i in range(5)]
     batched = build_proofs_batch(completions, prompt_hidden=prompts)
     assert batched == [build_proofs(c, prompt_hidden=p) for c, p in zip(completions, prompts, strict=True)]
+
+
+def test_batched_verify_gives_the_same_reports_as_one_by_one():
+    from swarmrl.toploc import build_proofs_batch, verify_proofs_batch
+
+    generator = torch.Generator().manual_seed(11)
+    states = [torch.randn(n, 48, generator=generator).to(torch.bfloat16) for n in (2, 32, 40, 65)]
+    proofs = build_proofs_batch(states)
+    proofs[2] = proofs[2][:1]  # wrong count for the third completion
+    tampered = [s.clone() for s in states]
+    tampered[1] = -tampered[1]  # sign flip for the second
+    batched = verify_proofs_batch(proofs, tampered)
+    single = [verify_proofs(p, s) for p, s in zip(proofs, tampered, strict=True)]
+    assert [r.ok for r in batched] == [r.ok for r in single] == [True, False, False, True]
+    assert [r.reason for r in batched] == [r.reason for r in single]
+    assert batched[0].chunks == single[0].chunks and batched[3].chunks == single[3].chunks
