@@ -28,8 +28,13 @@ REPO = Path(__file__).resolve().parents[1]
 def run_variant(root: Path, name: str, async_level: int, steps: int, start: Path, console: Console) -> dict:
     config = load_config(
         REPO / "configs" / "demo.toml",
-        [f"run.root='{root}'", f"run.name='{name}'", "worker.num_workers=1", f"worker.async_level={async_level}",
-         f"trainer.steps={steps}"],
+        [
+            f"run.root='{root}'",
+            f"run.name='{name}'",
+            "worker.num_workers=1",
+            f"worker.async_level={async_level}",
+            f"trainer.steps={steps}",
+        ],
     )
     target = config.run.directory / "checkpoints" / "step_0"
     target.parent.mkdir(parents=True)
@@ -57,7 +62,9 @@ def run_variant(root: Path, name: str, async_level: int, steps: int, start: Path
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2, help="runs per variant, interleaved")
     parser.add_argument("--quick", action="store_true", help="smoke run: 6 steps, one run per variant")
@@ -72,17 +79,23 @@ def main() -> None:
         results: dict[int, list[dict]] = {0: [], 2: []}
         for repeat in range(args.repeats):
             for level in (0, 2):  # interleaved, so drifting machine load hits both alike
-                results[level].append(run_variant(root, f"a{level}-r{repeat}", level, args.steps, start, console))
+                results[level].append(
+                    run_variant(root, f"a{level}-r{repeat}", level, args.steps, start, console)
+                )
     sync = statistics.median(r["per_step_s"] for r in results[0])
     asyn = statistics.median(r["per_step_s"] for r in results[2])
-    console.print(f"\n{'variant':<16}{'s/step':>8}{'train s':>9}{'trainer wait s':>16}{'final reward':>14}{'lag':>6}")
+    console.print(
+        f"\n{'variant':<16}{'s/step':>8}{'train s':>9}{'trainer wait s':>16}{'final reward':>14}{'lag':>6}"
+    )
     for level, runs in results.items():
         for r in runs:
             console.print(
                 f"{'async_level=' + str(level):<16}{r['per_step_s']:>8.2f}{r['train_s']:>9.2f}{r['trainer_wait_s']:>16.2f}"
                 f"{r['final_reward']:>9.3f} ± {r['final_reward_sd']:.3f}{r['policy_lag']:>6.2f}"
             )
-    console.print(f"speedup async_level=2 over async_level=0: {sync / asyn:.2f}x (median s/step {sync:.2f} vs {asyn:.2f})")
+    console.print(
+        f"speedup async_level=2 over async_level=0: {sync / asyn:.2f}x (median s/step {sync:.2f} vs {asyn:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.testing import start_coordinator
 from swarmrl.identity import Identity
 
-ANCHOR_APP = textwrap.dedent('''
+ANCHOR_APP = textwrap.dedent("""
     import sys
     from fastapi import FastAPI, Request
     import uvicorn
@@ -43,7 +43,7 @@ ANCHOR_APP = textwrap.dedent('''
         files[name] = await request.body()
         return {"size": len(files[name])}
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
-''')
+""")
 
 
 def _free_port() -> int:
@@ -104,8 +104,13 @@ def main() -> None:
         results = {}
         for threads in (1, 8):
             results[f"heartbeat x{threads}"] = (
-                _rate(args.beats, lambda i: plain_clients[i % 8].post(
-                    "/v1/runs/r/heartbeat", json={"policy_step": 0}, headers={"x-node": str(i % 8)}), threads),
+                _rate(
+                    args.beats,
+                    lambda i: plain_clients[i % 8].post(
+                        "/v1/runs/r/heartbeat", json={"policy_step": 0}, headers={"x-node": str(i % 8)}
+                    ),
+                    threads,
+                ),
                 _rate(args.beats, lambda i: workers[i % 8].heartbeat("bench", policy_step=0), threads),
             )
 
@@ -120,8 +125,10 @@ def main() -> None:
             submission = workers[i % 8].upload_and_submit("bench", 0, data, rows=16, tokens=4096)
             validator.post_verdict(submission.id, accept=True, check="all")
 
-        results[f"work cycle {args.file_mib:g} MiB"] = (_rate(args.cycles, anchor_cycle, 1),
-                                                        _rate(args.cycles, swarm_cycle, 1))
+        results[f"work cycle {args.file_mib:g} MiB"] = (
+            _rate(args.cycles, anchor_cycle, 1),
+            _rate(args.cycles, swarm_cycle, 1),
+        )
         assert len(validator.accepted_submissions("bench", 0)) == args.cycles
     finally:
         coordinator.kill()

@@ -36,8 +36,14 @@ GROUP, PROMPTS = 8, 32
 def swarmrl_run(root: Path, start: Path, steps: int, workers: int) -> float:
     config = load_config(
         REPO / "configs" / "demo.toml",
-        [f"run.root='{root}'", f"run.name='swarmrl-{workers}w'", f"trainer.steps={steps}",
-         f"worker.num_workers={workers}", f"trainer.prompts_per_step={PROMPTS}", f"worker.group_size={GROUP}"],
+        [
+            f"run.root='{root}'",
+            f"run.name='swarmrl-{workers}w'",
+            f"trainer.steps={steps}",
+            f"worker.num_workers={workers}",
+            f"trainer.prompts_per_step={PROMPTS}",
+            f"worker.group_size={GROUP}",
+        ],
     )
     target = config.run.directory / "checkpoints" / "step_0"
     target.parent.mkdir(parents=True)
@@ -79,26 +85,49 @@ def trl_run(config: RunConfig, start: Path, steps: int, output: Path) -> float:
     scorer = reasoning_gym.create_dataset("spell_backward", seed=0, size=1)
 
     def reward(completions, answer, **kwargs):
-        return [float(scorer.score_answer(c.strip(), {"answer": a})) for c, a in zip(completions, answer, strict=True)]
+        return [
+            float(scorer.score_answer(c.strip(), {"answer": a}))
+            for c, a in zip(completions, answer, strict=True)
+        ]
 
     args = GRPOConfig(
-        output_dir=str(output), use_cpu=True, bf16=False, fp16=False, report_to=[], save_strategy="no",
-        logging_steps=1, max_steps=steps, learning_rate=config.trainer.lr, num_generations=GROUP,
-        per_device_train_batch_size=64, gradient_accumulation_steps=PROMPTS * GROUP // 64,
-        max_completion_length=config.worker.max_new_tokens, temperature=1.0, top_p=1.0, beta=0.0,
-        num_iterations=1, dataloader_num_workers=0, seed=0,
+        output_dir=str(output),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        max_steps=steps,
+        learning_rate=config.trainer.lr,
+        num_generations=GROUP,
+        per_device_train_batch_size=64,
+        gradient_accumulation_steps=PROMPTS * GROUP // 64,
+        max_completion_length=config.worker.max_new_tokens,
+        temperature=1.0,
+        top_p=1.0,
+        beta=0.0,
+        num_iterations=1,
+        dataloader_num_workers=0,
+        seed=0,
     )
     clock = _StepClock()
     trainer = GRPOTrainer(
-        model=model, reward_funcs=reward, args=args, train_dataset=Dataset.from_list(rows),
-        processing_class=tokenizer, callbacks=[clock],
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[clock],
     )
     trainer.train()
     return (steps - 1) * PROMPTS * GROUP / (clock.stamps[-1] - clock.stamps[0])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="smoke run: 3 steps")
     args = parser.parse_args()
@@ -114,7 +143,9 @@ def main() -> None:
         console.print(f"TRL GRPOTrainer: {trl:.1f} samples/s")
         ours = {workers: swarmrl_run(root, start, args.steps, workers) for workers in (2, 1)}
     for workers, rate in ours.items():
-        console.print(f"swarmrl ({workers} workers + trainer): {rate:.1f} samples/s  ratio vs TRL {rate / trl:.2f}x")
+        console.print(
+            f"swarmrl ({workers} workers + trainer): {rate:.1f} samples/s  ratio vs TRL {rate / trl:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -23,15 +23,17 @@ from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model
 from swarmrl.rollouts import RolloutHeader, write_rollouts
-from swarmrl.validator.service import local_context
 from swarmrl.validator.rollout_checks import validate_file
+from swarmrl.validator.service import local_context
 from swarmrl.worker.rollout import BatchSpec, assigned_prompts, generate_batch
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--batches", type=int, default=8)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -45,10 +47,23 @@ def main() -> None:
         params = SamplingParams(max_new_tokens=worker.max_new_tokens, temperature=worker.temperature)
         generated_tokens, generate_seconds, files = 0, 0.0, []
         for batch in range(args.batches):
-            spec = BatchSpec.local(config.run.id, node.node_id, 0, batch, worker.prompts_per_batch,
-                                   worker.group_size, config.run.seed)
-            prompts = assigned_prompts(spec, context.tasks, context.tokenizer, config.prompt.template,
-                                       config.prompt.add_bos, config.tasks)
+            spec = BatchSpec.local(
+                config.run.id,
+                node.node_id,
+                0,
+                batch,
+                worker.prompts_per_batch,
+                worker.group_size,
+                config.run.seed,
+            )
+            prompts = assigned_prompts(
+                spec,
+                context.tasks,
+                context.tokenizer,
+                config.prompt.template,
+                config.prompt.add_bos,
+                config.tasks,
+            )
             started = time.perf_counter()
             rows = generate_batch(engine, spec, prompts, params)
             generate_seconds += time.perf_counter() - started

@@ -44,7 +44,9 @@ def _config(path: str | None, overrides: list[str] | None, dry_run: bool) -> Run
 
 
 @app.command()
-def demo(config: ConfigArg = "configs/demo.toml", overrides: Overrides = None, dry_run: DryRun = False) -> None:
+def demo(
+    config: ConfigArg = "configs/demo.toml", overrides: Overrides = None, dry_run: DryRun = False
+) -> None:
     """SFT a tiny model, run asynchronous RL with local workers, print held-out accuracy before and after."""
     from swarmrl.launch.demo import run_demo
 
@@ -96,10 +98,16 @@ def worker(
 def filter_tasks(
     config: ConfigArg = None,
     overrides: Overrides = None,
-    output: Annotated[Path, typer.Option(help="JSONL of the tasks with their solve rates")] = Path("tasks_rated.jsonl"),
+    output: Annotated[Path, typer.Option(help="JSONL of the tasks with their solve rates")] = Path(
+        "tasks_rated.jsonl"
+    ),
     k: Annotated[int, typer.Option(help="samples per task (pass@k)")] = 8,
-    num_tasks: Annotated[int, typer.Option(help="tasks measured, from the start of the training source")] = 512,
-    checkpoint: Annotated[Path | None, typer.Option(help="policy to measure; default the run's step_0")] = None,
+    num_tasks: Annotated[
+        int, typer.Option(help="tasks measured, from the start of the training source")
+    ] = 512,
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="policy to measure; default the run's step_0")
+    ] = None,
     dry_run: DryRun = False,
 ) -> None:
     """Offline difficulty filter: write each task's solve rate under a policy (keep a band with tasks.solve_rate_band)."""
@@ -118,8 +126,12 @@ def filter_tasks(
 
 @app.command()
 def validator(
-    run_dir: Annotated[Path, typer.Option(help="run directory: config, checkpoints, and where accepted rows go")],
-    submissions: Annotated[Path | None, typer.Option(help="directory of step_k/*.parquet; default <run>/rollouts")] = None,
+    run_dir: Annotated[
+        Path, typer.Option(help="run directory: config, checkpoints, and where accepted rows go")
+    ],
+    submissions: Annotated[
+        Path | None, typer.Option(help="directory of step_k/*.parquet; default <run>/rollouts")
+    ] = None,
     once: Annotated[bool, typer.Option(help="judge what is there and exit")] = False,
 ) -> None:
     """Check every submitted rollout file (TOPLOC, seeded replay, prompts, rewards ...) and write verdicts."""

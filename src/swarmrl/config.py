@@ -42,7 +42,9 @@ class RunSection(Section):
 class ModelSection(Section):
     path: Path | None = Field(None, description="local HF model directory; when unset a tiny model is built")
     tiny: TinyModelSpec = Field(default_factory=TinyModelSpec, description="shape of the tiny model")
-    tokenizer_vocab_size: int = Field(384, ge=260, description="vocabulary of the tokenizer trained on task text")
+    tokenizer_vocab_size: int = Field(
+        384, ge=260, description="vocabulary of the tokenizer trained on task text"
+    )
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="training and inference dtype")
     attn_implementation: Literal["sdpa", "eager"] = Field("sdpa", description="attention kernel")
 
@@ -65,15 +67,21 @@ class SFTSection(Section):
 class TrainerSection(Section):
     steps: int = Field(40, ge=1, description="policy steps (one checkpoint each)")
     prompts_per_step: int = Field(32, ge=1, description="informative groups per policy step")
-    optimizer_steps_per_policy_step: int = Field(2, ge=1, description="minibatches per policy step (INTELLECT-2: 8)")
+    optimizer_steps_per_policy_step: int = Field(
+        2, ge=1, description="minibatches per policy step (INTELLECT-2: 8)"
+    )
     lr: float = Field(1e-3, gt=0, description="AdamW learning rate (INTELLECT-2: 3e-7 on a 32B model)")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
     betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas")
     warmup_steps: int = Field(5, ge=0, description="linear warmup in optimizer steps")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient-norm clip (INTELLECT-2: 0.1)")
-    advantage: Literal["grpo", "dr_grpo"] = Field("grpo", description="group advantage: (r-mean)/std or r-mean")
+    advantage: Literal["grpo", "dr_grpo"] = Field(
+        "grpo", description="group advantage: (r-mean)/std or r-mean"
+    )
     max_files_per_step: int = Field(256, ge=1, description="give up on a step that needs more rollout files")
-    max_wait_seconds: float = Field(600.0, gt=0, description="give up when no usable rollouts arrive this long")
+    max_wait_seconds: float = Field(
+        600.0, gt=0, description="give up when no usable rollouts arrive this long"
+    )
     keep_checkpoints: int = Field(0, ge=0, description="model checkpoints kept on disk (0 keeps all)")
 
 
@@ -84,7 +92,9 @@ class WorkerSection(Section):
     temperature: float = Field(1.0, gt=0, description="sampling temperature")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
     max_new_tokens: int = Field(16, ge=1, description="longest completion")
-    async_level: int = Field(2, ge=0, description="a batch for step k may come from a policy no older than k - async_level")
+    async_level: int = Field(
+        2, ge=0, description="a batch for step k may come from a policy no older than k - async_level"
+    )
     torch_threads: int = Field(1, ge=1, description="CPU threads per worker")
 
 

@@ -1,12 +1,12 @@
 """The run directory: the only channel between the trainer and local workers (and what a person inspects).
 
-    <run>/config.json              resolved config of the run
-    <run>/checkpoints/step_k/      policy k (HF directory); step_0 is the starting model
-    <run>/trainer_state/step_k.pt  optimizer, scheduler and RNG for resume
-    <run>/rollouts/step_k/*.parquet  rollout files produced for training step k
-    <run>/rollouts/step_k/COMPLETE   written by the trainer once step k has all the data it will use
-    <run>/metrics.jsonl            one JSON object per trainer step
-    <run>/STOP                     asks every process of the run to finish
+<run>/config.json              resolved config of the run
+<run>/checkpoints/step_k/      policy k (HF directory); step_0 is the starting model
+<run>/trainer_state/step_k.pt  optimizer, scheduler and RNG for resume
+<run>/rollouts/step_k/*.parquet  rollout files produced for training step k
+<run>/rollouts/step_k/COMPLETE   written by the trainer once step k has all the data it will use
+<run>/metrics.jsonl            one JSON object per trainer step
+<run>/STOP                     asks every process of the run to finish
 """
 
 from __future__ import annotations

@@ -36,7 +36,11 @@ def require_validator(session: Session, run_id: str, caller: Caller) -> str:
 
 def require_privileged(session: Session, run: Run, caller: Caller) -> None:
     """Admin, the trainer or a validator: the parties that may read submitted files."""
-    if caller.is_admin or caller.node_id == run.trainer_public_key or is_validator(session, run.run_id, caller.node_id):
+    if (
+        caller.is_admin
+        or caller.node_id == run.trainer_public_key
+        or is_validator(session, run.run_id, caller.node_id)
+    ):
         return
     raise ForbiddenError("only the trainer, a validator or the admin may do this", kind="not_privileged")
 
@@ -48,7 +52,9 @@ def require_registered(session: Session, node_id: str) -> Node:
     return node
 
 
-def active_member(session: Session, run_id: str, node_id: str, config: CoordinatorConfig, now: float) -> Membership:
+def active_member(
+    session: Session, run_id: str, node_id: str, config: CoordinatorConfig, now: float
+) -> Membership:
     """The node's live membership; a node found dead is ejected here and must join again."""
     member = session.get(Membership, (run_id, node_id))
     if member is None or member.status == "left":
@@ -57,5 +63,7 @@ def active_member(session: Session, run_id: str, node_id: str, config: Coordinat
         member.status = "ejected"
         session.commit()
     if member.status == "ejected":
-        raise ConflictError("this node was ejected (missed heartbeats or hard rejection); join again", kind="ejected")
+        raise ConflictError(
+            "this node was ejected (missed heartbeats or hard rejection); join again", kind="ejected"
+        )
     return member

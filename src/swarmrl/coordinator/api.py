@@ -84,7 +84,8 @@ class VerdictRequest(Body):
     check: CheckName = Field(description="the validator check that decided; maps to soft/hard on rejection")
     reason: Annotated[str, StringConstraints(max_length=4000)] = ""
     rewards_summary: dict[str, Any] = Field(
-        default_factory=dict, description="trusted per-row rewards/advantages summary computed by the validator"
+        default_factory=dict,
+        description="trusted per-row rewards/advantages summary computed by the validator",
     )
 
 

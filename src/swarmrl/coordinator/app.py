@@ -101,7 +101,9 @@ def create_app(
     app.add_middleware(BodySizeLimit, limit_bytes=config.max_request_body_bytes)
 
     @app.middleware("http")
-    async def count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    async def count_requests(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
         response = await call_next(request)
         app.state.coordinator.metrics.requests.labels(status=str(response.status_code)).inc()
         return response

@@ -32,7 +32,9 @@ class Caller:
 
     def require_node(self) -> str:
         if self.node_id is None:
-            raise ForbiddenError("this endpoint needs a node signature, not the admin token", kind="node_required")
+            raise ForbiddenError(
+                "this endpoint needs a node signature, not the admin token", kind="node_required"
+            )
         return self.node_id
 
 
@@ -54,7 +56,9 @@ def check_admin(state: ServiceState, authorization: str | None) -> Caller:
     if not authorization:
         raise AuthError("admin endpoints need 'Authorization: Bearer <token>'", kind="admin_token_required")
     scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), state.admin_token.encode()):
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        token.strip().encode(), state.admin_token.encode()
+    ):
         raise ForbiddenError("admin token does not match", kind="admin_token_invalid")
     return Caller(node_id=None)
 
@@ -101,7 +105,9 @@ async def authenticate_node(request: Request, body_sha256: str, *, now: float | 
         raise AuthError(exc.detail, kind=exc.kind) from exc
     await run_in_threadpool(_record_nonce, state, signed, now)
     if not state.limiter.take(signed.node_id):
-        raise RateLimitError(f"more than {state.config.requests_per_minute} requests per minute from this node")
+        raise RateLimitError(
+            f"more than {state.config.requests_per_minute} requests per minute from this node"
+        )
     return signed.node_id
 
 

@@ -52,6 +52,14 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send, what: str) -> None:
         body = json.dumps({"error": "too_large", "detail": f"{what}; the cap is {self.limit} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

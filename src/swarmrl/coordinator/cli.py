@@ -29,19 +29,21 @@ def load_config(path: Path | None) -> CoordinatorConfig:
 
 
 def coordinator(
-    db_url: Annotated[str, typer.Option(help="SQLAlchemy URL: sqlite:///path.db or postgresql+psycopg://...")] = (
-        "sqlite:///coordinator.db"
-    ),
+    db_url: Annotated[
+        str, typer.Option(help="SQLAlchemy URL: sqlite:///path.db or postgresql+psycopg://...")
+    ] = ("sqlite:///coordinator.db"),
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one (see --port-file)")] = 8700,
     storage_dir: Annotated[Path, typer.Option(help="directory that stores uploaded rollout files")] = Path(
         "coordinator_storage"
     ),
     admin_token: Annotated[
-        str | None, typer.Option(envvar=ADMIN_TOKEN_ENV, help="bearer token of admin endpoints (unset: disabled)")
+        str | None,
+        typer.Option(envvar=ADMIN_TOKEN_ENV, help="bearer token of admin endpoints (unset: disabled)"),
     ] = None,
     config: Annotated[
-        Path | None, typer.Option(help="TOML: a run config (its coordinator table) or the fields at top level")
+        Path | None,
+        typer.Option(help="TOML: a run config (its coordinator table) or the fields at top level"),
     ] = None,
     port_file: Annotated[Path | None, typer.Option(help="write the bound port here once listening")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",

@@ -125,7 +125,9 @@ class CoordinatorClient:
             if attempt >= self.max_retries:
                 raise failure
             delay = min(self.max_backoff_s, self.backoff_s * 2**attempt)
-            log.warning("coordinator %s %s failed (%s); retry %d in %.2fs", method, path, failure, attempt + 1, delay)
+            log.warning(
+                "coordinator %s %s failed (%s); retry %d in %.2fs", method, path, failure, attempt + 1, delay
+            )
             time.sleep(delay)
             attempt += 1
 
@@ -140,20 +142,32 @@ class CoordinatorClient:
     def create_run(
         self, run_id: str, trainer_public_key: str, *, async_level: int = 2, run_secret: str | None = None
     ) -> RunCreated:
-        body = {"run_id": run_id, "trainer_public_key": trainer_public_key, "async_level": async_level,
-                "run_secret": run_secret}
+        body = {
+            "run_id": run_id,
+            "trainer_public_key": trainer_public_key,
+            "async_level": async_level,
+            "run_secret": run_secret,
+        }
         return self._call(RunCreated, "POST", "/v1/admin/runs", json_body=body, admin=True)
 
     def add_validator(self, run_id: str, public_key: str) -> Ok:
-        return self._call(Ok, "POST", f"/v1/admin/runs/{run_id}/validators", json_body={"public_key": public_key},
-                          admin=True)
+        return self._call(
+            Ok,
+            "POST",
+            f"/v1/admin/runs/{run_id}/validators",
+            json_body={"public_key": public_key},
+            admin=True,
+        )
 
     def set_step(self, run_id: str, step: int) -> RunState:
-        return self._call(RunState, "PUT", f"/v1/admin/runs/{run_id}/step", json_body={"step": step}, admin=True)
+        return self._call(
+            RunState, "PUT", f"/v1/admin/runs/{run_id}/step", json_body={"step": step}, admin=True
+        )
 
     def ban(self, node_id: str, reason: str = "banned by admin") -> Ok:
-        return self._call(Ok, "POST", "/v1/admin/bans", json_body={"node_id": node_id, "reason": reason},
-                          admin=True)
+        return self._call(
+            Ok, "POST", "/v1/admin/bans", json_body={"node_id": node_id, "reason": reason}, admin=True
+        )
 
     def unban(self, node_id: str) -> Ok:
         return self._call(Ok, "DELETE", f"/v1/admin/bans/{node_id}", admin=True)
@@ -166,32 +180,44 @@ class CoordinatorClient:
         return self._call(MemberInfo, "POST", f"/v1/runs/{run_id}/join", json_body={})
 
     def heartbeat(self, run_id: str, policy_step: int | None = None) -> HeartbeatAck:
-        return self._call(HeartbeatAck, "POST", f"/v1/runs/{run_id}/heartbeat",
-                          json_body={"policy_step": policy_step})
+        return self._call(
+            HeartbeatAck, "POST", f"/v1/runs/{run_id}/heartbeat", json_body={"policy_step": policy_step}
+        )
 
     def leave(self, run_id: str) -> Ok:
         return self._call(Ok, "POST", f"/v1/runs/{run_id}/leave", json_body={})
 
     def task_seed(self, run_id: str, step: int, batch_index: int, node_id: str | None = None) -> int:
         """This node's seed (or, for a validator/trainer, `node_id`'s) for (step, batch_index)."""
-        info = self._call(SeedInfo, "GET", f"/v1/runs/{run_id}/seed",
-                          params={"step": step, "batch_index": batch_index, "node_id": node_id})
+        info = self._call(
+            SeedInfo,
+            "GET",
+            f"/v1/runs/{run_id}/seed",
+            params={"step": step, "batch_index": batch_index, "node_id": node_id},
+        )
         return info.seed
 
     # --- worker: upload and submit -------------------------------------------------------------------------
     def request_upload(self, run_id: str, step: int, sha256: str, size_bytes: int) -> UploadSlotInfo:
-        return self._call(UploadSlotInfo, "POST", f"/v1/runs/{run_id}/uploads",
-                          json_body={"step": step, "sha256": sha256, "size_bytes": size_bytes})
+        return self._call(
+            UploadSlotInfo,
+            "POST",
+            f"/v1/runs/{run_id}/uploads",
+            json_body={"step": step, "sha256": sha256, "size_bytes": size_bytes},
+        )
 
     def upload(self, slot: UploadSlotInfo, data: bytes) -> UploadReceipt:
         return self._call(UploadReceipt, "PUT", slot.upload_path, content=data)
 
-    def submit(self, run_id: str, slot_id: str, sha256: str, step: int, rows: int, tokens: int) -> SubmissionInfo:
+    def submit(
+        self, run_id: str, slot_id: str, sha256: str, step: int, rows: int, tokens: int
+    ) -> SubmissionInfo:
         body = {"slot_id": slot_id, "sha256": sha256, "step": step, "rows": rows, "tokens": tokens}
         return self._call(SubmissionInfo, "POST", f"/v1/runs/{run_id}/submissions", json_body=body)
 
-    def upload_and_submit(self, run_id: str, step: int, file: str | Path | bytes, rows: int,
-                          tokens: int) -> SubmissionInfo:
+    def upload_and_submit(
+        self, run_id: str, step: int, file: str | Path | bytes, rows: int, tokens: int
+    ) -> SubmissionInfo:
         """Slot → upload → submit for one rollout file (a path or its bytes)."""
         data = file if isinstance(file, bytes) else Path(file).read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
@@ -200,7 +226,9 @@ class CoordinatorClient:
         return self.submit(run_id, slot.slot_id, sha256, step, rows, tokens)
 
     # --- validator -----------------------------------------------------------------------------------------
-    def pending_submissions(self, run_id: str, *, step: int | None = None, after_id: int = 0) -> list[SubmissionInfo]:
+    def pending_submissions(
+        self, run_id: str, *, step: int | None = None, after_id: int = 0
+    ) -> list[SubmissionInfo]:
         return self.submissions(run_id, status="pending", step=step, after_id=after_id)
 
     def fetch_submission(self, submission: SubmissionInfo | int) -> bytes:
@@ -208,24 +236,39 @@ class CoordinatorClient:
         submission_id = submission if isinstance(submission, int) else submission.id
         data = self.request("GET", f"/v1/submissions/{submission_id}/file").content
         if not isinstance(submission, int) and hashlib.sha256(data).hexdigest() != submission.sha256:
-            raise CoordinatorError(200, "sha256_mismatch", f"file of submission {submission_id} does not hash "
-                                   "to its recorded sha256")
+            raise CoordinatorError(
+                200,
+                "sha256_mismatch",
+                f"file of submission {submission_id} does not hash to its recorded sha256",
+            )
         return data
 
-    def post_verdict(self, submission_id: int, *, accept: bool, check: str, reason: str = "",
-                     rewards_summary: dict[str, Any] | None = None) -> VerdictInfo:
+    def post_verdict(
+        self,
+        submission_id: int,
+        *,
+        accept: bool,
+        check: str,
+        reason: str = "",
+        rewards_summary: dict[str, Any] | None = None,
+    ) -> VerdictInfo:
         body = {"accept": accept, "check": check, "reason": reason, "rewards_summary": rewards_summary or {}}
         return self._call(VerdictInfo, "POST", f"/v1/submissions/{submission_id}/verdict", json_body=body)
 
     # --- trainer -------------------------------------------------------------------------------------------
-    def publish_step(self, run_id: str, step: int, manifest_sha256: str | None = None,
-                     manifest_url: str | None = None) -> StepInfo:
+    def publish_step(
+        self, run_id: str, step: int, manifest_sha256: str | None = None, manifest_url: str | None = None
+    ) -> StepInfo:
         body = {"step": step, "manifest_sha256": manifest_sha256, "manifest_url": manifest_url}
         return self._call(StepInfo, "POST", f"/v1/runs/{run_id}/steps", json_body=body)
 
     def accepted_submissions(self, run_id: str, step: int, *, after_id: int = 0) -> list[SubmissionInfo]:
-        return self._call(list[SubmissionInfo], "GET", f"/v1/runs/{run_id}/steps/{step}/accepted",
-                          params={"after_id": after_id or None})
+        return self._call(
+            list[SubmissionInfo],
+            "GET",
+            f"/v1/runs/{run_id}/steps/{step}/accepted",
+            params={"after_id": after_id or None},
+        )
 
     # --- reads (public) ------------------------------------------------------------------------------------
     def run_state(self, run_id: str) -> RunState:
@@ -235,29 +278,49 @@ class CoordinatorClient:
         return self._call(StepInfo, "GET", f"/v1/runs/{run_id}/steps/{step}", signed=False)
 
     def steps(self, run_id: str, *, after_step: int = -1) -> list[StepInfo]:
-        return self._call(list[StepInfo], "GET", f"/v1/runs/{run_id}/steps", signed=False,
-                          params={"after_step": after_step if after_step >= 0 else None})
+        return self._call(
+            list[StepInfo],
+            "GET",
+            f"/v1/runs/{run_id}/steps",
+            signed=False,
+            params={"after_step": after_step if after_step >= 0 else None},
+        )
 
     def nodes(self, run_id: str, *, health: str | None = None) -> list[MemberInfo]:
-        return self._call(list[MemberInfo], "GET", f"/v1/runs/{run_id}/nodes", signed=False,
-                          params={"health": health})
+        return self._call(
+            list[MemberInfo], "GET", f"/v1/runs/{run_id}/nodes", signed=False, params={"health": health}
+        )
 
     def node(self, node_id: str) -> NodeInfo:
         return self._call(NodeInfo, "GET", f"/v1/nodes/{node_id}", signed=False)
 
-    def submissions(self, run_id: str, *, status: str | None = None, step: int | None = None,
-                    node_id: str | None = None, after_id: int = 0) -> list[SubmissionInfo]:
+    def submissions(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        step: int | None = None,
+        node_id: str | None = None,
+        after_id: int = 0,
+    ) -> list[SubmissionInfo]:
         params = {"status": status, "step": step, "node_id": node_id, "after_id": after_id or None}
-        return self._call(list[SubmissionInfo], "GET", f"/v1/runs/{run_id}/submissions", signed=False,
-                          params=params)
+        return self._call(
+            list[SubmissionInfo], "GET", f"/v1/runs/{run_id}/submissions", signed=False, params=params
+        )
 
     def verdicts(self, run_id: str, *, step: int | None = None, after_id: int = 0) -> list[VerdictInfo]:
-        return self._call(list[VerdictInfo], "GET", f"/v1/runs/{run_id}/verdicts", signed=False,
-                          params={"step": step, "after_id": after_id or None})
+        return self._call(
+            list[VerdictInfo],
+            "GET",
+            f"/v1/runs/{run_id}/verdicts",
+            signed=False,
+            params={"step": step, "after_id": after_id or None},
+        )
 
     def ledger(self, run_id: str, *, node_id: str | None = None) -> LedgerView:
-        return self._call(LedgerView, "GET", f"/v1/runs/{run_id}/ledger", signed=False,
-                          params={"node_id": node_id})
+        return self._call(
+            LedgerView, "GET", f"/v1/runs/{run_id}/ledger", signed=False, params={"node_id": node_id}
+        )
 
 
 def _error_from(response: httpx.Response) -> CoordinatorError:

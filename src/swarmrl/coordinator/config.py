@@ -14,13 +14,21 @@ MIB = 1024 * 1024
 class CoordinatorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    heartbeat_interval_s: float = Field(10.0, gt=0, description="seconds between the heartbeats a node must send")
-    heartbeat_grace_s: float = Field(
-        2.0, ge=0, description="slack added to a heartbeat's due time before it counts as missed (network jitter)"
+    heartbeat_interval_s: float = Field(
+        10.0, gt=0, description="seconds between the heartbeats a node must send"
     )
-    unhealthy_after_missed: int = Field(1, ge=1, description="missed heartbeats after which a node is unhealthy")
+    heartbeat_grace_s: float = Field(
+        2.0,
+        ge=0,
+        description="slack added to a heartbeat's due time before it counts as missed (network jitter)",
+    )
+    unhealthy_after_missed: int = Field(
+        1, ge=1, description="missed heartbeats after which a node is unhealthy"
+    )
     dead_after_missed: int = Field(
-        3, ge=1, description="missed heartbeats after which a node is dead and ejected from the run (INTELLECT-2: 3)"
+        3,
+        ge=1,
+        description="missed heartbeats after which a node is dead and ejected from the run (INTELLECT-2: 3)",
     )
     clock_skew_s: float = Field(
         30.0, gt=0, description="a signed request's timestamp may differ from server time by at most this"
@@ -29,9 +37,13 @@ class CoordinatorConfig(BaseModel):
         600, ge=1, description="per-node request budget (token bucket refilled continuously); excess gets 429"
     )
     max_request_body_bytes: int = Field(
-        1 * MIB, ge=1024, description="largest JSON request body (uploads have their own cap); larger gets 413"
+        1 * MIB,
+        ge=1024,
+        description="largest JSON request body (uploads have their own cap); larger gets 413",
     )
-    upload_max_bytes: int = Field(100 * MIB, ge=1, description="largest rollout file a node may upload (bytes)")
+    upload_max_bytes: int = Field(
+        100 * MIB, ge=1, description="largest rollout file a node may upload (bytes)"
+    )
     uploads_per_hour: int = Field(120, ge=1, description="upload slots one node may open per rolling hour")
     upload_slot_ttl_s: float = Field(900.0, gt=0, description="seconds an unused upload slot stays valid")
     credit_unlock_window_s: float = Field(

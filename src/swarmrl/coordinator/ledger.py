@@ -59,5 +59,7 @@ def balances(entries: Iterable[LedgerEntry]) -> list[LedgerBalance]:
     for entry in entries:
         balance = totals.setdefault(entry.node_id, LedgerBalance(node_id=entry.node_id))
         setattr(balance, f"{entry.status}_tokens", getattr(balance, f"{entry.status}_tokens") + entry.tokens)
-        setattr(balance, f"{entry.status}_samples", getattr(balance, f"{entry.status}_samples") + entry.samples)
+        setattr(
+            balance, f"{entry.status}_samples", getattr(balance, f"{entry.status}_samples") + entry.samples
+        )
     return [totals[k] for k in sorted(totals)]

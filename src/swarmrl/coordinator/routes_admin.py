@@ -104,12 +104,14 @@ def publish_step(run_id: RunId, body: PublishStep, request: Request, who: Signed
         existing = session.get(Step, (run_id, body.step))
         if existing is not None:
             if (existing.manifest_sha256, existing.manifest_url) != (body.manifest_sha256, body.manifest_url):
-                raise ConflictError(f"step {body.step} was already published with another manifest",
-                                    kind="step_published")
+                raise ConflictError(
+                    f"step {body.step} was already published with another manifest", kind="step_published"
+                )
             return step_info(existing)
         if body.step < run.current_step:
-            raise ConflictError(f"step {body.step} is behind the current step {run.current_step}",
-                                kind="step_behind")
+            raise ConflictError(
+                f"step {body.step} is behind the current step {run.current_step}", kind="step_behind"
+            )
         step = Step(
             run_id=run_id,
             step=body.step,

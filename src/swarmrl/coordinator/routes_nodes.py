@@ -63,8 +63,15 @@ def join(run_id: RunId, request: Request, who: SignedCaller) -> MemberInfo:
         require_registered(session, node_id)
         member = session.get(Membership, (run_id, node_id))
         if member is None:
-            member = Membership(run_id=run_id, node_id=node_id, status="active", joined_at=now, last_seen=now,
-                                heartbeats=0, policy_step=None)
+            member = Membership(
+                run_id=run_id,
+                node_id=node_id,
+                status="active",
+                joined_at=now,
+                last_seen=now,
+                heartbeats=0,
+                policy_step=None,
+            )
             session.add(member)
         else:
             # Joining again is how a left, ejected or silent node comes back; it counts as a heartbeat.
@@ -124,8 +131,11 @@ def seed(
     state = state_of(request)
     with state.sessions() as session:
         run = get_run(session, run_id)
-        privileged = who.is_admin or who.node_id == run.trainer_public_key or is_validator(
-            session, run_id, who.node_id)
+        privileged = (
+            who.is_admin
+            or who.node_id == run.trainer_public_key
+            or is_validator(session, run_id, who.node_id)
+        )
         target = node_id or who.node_id
         if target is None:
             raise ApiError("the admin must name node_id", kind="node_id_required", status=422)
@@ -134,6 +144,8 @@ def seed(
                 raise ForbiddenError("a node may only ask for its own seeds", kind="not_own_seed")
             active_member(session, run_id, target, state.config, state.clock())
             if step > run.current_step:
-                raise ConflictError(f"step {step} has not opened (current {run.current_step})", kind="future_step")
+                raise ConflictError(
+                    f"step {step} has not opened (current {run.current_step})", kind="future_step"
+                )
         value = task_seed(run_id, target, step, batch_index, run.run_secret)
     return SeedInfo(run_id=run_id, node_id=target, step=step, batch_index=batch_index, seed=value)

@@ -58,12 +58,18 @@ def get_run_state(run_id: RunId, request: Request) -> RunState:
 
 
 @router.get("/v1/runs/{run_id}/steps", response_model=list[StepInfo])
-def list_steps(run_id: RunId, request: Request, after_step: int = Query(-1, ge=-1, le=2**31 - 1)) -> list[StepInfo]:
+def list_steps(
+    run_id: RunId, request: Request, after_step: int = Query(-1, ge=-1, le=2**31 - 1)
+) -> list[StepInfo]:
     state = state_of(request)
     with state.sessions() as session:
         get_run(session, run_id)
-        rows = session.scalars(select(StepRow).where(StepRow.run_id == run_id, StepRow.step > after_step)
-                               .order_by(StepRow.step).limit(state.config.list_limit))
+        rows = session.scalars(
+            select(StepRow)
+            .where(StepRow.run_id == run_id, StepRow.step > after_step)
+            .order_by(StepRow.step)
+            .limit(state.config.list_limit)
+        )
         return [step_info(s) for s in rows]
 
 
@@ -86,8 +92,12 @@ def list_members(
     now = state.clock()
     with state.sessions() as session:
         get_run(session, run_id)
-        members = session.scalars(select(Membership).where(Membership.run_id == run_id)
-                                  .order_by(Membership.joined_at).limit(state.config.list_limit))
+        members = session.scalars(
+            select(Membership)
+            .where(Membership.run_id == run_id)
+            .order_by(Membership.joined_at)
+            .limit(state.config.list_limit)
+        )
         infos = [member_info(m, now, state.config) for m in members]
     return [m for m in infos if health is None or m.health == health]
 
@@ -132,8 +142,11 @@ def list_verdicts(
     state = state_of(request)
     with state.sessions() as session:
         get_run(session, run_id)
-        query = (select(Verdict, Submission).join(Submission, Submission.id == Verdict.submission_id)
-                 .where(Submission.run_id == run_id, Verdict.submission_id > after_id))
+        query = (
+            select(Verdict, Submission)
+            .join(Submission, Submission.id == Verdict.submission_id)
+            .where(Submission.run_id == run_id, Verdict.submission_id > after_id)
+        )
         if step is not None:
             query = query.where(Submission.step == step)
         rows = session.execute(query.order_by(Verdict.submission_id).limit(state.config.list_limit))
@@ -160,15 +173,25 @@ def metrics(request: Request) -> Response:
         by_health = {h.value: 0 for h in Health}
         for member in session.scalars(select(Membership).where(Membership.status == "active")):
             by_health[health_of(member.last_seen, now, state.config).value] += 1
-        counts = dict(session.execute(select(Submission.status, func.count()).group_by(Submission.status)).all())
+        counts = dict(
+            session.execute(select(Submission.status, func.count()).group_by(Submission.status)).all()
+        )
         runs = session.scalar(select(func.count()).select_from(Run)) or 0
-    lines.append("# HELP swarmrl_coordinator_nodes active run members by health\n"
-                 "# TYPE swarmrl_coordinator_nodes gauge\n")
+    lines.append(
+        "# HELP swarmrl_coordinator_nodes active run members by health\n"
+        "# TYPE swarmrl_coordinator_nodes gauge\n"
+    )
     lines += [f'swarmrl_coordinator_nodes{{health="{h}"}} {n}\n' for h, n in by_health.items()]
-    lines.append("# HELP swarmrl_coordinator_submissions_by_status submissions by status\n"
-                 "# TYPE swarmrl_coordinator_submissions_by_status gauge\n")
-    lines += [f'swarmrl_coordinator_submissions_by_status{{status="{s}"}} {counts.get(s, 0)}\n'
-              for s in ("pending", "accepted", "rejected")]
-    lines.append(f"# HELP swarmrl_coordinator_runs runs\n# TYPE swarmrl_coordinator_runs gauge\n"
-                 f"swarmrl_coordinator_runs {runs}\n")
+    lines.append(
+        "# HELP swarmrl_coordinator_submissions_by_status submissions by status\n"
+        "# TYPE swarmrl_coordinator_submissions_by_status gauge\n"
+    )
+    lines += [
+        f'swarmrl_coordinator_submissions_by_status{{status="{s}"}} {counts.get(s, 0)}\n'
+        for s in ("pending", "accepted", "rejected")
+    ]
+    lines.append(
+        f"# HELP swarmrl_coordinator_runs runs\n# TYPE swarmrl_coordinator_runs gauge\n"
+        f"swarmrl_coordinator_runs {runs}\n"
+    )
     return Response("".join(lines), media_type=CONTENT_TYPE_LATEST)

@@ -55,7 +55,8 @@ def _check_step_window(run: Run, step: int) -> None:
         raise ConflictError(f"step {step} has not opened (current {run.current_step})", kind="future_step")
     if step < run.current_step - run.async_level:
         raise ConflictError(
-            f"step {step} is stale: current {run.current_step}, async level {run.async_level}", kind="stale_step"
+            f"step {step} is stale: current {run.current_step}, async level {run.async_level}",
+            kind="stale_step",
         )
 
 
@@ -70,34 +71,53 @@ def request_upload(run_id: RunId, body: UploadRequest, request: Request, who: Si
     config = state.config
     now = state.clock()
     if body.size_bytes > config.upload_max_bytes:
-        raise ApiError(f"{body.size_bytes} bytes is over the {config.upload_max_bytes}-byte cap",
-                       kind="too_large", status=413)
+        raise ApiError(
+            f"{body.size_bytes} bytes is over the {config.upload_max_bytes}-byte cap",
+            kind="too_large",
+            status=413,
+        )
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
         active_member(session, run_id, node_id, config, now)
         _check_step_window(run, body.step)
         recent = session.scalar(
-            select(func.count()).select_from(UploadSlot).where(
-                UploadSlot.node_id == node_id, UploadSlot.created_at > now - HOUR_S)
+            select(func.count())
+            .select_from(UploadSlot)
+            .where(UploadSlot.node_id == node_id, UploadSlot.created_at > now - HOUR_S)
         )
         if (recent or 0) >= config.uploads_per_hour:
-            raise RateLimitError(f"at most {config.uploads_per_hour} uploads per hour per node",
-                                 kind="upload_rate_limited")
+            raise RateLimitError(
+                f"at most {config.uploads_per_hour} uploads per hour per node", kind="upload_rate_limited"
+            )
         slot = UploadSlot(
-            slot_id=secrets.token_hex(16), run_id=run_id, node_id=node_id, step=body.step, sha256=body.sha256,
-            size_bytes=body.size_bytes, created_at=now, expires_at=now + config.upload_slot_ttl_s, uploaded=False,
+            slot_id=secrets.token_hex(16),
+            run_id=run_id,
+            node_id=node_id,
+            step=body.step,
+            sha256=body.sha256,
+            size_bytes=body.size_bytes,
+            created_at=now,
+            expires_at=now + config.upload_slot_ttl_s,
+            uploaded=False,
         )
         session.add(slot)
-    return UploadSlotInfo(slot_id=slot.slot_id, upload_path=f"/v1/uploads/{slot.slot_id}",
-                          max_bytes=body.size_bytes, expires_at=slot.expires_at)
+    return UploadSlotInfo(
+        slot_id=slot.slot_id,
+        upload_path=f"/v1/uploads/{slot.slot_id}",
+        max_bytes=body.size_bytes,
+        expires_at=slot.expires_at,
+    )
 
 
 @router.put(
     "/v1/uploads/{slot_id}",
     response_model=UploadReceipt,
-    openapi_extra={"requestBody": {"required": True,
-                                   "content": {"application/octet-stream": {"schema": {"type": "string",
-                                                                                         "format": "binary"}}}}},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
 )
 async def upload(slot_id: SlotId, request: Request) -> UploadReceipt:
     """Raw file bytes; signed like every node request (the signature covers the bytes' sha256)."""
@@ -113,8 +133,9 @@ async def upload(slot_id: SlotId, request: Request) -> UploadReceipt:
     slot = await run_in_threadpool(_open_slot, state, slot_id, signed.node_id, started)
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > slot.size_bytes:
-        raise ApiError(f"upload of {declared} bytes exceeds the declared {slot.size_bytes}", kind="too_large",
-                       status=413)
+        raise ApiError(
+            f"upload of {declared} bytes exceeds the declared {slot.size_bytes}", kind="too_large", status=413
+        )
     staged = state.staging_dir / f"{slot_id}.{secrets.token_hex(8)}.part"
     digest = hashlib.sha256()
     size = 0
@@ -123,15 +144,20 @@ async def upload(slot_id: SlotId, request: Request) -> UploadReceipt:
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > slot.size_bytes:
-                    raise ApiError(f"upload exceeds the declared {slot.size_bytes} bytes", kind="too_large",
-                                   status=413)
+                    raise ApiError(
+                        f"upload exceeds the declared {slot.size_bytes} bytes", kind="too_large", status=413
+                    )
                 digest.update(chunk)
                 f.write(chunk)
         body_sha256 = digest.hexdigest()
         await authenticate_node(request, body_sha256, now=started)
         if size != slot.size_bytes or body_sha256 != slot.sha256:
-            raise ApiError(f"uploaded {size} bytes hashing to {body_sha256}; slot declared {slot.size_bytes} bytes "
-                           f"hashing to {slot.sha256}", kind="sha256_mismatch", status=422)
+            raise ApiError(
+                f"uploaded {size} bytes hashing to {body_sha256}; slot declared {slot.size_bytes} bytes "
+                f"hashing to {slot.sha256}",
+                kind="sha256_mismatch",
+                status=422,
+            )
         key = storage_key(slot.run_id, slot.step, slot.node_id, slot.sha256)
         await run_in_threadpool(_store, state, slot_id, staged, key)
     finally:
@@ -180,12 +206,24 @@ def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller)
         if slot.sha256 != body.sha256 or slot.step != body.step:
             raise ApiError("sha256/step differ from the uploaded file's", kind="sha256_mismatch", status=422)
         _check_step_window(run, body.step)
-        if session.scalar(select(Submission.id).where(Submission.run_id == run_id,
-                                                      Submission.sha256 == body.sha256)) is not None:
+        if (
+            session.scalar(
+                select(Submission.id).where(Submission.run_id == run_id, Submission.sha256 == body.sha256)
+            )
+            is not None
+        ):
             raise ConflictError("this file was already submitted", kind="duplicate_submission")
         submission = Submission(
-            run_id=run_id, node_id=node_id, step=body.step, sha256=body.sha256, size_bytes=slot.size_bytes,
-            rows=body.rows, tokens=body.tokens, storage_key=slot.storage_key, status="pending", submitted_at=now,
+            run_id=run_id,
+            node_id=node_id,
+            step=body.step,
+            sha256=body.sha256,
+            size_bytes=slot.size_bytes,
+            rows=body.rows,
+            tokens=body.tokens,
+            storage_key=slot.storage_key,
+            status="pending",
+            submitted_at=now,
         )
         session.add(submission)
         session.flush()
@@ -194,8 +232,11 @@ def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller)
     return info
 
 
-@router.get("/v1/submissions/{submission_id}/file", response_class=FileResponse,
-            responses={200: {"content": {"application/octet-stream": {}}}})
+@router.get(
+    "/v1/submissions/{submission_id}/file",
+    response_class=FileResponse,
+    responses={200: {"content": {"application/octet-stream": {}}}},
+)
 def submission_file(submission_id: RowId, request: Request, who: SignedCaller) -> FileResponse:
     state = state_of(request)
     with state.sessions() as session:
@@ -212,8 +253,9 @@ def submission_file(submission_id: RowId, request: Request, who: SignedCaller) -
 
 
 @router.post("/v1/submissions/{submission_id}/verdict", response_model=VerdictInfo)
-def post_verdict(submission_id: RowId, body: VerdictRequest, request: Request,
-                 who: SignedCaller) -> VerdictInfo:
+def post_verdict(
+    submission_id: RowId, body: VerdictRequest, request: Request, who: SignedCaller
+) -> VerdictInfo:
     """Accept (credit pending until the window passes) or reject (soft: drop; hard: wipe, eject, maybe ban)."""
     state = state_of(request)
     config = state.config
@@ -224,11 +266,19 @@ def post_verdict(submission_id: RowId, body: VerdictRequest, request: Request,
             raise NotFoundError(f"no submission {submission_id}", kind="unknown_submission")
         validator_key = require_validator(session, submission.run_id, who)
         if submission.status != "pending":
-            raise ConflictError(f"submission {submission_id} is already {submission.status}", kind="already_decided")
+            raise ConflictError(
+                f"submission {submission_id} is already {submission.status}", kind="already_decided"
+            )
         severity = None if body.accept else config.severity_of(body.check)
         verdict = Verdict(
-            submission_id=submission.id, validator_key=validator_key, accepted=body.accept, check_name=body.check,
-            reason=body.reason, severity=severity, rewards_summary=body.rewards_summary, decided_at=now,
+            submission_id=submission.id,
+            validator_key=validator_key,
+            accepted=body.accept,
+            check_name=body.check,
+            reason=body.reason,
+            severity=severity,
+            rewards_summary=body.rewards_summary,
+            decided_at=now,
         )
         session.add(verdict)
         ledger.settle(session, submission.run_id, now)
@@ -258,15 +308,26 @@ def _hard_invalidate(session: Session, submission: Submission, rejects_before_ba
 
 
 @router.get("/v1/runs/{run_id}/steps/{step}/accepted", response_model=list[SubmissionInfo], tags=["trainer"])
-def accepted_for_step(run_id: RunId, step: Step, request: Request, who: SignedCaller,
-                      after_id: Annotated[int, Query(ge=0, le=2**62)] = 0) -> list[SubmissionInfo]:
+def accepted_for_step(
+    run_id: RunId,
+    step: Step,
+    request: Request,
+    who: SignedCaller,
+    after_id: Annotated[int, Query(ge=0, le=2**62)] = 0,
+) -> list[SubmissionInfo]:
     """Accepted submissions of `step` (ids above `after_id`), for the trainer to train on."""
     state = state_of(request)
     with state.sessions() as session:
         require_privileged(session, get_run(session, run_id), who)
         rows = session.scalars(
-            select(Submission).where(Submission.run_id == run_id, Submission.step == step,
-                                     Submission.status == "accepted", Submission.id > after_id)
-            .order_by(Submission.id).limit(state.config.list_limit)
+            select(Submission)
+            .where(
+                Submission.run_id == run_id,
+                Submission.step == step,
+                Submission.status == "accepted",
+                Submission.id > after_id,
+            )
+            .order_by(Submission.id)
+            .limit(state.config.list_limit)
         )
         return [submission_info(s) for s in rows]

@@ -21,7 +21,9 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app: FastAPI, host: str, port: int, port_file: Path | None = None, log_level: str = "warning") -> None:
+def serve(
+    app: FastAPI, host: str, port: int, port_file: Path | None = None, log_level: str = "warning"
+) -> None:
     """Blocks until interrupted. `port_file` receives the bound port once the socket is listening."""
     sock = bind(host, port)
     sock.listen(2048)
@@ -31,5 +33,7 @@ def serve(app: FastAPI, host: str, port: int, port_file: Path | None = None, log
         tmp.write_text(str(bound_port))
         tmp.replace(port_file)
     log.info("coordinator listening on http://%s:%d", host, bound_port)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=5))
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)
+    )
     server.run(sockets=[sock])

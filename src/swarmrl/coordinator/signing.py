@@ -48,7 +48,9 @@ def canonical_message(method: str, target: str, body_sha256: str, timestamp: str
     return "\n".join((method.upper(), target, body_sha256, timestamp, nonce)).encode()
 
 
-def sign_request(identity: Identity, method: str, target: str, body: bytes, *, now: float | None = None) -> dict:
+def sign_request(
+    identity: Identity, method: str, target: str, body: bytes, *, now: float | None = None
+) -> dict:
     timestamp = f"{time.time() if now is None else now:.6f}"
     nonce = secrets.token_hex(16)
     message = canonical_message(method, target, hashlib.sha256(body).hexdigest(), timestamp, nonce)
@@ -67,7 +69,9 @@ def parse_signed_headers(headers: dict[str, str]) -> SignedHeaders:
         raise RequestSignatureError("unsigned", f"missing headers: {', '.join(missing)}")
     node_id = headers[NODE_HEADER].lower()
     if len(node_id) != PUBLIC_KEY_HEX_LEN or not set(node_id) <= _HEX:
-        raise RequestSignatureError("malformed_signature", f"{NODE_HEADER} must be {PUBLIC_KEY_HEX_LEN} hex chars")
+        raise RequestSignatureError(
+            "malformed_signature", f"{NODE_HEADER} must be {PUBLIC_KEY_HEX_LEN} hex chars"
+        )
     try:
         timestamp = float(headers[TIMESTAMP_HEADER])
     except ValueError as exc:
@@ -77,11 +81,14 @@ def parse_signed_headers(headers: dict[str, str]) -> SignedHeaders:
     nonce = headers[NONCE_HEADER]
     if not NONCE_MIN_LEN <= len(nonce) <= NONCE_MAX_LEN or not set(nonce) <= _HEX:
         raise RequestSignatureError(
-            "malformed_signature", f"{NONCE_HEADER} must be {NONCE_MIN_LEN}-{NONCE_MAX_LEN} lower-case hex chars"
+            "malformed_signature",
+            f"{NONCE_HEADER} must be {NONCE_MIN_LEN}-{NONCE_MAX_LEN} lower-case hex chars",
         )
     signature = headers[SIGNATURE_HEADER]
     if len(signature) != SIGNATURE_HEX_LEN:
-        raise RequestSignatureError("malformed_signature", f"{SIGNATURE_HEADER} must be {SIGNATURE_HEX_LEN} hex chars")
+        raise RequestSignatureError(
+            "malformed_signature", f"{SIGNATURE_HEADER} must be {SIGNATURE_HEX_LEN} hex chars"
+        )
     return SignedHeaders(node_id, timestamp, nonce, signature)
 
 
@@ -104,5 +111,7 @@ def verify_request(
     try:
         verify(signed.node_id, message, signed.signature)
     except (SignatureError, ValueError) as exc:
-        raise RequestSignatureError("bad_signature", f"signature does not verify for this node: {exc}") from exc
+        raise RequestSignatureError(
+            "bad_signature", f"signature does not verify for this node: {exc}"
+        ) from exc
     return signed

@@ -24,7 +24,10 @@ class Metrics:
             "swarmrl_coordinator_requests", "HTTP requests answered", ["status"], registry=self.registry
         )
         self.refusals = Counter(
-            "swarmrl_coordinator_refusals", "requests refused, by error kind", ["kind"], registry=self.registry
+            "swarmrl_coordinator_refusals",
+            "requests refused, by error kind",
+            ["kind"],
+            registry=self.registry,
         )
         self.submissions = Counter(
             "swarmrl_coordinator_submissions", "work submissions received", registry=self.registry

@@ -72,12 +72,21 @@ def start_coordinator(
     config_file.write_text(_toml((config or CoordinatorConfig()).model_dump(mode="json")))
     log = workdir / "coordinator.log"
     command = [
-        sys.executable, "-m", "swarmrl.coordinator.cli",
-        "--db-url", db_url or f"sqlite:///{workdir / 'coordinator.db'}",
-        "--host", "127.0.0.1", "--port", "0",
-        "--storage-dir", str(workdir / "storage"),
-        "--config", str(config_file),
-        "--port-file", str(port_file),
+        sys.executable,
+        "-m",
+        "swarmrl.coordinator.cli",
+        "--db-url",
+        db_url or f"sqlite:///{workdir / 'coordinator.db'}",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--storage-dir",
+        str(workdir / "storage"),
+        "--config",
+        str(config_file),
+        "--port-file",
+        str(port_file),
     ]
     env = {**os.environ, "SWARMRL_ADMIN_TOKEN": admin_token}
     with open(log, "ab") as log_file:
@@ -105,7 +114,9 @@ def _toml(data: dict) -> str:
     lines, tables = [], []
     for key, value in data.items():
         if isinstance(value, dict):
-            tables.append(f"[{key}]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in value.items()))
+            tables.append(
+                f"[{key}]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in value.items())
+            )
         else:
             lines.append(f"{key} = {json.dumps(value)}\n")
     return "".join(lines) + "\n".join(tables)
@@ -152,18 +163,65 @@ def postgres_server(timeout_s: float = 60.0) -> Iterator[str]:
     run = dict(check=True, capture_output=True, timeout=timeout_s, cwd=root)
     started = False
     try:
-        subprocess.run(_as(user, [str(POSTGRES_BIN / "initdb"), "-D", str(data), "-U", "swarmrl",
-                                  "--auth=trust", "--no-sync", "-E", "UTF8"]), **run)
+        subprocess.run(
+            _as(
+                user,
+                [
+                    str(POSTGRES_BIN / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "swarmrl",
+                    "--auth=trust",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                ],
+            ),
+            **run,
+        )
         options = f"-h 127.0.0.1 -p {port} -k {sockets} -c fsync=off -c full_page_writes=off"
-        subprocess.run(_as(user, [str(POSTGRES_BIN / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options,
-                                  "-w", "-t", str(int(timeout_s)), "start"]), **run)
+        subprocess.run(
+            _as(
+                user,
+                [
+                    str(POSTGRES_BIN / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-l",
+                    str(log),
+                    "-o",
+                    options,
+                    "-w",
+                    "-t",
+                    str(int(timeout_s)),
+                    "start",
+                ],
+            ),
+            **run,
+        )
         started = True
-        subprocess.run(_as(user, [str(POSTGRES_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port),
-                                  "-U", "swarmrl", "swarmrl"]), **run)
+        subprocess.run(
+            _as(
+                user,
+                [
+                    str(POSTGRES_BIN / "createdb"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "-U",
+                    "swarmrl",
+                    "swarmrl",
+                ],
+            ),
+            **run,
+        )
         yield f"postgresql+psycopg://swarmrl@127.0.0.1:{port}/swarmrl"
     except subprocess.CalledProcessError as exc:
-        raise ProcessStartError(f"postgres failed: {exc.stderr.decode()[-2000:]}"
-                                f"{log.read_text()[-2000:] if log.exists() else ''}") from exc
+        raise ProcessStartError(
+            f"postgres failed: {exc.stderr.decode()[-2000:]}{log.read_text()[-2000:] if log.exists() else ''}"
+        ) from exc
     finally:
         if started:
             _stop_postgres(user, data, root)
@@ -172,8 +230,12 @@ def postgres_server(timeout_s: float = 60.0) -> Iterator[str]:
 
 def _stop_postgres(user: str | None, data: Path, root: Path) -> None:
     try:
-        subprocess.run(_as(user, [str(POSTGRES_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
-                       capture_output=True, timeout=30, cwd=root)
+        subprocess.run(
+            _as(user, [str(POSTGRES_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
+            capture_output=True,
+            timeout=30,
+            cwd=root,
+        )
     except subprocess.TimeoutExpired:
         pid_file = data / "postmaster.pid"
         if pid_file.exists():

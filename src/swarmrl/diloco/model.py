@@ -28,7 +28,9 @@ def build_tiny_causal_lm(config: TinyModelConfig) -> PreTrainedModel:
         tie_word_embeddings=True,
         seed=config.seed,
     )
-    model = build_tiny_model(spec, Vocabulary(VOCAB_SIZE, BOS_TOKEN_ID, EOS_TOKEN_ID), attn_implementation="eager")
+    model = build_tiny_model(
+        spec, Vocabulary(VOCAB_SIZE, BOS_TOKEN_ID, EOS_TOKEN_ID), attn_implementation="eager"
+    )
     model.config.use_cache = False  # training only: no KV cache to build
     return model
 

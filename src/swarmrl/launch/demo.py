@@ -32,12 +32,19 @@ def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalRes
         raise ValueError("held-out evaluation needs a reasoning-gym source")
     tasks = [sources[0][i] for i in range(min(config.eval.num_tasks, len(sources[0])))]
     params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens, temperature=config.eval.temperature, top_p=config.worker.top_p
+        max_new_tokens=config.worker.max_new_tokens,
+        temperature=config.eval.temperature,
+        top_p=config.worker.top_p,
     )
     return evaluate(
-        engine, tokenizer, tasks,
-        template=config.prompt.template, add_bos=config.prompt.add_bos, tasks_config=config.tasks,
-        params=params, samples_per_task=config.eval.samples_per_task,
+        engine,
+        tokenizer,
+        tasks,
+        template=config.prompt.template,
+        add_bos=config.prompt.add_bos,
+        tasks_config=config.tasks,
+        params=params,
+        samples_per_task=config.eval.samples_per_task,
     )
 
 
@@ -59,10 +66,18 @@ def run_demo(config: RunConfig, console: Console | None = None) -> DemoResult:
     torch.set_num_threads(1)
     if config.run.directory.exists():
         shutil.rmtree(config.run.directory)
-    with Progress(TextColumn("[bold]SFT warm start"), BarColumn(), TextColumn("{task.completed}/{task.total} loss {task.fields[loss]}"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("[bold]SFT warm start"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} loss {task.fields[loss]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("sft", total=config.sft.steps, loss="-")
-        rundir = prepare_run(config, progress=lambda step, loss: bar.update(task, completed=step, loss=f"{loss:.3f}"))
+        rundir = prepare_run(
+            config, progress=lambda step, loss: bar.update(task, completed=step, loss=f"{loss:.3f}")
+        )
     console.print(f"run directory: {rundir.root}")
     before = evaluate_checkpoint(config, rundir, 0)
     console.print(f"held-out accuracy of the SFT policy: {100 * before.accuracy:.1f}%")
@@ -73,9 +88,21 @@ def run_demo(config: RunConfig, console: Console | None = None) -> DemoResult:
     table = Table(title=f"held-out accuracy ({before.completions} completions, T={config.eval.temperature})")
     for column in ("policy", "accuracy", "mean reward", "tokens/completion"):
         table.add_column(column, justify="right")
-    table.add_row("SFT (step 0)", f"{100 * before.accuracy:.1f}%", f"{before.mean_reward:.3f}", f"{before.mean_completion_tokens:.1f}")
-    table.add_row(f"RL (step {last})", f"{100 * after.accuracy:.1f}%", f"{after.mean_reward:.3f}", f"{after.mean_completion_tokens:.1f}")
+    table.add_row(
+        "SFT (step 0)",
+        f"{100 * before.accuracy:.1f}%",
+        f"{before.mean_reward:.3f}",
+        f"{before.mean_completion_tokens:.1f}",
+    )
+    table.add_row(
+        f"RL (step {last})",
+        f"{100 * after.accuracy:.1f}%",
+        f"{after.mean_reward:.3f}",
+        f"{after.mean_completion_tokens:.1f}",
+    )
     console.print(table)
-    console.print(f"gain: {result.gain_points:+.1f} points in {result.seconds:.0f}s · reward curve: {rundir.root / 'reward_curve.png'}")
+    console.print(
+        f"gain: {result.gain_points:+.1f} points in {result.seconds:.0f}s · reward curve: {rundir.root / 'reward_curve.png'}"
+    )
     write_json_atomic(rundir.root / "demo_result.json", {**asdict(result), "gain_points": result.gain_points})
     return result

@@ -33,22 +33,29 @@ def measure_solve_rates(config: RunConfig, checkpoint: Path, num_tasks: int, k: 
     tasks = [source[i] for i in range(min(num_tasks, len(source)))]
     requests = [
         GenerationRequest(
-            encode_prompt(tokenizer, render_prompt(config.prompt.template, task.prompt), config.prompt.add_bos),
+            encode_prompt(
+                tokenizer, render_prompt(config.prompt.template, task.prompt), config.prompt.add_bos
+            ),
             sample_seed(_FILTER_SEED, slot, sample),
         )
         for slot, task in enumerate(tasks)
         for sample in range(k)
     ]
     params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens, temperature=config.worker.temperature, top_p=config.worker.top_p
+        max_new_tokens=config.worker.max_new_tokens,
+        temperature=config.worker.temperature,
+        top_p=config.worker.top_p,
     )
     generations = engine.generate(requests, params)
     computer = RewardComputer(config.tasks)
     try:
         return [
             task.with_solve_rate(
-                solve_rate(task, [completion_text(tokenizer, g.completion_ids) for g in generations[i * k : (i + 1) * k]],
-                           computer)
+                solve_rate(
+                    task,
+                    [completion_text(tokenizer, g.completion_ids) for g in generations[i * k : (i + 1) * k]],
+                    computer,
+                )
             )
             for i, task in enumerate(tasks)
         ]

@@ -29,13 +29,15 @@ def run_local(
     cores = sorted(_available_cores())
     try:
         trainer = group.start(
-            "trainer", ["trainer", "--run-dir", str(rundir.root)],
+            "trainer",
+            ["trainer", "--run-dir", str(rundir.root)],
             cpu_cores={cores[0]} if pin_cores else None,
         )
         for index in range(config.worker.num_workers):
             core = cores[(index + 1) % len(cores)]
             group.start(
-                f"worker-{index}", ["worker", "--run-dir", str(rundir.root), "--index", str(index)],
+                f"worker-{index}",
+                ["worker", "--run-dir", str(rundir.root), "--index", str(index)],
                 cpu_cores={core} if pin_cores else None,
             )
         started = time.monotonic()

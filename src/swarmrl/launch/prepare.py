@@ -66,15 +66,24 @@ def build_start_policy(config: RunConfig, destination: Path, progress: Progress 
         pairs = demonstrations(tasks, config.prompt.template, config.sft.num_examples)
         if config.sft.steps and not pairs:
             raise ValueError("SFT needs tasks with demonstrations; these sources have none")
-        texts = [prompt + answer for prompt, answer in pairs] or [tasks[i].prompt for i in range(min(2000, len(tasks)))]
+        texts = [prompt + answer for prompt, answer in pairs] or [
+            tasks[i].prompt for i in range(min(2000, len(tasks)))
+        ]
         tokenizer = train_tokenizer(texts, vocab_size=config.model.tokenizer_vocab_size)
         model = build_tiny_model(config.model.tiny, tokenizer, config.model.attn_implementation)
         if config.sft.steps:
             run_sft(
-                model, tokenizer, pairs,
-                steps=config.sft.steps, batch_size=config.sft.batch_size, lr=config.sft.lr,
-                weight_decay=config.sft.weight_decay, warmup_steps=config.sft.warmup_steps,
-                add_bos=config.prompt.add_bos, seed=config.run.seed, progress=progress,
+                model,
+                tokenizer,
+                pairs,
+                steps=config.sft.steps,
+                batch_size=config.sft.batch_size,
+                lr=config.sft.lr,
+                weight_decay=config.sft.weight_decay,
+                warmup_steps=config.sft.warmup_steps,
+                add_bos=config.prompt.add_bos,
+                seed=config.run.seed,
+                progress=progress,
             )
         save_pretrained_atomic(model, tokenizer, cache)
     if destination.exists():

@@ -34,8 +34,14 @@ class ProcessGroup:
     log_dir: Path
     processes: list[RoleProcess] = field(default_factory=list)
 
-    def start(self, name: str, args: Sequence[str], *, cpu_cores: set[int] | None = None,
-              env: dict[str, str] | None = None) -> RoleProcess:
+    def start(
+        self,
+        name: str,
+        args: Sequence[str],
+        *,
+        cpu_cores: set[int] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> RoleProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         log_file = log_path.open("ab")
@@ -60,7 +66,9 @@ class ProcessGroup:
                 return process
         return None
 
-    def wait(self, process: RoleProcess, *, poll: Callable[[], None] | None = None, interval: float = 0.5) -> None:
+    def wait(
+        self, process: RoleProcess, *, poll: Callable[[], None] | None = None, interval: float = 0.5
+    ) -> None:
         """Wait for `process` to finish, calling `poll` meanwhile; raise if any process of the group fails."""
         while process.popen.poll() is None:
             broken = self.failed()

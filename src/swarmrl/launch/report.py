@@ -38,7 +38,9 @@ def plot_reward_curve(records: list[dict[str, Any]], path: Path, title: str = ""
     steps = [r["step"] for r in records]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
     ax.plot(steps, [r["sampled_reward"] for r in records], label="all samples")
-    ax.plot(steps, [r["reward"] for r in records], label="trained groups (non-zero advantage)", linestyle="--")
+    ax.plot(
+        steps, [r["reward"] for r in records], label="trained groups (non-zero advantage)", linestyle="--"
+    )
     ax.set_xlabel("policy step")
     ax.set_ylabel("mean reward")
     ax.set_title(title or "reward per policy step")

@@ -11,7 +11,9 @@ PAD, BOS, EOS = "<|pad|>", "<|bos|>", "<|eos|>"
 SPECIAL_TOKENS = (PAD, BOS, EOS)
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 512, min_frequency: int = 2) -> PreTrainedTokenizerFast:
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int = 512, min_frequency: int = 2
+) -> PreTrainedTokenizerFast:
     """A byte-level BPE over `texts`; every byte is in the alphabet, so any string encodes."""
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     # No prefix space: digits and operators of short task prompts stay their own tokens.
@@ -26,5 +28,9 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 512, min_frequency: 
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token=PAD, bos_token=BOS, eos_token=EOS, clean_up_tokenization_spaces=False
+        tokenizer_object=tokenizer,
+        pad_token=PAD,
+        bos_token=BOS,
+        eos_token=EOS,
+        clean_up_tokenization_spaces=False,
     )

@@ -110,7 +110,9 @@ def read_rollouts(
     expected = SCORED_SCHEMA if scored else ROLLOUT_SCHEMA
     schema = parquet_file.schema_arrow
     if not schema.remove_metadata().equals(expected):
-        raise RolloutError(f"{path.name}: schema differs from rollout schema v{SCHEMA_VERSION}: {_schema_diff(schema, expected)}")
+        raise RolloutError(
+            f"{path.name}: schema differs from rollout schema v{SCHEMA_VERSION}: {_schema_diff(schema, expected)}"
+        )
     header = _parse_header(path.name, schema.metadata or {})
     try:
         table = parquet_file.read()
@@ -121,7 +123,9 @@ def read_rollouts(
         if signature is None:
             raise RolloutError(f"{path.name}: unsigned")
         try:
-            verify(header.node_id, _digest(header, table, expected), signature.decode("ascii", errors="replace"))
+            verify(
+                header.node_id, _digest(header, table, expected), signature.decode("ascii", errors="replace")
+            )
         except SignatureError as exc:
             raise RolloutError(f"{path.name}: signature by {header.node_id[:12]}… invalid: {exc}") from exc
     row_cls = ScoredRow if scored else RolloutRow
@@ -152,7 +156,9 @@ def _parse_header(name: str, metadata: dict[bytes, bytes]) -> RolloutHeader:
     except (ValueError, TypeError) as exc:
         raise RolloutError(f"{name}: malformed header ({exc})") from exc
     if header.schema_version != SCHEMA_VERSION:
-        raise RolloutError(f"{name}: schema version {header.schema_version}, this reader speaks {SCHEMA_VERSION}")
+        raise RolloutError(
+            f"{name}: schema version {header.schema_version}, this reader speaks {SCHEMA_VERSION}"
+        )
     for key, kind in (("run_id", str), ("node_id", str), ("policy_step", int), ("batch_index", int)):
         value = getattr(header, key)
         if not isinstance(value, kind) or isinstance(value, bool):
@@ -193,7 +199,9 @@ def _check_row(name: str, i: int, row: RolloutRow, header: RolloutHeader, limits
     if limits.require_proofs:
         expected = -(-len(row.completion_ids) // PROOF_CHUNK_TOKENS)
         if len(row.proofs) != expected:
-            raise fail(f"{len(row.proofs)} TOPLOC proofs for {len(row.completion_ids)} tokens, expected {expected}")
+            raise fail(
+                f"{len(row.proofs)} TOPLOC proofs for {len(row.completion_ids)} tokens, expected {expected}"
+            )
     if isinstance(row, ScoredRow):
         for column in ("task_reward", "length_term", "reward", "advantage"):
             if not math.isfinite(getattr(row, column)):

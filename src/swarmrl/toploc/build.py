@@ -32,8 +32,10 @@ def build_proofs(
     empty, non-2-D, non-float or non-finite states — never returns placeholder proofs.
     """
     return build_proofs_batch(
-        [completion_hidden], prompt_hidden=None if prompt_hidden is None else [prompt_hidden],
-        chunk_size=chunk_size, topk=topk,
+        [completion_hidden],
+        prompt_hidden=None if prompt_hidden is None else [prompt_hidden],
+        chunk_size=chunk_size,
+        topk=topk,
     )[0]
 
 
@@ -58,7 +60,11 @@ def build_proofs_batch(
     for owner, (completion, prompt) in enumerate(zip(completion_hidden, prompts, strict=True)):
         states = check_hidden_states(completion, prompt)
         counts.append(
-            len(chunk_spans(states.completion_bits.shape[0], chunk_size=chunk_size, commit_prompt=prompt is not None))
+            len(
+                chunk_spans(
+                    states.completion_bits.shape[0], chunk_size=chunk_size, commit_prompt=prompt is not None
+                )
+            )
         )
         for points in select_points(states, chunk_size=chunk_size, topk=topk):
             groups.setdefault(points.indices.shape[1], []).append((owner, points))

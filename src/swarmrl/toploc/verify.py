@@ -82,8 +82,12 @@ def verify_proofs(
     count that does not fit the states, or chunks that do not match, give a failing report with its reason.
     """
     return verify_proofs_batch(
-        [proofs], [completion_hidden], prompt_hidden=None if prompt_hidden is None else [prompt_hidden],
-        chunk_size=chunk_size, topk=topk, thresholds=thresholds,
+        [proofs],
+        [completion_hidden],
+        prompt_hidden=None if prompt_hidden is None else [prompt_hidden],
+        chunk_size=chunk_size,
+        topk=topk,
+        thresholds=thresholds,
     )[0]
 
 
@@ -108,7 +112,9 @@ def verify_proofs_batch(
     all_moduli, all_coefficients, all_spans, owners = [], [], [], []
     groups: dict[int, list[ChunkPoints]] = {}
     offset = 0
-    for owner, (row_proofs, completion, prompt) in enumerate(zip(proofs, completion_hidden, prompts, strict=True)):
+    for owner, (row_proofs, completion, prompt) in enumerate(
+        zip(proofs, completion_hidden, prompts, strict=True)
+    ):
         moduli, coefficients = decode_proofs(row_proofs, topk=topk)
         states = check_hidden_states(completion, prompt)
         spans = chunk_spans(
@@ -144,7 +150,9 @@ def verify_proofs_batch(
                 np.concatenate([m.indices for m in members]),
                 np.concatenate([m.patterns for m in members]),
             )
-            checks.update((c.proof_index, c) for c in _compare(points, moduli, coefficients, all_spans, thresholds))
+            checks.update(
+                (c.proof_index, c) for c in _compare(points, moduli, coefficients, all_spans, thresholds)
+            )
     per_owner: dict[int, list[ChunkCheck]] = {}
     base: dict[int, int] = {}
     for index in range(offset):

@@ -50,7 +50,9 @@ def collate(rows: list[ScoredRow], pad_token_id: int) -> TrainBatch:
         completion_mask[i, p - 1 : p + c - 1] = 1.0
         engine_logprobs[i, p - 1 : p + c - 1] = torch.tensor(row.logprobs)
     advantages = torch.tensor([row.advantage for row in rows], dtype=torch.float32)
-    return TrainBatch(input_ids, attention_mask, completion_mask, advantages, engine_logprobs, temperatures.pop())
+    return TrainBatch(
+        input_ids, attention_mask, completion_mask, advantages, engine_logprobs, temperatures.pop()
+    )
 
 
 def token_logprobs(

@@ -80,14 +80,20 @@ class LocalRolloutFeed:
         self.max_files = max_files
         self.poll_seconds = poll_seconds
 
-    def collect(self, step: int, num_groups: int, max_wait_seconds: float) -> tuple[list[ScoredRow], CollectStats]:
+    def collect(
+        self, step: int, num_groups: int, max_wait_seconds: float
+    ) -> tuple[list[ScoredRow], CollectStats]:
         stats = CollectStats()
         accumulator = OnlineFilter(num_groups)
         seen: set[str] = set()
         start = last_progress = time.monotonic()
         directory = self.rundir.rollouts(step)
         while not accumulator.full:
-            fresh = sorted(p for p in directory.glob("*.parquet") if p.name not in seen) if directory.is_dir() else []
+            fresh = (
+                sorted(p for p in directory.glob("*.parquet") if p.name not in seen)
+                if directory.is_dir()
+                else []
+            )
             for path in fresh:
                 if len(seen) >= self.max_files:
                     raise NotEnoughRollouts(
@@ -128,7 +134,10 @@ class LocalRolloutFeed:
             stats.stale_rows += len(rows)
             log.warning(
                 "refusing %s: policy step %d is older than step %d - async_level %d",
-                path.name, header.policy_step, step, self.async_level,
+                path.name,
+                header.policy_step,
+                step,
+                self.async_level,
             )
             return
         try:

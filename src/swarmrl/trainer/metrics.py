@@ -33,7 +33,9 @@ class MetricsSink:
     def log(self, record: dict[str, Any]) -> None:
         self.rundir.append_metrics(record)
         step = int(record["step"])
-        scalars = {k: float(v) for k, v in record.items() if isinstance(v, int | float) and k not in ("step", "time")}
+        scalars = {
+            k: float(v) for k, v in record.items() if isinstance(v, int | float) and k not in ("step", "time")
+        }
         if self._tensorboard is not None:
             for key, value in scalars.items():
                 self._tensorboard.add_scalar(key, value, step)

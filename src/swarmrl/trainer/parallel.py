@@ -62,11 +62,15 @@ def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimize
     return state if world()[0] == 0 else None
 
 
-def load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any] | None) -> None:
+def load_optimizer_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any] | None
+) -> None:
     """Restore a full optimizer state read on rank 0 (other ranks pass None); every rank must call it."""
     distributed = is_distributed()
     set_optimizer_state_dict(
-        model, optimizer, optim_state_dict=state or {},
+        model,
+        optimizer,
+        optim_state_dict=state or {},
         options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=distributed),
     )
 

@@ -57,7 +57,9 @@ def run_sft(
     model.train()
     losses = []
     for step in range(steps):
-        input_ids, mask, labels = sft_batch(rng.sample(examples, min(batch_size, len(examples))), tokenizer.pad_token_id)
+        input_ids, mask, labels = sft_batch(
+            rng.sample(examples, min(batch_size, len(examples))), tokenizer.pad_token_id
+        )
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -85,16 +85,20 @@ def train_step(
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.trainer.max_grad_norm)
         optimizer.step()
         scheduler.step()
-        step_metrics = {"loss": float(out.loss.detach()), "grad_norm": to_float(grad_norm), **{
-            k: float(v) for k, v in out.metrics.items()
-        }}
+        step_metrics = {
+            "loss": float(out.loss.detach()),
+            "grad_norm": to_float(grad_norm),
+            **{k: float(v) for k, v in out.metrics.items()},
+        }
         for key, value in step_metrics.items():
             totals[key] = totals.get(key, 0.0) + value / len(order)
     totals["lr"] = scheduler.get_last_lr()[0]
     return totals
 
 
-def _collect_on_rank0(collect: Collector, step: int, rank: int, world: int) -> tuple[list[ScoredRow], CollectStats]:
+def _collect_on_rank0(
+    collect: Collector, step: int, rank: int, world: int
+) -> tuple[list[ScoredRow], CollectStats]:
     """Rank 0 reads the run directory; the other ranks receive the same rows so every rank agrees."""
     if world == 1:
         return collect(step)
@@ -140,7 +144,11 @@ def run_trainer(
     model = shard_model(load_model(checkpoint_dir(rundir.checkpoints, step), config.model.dtype))
     model.train()
     optimizer, scheduler = build_optimizer(
-        model, config.trainer.lr, config.trainer.weight_decay, config.trainer.betas, config.trainer.warmup_steps
+        model,
+        config.trainer.lr,
+        config.trainer.weight_decay,
+        config.trainer.betas,
+        config.trainer.warmup_steps,
     )
     if state_steps:
         state = read_trainer_state(rundir.trainer_state, step)
@@ -181,19 +189,31 @@ def _train_loop(
 ) -> int:
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
-    model, tokenizer, optimizer, scheduler = policy.model, policy.tokenizer, policy.optimizer, policy.scheduler
+    model, tokenizer, optimizer, scheduler = (
+        policy.model,
+        policy.tokenizer,
+        policy.optimizer,
+        policy.scheduler,
+    )
     steps_done = 0
     while step < config.trainer.steps:
         rows, stats = _collect_on_rank0(collect, step, rank, world_size)
         started = time.monotonic()
         shard = rows[rank::world_size]
-        metrics = train_step(model, optimizer, scheduler, collate(shard, tokenizer.pad_token_id), config, policy.ref_model)
+        metrics = train_step(
+            model, optimizer, scheduler, collate(shard, tokenizer.pad_token_id), config, policy.ref_model
+        )
         step += 1
         weights = full_model_state(model)
         optimizer_state = full_optimizer_state(model, optimizer)
         if rank == 0:
             save_checkpoint(
-                rundir.checkpoints, step, model, tokenizer, keep=config.trainer.keep_checkpoints, state_dict=weights
+                rundir.checkpoints,
+                step,
+                model,
+                tokenizer,
+                keep=config.trainer.keep_checkpoints,
+                state_dict=weights,
             )
             save_trainer_state(rundir.trainer_state, step, optimizer_state, scheduler, {"run": config.run.id})
             if publish is not None:
@@ -205,7 +225,11 @@ def _train_loop(
             sink.log(record)
             log.info(
                 "step %d reward %.3f task %.3f loss %.4f dropped %.0f%%",
-                step, record["reward"], record["task_reward"], record["loss"], 100 * record["dropped_group_fraction"],
+                step,
+                record["reward"],
+                record["task_reward"],
+                record["loss"],
+                100 * record["dropped_group_fraction"],
             )
         steps_done += 1
         if stop_after_steps is not None and steps_done >= stop_after_steps:

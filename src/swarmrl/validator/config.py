@@ -10,7 +10,9 @@ from swarmrl.toploc import VerifyThresholds
 class ValidatorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    toploc: VerifyThresholds = Field(default_factory=VerifyThresholds, description="TOPLOC acceptance thresholds")
+    toploc: VerifyThresholds = Field(
+        default_factory=VerifyThresholds, description="TOPLOC acceptance thresholds"
+    )
     choice_margin_tolerance: float = Field(
         1e-2,
         ge=0,
@@ -35,6 +37,12 @@ class ValidatorConfig(BaseModel):
         description="unseeded engines only: the model's EOS probability where a completion stops (INTELLECT-2: "
         "0.1). With seeded replay an honest sample may stop on a rarer EOS (p = 0.04 seen on the demo model)",
     )
-    temperature_tolerance: float = Field(1e-4, ge=0, description="allowed difference from the run's temperature")
-    prefill_batch_size: int = Field(32, ge=1, description="sequences per forward pass of the validator's prefill")
-    reward_bounds: tuple[float, float] = Field((-1.0, 1.0), description="trusted rewards must lie in [lo, hi]")
+    temperature_tolerance: float = Field(
+        1e-4, ge=0, description="allowed difference from the run's temperature"
+    )
+    prefill_batch_size: int = Field(
+        32, ge=1, description="sequences per forward pass of the validator's prefill"
+    )
+    reward_bounds: tuple[float, float] = Field(
+        (-1.0, 1.0), description="trusted rewards must lie in [lo, hi]"
+    )

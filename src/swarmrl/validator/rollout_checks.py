@@ -32,8 +32,19 @@ from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.rollout import BatchSpec, assigned_prompts
 
 CHECKS = (
-    "schema_and_signature", "node", "duplicate", "async_window", "assigned_prompts", "sampling_params",
-    "termination_format", "prefill", "toploc", "logprobs", "seeded_sampling", "termination", "rewards",
+    "schema_and_signature",
+    "node",
+    "duplicate",
+    "async_window",
+    "assigned_prompts",
+    "sampling_params",
+    "termination_format",
+    "prefill",
+    "toploc",
+    "logprobs",
+    "seeded_sampling",
+    "termination",
+    "rewards",
 )
 
 
@@ -63,10 +74,14 @@ class SeenFiles:
         self._db.commit()
 
     def check(self, sha256: str, slot: str) -> str | None:
-        row = self._db.execute("SELECT sha256, slot FROM seen WHERE sha256 = ? OR slot = ?", (sha256, slot)).fetchone()
+        row = self._db.execute(
+            "SELECT sha256, slot FROM seen WHERE sha256 = ? OR slot = ?", (sha256, slot)
+        ).fetchone()
         if row is None:
             return None
-        return "the same file was submitted before" if row[0] == sha256 else f"batch {slot} was submitted before"
+        return (
+            "the same file was submitted before" if row[0] == sha256 else f"batch {slot} was submitted before"
+        )
 
     def add(self, sha256: str, slot: str) -> None:
         self._db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (sha256, slot))
@@ -87,7 +102,9 @@ class ValidationContext:
     limits: RolloutLimits
 
 
-def validate_file(path: Path, step: int, context: ValidationContext, *, node_id: str | None = None) -> Verdict:
+def validate_file(
+    path: Path, step: int, context: ValidationContext, *, node_id: str | None = None
+) -> Verdict:
     """Judge a rollout file submitted for training step `step` (by `node_id` when the submitter is known)."""
     passed: list[str] = []
     header: RolloutHeader | None = None
@@ -152,41 +169,66 @@ def _async_window(header: RolloutHeader, step: int, async_level: int) -> None:
         )
 
 
-def _assigned_prompts(header: RolloutHeader, rows: list[RolloutRow], step: int, context: ValidationContext) -> None:
+def _assigned_prompts(
+    header: RolloutHeader, rows: list[RolloutRow], step: int, context: ValidationContext
+) -> None:
     worker = context.config.worker
     spec = BatchSpec(
-        context.config.run.id, header.node_id, step, header.batch_index, worker.prompts_per_batch,
-        worker.group_size, context.config.run.seed, context.task_seed(header.node_id, step, header.batch_index),
+        context.config.run.id,
+        header.node_id,
+        step,
+        header.batch_index,
+        worker.prompts_per_batch,
+        worker.group_size,
+        context.config.run.seed,
+        context.task_seed(header.node_id, step, header.batch_index),
     )
     prompts = assigned_prompts(
-        spec, context.tasks, context.tokenizer, context.config.prompt.template, context.config.prompt.add_bos,
+        spec,
+        context.tasks,
+        context.tokenizer,
+        context.config.prompt.template,
+        context.config.prompt.add_bos,
         context.config.tasks,
     )
     if len(rows) != len(prompts) * worker.group_size:
-        raise CheckFailed("assigned_prompts", f"{len(rows)} rows, expected {len(prompts)} prompts × {worker.group_size}")
+        raise CheckFailed(
+            "assigned_prompts", f"{len(rows)} rows, expected {len(prompts)} prompts × {worker.group_size}"
+        )
     seeds_by_group: dict[int, set[int]] = {}
     for i, row in enumerate(rows):
         if not 0 <= row.group_id < len(prompts):
-            raise CheckFailed("assigned_prompts", f"row {i}: group {row.group_id} is not an assigned prompt slot")
+            raise CheckFailed(
+                "assigned_prompts", f"row {i}: group {row.group_id} is not an assigned prompt slot"
+            )
         expected = prompts[row.group_id]
         if (row.prompt_index, row.task_id) != (expected.task_index, expected.task.task_id):
-            raise CheckFailed("assigned_prompts", f"row {i}: task {row.task_id} is not the one assigned to slot {row.group_id}")
+            raise CheckFailed(
+                "assigned_prompts",
+                f"row {i}: task {row.task_id} is not the one assigned to slot {row.group_id}",
+            )
         if row.prompt_ids != expected.prompt_ids:
             raise CheckFailed("assigned_prompts", f"row {i}: prompt tokens differ from the assigned prompt")
         if row.target_length != expected.target_length:
-            raise CheckFailed("assigned_prompts", f"row {i}: target length {row.target_length} is not the assigned one")
+            raise CheckFailed(
+                "assigned_prompts", f"row {i}: target length {row.target_length} is not the assigned one"
+            )
         seeds_by_group.setdefault(row.group_id, set()).add(row.sample_seed)
     for group_id, seeds in seeds_by_group.items():
         allowed = {sample_seed(spec.seed, group_id, g) for g in range(worker.group_size)}
         if seeds != allowed:
-            raise CheckFailed("assigned_prompts", f"group {group_id}: sampling seeds are not the assigned ones")
+            raise CheckFailed(
+                "assigned_prompts", f"group {group_id}: sampling seeds are not the assigned ones"
+            )
 
 
 def _sampling_params(rows: list[RolloutRow], context: ValidationContext) -> None:
     wanted = context.config.worker.temperature
     for i, row in enumerate(rows):
         if abs(row.temperature - wanted) > context.settings.temperature_tolerance:
-            raise CheckFailed("sampling_params", f"row {i}: temperature {row.temperature:g}, the run samples at {wanted:g}")
+            raise CheckFailed(
+                "sampling_params", f"row {i}: temperature {row.temperature:g}, the run samples at {wanted:g}"
+            )
 
 
 def _termination_format(rows: list[RolloutRow], eos: int, max_new_tokens: int) -> None:
@@ -194,14 +236,21 @@ def _termination_format(rows: list[RolloutRow], eos: int, max_new_tokens: int) -
         early = eos in row.completion_ids[:-1]
         if row.finish_reason == "eos" and (row.completion_ids[-1] != eos or early):
             raise CheckFailed("termination_format", f"row {i}: 'eos' completion must end with its only EOS")
-        if row.finish_reason == "length" and (len(row.completion_ids) != max_new_tokens or eos in row.completion_ids):
-            raise CheckFailed("termination_format", f"row {i}: 'length' completion must hold {max_new_tokens} tokens, no EOS")
+        if row.finish_reason == "length" and (
+            len(row.completion_ids) != max_new_tokens or eos in row.completion_ids
+        ):
+            raise CheckFailed(
+                "termination_format",
+                f"row {i}: 'length' completion must hold {max_new_tokens} tokens, no EOS",
+            )
 
 
 def _toploc(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
     try:
         reports = verify_proofs_batch(
-            [row.proofs for row in rows], [result.hidden_states for result in results], thresholds=settings.toploc
+            [row.proofs for row in rows],
+            [result.hidden_states for result in results],
+            thresholds=settings.toploc,
         )
     except ProofError as exc:
         raise CheckFailed("toploc", f"malformed proof ({exc})") from exc
@@ -219,7 +268,8 @@ def _seeded_sampling(rows: list[RolloutRow], results: list[PrefillResult], setti
         if mismatches > settings.max_replay_mismatches:
             worst = float(result.choice_margins.min())
             raise CheckFailed(
-                "seeded_sampling", f"row {i}: {bad} token(s) are not what the seeded sampler picks (margin {worst:.3g})"
+                "seeded_sampling",
+                f"row {i}: {bad} token(s) are not what the seeded sampler picks (margin {worst:.3g})",
             )
 
 
@@ -242,8 +292,12 @@ def _termination(rows: list[RolloutRow], results: list[PrefillResult], settings:
 def _rewards(rows: list[RolloutRow], context: ValidationContext) -> list[ScoredRow]:
     try:
         scored = score_rows(
-            rows, tasks=context.tasks, tokenizer=context.tokenizer, tasks_config=context.config.tasks,
-            group_size=context.config.worker.group_size, advantage=context.config.trainer.advantage,
+            rows,
+            tasks=context.tasks,
+            tokenizer=context.tokenizer,
+            tasks_config=context.config.tasks,
+            group_size=context.config.worker.group_size,
+            advantage=context.config.trainer.advantage,
         )
     except RolloutError as exc:
         raise CheckFailed("rewards", str(exc)) from exc

@@ -40,7 +40,9 @@ def score_rows(
             raise RolloutError(f"row {i}: prompt index {row.prompt_index} outside the task source")
         task = tasks[row.prompt_index]
         if task.task_id != row.task_id:
-            raise RolloutError(f"row {i}: task id {row.task_id!r} is not task {row.prompt_index} ({task.task_id!r})")
+            raise RolloutError(
+                f"row {i}: task id {row.task_id!r} is not task {row.prompt_index} ({task.task_id!r})"
+            )
         requests.append(
             RewardRequest(
                 task,

@@ -1,8 +1,8 @@
 """`swarmrl validator`: judge every rollout file of a directory, write verdicts, hand accepted rows on.
 
-    <submissions>/step_k/NAME.parquet      untrusted files, as workers wrote them
-    <submissions>/step_k/NAME.verdict.json  the verdict (check, reason), written once: a file is never re-judged
-    <run>/accepted/step_k/NAME.parquet      accepted rows with the validator's rewards and advantages
+<submissions>/step_k/NAME.parquet      untrusted files, as workers wrote them
+<submissions>/step_k/NAME.verdict.json  the verdict (check, reason), written once: a file is never re-judged
+<run>/accepted/step_k/NAME.parquet      accepted rows with the validator's rewards and advantages
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ class Judged:
 def judge_pending(submissions: Path, accepted_root: Path, context: ValidationContext) -> list[Judged]:
     """Judge every file that has no verdict yet; returns what was judged this pass."""
     judged = []
-    for step_dir in sorted(p for p in submissions.iterdir() if _STEP_DIR.match(p.name)) if submissions.is_dir() else []:
+    for step_dir in (
+        sorted(p for p in submissions.iterdir() if _STEP_DIR.match(p.name)) if submissions.is_dir() else []
+    ):
         step = int(_STEP_DIR.match(step_dir.name).group(1))
         for path in sorted(step_dir.glob("*.parquet")):
             verdict_path = path.with_suffix(".verdict.json")
@@ -88,12 +90,22 @@ def judge_pending(submissions: Path, accepted_root: Path, context: ValidationCon
             if verdict.accepted:
                 assert verdict.header is not None and verdict.scored_rows is not None
                 write_rollouts(accepted_root / step_dir.name / path.name, verdict.header, verdict.scored_rows)
-            write_json_atomic(verdict_path, {
-                "accepted": verdict.accepted, "check": verdict.failed_check, "reason": verdict.reason,
-                "passed": verdict.passed, "time": time.time(),
-            })
-            log.info("%s/%s: %s", step_dir.name, path.name, "accepted" if verdict.accepted else
-                     f"rejected by {verdict.failed_check}: {verdict.reason}")
+            write_json_atomic(
+                verdict_path,
+                {
+                    "accepted": verdict.accepted,
+                    "check": verdict.failed_check,
+                    "reason": verdict.reason,
+                    "passed": verdict.passed,
+                    "time": time.time(),
+                },
+            )
+            log.info(
+                "%s/%s: %s",
+                step_dir.name,
+                path.name,
+                "accepted" if verdict.accepted else f"rejected by {verdict.failed_check}: {verdict.reason}",
+            )
             judged.append(Judged(path, verdict))
     return judged
 

@@ -60,7 +60,9 @@ def run_local_worker(config: RunConfig, index: int) -> int:
         while step < config.trainer.steps:
             policy = wait_for_policy(rundir, step - config.worker.async_level)
             if engine is None:
-                engine = TorchEngine(load_model(checkpoint_dir(rundir.checkpoints, policy)), policy_step=policy)
+                engine = TorchEngine(
+                    load_model(checkpoint_dir(rundir.checkpoints, policy)), policy_step=policy
+                )
             elif policy > engine.policy_step:
                 engine.load_weights(checkpoint_dir(rundir.checkpoints, policy), policy_step=policy)
             batch_index = 0
@@ -68,8 +70,13 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             # (and says why) when a step needs more files than it allows.
             while not rundir.is_complete(step) and not rundir.should_stop():
                 spec = BatchSpec.local(
-                    config.run.id, identity.node_id, step, batch_index,
-                    config.worker.prompts_per_batch, config.worker.group_size, config.run.seed,
+                    config.run.id,
+                    identity.node_id,
+                    step,
+                    batch_index,
+                    config.worker.prompts_per_batch,
+                    config.worker.group_size,
+                    config.run.seed,
                 )
                 prompts = assigned_prompts(
                     spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
@@ -77,7 +84,10 @@ def run_local_worker(config: RunConfig, index: int) -> int:
                 rows = generate_batch(engine, spec, prompts, params)
                 header = RolloutHeader(config.run.id, identity.node_id, engine.policy_step, spec.batch_index)
                 write_rollouts(
-                    rundir.rollouts(step) / f"w{index}-b{spec.batch_index:04d}.parquet", header, rows, identity
+                    rundir.rollouts(step) / f"w{index}-b{spec.batch_index:04d}.parquet",
+                    header,
+                    rows,
+                    identity,
                 )
                 files += 1
                 batch_index += 1

@@ -35,7 +35,13 @@ class BatchSpec:
 
     @classmethod
     def local(
-        cls, run_id: str, node_id: str, step: int, batch_index: int, prompts_per_batch: int, group_size: int,
+        cls,
+        run_id: str,
+        node_id: str,
+        step: int,
+        batch_index: int,
+        prompts_per_batch: int,
+        group_size: int,
         run_seed: int,
     ) -> BatchSpec:
         seed = batch_seed(run_id, node_id, step, batch_index)

@@ -21,8 +21,9 @@ CONFIG = CoordinatorConfig(clock_skew_s=30.0, requests_per_minute=20)
 def service(request, tmp_path_factory):
     if request.param == "postgres" and not postgres_available():
         pytest.skip(POSTGRES_SKIP_REASON)
-    with coordinator_backend(request.param, tmp_path_factory.mktemp(f"auth-{request.param}"), config=CONFIG,
-                             admin_token=ADMIN) as process:
+    with coordinator_backend(
+        request.param, tmp_path_factory.mktemp(f"auth-{request.param}"), config=CONFIG, admin_token=ADMIN
+    ) as process:
         trainer = Identity.generate()
         CoordinatorClient(process.url, admin_token=ADMIN).create_run("r", trainer.node_id)
         yield process
@@ -55,8 +56,11 @@ def test_a_correctly_signed_request_is_accepted(service):
 
 
 def test_unsigned_request(service):
-    _expect(_send(service.url, "POST", "/v1/nodes/register", b"{}", {"content-type": "application/json"}),
-            401, "unsigned")
+    _expect(
+        _send(service.url, "POST", "/v1/nodes/register", b"{}", {"content-type": "application/json"}),
+        401,
+        "unsigned",
+    )
 
 
 def test_signature_by_another_key(service):
@@ -82,8 +86,11 @@ def test_expired_or_future_timestamp(service, offset):
 def test_malformed_headers(service):
     body, headers = _signed(Identity.generate(), "POST", "/v1/nodes/register")
     for name, value in [(TIMESTAMP_HEADER, "yesterday"), (SIGNATURE_HEADER, "xyz"), (NODE_HEADER, "k" * 64)]:
-        _expect(_send(service.url, "POST", "/v1/nodes/register", body, {**headers, name: value}),
-                401, "malformed_signature")
+        _expect(
+            _send(service.url, "POST", "/v1/nodes/register", body, {**headers, name: value}),
+            401,
+            "malformed_signature",
+        )
 
 
 def test_body_and_path_are_bound_to_the_signature(service):
@@ -94,7 +101,9 @@ def test_body_and_path_are_bound_to_the_signature(service):
     body, headers = _signed(identity, "POST", "/v1/runs/r/join")
     _expect(_send(service.url, "POST", "/v1/runs/r/leave", body, headers), 401, "bad_signature")
     body, headers = _signed(identity, "GET", "/v1/runs/r/seed?step=0&batch_index=0", None)
-    _expect(_send(service.url, "GET", "/v1/runs/r/seed?step=0&batch_index=1", body, headers), 401, "bad_signature")
+    _expect(
+        _send(service.url, "GET", "/v1/runs/r/seed?step=0&batch_index=1", body, headers), 401, "bad_signature"
+    )
 
 
 def test_banned_node_is_refused_everywhere(service):
@@ -103,8 +112,11 @@ def test_banned_node_is_refused_everywhere(service):
     node.register()
     node.join("r")
     CoordinatorClient(service.url, admin_token=ADMIN).ban(identity.node_id, "sybil")
-    for method, path in [("POST", "/v1/runs/r/heartbeat"), ("POST", "/v1/nodes/register"),
-                         ("POST", "/v1/runs/r/join")]:
+    for method, path in [
+        ("POST", "/v1/runs/r/heartbeat"),
+        ("POST", "/v1/nodes/register"),
+        ("POST", "/v1/runs/r/join"),
+    ]:
         body, headers = _signed(identity, method, path)
         _expect(_send(service.url, method, path, body, headers), 403, "banned")
 
@@ -113,20 +125,35 @@ def test_admin_endpoints_need_the_right_bearer_token(service):
     payload = json.dumps({"run_id": "admin-test", "trainer_public_key": "ab" * 32}).encode()
     base = {"content-type": "application/json"}
     _expect(_send(service.url, "POST", "/v1/admin/runs", payload, base), 401, "admin_token_required")
-    _expect(_send(service.url, "POST", "/v1/admin/runs", payload, {**base, "authorization": "Bearer wrong"}),
-            403, "admin_token_invalid")
-    _expect(_send(service.url, "POST", "/v1/admin/runs", payload, {**base, "authorization": f"Basic {ADMIN}"}),
-            403, "admin_token_invalid")
-    body, headers = _signed(Identity.generate(), "POST", "/v1/admin/runs",
-                            {"run_id": "admin-test", "trainer_public_key": "ab" * 32})
+    _expect(
+        _send(service.url, "POST", "/v1/admin/runs", payload, {**base, "authorization": "Bearer wrong"}),
+        403,
+        "admin_token_invalid",
+    )
+    _expect(
+        _send(service.url, "POST", "/v1/admin/runs", payload, {**base, "authorization": f"Basic {ADMIN}"}),
+        403,
+        "admin_token_invalid",
+    )
+    body, headers = _signed(
+        Identity.generate(),
+        "POST",
+        "/v1/admin/runs",
+        {"run_id": "admin-test", "trainer_public_key": "ab" * 32},
+    )
     _expect(_send(service.url, "POST", "/v1/admin/runs", body, headers), 401, "admin_token_required")
     ok = _send(service.url, "POST", "/v1/admin/runs", payload, {**base, "authorization": f"Bearer {ADMIN}"})
     assert ok.status_code == 201 and ok.json()["run_id"] == "admin-test"
 
 
 def test_node_only_endpoints_refuse_the_admin(service):
-    response = _send(service.url, "POST", "/v1/nodes/register", b"{}",
-                     {"content-type": "application/json", "authorization": f"Bearer {ADMIN}"})
+    response = _send(
+        service.url,
+        "POST",
+        "/v1/nodes/register",
+        b"{}",
+        {"content-type": "application/json", "authorization": f"Bearer {ADMIN}"},
+    )
     _expect(response, 403, "node_required")
 
 

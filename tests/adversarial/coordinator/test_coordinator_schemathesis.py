@@ -25,7 +25,9 @@ PINNED_PATH_PARAMETERS = {"run_id": "r", "submission_id": 1}
 @pytest.fixture(scope="module")
 def fuzz_target(tmp_path_factory):
     config = CoordinatorConfig(requests_per_minute=100_000, uploads_per_hour=100_000)
-    with coordinator_backend("sqlite", tmp_path_factory.mktemp("fuzz"), config=config, admin_token=ADMIN) as proc:
+    with coordinator_backend(
+        "sqlite", tmp_path_factory.mktemp("fuzz"), config=config, admin_token=ADMIN
+    ) as proc:
         admin = CoordinatorClient(proc.url, admin_token=ADMIN)
         admin.create_run("r", MEMBER.node_id)
         admin.add_validator("r", MEMBER.node_id)
@@ -37,7 +39,9 @@ def fuzz_target(tmp_path_factory):
 
 
 def _operations(url: str) -> list:
-    return [result.ok() for result in schemathesis.openapi.from_url(f"{url}/openapi.json").get_all_operations()]
+    return [
+        result.ok() for result in schemathesis.openapi.from_url(f"{url}/openapi.json").get_all_operations()
+    ]
 
 
 def _send_signed(client: httpx.Client, kwargs: dict) -> httpx.Response:
@@ -47,8 +51,9 @@ def _send_signed(client: httpx.Client, kwargs: dict) -> httpx.Response:
         data = kwargs.get("data") or kwargs.get("content") or b""
         body = data.encode() if isinstance(data, str) else bytes(data)
     headers = {k: v for k, v in (kwargs.get("headers") or {}).items() if k.lower() != "content-length"}
-    request = client.build_request(kwargs["method"], kwargs["url"], params=kwargs.get("params"), content=body,
-                                   headers=headers)
+    request = client.build_request(
+        kwargs["method"], kwargs["url"], params=kwargs.get("params"), content=body, headers=headers
+    )
     request.headers.update(sign_request(MEMBER, request.method, request.url.raw_path.decode(), body))
     return client.send(request)
 
@@ -62,8 +67,11 @@ def _check(response: httpx.Response, label: str) -> None:
 
 def _exercise(case, url: str, client: httpx.Client) -> None:
     case.call_and_validate(base_url=url, checks=[schemathesis.checks.not_a_server_error])
-    case.call_and_validate(base_url=url, headers={"authorization": f"Bearer {ADMIN}"},
-                           checks=[schemathesis.checks.not_a_server_error])
+    case.call_and_validate(
+        base_url=url,
+        headers={"authorization": f"Bearer {ADMIN}"},
+        checks=[schemathesis.checks.not_a_server_error],
+    )
     # Random path ids almost never name the seeded run or submission; pin them so the signed request gets past
     # the look-ups and fuzzes the handler's own logic.
     for name, value in PINNED_PATH_PARAMETERS.items():
@@ -78,9 +86,15 @@ def test_no_input_makes_the_coordinator_fail(fuzz_target):
     assert len(operations) >= 20
     with httpx.Client(timeout=30) as client:
         for operation in operations:
+
             @given(case=operation.as_strategy())
-            @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
-                      database=None)
+            @settings(
+                max_examples=20,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+                derandomize=True,
+                database=None,
+            )
             def fuzz(case):
                 _exercise(case, fuzz_target.url, client)
 

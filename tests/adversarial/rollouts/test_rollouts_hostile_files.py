@@ -54,8 +54,13 @@ def test_extra_and_missing_columns(good_file, tmp_path):
 
 @pytest.mark.parametrize(
     "header",
-    [b"not json", b"[]", b'{"run_id": 1}', b'{"run_id":"r","node_id":"x","policy_step":"3","batch_index":0}',
-     b'{"run_id":"r","node_id":"x","policy_step":0,"batch_index":0,"schema_version":99}'],
+    [
+        b"not json",
+        b"[]",
+        b'{"run_id": 1}',
+        b'{"run_id":"r","node_id":"x","policy_step":"3","batch_index":0}',
+        b'{"run_id":"r","node_id":"x","policy_step":0,"batch_index":0,"schema_version":99}',
+    ],
 )
 def test_hostile_headers(good_file, tmp_path, header):
     table = pq.read_table(good_file)

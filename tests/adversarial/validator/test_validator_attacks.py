@@ -40,20 +40,37 @@ def world(tmp_path_factory):
 def context(world, tmp_path):
     config, tokenizer, model, tasks, _ = world
     return ValidationContext(
-        config=config, settings=ValidatorConfig(), tasks=tasks, tokenizer=tokenizer, policy=lambda step: model,
+        config=config,
+        settings=ValidatorConfig(),
+        tasks=tasks,
+        tokenizer=tokenizer,
+        policy=lambda step: model,
         task_seed=lambda node, step, batch: batch_seed(config.run.id, node, step, batch),
         seen=SeenFiles(tmp_path / "seen.sqlite"),
-        limits=RolloutLimits(max_completion_tokens=config.worker.max_new_tokens, vocab_size=model.config.vocab_size),
+        limits=RolloutLimits(
+            max_completion_tokens=config.worker.max_new_tokens, vocab_size=model.config.vocab_size
+        ),
     )
 
 
 def honest_rows(world, *, step=0, batch=0, model=None, temperature=None, assigned_batch=None):
     config, tokenizer, policy, tasks, _ = world
     worker = config.worker
-    spec = BatchSpec.local(config.run.id, NODE.node_id, step, batch if assigned_batch is None else assigned_batch,
-                           worker.prompts_per_batch, worker.group_size, config.run.seed)
-    prompts = assigned_prompts(spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks)
-    params = SamplingParams(max_new_tokens=worker.max_new_tokens, temperature=temperature or worker.temperature)
+    spec = BatchSpec.local(
+        config.run.id,
+        NODE.node_id,
+        step,
+        batch if assigned_batch is None else assigned_batch,
+        worker.prompts_per_batch,
+        worker.group_size,
+        config.run.seed,
+    )
+    prompts = assigned_prompts(
+        spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
+    )
+    params = SamplingParams(
+        max_new_tokens=worker.max_new_tokens, temperature=temperature or worker.temperature
+    )
     return generate_batch(TorchEngine(model or policy, policy_step=0), spec, prompts, params)
 
 
@@ -66,11 +83,17 @@ def submit(world, tmp_path, rows, *, batch=0, policy_step=0, name="f.parquet"):
 def reprove(world, rows):
     """What a careful cheater does after editing tokens: real-model proofs and logprobs for the new tokens."""
     config, tokenizer, model, _, _ = world
-    results = prefill(model, [r.prompt_ids for r in rows], [r.completion_ids for r in rows],
-                      temperature=config.worker.temperature)
+    results = prefill(
+        model,
+        [r.prompt_ids for r in rows],
+        [r.completion_ids for r in rows],
+        temperature=config.worker.temperature,
+    )
     proofs = build_proofs_batch([res.hidden_states for res in results])
-    return [dataclasses.replace(r, proofs=p, logprobs=res.logprobs.tolist())
-            for r, p, res in zip(rows, proofs, results, strict=True)]
+    return [
+        dataclasses.replace(r, proofs=p, logprobs=res.logprobs.tolist())
+        for r, p, res in zip(rows, proofs, results, strict=True)
+    ]
 
 
 def test_honest_file_is_accepted_with_trusted_rewards(world, context, tmp_path):
@@ -81,7 +104,9 @@ def test_honest_file_is_accepted_with_trusted_rewards(world, context, tmp_path):
 
 def same_vocabulary(world) -> Vocabulary:
     tokenizer, model = world[1], world[2]
-    return Vocabulary(model.config.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    return Vocabulary(
+        model.config.vocab_size, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+    )
 
 
 def test_different_model(world, context, tmp_path):
@@ -105,10 +130,16 @@ def test_int8_quantised_weights(world, context, tmp_path):
 
 def test_cheap_model_tokens_with_real_proofs(world, context, tmp_path):
     config, tokenizer = world[0], world[1]
-    cheap = build_tiny_model(config.model.tiny.model_copy(update={"seed": 7, "num_layers": 1}), same_vocabulary(world))
+    cheap = build_tiny_model(
+        config.model.tiny.model_copy(update={"seed": 7, "num_layers": 1}), same_vocabulary(world)
+    )
     rows = reprove(world, honest_rows(world, model=cheap))
-    rows = [dataclasses.replace(r, finish_reason="eos" if r.completion_ids[-1] == tokenizer.eos_token_id else "length")
-            for r in rows]
+    rows = [
+        dataclasses.replace(
+            r, finish_reason="eos" if r.completion_ids[-1] == tokenizer.eos_token_id else "length"
+        )
+        for r in rows
+    ]
     verdict = validate_file(submit(world, tmp_path, rows), 0, context)
     assert verdict.failed_check in {"seeded_sampling", "termination_format"}, verdict.reason
 
@@ -123,7 +154,9 @@ def test_altered_prompt(world, context, tmp_path):
 def test_forged_reward_changes_nothing(world, context, tmp_path):
     rows = [dataclasses.replace(r, claimed_reward=1.0) for r in honest_rows(world)]
     verdict = validate_file(submit(world, tmp_path, rows), 0, context)
-    honest = validate_file(submit(world, tmp_path, honest_rows(world, batch=1), batch=1, name="h.parquet"), 0, context)
+    honest = validate_file(
+        submit(world, tmp_path, honest_rows(world, batch=1), batch=1, name="h.parquet"), 0, context
+    )
     assert verdict.accepted and honest.accepted
     assert [r.reward for r in verdict.scored_rows] != [1.0] * len(rows) or all(
         r.task_reward == 1.0 for r in verdict.scored_rows
@@ -136,8 +169,12 @@ def test_replayed_and_duplicated_files(world, context, tmp_path):
     assert validate_file(path, 0, context).accepted
     replay = validate_file(path, 0, context)
     assert replay.failed_check == "duplicate" and "same file" in replay.reason
-    again = submit(world, tmp_path, [dataclasses.replace(r, claimed_reward=0.5) for r in honest_rows(world)],
-                   name="g.parquet")
+    again = submit(
+        world,
+        tmp_path,
+        [dataclasses.replace(r, claimed_reward=0.5) for r in honest_rows(world)],
+        name="g.parquet",
+    )
     assert validate_file(again, 0, context).failed_check == "duplicate"
 
 
@@ -159,14 +196,21 @@ def test_wrong_temperature(world, context, tmp_path):
 
 def test_early_eos_forced(world, context, tmp_path):
     eos = world[1].eos_token_id
-    rows = [dataclasses.replace(r, completion_ids=[r.completion_ids[0], eos], finish_reason="eos") for r in honest_rows(world)]
+    rows = [
+        dataclasses.replace(r, completion_ids=[r.completion_ids[0], eos], finish_reason="eos")
+        for r in honest_rows(world)
+    ]
     verdict = validate_file(submit(world, tmp_path, reprove(world, rows)), 0, context)
     assert verdict.failed_check in {"seeded_sampling", "termination"}, verdict.reason
 
 
 def test_two_tokens_swapped(world, context, tmp_path):
     rows = honest_rows(world)
-    row = next(i for i, r in enumerate(rows) if len(r.completion_ids) >= 4 and r.completion_ids[0] != r.completion_ids[1])
+    row = next(
+        i
+        for i, r in enumerate(rows)
+        if len(r.completion_ids) >= 4 and r.completion_ids[0] != r.completion_ids[1]
+    )
     ids = list(rows[row].completion_ids)
     ids[0], ids[1] = ids[1], ids[0]
     rows[row] = dataclasses.replace(rows[row], completion_ids=ids)
@@ -177,8 +221,12 @@ def test_two_tokens_swapped(world, context, tmp_path):
 def test_sign_flipped_activations(world, context, tmp_path):
     config, _, model, _, _ = world
     rows = honest_rows(world)
-    results = prefill(model, [r.prompt_ids for r in rows], [r.completion_ids for r in rows],
-                      temperature=config.worker.temperature)
+    results = prefill(
+        model,
+        [r.prompt_ids for r in rows],
+        [r.completion_ids for r in rows],
+        temperature=config.worker.temperature,
+    )
     flipped = build_proofs_batch([-res.hidden_states for res in results])
     rows = [dataclasses.replace(r, proofs=p) for r, p in zip(rows, flipped, strict=True)]
     verdict = validate_file(submit(world, tmp_path, rows), 0, context)
@@ -192,7 +240,9 @@ def test_file_signed_by_someone_else(world, context, tmp_path):
 
 def test_tokens_outside_the_policy_vocabulary(world, context, tmp_path):
     rows = honest_rows(world)
-    rows[0] = dataclasses.replace(rows[0], completion_ids=[world[2].config.vocab_size, *rows[0].completion_ids[1:]])
+    rows[0] = dataclasses.replace(
+        rows[0], completion_ids=[world[2].config.vocab_size, *rows[0].completion_ids[1:]]
+    )
     verdict = validate_file(submit(world, tmp_path, rows), 0, context)
     assert verdict.failed_check == "schema_and_signature" and "outside" in verdict.reason
 
@@ -207,14 +257,26 @@ def test_no_false_rejects_over_512_honest_rollouts(world, context, tmp_path):
     try:
         for batch in range(32):
             torch.set_num_threads(1 + batch % 2)
-            engine = TorchEngine(model, TorchEngineConfig(max_batch_size=(1, 5, 64)[batch % 3]), policy_step=0)
-            spec = BatchSpec.local(config.run.id, NODE.node_id, 0, batch, worker.prompts_per_batch,
-                                   worker.group_size, config.run.seed)
-            prompts = assigned_prompts(spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos,
-                                       config.tasks)
+            engine = TorchEngine(
+                model, TorchEngineConfig(max_batch_size=(1, 5, 64)[batch % 3]), policy_step=0
+            )
+            spec = BatchSpec.local(
+                config.run.id,
+                NODE.node_id,
+                0,
+                batch,
+                worker.prompts_per_batch,
+                worker.group_size,
+                config.run.seed,
+            )
+            prompts = assigned_prompts(
+                spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
+            )
             rows = generate_batch(engine, spec, prompts, params)
             torch.set_num_threads(threads_before)
-            verdict = validate_file(submit(world, tmp_path, rows, batch=batch, name=f"b{batch}.parquet"), 0, context)
+            verdict = validate_file(
+                submit(world, tmp_path, rows, batch=batch, name=f"b{batch}.parquet"), 0, context
+            )
             assert verdict.accepted, f"batch {batch}: {verdict.failed_check}: {verdict.reason}"
             accepted += len(rows)
     finally:

@@ -11,18 +11,30 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.testing import FakeClock, serve_in_thread
 from swarmrl.identity import Identity
 
-CONFIG = CoordinatorConfig(heartbeat_interval_s=10.0, heartbeat_grace_s=0.0, dead_after_missed=3,
-                           credit_unlock_window_s=600.0, upload_slot_ttl_s=60.0, uploads_per_hour=2,
-                           clock_skew_s=30.0)
+CONFIG = CoordinatorConfig(
+    heartbeat_interval_s=10.0,
+    heartbeat_grace_s=0.0,
+    dead_after_missed=3,
+    credit_unlock_window_s=600.0,
+    upload_slot_ttl_s=60.0,
+    uploads_per_hour=2,
+    clock_skew_s=30.0,
+)
 
 
 @pytest.fixture
 def world(tmp_path):
     clock = FakeClock()
-    app = create_app(db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=tmp_path / "store", admin_token="t",
-                     config=CONFIG, clock=clock)
+    app = create_app(
+        db_url=f"sqlite:///{tmp_path / 'c.db'}",
+        storage=tmp_path / "store",
+        admin_token="t",
+        config=CONFIG,
+        clock=clock,
+    )
     server = serve_in_thread(app)
     try:
+
         def client(identity=None, **kw):
             return CoordinatorClient(server.url, identity, clock=clock, max_retries=0, **kw)
 
@@ -105,8 +117,9 @@ def test_upload_slots_expire_and_the_hourly_limit_rolls(world):
 
 def test_client_and_server_clocks_must_agree(world):
     clock, _, _, worker, _app = world
-    skewed = CoordinatorClient(worker._http.base_url.__str__(), worker.identity, clock=lambda: clock() - 31.0,
-                               max_retries=0)
+    skewed = CoordinatorClient(
+        worker._http.base_url.__str__(), worker.identity, clock=lambda: clock() - 31.0, max_retries=0
+    )
     with pytest.raises(CoordinatorError) as info:
         skewed.heartbeat("r")
     assert (info.value.status, info.value.kind) == (401, "expired")

@@ -28,8 +28,10 @@ def test_accepted_work_and_ledger_survive_a_crash(tmp_path):
             worker.register({"index": i})
             worker.join("r")
             worker.heartbeat("r", policy_step=0)
-            submissions += [worker.upload_and_submit("r", 0, f"w{i}-{j}".encode() * 50, rows=2, tokens=100 + j)
-                            for j in range(2)]
+            submissions += [
+                worker.upload_and_submit("r", 0, f"w{i}-{j}".encode() * 50, rows=2, tokens=100 + j)
+                for j in range(2)
+            ]
         validator.post_verdict(submissions[0].id, accept=True, check="all", rewards_summary={"mean": 1.0})
         validator.post_verdict(submissions[1].id, accept=True, check="all")
         validator.post_verdict(submissions[2].id, accept=False, check="toploc", reason="proof mismatch")
@@ -38,7 +40,9 @@ def test_accepted_work_and_ledger_survive_a_crash(tmp_path):
         before_submissions = admin.submissions("r")
         before_verdicts = admin.verdicts("r")
         late_file = b"z" * 10
-        slot = CoordinatorClient(first.url, workers[2]).request_upload("r", 0, sha256(late_file).hexdigest(), 10)
+        slot = CoordinatorClient(first.url, workers[2]).request_upload(
+            "r", 0, sha256(late_file).hexdigest(), 10
+        )
         seed_before = CoordinatorClient(first.url, workers[0]).task_seed("r", 0, 0)
     finally:
         first.kill()  # SIGKILL
@@ -49,8 +53,14 @@ def test_accepted_work_and_ledger_survive_a_crash(tmp_path):
         assert admin.ledger("r") == before_ledger
         assert admin.submissions("r") == before_submissions
         assert admin.verdicts("r") == before_verdicts
-        assert [s.status for s in before_submissions] == ["accepted", "accepted", "rejected", "pending", "accepted",
-                                                          "pending"]
+        assert [s.status for s in before_submissions] == [
+            "accepted",
+            "accepted",
+            "rejected",
+            "pending",
+            "accepted",
+            "pending",
+        ]
         state = admin.run_state("r")
         assert (state.current_step, state.manifest_url) == (0, "http://relay/0")
         assert admin.node(workers[1].node_id).hard_rejects == 1
@@ -66,6 +76,9 @@ def test_accepted_work_and_ledger_survive_a_crash(tmp_path):
         late = CoordinatorClient(second.url, workers[2], max_retries=0)
         late.join("r")  # idempotent; keeps the test independent of how long the restart took
         late.upload(slot, late_file)  # a slot handed out before the crash is still honoured
-        assert late.submit("r", slot.slot_id, slot_sha := sha256(late_file).hexdigest(), 0, 1, 1).sha256 == slot_sha
+        assert (
+            late.submit("r", slot.slot_id, slot_sha := sha256(late_file).hexdigest(), 0, 1, 1).sha256
+            == slot_sha
+        )
     finally:
         second.kill()

@@ -16,8 +16,9 @@ from swarmrl.identity import Identity
 from swarmrl.rollouts.assignment import batch_seed
 
 ADMIN = "admin-secret"
-CONFIG = CoordinatorConfig(upload_max_bytes=4096, uploads_per_hour=3, hard_rejects_before_ban=2,
-                           credit_unlock_window_s=3600.0)
+CONFIG = CoordinatorConfig(
+    upload_max_bytes=4096, uploads_per_hour=3, hard_rejects_before_ban=2, credit_unlock_window_s=3600.0
+)
 _run_ids = itertools.count()
 
 
@@ -25,8 +26,9 @@ _run_ids = itertools.count()
 def coordinator(request, tmp_path_factory):
     if request.param == "postgres" and not postgres_available():
         pytest.skip(POSTGRES_SKIP_REASON)
-    with coordinator_backend(request.param, tmp_path_factory.mktemp(f"coord-{request.param}"), config=CONFIG,
-                             admin_token=ADMIN) as process:
+    with coordinator_backend(
+        request.param, tmp_path_factory.mktemp(f"coord-{request.param}"), config=CONFIG, admin_token=ADMIN
+    ) as process:
         yield process
 
 
@@ -74,8 +76,12 @@ def test_one_step_end_to_end(coordinator):
     pending = swarm.validator.pending_submissions(swarm.run_id)
     assert [p.id for p in pending] == [submission.id]
     assert swarm.validator.fetch_submission(pending[0]) == data
-    verdict = swarm.validator.post_verdict(submission.id, accept=True, check="all",
-                                           rewards_summary={"reward_mean": 0.25, "nonzero_advantage_rows": 6})
+    verdict = swarm.validator.post_verdict(
+        submission.id,
+        accept=True,
+        check="all",
+        rewards_summary={"reward_mean": 0.25, "nonzero_advantage_rows": 6},
+    )
     assert verdict.accepted and verdict.severity is None
 
     accepted = swarm.trainer.accepted_submissions(swarm.run_id, 0)
@@ -216,8 +222,9 @@ def test_concurrent_workers_lose_nothing(coordinator):
         ids = []
         for j in range(CONFIG.uploads_per_hour):
             worker.heartbeat(swarm.run_id)
-            ids.append(worker.upload_and_submit(swarm.run_id, 0, f"{index}-{j}".encode() * 20, rows=1,
-                                                tokens=10).id)
+            ids.append(
+                worker.upload_and_submit(swarm.run_id, 0, f"{index}-{j}".encode() * 20, rows=1, tokens=10).id
+            )
         return ids
 
     with ThreadPoolExecutor(6) as pool:

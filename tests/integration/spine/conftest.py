@@ -15,8 +15,16 @@ def pregenerated_run(tmp_path_factory):
     """A prepared run (SFT'd tiny policy) with rollouts for 4 steps, to copy into each test's own run dir."""
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("spine")
-    config = tiny_config(root, "template", f"trainer.steps={STEPS}", "worker.async_level=8", "trainer.prompts_per_step=4", "trainer.max_wait_seconds=10",
-                         "trainer.optimizer_steps_per_policy_step=1", "loss.normalisation='constant'")
+    config = tiny_config(
+        root,
+        "template",
+        f"trainer.steps={STEPS}",
+        "worker.async_level=8",
+        "trainer.prompts_per_step=4",
+        "trainer.max_wait_seconds=10",
+        "trainer.optimizer_steps_per_policy_step=1",
+        "loss.normalisation='constant'",
+    )
     prepare_run(config)
     pregenerate(config, STEPS, batches=4)
     return config

@@ -50,13 +50,23 @@ def pregenerate(config: RunConfig, steps: int, batches: int) -> None:
     engine = TorchEngine(load_model(start), policy_step=0)
     identity = Identity.from_seed(b"\x05" * 32)
     tasks = build_tasks(config.tasks)
-    params = SamplingParams(max_new_tokens=config.worker.max_new_tokens, temperature=config.worker.temperature)
+    params = SamplingParams(
+        max_new_tokens=config.worker.max_new_tokens, temperature=config.worker.temperature
+    )
     for step in range(steps):
         for batch in range(batches):
-            spec = BatchSpec.local(config.run.id, identity.node_id, step, batch, config.worker.prompts_per_batch,
-                             config.worker.group_size, config.run.seed)
-            prompts = assigned_prompts(spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos,
-                                       config.tasks)
+            spec = BatchSpec.local(
+                config.run.id,
+                identity.node_id,
+                step,
+                batch,
+                config.worker.prompts_per_batch,
+                config.worker.group_size,
+                config.run.seed,
+            )
+            prompts = assigned_prompts(
+                spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
+            )
             rows = generate_batch(engine, spec, prompts, params)
             header = RolloutHeader(config.run.id, identity.node_id, 0, batch)
             write_rollouts(rundir.rollouts(step) / f"pre-b{batch:04d}.parquet", header, rows, identity)

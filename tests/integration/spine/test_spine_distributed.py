@@ -18,9 +18,22 @@ def test_two_gloo_ranks_match_one_process(run_copy):
 
     ddp = run_copy("ddp")
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "swarmrl.cli", "trainer", "--run-dir", str(ddp.run.directory)],
-        capture_output=True, timeout=420, env={"OMP_NUM_THREADS": "1", **__import__("os").environ},
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "swarmrl.cli",
+            "trainer",
+            "--run-dir",
+            str(ddp.run.directory),
+        ],
+        capture_output=True,
+        timeout=420,
+        env={"OMP_NUM_THREADS": "1", **__import__("os").environ},
     )
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     one = load_file(checkpoint_dir(single.run.directory / "checkpoints", STEPS) / "model.safetensors")

@@ -33,16 +33,26 @@ def uninformative_fraction(config: RunConfig, checkpoint, tasks) -> float:
     tokenizer = load_tokenizer(checkpoint)
     engine = TorchEngine(load_model(checkpoint))
     requests = [
-        GenerationRequest(encode_prompt(tokenizer, render_prompt(config.prompt.template, t.prompt), True),
-                          10_000 + slot * G + i)
-        for slot, t in enumerate(tasks) for i in range(G)
+        GenerationRequest(
+            encode_prompt(tokenizer, render_prompt(config.prompt.template, t.prompt), True),
+            10_000 + slot * G + i,
+        )
+        for slot, t in enumerate(tasks)
+        for i in range(G)
     ]
     generations = engine.generate(requests, SamplingParams(max_new_tokens=config.worker.max_new_tokens))
     computer = RewardComputer(config.tasks)
-    rewards = [r.task_reward for r in computer.compute_batch([
-        RewardRequest(tasks[i // G], completion_text(tokenizer, g.completion_ids), len(g.completion_ids))
-        for i, g in enumerate(generations)
-    ])]
+    rewards = [
+        r.task_reward
+        for r in computer.compute_batch(
+            [
+                RewardRequest(
+                    tasks[i // G], completion_text(tokenizer, g.completion_ids), len(g.completion_ids)
+                )
+                for i, g in enumerate(generations)
+            ]
+        )
+    ]
     return 1.0 - informative_groups(rewards, G).float().mean().item()
 
 
@@ -68,6 +78,7 @@ def test_filter_writes_solve_rates_and_the_band_saves_samples(pregenerated_run, 
     everything = [rated[i] for i in range(len(rated))]
     in_band = [kept[i] for i in range(len(kept))]
     # Measured 0.24 vs 0.32 of groups wasted on this seeded policy.
-    assert uninformative_fraction(filtered, checkpoint, in_band) < uninformative_fraction(
-        pregenerated_run, checkpoint, everything
-    ) - 0.03
+    assert (
+        uninformative_fraction(filtered, checkpoint, in_band)
+        < uninformative_fraction(pregenerated_run, checkpoint, everything) - 0.03
+    )

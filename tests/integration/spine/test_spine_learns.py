@@ -30,15 +30,24 @@ def test_async_rl_raises_reward(tmp_path, monkeypatch):
     monkeypatch.setitem(reward_module._FACTORIES, "reasoning_gym", lambda config: ContainsLetter("e"))
     monkeypatch.setattr(reward_module, "_COMPUTERS", {})
     config = tiny_config(
-        tmp_path, "learn", "sft.steps=0", "trainer.steps=10", "trainer.lr=1e-2", "trainer.warmup_steps=0",
-        "worker.async_level=1", "trainer.prompts_per_step=16", "worker.prompts_per_batch=8", "worker.group_size=8",
+        tmp_path,
+        "learn",
+        "sft.steps=0",
+        "trainer.steps=10",
+        "trainer.lr=1e-2",
+        "trainer.warmup_steps=0",
+        "worker.async_level=1",
+        "trainer.prompts_per_step=16",
+        "worker.prompts_per_batch=8",
+        "worker.group_size=8",
     )
     rundir = prepare_run(config)
     # The worker never scores anything, so it runs as its own process; only the trainer needs the verifier.
     log = (tmp_path / "worker.log").open("wb")
     worker = subprocess.Popen(
         [sys.executable, "-m", "swarmrl.cli", "worker", "--run-dir", str(rundir.root), "--index", "0"],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         assert trainer_role(rundir.root) == 10

@@ -23,7 +23,8 @@ def start_trainer(run_dir, log_path):
     with log_path.open("ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "swarmrl.cli", "trainer", "--run-dir", str(run_dir)],
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
 
 

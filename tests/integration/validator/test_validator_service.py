@@ -25,7 +25,9 @@ def test_directory_is_judged_once_and_tampering_is_named(tmp_path):
     def run():
         return subprocess.run(
             [sys.executable, "-m", "swarmrl.cli", "validator", "--run-dir", str(rundir.root), "--once"],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
 
     first = run()
@@ -35,8 +37,12 @@ def test_directory_is_judged_once_and_tampering_is_named(tmp_path):
     assert not bad["accepted"] and bad["check"] == "schema_and_signature" and "signature" in bad["reason"]
     good = rundir.rollouts(0) / "pre-b0000.parquet"
     assert verdict_of(good)["accepted"]
-    header, scored = read_rollouts(rundir.root / "accepted" / "step_0" / good.name, scored=True, require_signature=False)
-    assert header.policy_step == 0 and len(scored) == config.worker.prompts_per_batch * config.worker.group_size
+    header, scored = read_rollouts(
+        rundir.root / "accepted" / "step_0" / good.name, scored=True, require_signature=False
+    )
+    assert (
+        header.policy_step == 0 and len(scored) == config.worker.prompts_per_batch * config.worker.group_size
+    )
     assert not (rundir.root / "accepted" / "step_1" / tampered.name).exists()
 
     second = run()

@@ -16,8 +16,13 @@ HEARTBEAT_ACK = {"current_step": 3, "async_level": 2, "min_policy_step": 1, "nex
 
 
 def _client(handler, **kwargs):
-    return CoordinatorClient("http://coordinator.test", Identity.from_seed(b"\x05" * 32),
-                             transport=httpx.MockTransport(handler), backoff_s=0.001, **kwargs)
+    return CoordinatorClient(
+        "http://coordinator.test",
+        Identity.from_seed(b"\x05" * 32),
+        transport=httpx.MockTransport(handler),
+        backoff_s=0.001,
+        **kwargs,
+    )
 
 
 def test_requests_are_signed_over_the_exact_target_and_body():
@@ -25,12 +30,19 @@ def test_requests_are_signed_over_the_exact_target_and_body():
 
     def handler(request: httpx.Request) -> httpx.Response:
         headers = {k.lower(): v for k, v in request.headers.items()}
-        signed = verify_request(headers, request.method, request.url.raw_path.decode(),
-                                hashlib.sha256(request.content).hexdigest(), now=float(headers["x-swarmrl-timestamp"]),
-                                max_skew_s=1.0)
+        signed = verify_request(
+            headers,
+            request.method,
+            request.url.raw_path.decode(),
+            hashlib.sha256(request.content).hexdigest(),
+            now=float(headers["x-swarmrl-timestamp"]),
+            max_skew_s=1.0,
+        )
         seen.append((signed.node_id, request.url.raw_path.decode(), json.loads(request.content or b"null")))
         if request.url.path.endswith("/seed"):
-            return httpx.Response(200, json={"run_id": "r", "node_id": "n", "step": 2, "batch_index": 5, "seed": 42})
+            return httpx.Response(
+                200, json={"run_id": "r", "node_id": "n", "step": 2, "batch_index": 5, "seed": 42}
+            )
         return httpx.Response(200, json=HEARTBEAT_ACK)
 
     client = _client(handler)
@@ -79,7 +91,11 @@ def test_4xx_is_not_retried_and_carries_the_error_kind():
     with pytest.raises(CoordinatorError) as info:
         _client(handler).heartbeat("r")
     assert (info.value.status, info.value.kind, info.value.detail, len(calls)) == (
-        403, "banned", "this node is banned", 1)
+        403,
+        "banned",
+        "this node is banned",
+        1,
+    )
 
 
 def test_non_json_errors_and_bad_answers_are_typed():
@@ -93,8 +109,19 @@ def test_non_json_errors_and_bad_answers_are_typed():
 
 def test_fetched_files_are_checked_against_the_recorded_hash():
     client = _client(lambda request: httpx.Response(200, content=b"tampered"))
-    info = SubmissionInfo(id=1, run_id="r", node_id="n", step=0, sha256="00" * 32, size_bytes=8, rows=1,
-                          tokens=1, status="pending", submitted_at=0.0, file_path="/v1/submissions/1/file")
+    info = SubmissionInfo(
+        id=1,
+        run_id="r",
+        node_id="n",
+        step=0,
+        sha256="00" * 32,
+        size_bytes=8,
+        rows=1,
+        tokens=1,
+        status="pending",
+        submitted_at=0.0,
+        file_path="/v1/submissions/1/file",
+    )
     with pytest.raises(CoordinatorError, match="sha256_mismatch"):
         client.fetch_submission(info)
 
@@ -104,15 +131,20 @@ def test_admin_calls_need_a_token_and_send_it_as_bearer():
         assert request.headers["authorization"] == "Bearer tok"
         return httpx.Response(200, json={"ok": True})
 
-    assert CoordinatorClient("http://c.test", admin_token="tok", transport=httpx.MockTransport(handler)).ban(
-        "ab" * 32).ok
+    assert (
+        CoordinatorClient("http://c.test", admin_token="tok", transport=httpx.MockTransport(handler))
+        .ban("ab" * 32)
+        .ok
+    )
     with pytest.raises(CoordinatorError, match="no_admin_token"):
         _client(handler).ban("ab" * 32)
 
 
 def test_cli_config_reads_a_coordinator_table_or_top_level_fields(tmp_path):
     run_config = tmp_path / "run.toml"
-    run_config.write_text("[coordinator]\nheartbeat_interval_s = 2.0\n[coordinator.reject_severity]\ntoploc = 'soft'\n")
+    run_config.write_text(
+        "[coordinator]\nheartbeat_interval_s = 2.0\n[coordinator.reject_severity]\ntoploc = 'soft'\n"
+    )
     config = load_config(run_config)
     assert (config.heartbeat_interval_s, config.severity_of("toploc")) == (2.0, "soft")
     flat = tmp_path / "flat.toml"

@@ -31,10 +31,15 @@ def test_state_machine_follows_the_clock_intellect2_defaults():
 
 
 def test_unhealthy_threshold_is_configurable():
-    config = CoordinatorConfig(heartbeat_interval_s=1.0, heartbeat_grace_s=0.0, unhealthy_after_missed=2,
-                               dead_after_missed=4)
+    config = CoordinatorConfig(
+        heartbeat_interval_s=1.0, heartbeat_grace_s=0.0, unhealthy_after_missed=2, dead_after_missed=4
+    )
     assert [health_of(0.0, t, config) for t in (1.0, 2.0, 3.0, 4.0)] == [
-        Health.HEALTHY, Health.UNHEALTHY, Health.UNHEALTHY, Health.DEAD]
+        Health.HEALTHY,
+        Health.UNHEALTHY,
+        Health.UNHEALTHY,
+        Health.DEAD,
+    ]
 
 
 def test_dead_before_unhealthy_is_rejected():
@@ -43,8 +48,9 @@ def test_dead_before_unhealthy_is_rejected():
 
 
 def test_severity_mapping_with_default():
-    config = CoordinatorConfig(reject_severity={"toploc": "hard", "termination": "soft"},
-                               default_reject_severity="soft")
+    config = CoordinatorConfig(
+        reject_severity={"toploc": "hard", "termination": "soft"}, default_reject_severity="soft"
+    )
     assert config.severity_of("toploc") == "hard"
     assert config.severity_of("termination") == "soft"
     assert config.severity_of("unknown") == "soft"

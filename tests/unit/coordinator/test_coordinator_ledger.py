@@ -13,15 +13,34 @@ def session(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'l.db'}")
     migrate(engine)
     with Session(engine) as s:
-        s.add(Run(run_id="r", trainer_public_key=A, async_level=2, current_step=0, run_secret="k", created_at=0.0))
+        s.add(
+            Run(
+                run_id="r",
+                trainer_public_key=A,
+                async_level=2,
+                current_step=0,
+                run_secret="k",
+                created_at=0.0,
+            )
+        )
         s.commit()
         yield s
     engine.dispose()
 
 
 def _submission(session, node, tokens, rows, sha):
-    sub = Submission(run_id="r", node_id=node, step=0, sha256=sha, size_bytes=1, rows=rows, tokens=tokens,
-                     storage_key="k", status="accepted", submitted_at=0.0)
+    sub = Submission(
+        run_id="r",
+        node_id=node,
+        step=0,
+        sha256=sha,
+        size_bytes=1,
+        rows=rows,
+        tokens=tokens,
+        storage_key="k",
+        status="accepted",
+        submitted_at=0.0,
+    )
     session.add(sub)
     session.flush()
     return sub

@@ -5,8 +5,20 @@ from sqlalchemy.orm import Session
 from swarmrl.coordinator.db import SCHEMA_VERSION, SchemaVersion, current_version, make_engine, migrate
 from swarmrl.coordinator.errors import SchemaVersionError
 
-TABLES = {"schema_version", "runs", "validators", "nodes", "memberships", "nonces", "steps", "upload_slots",
-          "submissions", "verdicts", "ledger", "bans"}
+TABLES = {
+    "schema_version",
+    "runs",
+    "validators",
+    "nodes",
+    "memberships",
+    "nonces",
+    "steps",
+    "upload_slots",
+    "submissions",
+    "verdicts",
+    "ledger",
+    "bans",
+}
 
 
 def test_migrate_creates_every_table_and_records_the_version(tmp_path):

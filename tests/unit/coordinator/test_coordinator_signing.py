@@ -24,7 +24,9 @@ def _verify(headers, method="POST", target="/v1/nodes/register", body_sha=BODY_S
 
 
 def test_canonical_message_layout():
-    assert canonical_message("post", "/a?b=1", "ff", "12.5", "00" * 8) == b"POST\n/a?b=1\nff\n12.5\n" + b"00" * 8
+    assert (
+        canonical_message("post", "/a?b=1", "ff", "12.5", "00" * 8) == b"POST\n/a?b=1\nff\n12.5\n" + b"00" * 8
+    )
 
 
 def test_signed_request_verifies_and_names_the_node():
@@ -60,7 +62,11 @@ def test_tampered_headers_are_refused_by_kind(change, kind):
 
 def test_signature_binds_method_path_and_body():
     headers = sign_request(Identity.generate(), "POST", "/v1/runs/a/join", BODY, now=NOW)
-    for kwargs in ({"method": "PUT"}, {"target": "/v1/runs/b/join"}, {"body_sha": hashlib.sha256(b"{}").hexdigest()}):
+    for kwargs in (
+        {"method": "PUT"},
+        {"target": "/v1/runs/b/join"},
+        {"body_sha": hashlib.sha256(b"{}").hexdigest()},
+    ):
         with pytest.raises(RequestSignatureError, match="does not verify"):
             _verify(headers, **{"target": "/v1/runs/a/join", **kwargs})
 

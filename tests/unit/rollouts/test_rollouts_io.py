@@ -40,7 +40,10 @@ def make_row(**overrides) -> RolloutRow:
 
 
 def test_round_trip_keeps_every_field(tmp_path):
-    rows = [make_row(), make_row(group_id=1, completion_ids=[9] * 40, logprobs=[-0.1] * 40, proofs=[b"a" * 258] * 2)]
+    rows = [
+        make_row(),
+        make_row(group_id=1, completion_ids=[9] * 40, logprobs=[-0.1] * 40, proofs=[b"a" * 258] * 2),
+    ]
     path = write_rollouts(tmp_path / "r.parquet", HEADER, rows, NODE)
     header, back = read_rollouts(path)
     assert header == HEADER
@@ -54,7 +57,9 @@ def test_round_trip_keeps_every_field(tmp_path):
 
 
 def test_scored_rows_round_trip(tmp_path):
-    row = ScoredRow(**dataclasses.asdict(make_row()), task_reward=1.0, length_term=-0.1, reward=0.9, advantage=0.5)
+    row = ScoredRow(
+        **dataclasses.asdict(make_row()), task_reward=1.0, length_term=-0.1, reward=0.9, advantage=0.5
+    )
     path = write_rollouts(tmp_path / "s.parquet", HEADER, [row], NODE)
     _, back = read_rollouts(path, scored=True)
     assert back[0].advantage == pytest.approx(0.5)
@@ -66,7 +71,9 @@ def test_signature_binds_rows_and_header(tmp_path):
     path = write_rollouts(tmp_path / "r.parquet", HEADER, [make_row()], NODE)
     table = pq.read_table(path)
     rewards = pa.array([5.0], pa.float32())
-    forged = table.set_column(table.schema.get_field_index("claimed_reward"), table.schema.field("claimed_reward"), rewards)
+    forged = table.set_column(
+        table.schema.get_field_index("claimed_reward"), table.schema.field("claimed_reward"), rewards
+    )
     pq.write_table(forged, tmp_path / "forged.parquet")
     with pytest.raises(RolloutError, match="signature"):
         read_rollouts(tmp_path / "forged.parquet")

@@ -16,20 +16,42 @@ G = 2
 
 def rows_for(policy_step: int, rewards: list[float]) -> list[RolloutRow]:
     return [
-        RolloutRow([1], [2, 3], policy_step, f"t{i // G}", i // G, i // G, i, 1.0, -1, [-0.5, -0.5], "eos", [], float(r))
+        RolloutRow(
+            [1],
+            [2, 3],
+            policy_step,
+            f"t{i // G}",
+            i // G,
+            i // G,
+            i,
+            1.0,
+            -1,
+            [-0.5, -0.5],
+            "eos",
+            [],
+            float(r),
+        )
         for i, r in enumerate(rewards)
     ]
 
 
 def claimed_reward_scorer(rows):
     # Stands in for the validator's scorer: the test controls rewards through the claimed column.
-    return [ScoredRow(**dataclasses.asdict(r), reward=r.claimed_reward, task_reward=r.claimed_reward) for r in rows]
+    return [
+        ScoredRow(**dataclasses.asdict(r), reward=r.claimed_reward, task_reward=r.claimed_reward)
+        for r in rows
+    ]
 
 
 def feed(tmp_path, async_level=1, max_files=16):
     return LocalRolloutFeed(
-        RunDir(tmp_path), claimed_reward_scorer, async_level=async_level, group_size=G,
-        limits=RolloutLimits(require_proofs=False), max_files=max_files, poll_seconds=0.01,
+        RunDir(tmp_path),
+        claimed_reward_scorer,
+        async_level=async_level,
+        group_size=G,
+        limits=RolloutLimits(require_proofs=False),
+        max_files=max_files,
+        poll_seconds=0.01,
     )
 
 

@@ -222,7 +222,9 @@ def test_batched_build_gives_the_same_bytes_as_one_by_one():
 
     generator = torch.Generator().manual_seed(7)
     completions = [torch.randn(n, 48, generator=generator).to(torch.bfloat16) for n in (1, 3, 32, 33, 70)]
-    prompts = [torch.randn(5, 48, generator=generator).to(torch.bfloat16) if i % 2 else None for i in range(5)]
+    prompts = [
+        torch.randn(5, 48, generator=generator).to(torch.bfloat16) if i % 2 else None for i in range(5)
+    ]
     batched = build_proofs_batch(completions, prompt_hidden=prompts)
     assert batched == [build_proofs(c, prompt_hidden=p) for c, p in zip(completions, prompts, strict=True)]
 
