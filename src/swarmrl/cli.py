@@ -45,12 +45,26 @@ def _config(path: str | None, overrides: list[str] | None, dry_run: bool) -> Run
 
 @app.command()
 def demo(
-    config: ConfigArg = "configs/demo.toml", overrides: Overrides = None, dry_run: DryRun = False
+    config: ConfigArg = None,
+    overrides: Overrides = None,
+    dry_run: DryRun = False,
+    swarm: Annotated[
+        bool, typer.Option("--swarm", help="the decentralized swarm: coordinator, relay, nodes, a cheater")
+    ] = False,
 ) -> None:
-    """SFT a tiny model, run asynchronous RL with local workers, print held-out accuracy before and after."""
+    """SFT a tiny model, then asynchronous RL: with local workers (held-out accuracy before and after), or with
+    --swarm as a swarm of processes on 127.0.0.1 (live table; the cheater is rejected and banned)."""
+    cfg = _config(config or ("configs/demo-swarm.toml" if swarm else "configs/demo.toml"), overrides, dry_run)
+    if swarm:
+        from swarmrl.launch.swarm import run_swarm_demo
+
+        result = run_swarm_demo(cfg, console)
+        if any(r.rejected for r in result.honest) or not all(r.banned for r in result.cheaters):
+            raise typer.Exit(1)
+        return
     from swarmrl.launch.demo import run_demo
 
-    run_demo(_config(config, overrides, dry_run), console)
+    run_demo(cfg, console)
 
 
 @app.command()
@@ -72,26 +86,96 @@ def sft(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun =
     console.print(f"starting policy: {rundir.checkpoints / 'step_0'}")
 
 
+CoordinatorUrl = Annotated[
+    str | None, typer.Option("--coordinator", help="coordinator URL: run as a node of that swarm")
+]
+NodeKey = Annotated[
+    Path | None, typer.Option("--key", help="this node's Ed25519 private key (PEM; created if missing)")
+]
+RunId = Annotated[str | None, typer.Option("--run-id", help="swarm run to join")]
+RunConfigFile = Annotated[
+    Path | None, typer.Option("--config", help="the run's config (TOML or its config.json)")
+]
+Relays = Annotated[
+    list[str] | None, typer.Option("--relay", help="shardcast relay or origin URL (repeatable)")
+]
+WorkDir = Annotated[
+    Path | None, typer.Option("--work-dir", help="this node's own files (checkpoints, rollouts)")
+]
+
+
+def _node_args(coordinator_url, run_id, config_file, key, relays, work_dir) -> RunConfig:
+    missing = [
+        flag
+        for flag, value in (
+            ("--run-id", run_id),
+            ("--config", config_file),
+            ("--key", key),
+            ("--relay", relays),
+            ("--work-dir", work_dir),
+        )
+        if not value
+    ]
+    if missing:
+        raise typer.BadParameter(f"a swarm node also needs {', '.join(missing)}", param_hint="--coordinator")
+    return _config(str(config_file), [], False)
+
+
 @app.command()
 def trainer(
     run_dir: Annotated[Path, typer.Option(help="run directory prepared by `swarmrl rl` or `sft`")],
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
+    coordinator_url: CoordinatorUrl = None,
+    key: NodeKey = None,
 ) -> None:
-    """The trusted trainer of a local run (started by `rl`/`demo`; run by hand to resume)."""
+    """The trusted trainer: of a local run, or with --coordinator of a swarm (it then serves a shardcast origin)."""
     from swarmrl.launch.roles import trainer_role
 
-    trainer_role(run_dir, threads=threads)
+    trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key)
 
 
 @app.command()
 def worker(
-    run_dir: Annotated[Path, typer.Option(help="run directory of a local run")],
+    run_dir: Annotated[Path | None, typer.Option(help="run directory of a local run")] = None,
     index: Annotated[int, typer.Option(help="worker number, names its key and files")] = 0,
+    coordinator_url: CoordinatorUrl = None,
+    run_id: RunId = None,
+    config: RunConfigFile = None,
+    key: NodeKey = None,
+    relay: Relays = None,
+    work_dir: WorkDir = None,
+    cheat: Annotated[
+        str | None, typer.Option(help="misbehave on purpose (demo and tests): half-layers")
+    ] = None,
+    max_batches: Annotated[int | None, typer.Option(help="stop after this many submissions")] = None,
 ) -> None:
-    """An inference worker of a local run."""
-    from swarmrl.launch.roles import worker_role
+    """An inference worker: of a local run (--run-dir), or a permissionless node of a swarm (--coordinator)."""
+    if coordinator_url is None:
+        if run_dir is None:
+            raise typer.BadParameter("give --run-dir (local run) or --coordinator (swarm)")
+        from swarmrl.launch.roles import worker_role
 
-    worker_role(run_dir, index)
+        worker_role(run_dir, index)
+        return
+    from swarmrl.worker.node import NodeEjected, NodeOptions, run_node
+
+    cfg = _node_args(coordinator_url, run_id, config, key, relay, work_dir)
+    if cheat not in (None, "half-layers"):
+        raise typer.BadParameter(f"unknown cheat {cheat!r}", param_hint="--cheat")
+    options = NodeOptions(coordinator_url, run_id, key, relay, work_dir, cheat=cheat, max_batches=max_batches)
+    _stop_on_sigterm(options.stop)
+    try:
+        submitted = run_node(cfg, options)
+    except NodeEjected as exc:
+        console.print(f"[red]refused by the coordinator:[/red] {exc}")
+        raise typer.Exit(3) from exc
+    console.print(f"submitted {submitted} rollout file(s)")
+
+
+def _stop_on_sigterm(stop) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
 
 @app.command("filter")
@@ -127,18 +211,39 @@ def filter_tasks(
 @app.command()
 def validator(
     run_dir: Annotated[
-        Path, typer.Option(help="run directory: config, checkpoints, and where accepted rows go")
-    ],
+        Path | None, typer.Option(help="local run directory: config, checkpoints, and where accepted rows go")
+    ] = None,
     submissions: Annotated[
         Path | None, typer.Option(help="directory of step_k/*.parquet; default <run>/rollouts")
     ] = None,
     once: Annotated[bool, typer.Option(help="judge what is there and exit")] = False,
+    coordinator_url: CoordinatorUrl = None,
+    run_id: RunId = None,
+    config: RunConfigFile = None,
+    key: NodeKey = None,
+    relay: Relays = None,
+    work_dir: WorkDir = None,
 ) -> None:
-    """Check every submitted rollout file (TOPLOC, seeded replay, prompts, rewards ...) and write verdicts."""
-    from swarmrl.validator.service import run_validator
+    """Check submitted rollout files (TOPLOC, seeded replay, prompts, rewards ...): those of a local run
+    directory, or with --coordinator the pending submissions of a swarm, posting verdicts."""
+    if coordinator_url is None:
+        if run_dir is None:
+            raise typer.BadParameter("give --run-dir (local run) or --coordinator (swarm)")
+        from swarmrl.validator.service import run_validator
 
-    judged = run_validator(run_dir, submissions, once=once)
-    console.print(f"judged {judged} file(s)")
+        judged = run_validator(run_dir, submissions, once=once)
+        console.print(f"judged {judged} file(s)")
+        return
+    from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node
+
+    cfg = _node_args(coordinator_url, run_id, config, key, relay, work_dir)
+    options = ValidatorOptions(coordinator_url, run_id, key, relay, work_dir)
+    _stop_on_sigterm(options.stop)
+    try:
+        posted = run_validator_node(cfg, options)
+    except ValidatorStopped:
+        posted = 0
+    console.print(f"posted {posted} verdict(s)")
 
 
 def _register_role_commands() -> None:

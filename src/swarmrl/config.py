@@ -109,12 +109,22 @@ class MetricsSection(Section):
     tensorboard: bool = Field(False, description="also write TensorBoard event files")
 
 
+class SwarmSection(Section):
+    honest_workers: int = Field(3, ge=1, description="honest worker nodes `demo --swarm` starts")
+    cheating_workers: int = Field(
+        1, ge=0, description="cheating worker nodes (they generate with half the model's layers)"
+    )
+    relays: int = Field(1, ge=1, description="shardcast relays between the trainer's origin and the nodes")
+    poll_seconds: float = Field(0.5, gt=0, description="how often nodes poll the coordinator when idle")
+
+
 def _role_sections() -> dict[str, type[BaseModel]]:
     """The sections owned by role packages, imported here so each role keeps its own model."""
+    from swarmrl.coordinator.config import CoordinatorConfig
     from swarmrl.tasks.config import TasksConfig
     from swarmrl.trainer.loss_config import LossConfig
 
-    return {"tasks": TasksConfig, "loss": LossConfig}
+    return {"tasks": TasksConfig, "loss": LossConfig, "coordinator": CoordinatorConfig}
 
 
 class RunConfig(Section):
@@ -126,8 +136,10 @@ class RunConfig(Section):
     worker: WorkerSection = Field(default_factory=WorkerSection)
     eval: EvalSection = Field(default_factory=EvalSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
+    swarm: SwarmSection = Field(default_factory=SwarmSection)
     tasks: Any = None
     loss: Any = None
+    coordinator: Any = None
 
     def model_post_init(self, __context: Any) -> None:
         for name, model in _role_sections().items():
@@ -173,7 +185,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if path is not None:
         path = Path(str(path).lstrip("@"))
         try:
-            data = tomllib.loads(path.read_text())
+            # A run directory's resolved config.json is valid input too (what swarm nodes are handed).
+            text = path.read_text()
+            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: invalid JSON ({exc})") from exc
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
         except tomllib.TOMLDecodeError as exc:

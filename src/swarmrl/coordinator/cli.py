@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import tomllib
 from pathlib import Path
@@ -18,13 +19,14 @@ ADMIN_TOKEN_ENV = "SWARMRL_ADMIN_TOKEN"
 
 
 def load_config(path: Path | None) -> CoordinatorConfig:
-    """A TOML file holding either a `[coordinator]` table (a run config) or the fields at top level."""
+    """A TOML file (or a run's config.json) holding a `coordinator` table or the fields at top level."""
     if path is None:
         return CoordinatorConfig()
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
         return CoordinatorConfig.model_validate(data.get("coordinator", data))
-    except (OSError, tomllib.TOMLDecodeError, ValidationError) as exc:
+    except (OSError, ValueError, tomllib.TOMLDecodeError, ValidationError) as exc:
         raise typer.BadParameter(f"{path}: {exc}", param_hint="--config") from exc
 
 

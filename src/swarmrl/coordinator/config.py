@@ -53,16 +53,23 @@ class CoordinatorConfig(BaseModel):
         1, ge=1, description="hard rejections of one node after which its key is banned from every run"
     )
     reject_severity: dict[str, Severity] = Field(
+        # Keyed by the validator's check names. Soft: what an honest node can hit by bad luck (a batch that
+        # went stale in transit, a heuristic flag, a reward the trusted scorer disagrees with); hard: forgery.
         default_factory=lambda: {
-            "schema": "hard",
-            "signature": "hard",
-            "prompts": "hard",
+            "claims": "hard",
+            "schema_and_signature": "hard",
+            "node": "hard",
+            "duplicate": "hard",
+            "async_window": "soft",
+            "assigned_prompts": "hard",
+            "sampling_params": "hard",
+            "termination_format": "hard",
+            "prefill": "hard",
             "toploc": "hard",
-            "sampling": "hard",
+            "logprobs": "hard",
+            "seeded_sampling": "hard",
             "termination": "soft",
-            "bounds": "soft",
             "rewards": "soft",
-            "empty": "soft",
         },
         description="validator check name → soft (drop this submission's units) or hard (wipe pending, eject)",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from pathlib import Path
@@ -10,13 +11,18 @@ import torch
 import torch.distributed as dist
 from transformers import AutoConfig
 
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.identity import Identity
 from swarmrl.launch.prepare import load_run_config
 from swarmrl.models import load_tokenizer
 from swarmrl.rollouts import RolloutLimits
-from swarmrl.rundir import RunDir
+from swarmrl.rundir import RunDir, write_text_atomic
+from swarmrl.shardcast.config import OriginConfig
+from swarmrl.shardcast.origin import Origin
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.checkpoint import checkpoint_dir
-from swarmrl.trainer.data import LocalRolloutFeed
+from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
+from swarmrl.trainer.data import RolloutFeed, RunDirSource
+from swarmrl.trainer.swarm_source import AcceptedSubmissions
 from swarmrl.trainer.train import run_trainer
 from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.local import run_local_worker
@@ -35,8 +41,17 @@ def policy_vocab_size(checkpoint: Path) -> int:
     return AutoConfig.from_pretrained(checkpoint, local_files_only=True).vocab_size
 
 
-def trainer_role(run_dir: Path, *, stop_after_steps: int | None = None, threads: int = 1) -> int:
-    """Train a local run; under torchrun (WORLD_SIZE > 1) each rank joins a gloo/NCCL process group."""
+def trainer_role(
+    run_dir: Path,
+    *,
+    stop_after_steps: int | None = None,
+    threads: int = 1,
+    coordinator_url: str | None = None,
+    key: Path | None = None,
+) -> int:
+    """Train a run: local (rollouts from the run directory) or, with `coordinator_url`, the trainer of a swarm
+    (accepted submissions in; checkpoints out through a shardcast origin). Under torchrun (WORLD_SIZE > 1)
+    each rank joins a gloo/NCCL process group."""
     torch.set_num_threads(threads)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -51,23 +66,52 @@ def trainer_role(run_dir: Path, *, stop_after_steps: int | None = None, threads:
         group_size=config.worker.group_size,
         advantage=config.trainer.advantage,
     )
-    feed = LocalRolloutFeed(
-        rundir,
-        scorer,
-        async_level=config.worker.async_level,
-        group_size=config.worker.group_size,
-        limits=rollout_limits(config, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))),
-        max_files=config.trainer.max_files_per_step,
-    )
+    with contextlib.ExitStack() as stack:
+        if coordinator_url is None:
+            source, publish = RunDirSource(rundir), None
+        else:
+            source, publish = _swarm_endpoints(config, rundir, coordinator_url, key, stack)
+        feed = RolloutFeed(
+            source,
+            scorer,
+            async_level=config.worker.async_level,
+            group_size=config.worker.group_size,
+            limits=rollout_limits(config, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))),
+            max_files=config.trainer.max_files_per_step,
+            poll_seconds=0.1 if coordinator_url is None else config.swarm.poll_seconds,
+        )
 
-    def collect(step: int):
-        return feed.collect(step, config.trainer.prompts_per_step, config.trainer.max_wait_seconds)
+        def collect(step: int):
+            return feed.collect(step, config.trainer.prompts_per_step, config.trainer.max_wait_seconds)
 
-    try:
-        return run_trainer(config, collect, stop_after_steps=stop_after_steps)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        try:
+            return run_trainer(config, collect, publish, stop_after_steps=stop_after_steps)
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+def origin_url_file(rundir: RunDir) -> Path:
+    return rundir.root / "swarm" / "origin.url"
+
+
+def _swarm_endpoints(
+    config, rundir: RunDir, coordinator_url: str, key: Path | None, stack: contextlib.ExitStack
+):
+    """The trainer's coordinator feed and its shardcast origin (serving every checkpoint it publishes)."""
+    if key is None:
+        raise ValueError("a swarm trainer needs --key, the private key the run was created with")
+    identity = Identity.load(key)
+    client = stack.enter_context(CoordinatorClient(coordinator_url, identity, max_retries=8))
+    origin = Origin(rundir.checkpoints, identity, config.run.id, OriginConfig(host="127.0.0.1", port=0))
+    server = origin.serve_in_thread()
+    stack.callback(server.stop)
+    newest = latest_checkpoint(rundir.checkpoints)
+    if newest is not None and newest not in origin.store.versions():
+        # A fresh run (step 0), or a trainer killed between saving a checkpoint and publishing it.
+        origin.publish(None, newest)
+    write_text_atomic(origin_url_file(rundir), server.url)
+    return AcceptedSubmissions(client, config.run.id, rundir), lambda step: origin.publish(None, step)
 
 
 def worker_role(run_dir: Path, index: int) -> int:

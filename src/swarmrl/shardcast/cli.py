@@ -12,6 +12,7 @@ import typer
 from aiohttp import web
 
 from swarmrl.identity import Identity
+from swarmrl.rundir import write_text_atomic
 from swarmrl.shardcast.client import fetch_checkpoint
 from swarmrl.shardcast.config import DEFAULT_SHARD_SIZE, ClientConfig, OriginConfig, RelayConfig
 from swarmrl.shardcast.errors import ShardcastError
@@ -19,10 +20,12 @@ from swarmrl.shardcast.origin import Origin
 from swarmrl.shardcast.relay import Relay
 
 
-async def _serve_until_signalled(start, name: str) -> None:
+async def _serve_until_signalled(start, name: str, url_file: Path | None = None) -> None:
     runner: web.AppRunner
     runner, url = await start()
     print(f"{name} listening on {url}", flush=True)
+    if url_file is not None:
+        write_text_atomic(url_file, url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -43,6 +46,7 @@ def relay(
     ),
     keep: Annotated[int, typer.Option(help="newest versions kept")] = 5,
     gc_grace_s: Annotated[float, typer.Option(help="spare a version read this recently (seconds)")] = 60.0,
+    url_file: Annotated[Path | None, typer.Option(help="write the URL served here once listening")] = None,
 ) -> None:
     """Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them."""
     logging.basicConfig(level=logging.INFO)
@@ -50,7 +54,7 @@ def relay(
         upstreams=upstream, host=host, port=port, data_dir=data_dir, keep_versions=keep, gc_grace_s=gc_grace_s
     )
     server = Relay(config, trainer_public_key)
-    asyncio.run(_serve_until_signalled(server.start, "relay"))
+    asyncio.run(_serve_until_signalled(server.start, "relay", url_file))
 
 
 def origin(

@@ -1,6 +1,7 @@
-"""Collect the rollouts of one training step from the run directory, scored by a trusted scorer.
+"""Collect the rollouts of one training step, scored by a trusted scorer.
 
-Files are read with the untrusted-file checks, rows from a policy older than `step - async_level` are
+Where the files come from is a `RolloutSource`: the run directory of a local run (`RunDirSource`), or the
+accepted submissions of a swarm (`swarmrl.trainer.swarm_source.AcceptedSubmissions`). Files are read with the untrusted-file checks, rows from a policy older than `step - async_level` are
 refused (and said so), and zero-advantage groups are dropped until enough informative groups are in
 (DAPO's dynamic sampling).
 """
@@ -11,6 +12,8 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
 
 from swarmrl.rollouts import RolloutError, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
 from swarmrl.rundir import RunDir
@@ -60,10 +63,45 @@ def group_rows(rows: list[ScoredRow], group_size: int) -> list[list[ScoredRow]]:
     return [groups[g] for g in sorted(groups)]
 
 
-class LocalRolloutFeed:
+class RolloutSource(Protocol):
+    def open_step(self, step: int) -> None:
+        """The trainer starts collecting `step`: let producers know."""
+
+    def new_files(self, step: int, seen: set[str]) -> list[Path]:
+        """Files for `step` whose names are not in `seen`, in a stable order."""
+
+    def close_step(self, step: int, summary: dict[str, Any]) -> None:
+        """`step` has all the data it will use: producers move on."""
+
+    def should_stop(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RunDirSource:
+    """A local run: workers write `rollouts/step_k/*.parquet`; a COMPLETE marker closes the step."""
+
+    rundir: RunDir
+
+    def open_step(self, step: int) -> None:
+        pass
+
+    def new_files(self, step: int, seen: set[str]) -> list[Path]:
+        directory = self.rundir.rollouts(step)
+        return (
+            sorted(p for p in directory.glob("*.parquet") if p.name not in seen) if directory.is_dir() else []
+        )
+
+    def close_step(self, step: int, summary: dict[str, Any]) -> None:
+        self.rundir.mark_complete(step, summary)
+
+    def should_stop(self) -> bool:
+        return self.rundir.should_stop()
+
+
+class RolloutFeed:
     def __init__(
         self,
-        rundir: RunDir,
+        source: RolloutSource,
         scorer: Scorer,
         *,
         async_level: int,
@@ -72,7 +110,7 @@ class LocalRolloutFeed:
         max_files: int,
         poll_seconds: float = 0.1,
     ) -> None:
-        self.rundir = rundir
+        self.source = source
         self.scorer = scorer
         self.async_level = async_level
         self.group_size = group_size
@@ -87,14 +125,9 @@ class LocalRolloutFeed:
         accumulator = OnlineFilter(num_groups)
         seen: set[str] = set()
         start = last_progress = time.monotonic()
-        directory = self.rundir.rollouts(step)
+        self.source.open_step(step)
         while not accumulator.full:
-            fresh = (
-                sorted(p for p in directory.glob("*.parquet") if p.name not in seen)
-                if directory.is_dir()
-                else []
-            )
-            for path in fresh:
+            for path in self.source.new_files(step, seen):
                 if len(seen) >= self.max_files:
                     raise NotEnoughRollouts(
                         f"step {step}: only {len(accumulator.groups)}/{num_groups} informative groups in "
@@ -108,7 +141,7 @@ class LocalRolloutFeed:
                     break
             if accumulator.full:
                 break
-            if self.rundir.should_stop():
+            if self.source.should_stop():
                 raise NotEnoughRollouts(f"run stopped while step {step} was collecting")
             if time.monotonic() - last_progress > max_wait_seconds:
                 raise NotEnoughRollouts(
@@ -118,7 +151,7 @@ class LocalRolloutFeed:
             time.sleep(self.poll_seconds)
         stats.wait_seconds = time.monotonic() - start
         stats.groups_seen, stats.groups_dropped = accumulator.seen, accumulator.dropped
-        self.rundir.mark_complete(step, {"files": stats.files, "groups": num_groups})
+        self.source.close_step(step, {"files": stats.files, "groups": num_groups})
         return [row for group in accumulator.groups for row in group], stats
 
     def _ingest(self, path, step: int, accumulator: OnlineFilter, stats: CollectStats) -> None:

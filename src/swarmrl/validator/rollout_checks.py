@@ -87,6 +87,11 @@ class SeenFiles:
         self._db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (sha256, slot))
         self._db.commit()
 
+    def forget(self, sha256: str) -> None:
+        """Undo `add` for a file whose judgement was cut short (the judge died before recording a verdict)."""
+        self._db.execute("DELETE FROM seen WHERE sha256 = ?", (sha256,))
+        self._db.commit()
+
 
 @dataclass
 class ValidationContext:

@@ -8,7 +8,7 @@ import pytest
 from swarmrl.identity import Identity
 from swarmrl.rollouts import RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, write_rollouts
 from swarmrl.rundir import RunDir
-from swarmrl.trainer.data import LocalRolloutFeed, NotEnoughRollouts
+from swarmrl.trainer.data import NotEnoughRollouts, RolloutFeed, RunDirSource
 
 NODE = Identity.from_seed(b"\x09" * 32)
 G = 2
@@ -44,8 +44,8 @@ def claimed_reward_scorer(rows):
 
 
 def feed(tmp_path, async_level=1, max_files=16):
-    return LocalRolloutFeed(
-        RunDir(tmp_path),
+    return RolloutFeed(
+        RunDirSource(RunDir(tmp_path)),
         claimed_reward_scorer,
         async_level=async_level,
         group_size=G,

@@ -1,0 +1,383 @@
+"""`swarmrl demo --swarm`: the whole INTELLECT-2 flow on this machine, every role its own process on 127.0.0.1.
+
+    coordinator (FastAPI, SQLite in the run directory)
+      ▲ signed requests: register, heartbeat, seeds, uploads, submissions, verdicts, step counter
+    trainer ── shardcast origin ──► relay ──► workers (honest and cheating) ──► uploads ──► validator
+      ▲                                                                                    │ verdicts
+      └──────────────────────────── accepted submissions ◄──── coordinator ◄───────────────┘
+
+Everything a run leaves is under `<run>/`: `coordinator/` (database and uploaded files), `swarm/<node>/` (each
+node's own checkpoints, rollouts and verdicts), `accepted/` (what the trainer trained on), `logs/`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from swarmrl.config import RunConfig
+from swarmrl.coordinator.cli import ADMIN_TOKEN_ENV
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.identity import Identity
+from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
+from swarmrl.launch.roles import origin_url_file
+from swarmrl.rundir import RunDir, write_json_atomic
+
+NODE_EJECTED_EXIT = 3  # `swarmrl worker` exits with this when the coordinator bans it
+
+
+def wait_for_file(path: Path, process: RoleProcess, timeout_s: float = 180.0) -> str:
+    """The text of a file a starting process writes (its port or URL); bounded, and fails if it dies."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            return path.read_text().strip()
+        if process.popen.poll() is not None:
+            raise LaunchError(
+                f"{process.name} exited with code {process.popen.returncode}:\n{process.tail()}"
+            )
+        time.sleep(0.1)
+    raise LaunchError(f"{process.name} did not write {path} within {timeout_s:.0f}s:\n{process.tail()}")
+
+
+@dataclass
+class Swarm:
+    """The processes of a swarm run and how to reach them; `restart(name)` brings one role back."""
+
+    config: RunConfig
+    rundir: RunDir
+    group: ProcessGroup
+    admin_token: str = field(default_factory=lambda: secrets.token_hex(16))
+    coordinator_url: str = ""
+    coordinator_port: int = 0
+    relay_urls: list[str] = field(default_factory=list)
+    roles: dict[str, RoleProcess] = field(default_factory=dict)
+    starters: dict[str, Callable[[], RoleProcess]] = field(default_factory=dict)
+    cheaters: set[str] = field(default_factory=set)
+
+    @property
+    def swarm_dir(self) -> Path:
+        return self.rundir.root / "swarm"
+
+    def key(self, name: str) -> Path:
+        return self.rundir.root / "keys" / f"{name}.pem"
+
+    def identity(self, name: str) -> Identity:
+        return Identity.load_or_create(self.key(name))
+
+    def admin(self) -> CoordinatorClient:
+        return CoordinatorClient(self.coordinator_url, admin_token=self.admin_token)
+
+    def start(self, name: str, starter: Callable[[], RoleProcess]) -> RoleProcess:
+        self.starters[name] = starter
+        self.roles[name] = starter()
+        return self.roles[name]
+
+    def kill(self, name: str) -> None:
+        process = self.roles[name].popen
+        process.kill()
+        process.wait(timeout=10)
+
+    def restart(self, name: str) -> RoleProcess:
+        if self.roles[name].popen.poll() is None:
+            self.kill(name)
+        self.roles[name] = self.starters[name]()
+        return self.roles[name]
+
+    def node_names(self) -> dict[str, str]:
+        """node id → role name, for every key of this swarm."""
+        return {self.identity(name).node_id: name for name in self.roles if self.key(name).exists()}
+
+    def check_alive(self) -> None:
+        """Raise if a role that must keep running died (a banned cheater may exit)."""
+        for name, role in self.roles.items():
+            code = role.popen.poll()
+            if code is None or code == 0 or (name in self.cheaters and code == NODE_EJECTED_EXIT):
+                continue
+            raise LaunchError(f"{name} exited with code {code}; last lines of its log:\n{role.tail()}")
+
+
+def start_swarm(config: RunConfig, rundir: RunDir) -> Swarm:
+    """Start coordinator, trainer (origin), relays, validator and workers; returns once all are launched."""
+    swarm = Swarm(config, rundir, ProcessGroup(rundir.root / "logs"))
+    swarm.swarm_dir.mkdir(parents=True, exist_ok=True)
+    config_file = str(rundir.root / "config.json")
+    _start_coordinator(swarm)
+    trainer = swarm.identity("trainer")
+    validator = swarm.identity("validator")
+    with swarm.admin() as admin:
+        try:
+            admin.create_run(config.run.id, trainer.node_id, async_level=config.worker.async_level)
+        except CoordinatorError as exc:
+            if exc.status != 409:
+                raise
+        admin.add_validator(config.run.id, validator.node_id)
+
+    trainer_args = ["trainer", "--run-dir", str(rundir.root)]
+    trainer_args += ["--coordinator", swarm.coordinator_url, "--key", str(swarm.key("trainer"))]
+    origin_url_file(rundir).unlink(missing_ok=True)
+    process = swarm.start("trainer", lambda: swarm.group.start("trainer", trainer_args))
+    origin_url = wait_for_file(origin_url_file(rundir), process)
+
+    for index in range(config.swarm.relays):
+        url_file = swarm.swarm_dir / f"relay-{index}.url"
+        url_file.unlink(missing_ok=True)
+        relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer.node_id]
+        relay_args += ["--data-dir", str(swarm.swarm_dir / f"relay-{index}"), "--url-file", str(url_file)]
+        process = swarm.start(f"relay-{index}", _starter(swarm, f"relay-{index}", relay_args))
+        swarm.relay_urls.append(wait_for_file(url_file, process))
+
+    def node_args(role: str, name: str) -> list[str]:
+        args = [
+            role,
+            "--coordinator",
+            swarm.coordinator_url,
+            "--run-id",
+            config.run.id,
+            "--config",
+            config_file,
+        ]
+        args += ["--key", str(swarm.key(name)), "--work-dir", str(swarm.swarm_dir / name)]
+        for url in swarm.relay_urls:
+            args += ["--relay", url]
+        return args
+
+    swarm.start("validator", _starter(swarm, "validator", node_args("validator", "validator")))
+    for index in range(config.swarm.honest_workers):
+        name = f"worker-{index}"
+        swarm.start(name, _starter(swarm, name, node_args("worker", name)))
+    for index in range(config.swarm.cheating_workers):
+        name = f"cheater-{index}"
+        swarm.cheaters.add(name)
+        swarm.start(name, _starter(swarm, name, [*node_args("worker", name), "--cheat", "half-layers"]))
+    return swarm
+
+
+def _starter(swarm: Swarm, name: str, args: list[str]) -> Callable[[], RoleProcess]:
+    return lambda: swarm.group.start(name, args)
+
+
+def _start_coordinator(swarm: Swarm) -> None:
+    """On restart the coordinator takes the port it had, so nodes find it again at the same URL."""
+    directory = swarm.rundir.root / "coordinator"
+    port_file = directory / "port"
+
+    def start() -> RoleProcess:
+        port_file.unlink(missing_ok=True)
+        args = ["coordinator", "--db-url", f"sqlite:///{directory / 'coordinator.sqlite'}"]
+        args += ["--port", str(swarm.coordinator_port), "--port-file", str(port_file)]
+        args += [
+            "--storage-dir",
+            str(directory / "storage"),
+            "--config",
+            str(swarm.rundir.root / "config.json"),
+        ]
+        return swarm.group.start("coordinator", args, env={ADMIN_TOKEN_ENV: swarm.admin_token})
+
+    directory.mkdir(parents=True, exist_ok=True)
+    process = swarm.start("coordinator", start)
+    swarm.coordinator_port = int(wait_for_file(port_file, process))
+    swarm.coordinator_url = f"http://127.0.0.1:{swarm.coordinator_port}"
+    _wait_healthy(swarm, process)
+
+
+def restart_coordinator(swarm: Swarm) -> None:
+    process = swarm.restart("coordinator")
+    wait_for_file(swarm.rundir.root / "coordinator" / "port", process)
+    _wait_healthy(swarm, process)
+
+
+def _wait_healthy(swarm: Swarm, process: RoleProcess, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    with CoordinatorClient(swarm.coordinator_url, max_retries=0, timeout_s=2.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                client.request("GET", "/healthz", signed=False)
+                return
+            except CoordinatorError:
+                if process.popen.poll() is not None:
+                    raise LaunchError(f"coordinator exited:\n{process.tail()}") from None
+                time.sleep(0.2)
+    raise LaunchError("coordinator did not answer /healthz")
+
+
+@dataclass
+class NodeRecord:
+    name: str
+    node_id: str
+    accepted: int = 0
+    rejected: int = 0
+    pending: int = 0
+    credited_tokens: int = 0
+    wiped_tokens: int = 0
+    banned: bool = False
+    health: str = "-"
+
+
+@dataclass
+class SwarmSnapshot:
+    step: int
+    rewards: list[float]
+    nodes: dict[str, NodeRecord]
+    reject_checks: dict[str, list[str]]  # role name → the checks that rejected its files
+
+    @property
+    def reward(self) -> float | None:
+        return self.rewards[-1] if self.rewards else None
+
+
+def snapshot(swarm: Swarm) -> SwarmSnapshot:
+    """What the coordinator's public read endpoints and the trainer's metrics say right now."""
+    run_id = swarm.config.run.id
+    names = swarm.node_names()
+    nodes = {
+        name: NodeRecord(name, node_id)
+        for node_id, name in names.items()
+        if name.startswith(("worker-", "cheater-"))
+    }
+    by_id = {record.node_id: record for record in nodes.values()}
+    reject_checks: dict[str, list[str]] = {name: [] for name in nodes}
+    with CoordinatorClient(swarm.coordinator_url, max_retries=2) as client:
+        step = client.run_state(run_id).current_step
+        after = 0
+        while page := client.submissions(run_id, after_id=after):
+            for submission in page:
+                record = by_id.get(submission.node_id)
+                if record is not None:
+                    status = submission.status
+                    record.accepted += status == "accepted"
+                    record.rejected += status == "rejected"
+                    record.pending += status == "pending"
+            after = page[-1].id
+        after = 0
+        while page := client.verdicts(run_id, after_id=after):
+            for verdict in page:
+                record = by_id.get(verdict.node_id)
+                if record is not None and not verdict.accepted:
+                    reject_checks[record.name].append(verdict.check)
+            after = page[-1].submission_id
+        for balance in client.ledger(run_id).balances:
+            record = by_id.get(balance.node_id)
+            if record is not None:
+                record.credited_tokens = balance.pending_tokens + balance.unlocked_tokens
+                record.wiped_tokens = balance.wiped_tokens
+        for member in client.nodes(run_id):
+            if member.node_id in by_id:
+                by_id[member.node_id].health = f"{member.status}/{member.health}"
+        for record in nodes.values():
+            try:
+                record.banned = client.node(record.node_id).banned
+            except CoordinatorError:
+                record.banned = False
+    rewards = [m["sampled_reward"] for m in swarm.rundir.read_metrics() if "sampled_reward" in m]
+    return SwarmSnapshot(step, rewards, nodes, reject_checks)
+
+
+def swarm_table(state: SwarmSnapshot | None) -> Table:
+    if state is None:
+        return Table(title="starting the swarm…")
+    reward = "-" if state.reward is None else f"{state.reward:.3f}"
+    first = "-" if not state.rewards else f"{state.rewards[0]:.3f}"
+    table = Table(title=f"step {state.step} · sampled reward {first} → {reward}")
+    for column in ("node", "state", "accepted", "rejected", "pending", "credited tokens", "wiped", "banned"):
+        table.add_column(column, justify="right")
+    for record in state.nodes.values():
+        table.add_row(
+            record.name,
+            record.health,
+            str(record.accepted),
+            str(record.rejected),
+            str(record.pending),
+            str(record.credited_tokens),
+            str(record.wiped_tokens),
+            "[red]yes[/red]" if record.banned else "no",
+        )
+    return table
+
+
+def supervise(swarm: Swarm, console: Console, timeout_s: float, interval_s: float = 2.0) -> SwarmSnapshot:
+    """Show the live table until the trainer finishes; raise if a needed role dies or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    state = None
+    with Live(swarm_table(None), console=console, refresh_per_second=1, transient=False) as live:
+        while swarm.roles["trainer"].popen.poll() is None:
+            swarm.check_alive()
+            if time.monotonic() > deadline:
+                raise LaunchError(f"the swarm did not finish within {timeout_s:.0f}s")
+            try:
+                state = snapshot(swarm)
+                live.update(swarm_table(state))
+            except CoordinatorError:
+                pass  # a restarting coordinator: the next poll will see it again
+            time.sleep(interval_s)
+        swarm.check_alive()
+        state = snapshot(swarm)
+        live.update(swarm_table(state))
+    return state
+
+
+def stop_swarm(swarm: Swarm) -> None:
+    swarm.rundir.stop_file.touch()
+    swarm.group.stop()
+
+
+@dataclass
+class SwarmResult:
+    snapshot: SwarmSnapshot
+    seconds: float
+
+    @property
+    def honest(self) -> list[NodeRecord]:
+        return [r for r in self.snapshot.nodes.values() if r.name.startswith("worker-")]
+
+    @property
+    def cheaters(self) -> list[NodeRecord]:
+        return [r for r in self.snapshot.nodes.values() if r.name.startswith("cheater-")]
+
+
+def run_swarm_demo(
+    config: RunConfig, console: Console | None = None, timeout_s: float = 3600.0
+) -> SwarmResult:
+    """Prepare (SFT, cached), start every role, show the live table until the trainer finishes, stop all."""
+    from swarmrl.launch.prepare import prepare_run
+
+    console = console or Console()
+    started = time.monotonic()
+    if config.run.directory.exists():
+        shutil.rmtree(config.run.directory)
+    rundir = prepare_run(config)
+    console.print(f"run directory: {rundir.root}")
+    swarm = start_swarm(config, rundir)
+    try:
+        console.print(f"coordinator {swarm.coordinator_url} · relays {', '.join(swarm.relay_urls)}")
+        state = supervise(swarm, console, timeout_s)
+    finally:
+        stop_swarm(swarm)
+    result = SwarmResult(state, time.monotonic() - started)
+    honest_rejects = sum(r.rejected for r in result.honest)
+    banned = [r.name for r in result.cheaters if r.banned]
+    console.print(
+        f"sampled reward {state.rewards[0]:.3f} → {state.rewards[-1]:.3f} over {len(state.rewards)} steps · "
+        f"honest files rejected: {honest_rejects} · cheaters banned: {len(banned)}/{len(result.cheaters)} "
+        f"(rejected by {sorted({c for r in result.cheaters for c in state.reject_checks[r.name]})}) · "
+        f"{result.seconds:.0f}s"
+    )
+    write_json_atomic(
+        rundir.root / "swarm_result.json",
+        {
+            "seconds": result.seconds,
+            "rewards": state.rewards,
+            "nodes": [asdict(r) for r in state.nodes.values()],
+            "reject_checks": state.reject_checks,
+        },
+    )
+    return result

@@ -1,0 +1,187 @@
+"""`swarmrl validator --coordinator URL`: the trusted validator of a swarm.
+
+Pulls pending submissions (the open step first, so the trainer is not kept waiting), downloads each file
+(checked against the sha256 the worker committed to), runs every check of `rollout_checks` with the policy
+of the file's step (fetched through shardcast like any node) and the seeds the coordinator assigned, and posts
+the verdict with a summary of the trusted rewards.
+
+Each verdict is written to `<work>/verdicts/<id>.json` before it is posted: a validator killed in between
+re-posts it after a restart instead of judging the file again (its replay check would call it a duplicate).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig
+
+from swarmrl.config import RunConfig
+from swarmrl.coordinator.api import SubmissionInfo
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.identity import Identity
+from swarmrl.models import load_model, load_tokenizer
+from swarmrl.rollouts import RolloutLimits
+from swarmrl.rundir import write_json_atomic
+from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
+from swarmrl.shardcast.config import ClientConfig
+from swarmrl.tasks.registry import build_tasks
+from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.validator.config import ValidatorConfig
+from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
+
+log = logging.getLogger(__name__)
+
+
+class ValidatorStopped(Exception):
+    """Asked to stop before the validator could start."""
+
+
+@dataclass
+class ValidatorOptions:
+    coordinator_url: str
+    run_id: str
+    key: Path
+    relays: list[str]
+    work_dir: Path
+    poll_seconds: float = 0.5
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+class FetchedPolicies:
+    """Policy checkpoints by step, fetched through shardcast on first use, the last few kept loaded."""
+
+    def __init__(self, options: ValidatorOptions, trainer_key: str, dtype: str, keep: int) -> None:
+        self.options, self.trainer_key, self.dtype, self.keep = options, trainer_key, dtype, keep
+        self.root = options.work_dir / "checkpoints"
+        self._models: OrderedDict[int, torch.nn.Module] = OrderedDict()
+
+    def path(self, step: int) -> Path:
+        if step not in local_versions(self.root):
+            config = ClientConfig(keep_versions=self.keep + 1)
+            fetch_checkpoint(
+                self.options.relays, step, self.root, self.trainer_key, config, run_id=self.options.run_id
+            )
+        return checkpoint_dir(self.root, step)
+
+    def __call__(self, step: int) -> torch.nn.Module:
+        if step not in self._models:
+            self._models[step] = load_model(self.path(step), self.dtype).eval()
+            while len(self._models) > self.keep:
+                self._models.popitem(last=False)
+        self._models.move_to_end(step)
+        return self._models[step]
+
+
+def swarm_context(
+    config: RunConfig, client: CoordinatorClient, options: ValidatorOptions, trainer_key: str
+) -> ValidationContext:
+    policies = FetchedPolicies(options, trainer_key, config.model.dtype, keep=config.worker.async_level + 1)
+    newest = None
+    while newest is None:
+        newest = latest_version(options.relays)
+        if newest is None:
+            if options.stop.wait(options.poll_seconds):
+                raise ValidatorStopped("stopped before any checkpoint was announced")
+    start = policies.path(newest)
+    return ValidationContext(
+        config=config,
+        settings=ValidatorConfig(),
+        tasks=build_tasks(config.tasks),
+        tokenizer=load_tokenizer(start),
+        policy=policies,
+        task_seed=lambda node, step, batch: client.task_seed(options.run_id, step, batch, node_id=node),
+        seen=SeenFiles(options.work_dir / "seen.sqlite"),
+        limits=RolloutLimits(
+            max_rows=config.worker.prompts_per_batch * config.worker.group_size,
+            max_completion_tokens=config.worker.max_new_tokens,
+            vocab_size=AutoConfig.from_pretrained(start, local_files_only=True).vocab_size,
+        ),
+    )
+
+
+def next_submission(pending: list[SubmissionInfo], current_step: int) -> SubmissionInfo | None:
+    """The open step's work first (the trainer waits on it), then the newest older step, oldest file first."""
+    if not pending:
+        return None
+    return min(pending, key=lambda s: (s.step != current_step, -s.step, s.id))
+
+
+def judge(
+    client: CoordinatorClient, submission: SubmissionInfo, context: ValidationContext, work_dir: Path
+) -> dict:
+    """The verdict of one submission, judged once: a recorded verdict is returned as it was."""
+    record_path = work_dir / "verdicts" / f"{submission.id}.json"
+    if record_path.exists():
+        return json.loads(record_path.read_text())
+    path = work_dir / "submissions" / f"step_{submission.step}" / f"{submission.id}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(client.fetch_submission(submission))
+    # No recorded verdict: any trace of this exact file in the replay table is from a judgement cut short.
+    context.seen.forget(submission.sha256)
+    verdict = validate_file(path, submission.step, context, node_id=submission.node_id)
+    rows = verdict.scored_rows or []
+    accept, check, reason = verdict.accepted, verdict.failed_check or "all", verdict.reason
+    tokens = sum(len(r.completion_ids) for r in rows)
+    if accept and (submission.rows, submission.tokens) != (len(rows), tokens):
+        # The ledger credits what the node claimed at submission: the claim must be the file's true size.
+        accept, check = False, "claims"
+        reason = f"claimed {submission.rows} rows / {submission.tokens} tokens; the file has {len(rows)} / {tokens}"
+    record = {
+        "accept": accept,
+        "check": check,
+        "reason": reason,
+        "rewards_summary": {
+            "rows": len(rows),
+            "mean_reward": sum(r.reward for r in rows) / len(rows) if rows else None,
+            "passed": verdict.passed,
+        },
+    }
+    write_json_atomic(record_path, record)
+    return record
+
+
+def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
+    """Judge submissions until stopped; returns how many verdicts were posted."""
+    torch.set_num_threads(config.worker.torch_threads)
+    identity = Identity.load_or_create(options.key)
+    client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
+    trainer_key = client.run_state(options.run_id).trainer_public_key
+    context = swarm_context(config, client, options, trainer_key)
+    posted = 0
+    try:
+        while not options.stop.is_set():
+            run = client.run_state(options.run_id)
+            submission = next_submission(client.pending_submissions(options.run_id), run.current_step)
+            if submission is None:
+                options.stop.wait(options.poll_seconds)
+                continue
+            record = judge(client, submission, context, options.work_dir)
+            try:
+                client.post_verdict(
+                    submission.id,
+                    accept=record["accept"],
+                    check=record["check"],
+                    reason=record["reason"][:2000],
+                    rewards_summary=record["rewards_summary"],
+                )
+            except CoordinatorError as exc:
+                if exc.kind != "already_decided":
+                    raise
+            posted += 1
+            log.info(
+                "submission %d (step %d, node %s…): %s",
+                submission.id,
+                submission.step,
+                submission.node_id[:12],
+                "accepted" if record["accept"] else f"rejected by {record['check']}: {record['reason']}",
+            )
+    finally:
+        client.close()
+    return posted
