@@ -127,11 +127,14 @@ def trainer(
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
     coordinator_url: CoordinatorUrl = None,
     key: NodeKey = None,
+    origin_port: Annotated[
+        int, typer.Option(help="port of the shardcast origin of a swarm (0: OS picks)")
+    ] = 0,
 ) -> None:
     """The trusted trainer: of a local run, or with --coordinator of a swarm (it then serves a shardcast origin)."""
     from swarmrl.launch.roles import trainer_role
 
-    trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key)
+    trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key, origin_port=origin_port)
 
 
 @app.command()

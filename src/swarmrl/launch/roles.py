@@ -48,6 +48,7 @@ def trainer_role(
     threads: int = 1,
     coordinator_url: str | None = None,
     key: Path | None = None,
+    origin_port: int = 0,
 ) -> int:
     """Train a run: local (rollouts from the run directory) or, with `coordinator_url`, the trainer of a swarm
     (accepted submissions in; checkpoints out through a shardcast origin). Under torchrun (WORLD_SIZE > 1)
@@ -70,7 +71,7 @@ def trainer_role(
         if coordinator_url is None:
             source, publish = RunDirSource(rundir), None
         else:
-            source, publish = _swarm_endpoints(config, rundir, coordinator_url, key, stack)
+            source, publish = _swarm_endpoints(config, rundir, coordinator_url, key, origin_port, stack)
         feed = RolloutFeed(
             source,
             scorer,
@@ -96,14 +97,14 @@ def origin_url_file(rundir: RunDir) -> Path:
 
 
 def _swarm_endpoints(
-    config, rundir: RunDir, coordinator_url: str, key: Path | None, stack: contextlib.ExitStack
+    config, rundir: RunDir, coordinator_url: str, key: Path | None, port: int, stack: contextlib.ExitStack
 ):
     """The trainer's coordinator feed and its shardcast origin (serving every checkpoint it publishes)."""
     if key is None:
         raise ValueError("a swarm trainer needs --key, the private key the run was created with")
     identity = Identity.load(key)
     client = stack.enter_context(CoordinatorClient(coordinator_url, identity, max_retries=8))
-    origin = Origin(rundir.checkpoints, identity, config.run.id, OriginConfig(host="127.0.0.1", port=0))
+    origin = Origin(rundir.checkpoints, identity, config.run.id, OriginConfig(host="127.0.0.1", port=port))
     server = origin.serve_in_thread()
     stack.callback(server.stop)
     newest = latest_checkpoint(rundir.checkpoints)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.live import Live
@@ -63,6 +64,7 @@ class Swarm:
     roles: dict[str, RoleProcess] = field(default_factory=dict)
     starters: dict[str, Callable[[], RoleProcess]] = field(default_factory=dict)
     cheaters: set[str] = field(default_factory=set)
+    killed: set[str] = field(default_factory=set)  # stopped on purpose (fault tests): not a failure
 
     @property
     def swarm_dir(self) -> Path:
@@ -83,6 +85,8 @@ class Swarm:
         return self.roles[name]
 
     def kill(self, name: str) -> None:
+        """SIGKILL, as a crash or a pulled plug would."""
+        self.killed.add(name)
         process = self.roles[name].popen
         process.kill()
         process.wait(timeout=10)
@@ -90,6 +94,7 @@ class Swarm:
     def restart(self, name: str) -> RoleProcess:
         if self.roles[name].popen.poll() is None:
             self.kill(name)
+        self.killed.discard(name)
         self.roles[name] = self.starters[name]()
         return self.roles[name]
 
@@ -101,7 +106,11 @@ class Swarm:
         """Raise if a role that must keep running died (a banned cheater may exit)."""
         for name, role in self.roles.items():
             code = role.popen.poll()
-            if code is None or code == 0 or (name in self.cheaters and code == NODE_EJECTED_EXIT):
+            if (
+                code in (None, 0)
+                or name in self.killed
+                or (name in self.cheaters and code == NODE_EJECTED_EXIT)
+            ):
                 continue
             raise LaunchError(f"{name} exited with code {code}; last lines of its log:\n{role.tail()}")
 
@@ -125,16 +134,21 @@ def start_swarm(config: RunConfig, rundir: RunDir) -> Swarm:
     trainer_args = ["trainer", "--run-dir", str(rundir.root)]
     trainer_args += ["--coordinator", swarm.coordinator_url, "--key", str(swarm.key("trainer"))]
     origin_url_file(rundir).unlink(missing_ok=True)
-    process = swarm.start("trainer", lambda: swarm.group.start("trainer", trainer_args))
+    process = swarm.start("trainer", _starter(swarm, "trainer", trainer_args))
     origin_url = wait_for_file(origin_url_file(rundir), process)
+    # A restarted trainer or relay takes the port it had: the nodes downstream keep their URLs.
+    swarm.starters["trainer"] = _starter(
+        swarm, "trainer", [*trainer_args, "--origin-port", _port(origin_url)]
+    )
 
     for index in range(config.swarm.relays):
-        url_file = swarm.swarm_dir / f"relay-{index}.url"
+        name, url_file = f"relay-{index}", swarm.swarm_dir / f"relay-{index}.url"
         url_file.unlink(missing_ok=True)
         relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer.node_id]
-        relay_args += ["--data-dir", str(swarm.swarm_dir / f"relay-{index}"), "--url-file", str(url_file)]
-        process = swarm.start(f"relay-{index}", _starter(swarm, f"relay-{index}", relay_args))
+        relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
+        process = swarm.start(name, _starter(swarm, name, relay_args))
         swarm.relay_urls.append(wait_for_file(url_file, process))
+        swarm.starters[name] = _starter(swarm, name, [*relay_args, "--port", _port(swarm.relay_urls[-1])])
 
     def node_args(role: str, name: str) -> list[str]:
         args = [
@@ -164,6 +178,10 @@ def start_swarm(config: RunConfig, rundir: RunDir) -> Swarm:
 
 def _starter(swarm: Swarm, name: str, args: list[str]) -> Callable[[], RoleProcess]:
     return lambda: swarm.group.start(name, args)
+
+
+def _port(url: str) -> str:
+    return str(urlsplit(url).port)
 
 
 def _start_coordinator(swarm: Swarm) -> None:
