@@ -211,8 +211,13 @@ def filter_tasks(
     console.print(f"{kept} of {len(rated)} tasks lie in the band [{lo}, {hi}]")
 
 
-@app.command()
+validator_app = typer.Typer(help="The validator: judge rollout files; `calibrate` its thresholds.")
+app.add_typer(validator_app, name="validator")
+
+
+@validator_app.callback(invoke_without_command=True)
 def validator(
+    ctx: typer.Context,
     run_dir: Annotated[
         Path | None, typer.Option(help="local run directory: config, checkpoints, and where accepted rows go")
     ] = None,
@@ -229,6 +234,8 @@ def validator(
 ) -> None:
     """Check submitted rollout files (TOPLOC, seeded replay, prompts, rewards ...): those of a local run
     directory, or with --coordinator the pending submissions of a swarm, posting verdicts."""
+    if ctx.invoked_subcommand is not None:
+        return
     if coordinator_url is None:
         if run_dir is None:
             raise typer.BadParameter("give --run-dir (local run) or --coordinator (swarm)")
@@ -247,6 +254,21 @@ def validator(
     except ValidatorStopped:
         posted = 0
     console.print(f"posted {posted} verdict(s)")
+
+
+@validator_app.command("calibrate")
+def validator_calibrate(
+    config: ConfigArg = "configs/demo.toml",
+    overrides: Overrides = None,
+    completions: Annotated[int, typer.Option(help="completions per honest setting and per attack")] = 64,
+    safety: Annotated[float, typer.Option(help="tolerance = safety × the worst honest value")] = 4.0,
+    output: Annotated[Path | None, typer.Option(help="write every measurement and the rates as JSON")] = None,
+) -> None:
+    """Honest rollouts across attention kernels, thread counts and batch sizes, plus each attack: print the
+    false-reject and miss rate of every numeric check and the tolerances chosen from the honest worst case."""
+    from swarmrl.launch.calibration import run_calibration
+
+    run_calibration(_config(config, overrides, False), completions, safety, output, console)
 
 
 def _register_role_commands() -> None:

@@ -1,0 +1,98 @@
+"""`swarmrl validator calibrate`: run the calibration on a run's starting policy and print what it found."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from swarmrl.config import RunConfig
+from swarmrl.inference.engine import SamplingParams
+from swarmrl.launch.prepare import prepare_run
+from swarmrl.models import load_tokenizer
+from swarmrl.tasks.registry import build_tasks
+from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.validator.calibrate import Calibration, calibrate
+from swarmrl.validator.config import ValidatorConfig
+
+
+def run_calibration(
+    config: RunConfig, completions: int, safety: float, output: Path | None, console: Console
+) -> Calibration:
+    policy = checkpoint_dir(prepare_run(config).checkpoints, 0)
+    params = SamplingParams(
+        max_new_tokens=config.worker.max_new_tokens,
+        temperature=config.worker.temperature,
+        top_p=config.worker.top_p,
+    )
+    result = calibrate(
+        policy,
+        build_tasks(config.tasks),
+        load_tokenizer(policy),
+        template=config.prompt.template,
+        add_bos=config.prompt.add_bos,
+        params=params,
+        completions=completions,
+        safety=safety,
+        progress=lambda what: console.print(f"[dim]{what}[/dim]"),
+    )
+    rates = result.rates()
+    table = Table(title=f"fraction of completions passing each check ({completions} per setting)")
+    for column in ("source", "toploc", "logprobs", "seeded_sampling", "all checks"):
+        table.add_column(column, justify="right")
+    for source, row in rates.items():
+        cells = [f"{row[c]:.3f}" for c in ("toploc", "logprobs", "seeded_sampling", "all")]
+        table.add_row(
+            source + ("  (1 − false-reject rate)" if source == "honest" else "  (miss rate)"), *cells
+        )
+    console.print(table)
+    defaults = ValidatorConfig()
+    stats = Table(title="what the validator sees: median (and worst) per source")
+    for column in ("source", "exponent match", "mantissa mean", "logprob gap", "choice margin"):
+        stats.add_column(column, justify="right")
+    for source, members in _groups(result).items():
+        stats.add_row(
+            source,
+            _spread([m.exponent_match for m in members], worst=min),
+            _spread([m.mantissa_mean for m in members], worst=max),
+            _spread([m.logprob_gap for m in members], worst=max),
+            _spread([m.choice_margin for m in members], worst=min),
+        )
+    console.print(stats)
+    thresholds = defaults.toploc
+    console.print(
+        f"TOPLOC rule: exponent match ≥ {thresholds.min_exponent_match_fraction:.3f}, mantissa mean ≤ "
+        f"{thresholds.max_mantissa_diff_mean}, median ≤ {thresholds.max_mantissa_diff_median}"
+    )
+    console.print(
+        f"chosen: logprob_tolerance {result.logprob_tolerance:.2e} (default {defaults.logprob_tolerance:.0e}), "
+        f"choice_margin_tolerance {result.choice_margin_tolerance:.2e} (default {defaults.choice_margin_tolerance:.0e})"
+    )
+    if output is not None:
+        output.write_text(
+            json.dumps(
+                {
+                    "rates": rates,
+                    "logprob_tolerance": result.logprob_tolerance,
+                    "choice_margin_tolerance": result.choice_margin_tolerance,
+                    "measured": [dataclasses.asdict(m) for m in result.measured],
+                },
+                indent=1,
+            )
+        )
+    return result
+
+
+def _groups(result: Calibration) -> dict[str, list]:
+    groups: dict[str, list] = {}
+    for m in result.measured:
+        groups.setdefault("honest" if m.source.startswith("honest:") else m.source, []).append(m)
+    return groups
+
+
+def _spread(values: list[float], worst) -> str:
+    ordered = sorted(values)
+    return f"{ordered[len(ordered) // 2]:.3g} ({worst(values):.3g})"
