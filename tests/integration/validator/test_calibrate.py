@@ -1,6 +1,7 @@
 """`swarmrl validator calibrate` on a tiny policy: honest settings pass, every attack is caught by some check."""
 
 from integration.spine.spine_helpers import tiny_config
+
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_tokenizer
