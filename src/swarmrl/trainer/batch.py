@@ -22,6 +22,16 @@ class TrainBatch:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
+    def to(self, device: torch.device) -> TrainBatch:
+        return TrainBatch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.completion_mask.to(device),
+            self.advantages.to(device),
+            self.engine_logprobs.to(device),
+            self.temperature,
+        )
+
     def select(self, index: torch.Tensor | slice) -> TrainBatch:
         return TrainBatch(
             self.input_ids[index],

@@ -7,6 +7,7 @@ slice of the batch through FSDP2 (`fully_shard`) and rank 0 writes full checkpoi
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ def train_step(
         ref_logprobs = token_logprobs(ref_model, batch)[0] if ref_model is not None else None
     model.train()
     num_minibatches = min(config.trainer.optimizer_steps_per_policy_step, len(batch))
-    order = torch.arange(len(batch)).chunk(num_minibatches)
+    order = torch.arange(len(batch), device=batch.input_ids.device).chunk(num_minibatches)
     totals: dict[str, float] = {}
     for index in order:
         minibatch = batch.select(index)
@@ -94,6 +95,13 @@ def train_step(
             totals[key] = totals.get(key, 0.0) + value / len(order)
     totals["lr"] = scheduler.get_last_lr()[0]
     return totals
+
+
+def train_device() -> torch.device:
+    """This rank's GPU under torchrun (LOCAL_RANK), the only GPU of a single process, else the CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def _collect_on_rank0(
@@ -141,7 +149,8 @@ def run_trainer(
     # Probe the saved state first: the model must come from the checkpoint the state belongs to.
     state_steps = saved_trainer_steps(rundir.trainer_state)
     step = state_steps[-1] if state_steps else 0
-    model = shard_model(load_model(checkpoint_dir(rundir.checkpoints, step), config.model.dtype))
+    device = train_device()
+    model = shard_model(load_model(checkpoint_dir(rundir.checkpoints, step), config.model.dtype).to(device))
     model.train()
     optimizer, scheduler = build_optimizer(
         model,
@@ -157,7 +166,9 @@ def run_trainer(
         log.info("resumed at step %d", step)
     ref_model = None
     if config.loss.kl_coef > 0:
-        ref_model = shard_model(load_model(checkpoint_dir(rundir.checkpoints, 0), config.model.dtype)).eval()
+        ref_model = shard_model(
+            load_model(checkpoint_dir(rundir.checkpoints, 0), config.model.dtype).to(device)
+        ).eval()
     policy = _Policy(model, tokenizer, optimizer, scheduler, ref_model)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
     try:
@@ -201,7 +212,12 @@ def _train_loop(
         started = time.monotonic()
         shard = rows[rank::world_size]
         metrics = train_step(
-            model, optimizer, scheduler, collate(shard, tokenizer.pad_token_id), config, policy.ref_model
+            model,
+            optimizer,
+            scheduler,
+            collate(shard, tokenizer.pad_token_id).to(train_device()),
+            config,
+            policy.ref_model,
         )
         step += 1
         weights = full_model_state(model)

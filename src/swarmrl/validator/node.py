@@ -107,7 +107,8 @@ def swarm_context(
 
 
 def next_submission(pending: list[SubmissionInfo], current_step: int) -> SubmissionInfo | None:
-    """The open step's work first (the trainer waits on it), then the newest older step, oldest file first."""
+    """The open step's work first (the trainer waits on it), then the newest older step, oldest file first.
+    Older work still gets its verdict (and its node its credit) when the validator has time."""
     if not pending:
         return None
     return min(pending, key=lambda s: (s.step != current_step, -s.step, s.id))
@@ -158,7 +159,11 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     try:
         while not options.stop.is_set():
             run = client.run_state(options.run_id)
-            submission = next_submission(client.pending_submissions(options.run_id), run.current_step)
+            # The open step's own query first: a backlog of older work must not hide it behind a page limit.
+            pending = client.pending_submissions(options.run_id, step=run.current_step)
+            submission = next_submission(
+                pending or client.pending_submissions(options.run_id), run.current_step
+            )
             if submission is None:
                 options.stop.wait(options.poll_seconds)
                 continue

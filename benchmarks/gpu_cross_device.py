@@ -1,0 +1,164 @@
+"""Honest drift between a GPU worker and a validator; generation and train-step speed: CPU vs CUDA side by side.
+
+A worker generates with the seeded sampler on one device and commits TOPLOC proofs; a validator recomputes the
+prefill on the same or another device. Printed per (worker device → validator device): TOPLOC pass rate and
+worst chunk statistics, the largest logprob gap and the smallest seeded-replay margin (the quantities that
+`swarmrl validator calibrate` sets tolerances from), generation tokens/s per device, and the trainer's policy
+step (GRPO loss, AdamW, two minibatches) on each device, its checkpoint written from the GPU and reloaded on CPU.
+
+    python benchmarks/gpu_cross_device.py --policy DIR --prompts prompts.json [--completions 512]
+
+Needs a CUDA device (run through the device tool); `prompts.json` is a list of prompt token-id lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from swarmrl.config import RunConfig
+from swarmrl.inference.engine import GenerationRequest, SamplingParams
+from swarmrl.inference.prefill import prefill
+from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.models import load_model, load_tokenizer
+from swarmrl.rollouts import ScoredRow
+from swarmrl.toploc import build_proofs_batch, verify_proofs_batch
+from swarmrl.trainer.batch import collate
+from swarmrl.trainer.checkpoint import checkpoint_dir, save_checkpoint
+from swarmrl.trainer.optim import build_optimizer
+from swarmrl.trainer.train import train_step
+
+
+def generate(model, requests, params, batch: int, eos: int):
+    engine = TorchEngine(model, eos_token_id=eos)
+    engine.generate(requests[:batch], params)  # warm-up (kernels, allocator)
+    if next(model.parameters()).is_cuda:
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    out = [
+        g for i in range(0, len(requests), batch) for g in engine.generate(requests[i : i + batch], params)
+    ]
+    if next(model.parameters()).is_cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
+    return out, sum(len(g.completion_ids) for g in out) / seconds
+
+
+def judge(model, generations, params, eos: int) -> dict[str, float]:
+    proofs = build_proofs_batch([g.hidden_states for g in generations])
+    results = prefill(
+        model,
+        [g.prompt_ids for g in generations],
+        [g.completion_ids for g in generations],
+        temperature=params.temperature,
+        top_p=params.top_p,
+        seeds=[g.seed for g in generations],
+        eos_token_id=eos,
+        batch_size=32,
+    )
+    reports = verify_proofs_batch(proofs, [r.hidden_states.cpu() for r in results])
+    chunks = [c for r in reports for c in r.chunks]
+    gaps = [
+        float((torch.tensor(g.logprobs) - r.logprobs.cpu()).abs().max())
+        for g, r in zip(generations, results, strict=True)
+    ]
+    return {
+        "toploc_pass": sum(r.ok for r in reports) / len(reports),
+        "worst_exponent_match": min(c.exponent_matches / c.points for c in chunks),
+        "worst_mantissa_mean": max(c.mantissa_diff_mean for c in chunks),
+        "max_logprob_gap": max(gaps),
+        "p99_logprob_gap": sorted(gaps)[int(0.99 * (len(gaps) - 1))],
+        "min_choice_margin": min(float(r.choice_margins.min()) for r in results),
+        "replay_mismatch_tokens": sum(int((r.choice_margins < 0).sum()) for r in results),
+    }
+
+
+def train_rows(generations) -> list[ScoredRow]:
+    rows = []
+    for i, g in enumerate(generations):
+        advantage = 1.0 if i % 2 else -1.0
+        rows.append(
+            ScoredRow(
+                g.prompt_ids,
+                g.completion_ids,
+                0,
+                f"t{i // 8}",
+                i // 8,
+                i // 8,
+                g.seed,
+                1.0,
+                -1,
+                g.logprobs,
+                g.finish_reason,
+                reward=advantage,
+                advantage=advantage,
+            )
+        )
+    return rows
+
+
+def time_train_step(path: str, rows: list[ScoredRow], pad_id: int, device: str) -> tuple[float, dict]:
+    config = RunConfig()
+    model = load_model(path).to(device).train()
+    optimizer, scheduler = build_optimizer(model, 1e-4, 0.0, (0.9, 0.99), 0)
+    batch = collate(rows, pad_id).to(torch.device(device))
+    train_step(model, optimizer, scheduler, batch, config)  # warm-up
+    if device == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    metrics = train_step(model, optimizer, scheduler, batch, config)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as tmp:
+        save_checkpoint(Path(tmp), 1, model, load_tokenizer(path), keep=2)
+        reloaded = load_model(checkpoint_dir(Path(tmp), 1))
+        trained = model.state_dict()
+        same = all(torch.equal(trained[k].detach().cpu(), v) for k, v in reloaded.state_dict().items())
+    return seconds, {"loss": metrics["loss"], "grad_norm": metrics["grad_norm"], "checkpoint_roundtrip": same}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--policy", required=True)
+    parser.add_argument("--prompts", required=True)
+    parser.add_argument("--completions", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=8)
+    args = parser.parse_args()
+    assert torch.cuda.is_available(), "this benchmark compares CUDA with CPU"
+    tokenizer = load_tokenizer(args.policy)
+    eos = tokenizer.eos_token_id
+    prompts = json.load(open(args.prompts))
+    requests = [GenerationRequest(prompts[i % len(prompts)], 77_000 + i) for i in range(args.completions)]
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0)
+    models = {"cpu": load_model(args.policy).eval(), "cuda": load_model(args.policy).eval().to("cuda")}
+    print(
+        f"torch {torch.__version__} · {torch.cuda.get_device_name()} · tf32 matmul {torch.backends.cuda.matmul.allow_tf32}"
+    )
+    generated = {}
+    for device, model in models.items():
+        generated[device], rate = generate(model, requests, params, args.batch, eos)
+        print(f"generation on {device:4s}: {rate:10.0f} tokens/s (batch {args.batch})")
+    for worker in ("cpu", "cuda"):
+        for validator in ("cpu", "cuda"):
+            stats = judge(models[validator], generated[worker], params, eos)
+            cells = " ".join(f"{k}={v:.3g}" for k, v in stats.items())
+            print(f"worker {worker:4s} → validator {validator:4s}: {cells}")
+    rows = train_rows(generated["cuda"][:256])
+    timings = {}
+    for device in ("cpu", "cuda"):
+        timings[device], info = time_train_step(args.policy, rows, tokenizer.pad_token_id, device)
+        print(f"train step on {device:4s} ({len(rows)} rows): {timings[device] * 1000:8.1f} ms  {info}")
+    print(f"train step speed-up cuda/cpu: {timings['cpu'] / timings['cuda']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
