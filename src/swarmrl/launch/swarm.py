@@ -369,6 +369,8 @@ def run_swarm_demo(
     from swarmrl.launch.prepare import prepare_run
 
     console = console or Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 110)  # a log file gets the whole table, not a squeezed one
     started = time.monotonic()
     if config.run.directory.exists():
         shutil.rmtree(config.run.directory)
