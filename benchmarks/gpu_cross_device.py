@@ -14,6 +14,7 @@ Needs a CUDA device (run through the device tool); `prompts.json` is a list of p
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import tempfile
 import time
@@ -50,7 +51,12 @@ def generate(model, requests, params, batch: int, eos: int):
 
 
 def judge(model, generations, params, eos: int) -> dict[str, float]:
+    """The validator's compute on every completion (prefill, TOPLOC, logprobs, seeded replay), timed."""
     proofs = build_proofs_batch([g.hidden_states for g in generations])
+    cuda = next(model.parameters()).is_cuda
+    if cuda:
+        torch.cuda.synchronize()
+    started = time.perf_counter()
     results = prefill(
         model,
         [g.prompt_ids for g in generations],
@@ -62,6 +68,9 @@ def judge(model, generations, params, eos: int) -> dict[str, float]:
         batch_size=32,
     )
     reports = verify_proofs_batch(proofs, [r.hidden_states.cpu() for r in results])
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
     chunks = [c for r in reports for c in r.chunks]
     gaps = [
         float((torch.tensor(g.logprobs) - r.logprobs.cpu()).abs().max())
@@ -75,6 +84,7 @@ def judge(model, generations, params, eos: int) -> dict[str, float]:
         "p99_logprob_gap": sorted(gaps)[int(0.99 * (len(gaps) - 1))],
         "min_choice_margin": min(float(r.choice_margins.min()) for r in results),
         "replay_mismatch_tokens": sum(int((r.choice_margins < 0).sum()) for r in results),
+        "validated_tokens_per_s": sum(len(g.completion_ids) for g in generations) / seconds,
     }
 
 
@@ -132,6 +142,11 @@ def main() -> None:
     parser.add_argument("--completions", type=int, default=512)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="re-initialise the policy (long completions: it rarely picks EOS) with room for the new tokens",
+    )
     args = parser.parse_args()
     assert torch.cuda.is_available(), "this benchmark compares CUDA with CPU"
     tokenizer = load_tokenizer(args.policy)
@@ -139,19 +154,33 @@ def main() -> None:
     prompts = json.load(open(args.prompts))
     requests = [GenerationRequest(prompts[i % len(prompts)], 77_000 + i) for i in range(args.completions)]
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0)
-    models = {"cpu": load_model(args.policy).eval(), "cuda": load_model(args.policy).eval().to("cuda")}
+    policy = load_model(args.policy)
+    if args.random_weights:
+        config = copy.deepcopy(policy.config)
+        config.max_position_embeddings = max(config.max_position_embeddings, 64 + args.max_new_tokens)
+        torch.manual_seed(0)
+        policy = type(policy)(config)
+    models = {"cpu": policy.eval(), "cuda": copy.deepcopy(policy).eval().to("cuda")}
     print(
         f"torch {torch.__version__} · {torch.cuda.get_device_name()} · tf32 matmul {torch.backends.cuda.matmul.allow_tf32}"
     )
-    generated = {}
+    generated, generation_rates = {}, {}
     for device, model in models.items():
         generated[device], rate = generate(model, requests, params, args.batch, eos)
+        generation_rates[device] = rate
         print(f"generation on {device:4s}: {rate:10.0f} tokens/s (batch {args.batch})")
+    rates = {}
     for worker in ("cpu", "cuda"):
         for validator in ("cpu", "cuda"):
             stats = judge(models[validator], generated[worker], params, eos)
+            rates[worker, validator] = stats["validated_tokens_per_s"]
             cells = " ".join(f"{k}={v:.3g}" for k, v in stats.items())
             print(f"worker {worker:4s} → validator {validator:4s}: {cells}")
+    for device in ("cpu", "cuda"):
+        ratio = rates[device, device] / generation_rates[device]
+        print(f"validated/generated tokens per second on {device}: {ratio:.2f}x")
+    if args.random_weights:
+        return
     rows = train_rows(generated["cuda"][:256])
     timings = {}
     for device in ("cpu", "cuda"):

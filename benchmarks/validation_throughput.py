@@ -4,7 +4,10 @@ A worker generates rollout files with the engine (seeded sampling + TOPLOC proof
 check on the same files (signature, replay, assigned prompts, one prefill, TOPLOC, logprobs, seeded replay,
 rewards). Both on one thread.
 
-    python benchmarks/validation_throughput.py [--batches 8]
+    python benchmarks/validation_throughput.py [--batches 8] [section.field=value ...]
+
+Overrides apply to configs/demo.toml, e.g. `sft.steps=0 worker.max_new_tokens=256` for long completions
+from an untrained policy (which rarely picks EOS), where decoding dominates generation as it does in real runs.
 """
 
 from __future__ import annotations
@@ -35,11 +38,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--batches", type=int, default=8)
+    parser.add_argument("overrides", nargs="*", help="section.field=value for configs/demo.toml")
     args = parser.parse_args()
     torch.set_num_threads(1)
     node = Identity.generate()
     with tempfile.TemporaryDirectory(prefix="swarmrl-validation-") as tmp:
-        config = load_config(REPO / "configs" / "demo.toml", [f"run.root='{tmp}'", "worker.async_level=0"])
+        config = load_config(
+            REPO / "configs" / "demo.toml", [f"run.root='{tmp}'", "worker.async_level=0", *args.overrides]
+        )
         rundir = prepare_run(config)
         context = local_context(rundir.root)
         engine = TorchEngine(load_model(rundir.checkpoints / "step_0"), policy_step=0)
@@ -77,7 +83,7 @@ def main() -> None:
     assert all(v.accepted for v in verdicts), [v.reason for v in verdicts if not v.accepted]
     generated = generated_tokens / generate_seconds
     validated = generated_tokens / validate_seconds
-    print(f"{args.batches} files, {generated_tokens} completion tokens, 1 thread")
+    print(f"{args.batches} files, {generated_tokens} completion tokens, 1 thread, overrides {args.overrides}")
     print(f"worker   (generate + TOPLOC proofs): {generated:10.0f} tokens/s")
     print(f"validator (all checks, incl. rewards): {validated:10.0f} tokens/s")
     print(f"ratio validated/generated: {validated / generated:.2f}x")
