@@ -145,7 +145,10 @@ class SeedInfo(BaseModel):
 
 class UploadSlotInfo(BaseModel):
     slot_id: str
-    upload_path: str
+    upload_path: str = Field(description="PUT the file here (signed) when upload_url is null")
+    upload_url: str | None = Field(
+        None, description="presigned URL of the storage backend: PUT the file there directly, unsigned"
+    )
     max_bytes: int
     expires_at: float
 

@@ -78,8 +78,7 @@ def create_app(
     migrate(engine)
     if not isinstance(storage, Storage):
         storage = LocalStorage(storage)
-    staging_dir = (storage.root if isinstance(storage, LocalStorage) else Path(".")) / ".staging"
-    staging_dir.mkdir(parents=True, exist_ok=True)
+    staging_dir = storage.staging_dir()
     app = FastAPI(
         title="swarmrl coordinator",
         version="1",

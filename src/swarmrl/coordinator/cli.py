@@ -48,6 +48,16 @@ def coordinator(
         typer.Option(help="TOML: a run config (its coordinator table) or the fields at top level"),
     ] = None,
     port_file: Annotated[Path | None, typer.Option(help="write the bound port here once listening")] = None,
+    s3_bucket: Annotated[
+        str | None,
+        typer.Option(
+            help="store uploads in this S3-compatible bucket (nodes upload by presigned URL; `s3` extra)"
+        ),
+    ] = None,
+    s3_endpoint_url: Annotated[
+        str | None,
+        typer.Option(help="endpoint of a non-AWS store (MinIO, Ceph); credentials from the AWS env"),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
 ) -> None:
     """Run the coordinator: identities, heartbeats, step counter, task seeds, uploads, verdicts, ledger."""
@@ -57,7 +67,12 @@ def coordinator(
     logging.basicConfig(level=logging.INFO)
     settings = load_config(config)
     try:
-        app = create_app(db_url=db_url, storage=storage_dir, admin_token=admin_token, config=settings)
+        storage = storage_dir
+        if s3_bucket is not None:
+            from swarmrl.coordinator.storage import S3Storage
+
+            storage = S3Storage(s3_bucket, storage_dir, endpoint_url=s3_endpoint_url)
+        app = create_app(db_url=db_url, storage=storage, admin_token=admin_token, config=settings)
     except (SQLAlchemyError, SchemaVersionError, ModuleNotFoundError) as exc:
         raise typer.BadParameter(f"cannot open {db_url}: {exc}", param_hint="--db-url") from exc
     serve(app, host, port, port_file=port_file, log_level=log_level)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -207,7 +208,18 @@ class CoordinatorClient:
         )
 
     def upload(self, slot: UploadSlotInfo, data: bytes) -> UploadReceipt:
-        return self._call(UploadReceipt, "PUT", slot.upload_path, content=data)
+        """To the coordinator (signed), or straight to the storage backend when the slot has a presigned URL."""
+        if slot.upload_url is None:
+            return self._call(UploadReceipt, "PUT", slot.upload_path, content=data)
+        digest = hashlib.sha256(data)
+        headers = {"x-amz-checksum-sha256": base64.b64encode(digest.digest()).decode()}
+        try:
+            response = self._http.put(slot.upload_url, content=data, headers=headers)
+        except httpx.TransportError as exc:
+            raise CoordinatorError(0, "unreachable", f"storage upload: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 300:
+            raise CoordinatorError(response.status_code, "upload_refused", response.text[:500])
+        return UploadReceipt(slot_id=slot.slot_id, sha256=digest.hexdigest(), size_bytes=len(data))
 
     def submit(
         self, run_id: str, slot_id: str, sha256: str, step: int, rows: int, tokens: int

@@ -57,6 +57,8 @@ class CoordinatorConfig(BaseModel):
         # went stale in transit, a heuristic flag, a reward the trusted scorer disagrees with); hard: forgery.
         default_factory=lambda: {
             "claims": "hard",
+            "upload_hash": "hard",
+            "file_missing": "soft",
             "schema_and_signature": "hard",
             "node": "hard",
             "duplicate": "hard",

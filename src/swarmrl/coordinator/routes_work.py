@@ -100,10 +100,15 @@ def request_upload(run_id: RunId, body: UploadRequest, request: Request, who: Si
             expires_at=now + config.upload_slot_ttl_s,
             uploaded=False,
         )
+        key = storage_key(run_id, body.step, node_id, body.sha256)
+        upload_url = state.storage.upload_url(key, body.size_bytes, body.sha256)
+        if upload_url is not None:
+            slot.storage_key = key  # the node puts the bytes there itself; submit checks they arrived
         session.add(slot)
     return UploadSlotInfo(
         slot_id=slot.slot_id,
         upload_path=f"/v1/uploads/{slot.slot_id}",
+        upload_url=upload_url,
         max_bytes=body.size_bytes,
         expires_at=slot.expires_at,
     )
@@ -178,6 +183,20 @@ def _open_slot(state: ServiceState, slot_id: str, node_id: str, now: float) -> U
         return slot
 
 
+def _confirm_direct_upload(state: ServiceState, slot: UploadSlot) -> None:
+    """A presigned upload went straight to the store, which enforced the SHA-256; check it landed whole."""
+    size = state.storage.size(slot.storage_key)
+    if size is None:
+        return
+    if size != slot.size_bytes:
+        raise ApiError(
+            f"the stored object has {size} bytes; the slot declared {slot.size_bytes}",
+            kind="size_mismatch",
+            status=422,
+        )
+    slot.uploaded = True
+
+
 def _store(state: ServiceState, slot_id: str, staged: Path, key: str) -> None:
     with state.sessions() as session, session.begin():
         slot = session.get(UploadSlot, slot_id)
@@ -201,6 +220,8 @@ def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller)
         slot = session.get(UploadSlot, body.slot_id)
         if slot is None or slot.node_id != node_id or slot.run_id != run_id:
             raise NotFoundError("no upload slot with that id for this node and run", kind="unknown_slot")
+        if not slot.uploaded and slot.storage_key is not None:
+            _confirm_direct_upload(state, slot)
         if not slot.uploaded or slot.storage_key is None:
             raise ConflictError("the file for this slot has not been uploaded", kind="not_uploaded")
         if slot.sha256 != body.sha256 or slot.step != body.step:

@@ -39,6 +39,10 @@ from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, valid
 log = logging.getLogger(__name__)
 
 
+# Download failures that are a verdict on the submission, by the check name the coordinator's severities use.
+_UNREADABLE = {"sha256_mismatch": "upload_hash", "file_missing": "file_missing"}
+
+
 class ValidatorStopped(Exception):
     """Asked to stop before the validator could start."""
 
@@ -123,7 +127,20 @@ def judge(
         return json.loads(record_path.read_text())
     path = work_dir / "submissions" / f"step_{submission.step}" / f"{submission.id}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(client.fetch_submission(submission))
+    try:
+        path.write_bytes(client.fetch_submission(submission))
+    except CoordinatorError as exc:
+        if exc.kind not in _UNREADABLE:
+            raise
+        # The stored bytes are not the file the node committed to (or are gone): nothing to judge.
+        record = {
+            "accept": False,
+            "check": _UNREADABLE[exc.kind],
+            "reason": exc.detail,
+            "rewards_summary": {},
+        }
+        write_json_atomic(record_path, record)
+        return record
     # No recorded verdict: any trace of this exact file in the replay table is from a judgement cut short.
     context.seen.forget(submission.sha256)
     verdict = validate_file(path, submission.step, context, node_id=submission.node_id)
