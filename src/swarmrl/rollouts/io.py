@@ -116,6 +116,9 @@ def read_rollouts(
     header = _parse_header(path.name, schema.metadata or {})
     try:
         table = parquet_file.read()
+        # Full validation: parquet reads strings without checking them, and an invalid UTF-8 value would
+        # otherwise surface as a UnicodeDecodeError deep inside the signature digest.
+        table.validate(full=True)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise RolloutError(f"{path.name}: unreadable row data ({exc})") from exc
     if require_signature:

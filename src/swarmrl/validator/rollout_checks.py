@@ -120,6 +120,8 @@ def validate_file(
         except RolloutError as exc:
             raise CheckFailed("schema_and_signature", str(exc)) from exc
         passed.append("schema_and_signature")
+        if header.run_id != context.config.run.id:
+            raise CheckFailed("node", f"signed for run {header.run_id[:64]!r}, not {context.config.run.id!r}")
         if node_id is not None and header.node_id != node_id:
             raise CheckFailed("node", f"signed by {header.node_id[:16]}…, submitted by {node_id[:16]}…")
         passed.append("node")
