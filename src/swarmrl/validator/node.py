@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,15 +25,15 @@ from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
-from swarmrl.models import load_model, load_tokenizer
+from swarmrl.models import load_tokenizer
 from swarmrl.rollouts import RolloutLimits
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.checkpoint import checkpoint_dir
 from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
+from swarmrl.validator.service import PolicyCache
 
 log = logging.getLogger(__name__)
 
@@ -58,29 +57,25 @@ class ValidatorOptions:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-class FetchedPolicies:
+class FetchedPolicies(PolicyCache):
     """Policy checkpoints by step, fetched through shardcast on first use, the last few kept loaded."""
 
     def __init__(self, options: ValidatorOptions, trainer_key: str, dtype: str, keep: int) -> None:
-        self.options, self.trainer_key, self.dtype, self.keep = options, trainer_key, dtype, keep
-        self.root = options.work_dir / "checkpoints"
-        self._models: OrderedDict[int, torch.nn.Module] = OrderedDict()
+        super().__init__(options.work_dir / "checkpoints", dtype, keep)
+        self.options, self.trainer_key = options, trainer_key
 
     def path(self, step: int) -> Path:
-        if step not in local_versions(self.root):
+        if step not in local_versions(self.checkpoints):
             config = ClientConfig(keep_versions=self.keep + 1)
             fetch_checkpoint(
-                self.options.relays, step, self.root, self.trainer_key, config, run_id=self.options.run_id
+                self.options.relays,
+                step,
+                self.checkpoints,
+                self.trainer_key,
+                config,
+                run_id=self.options.run_id,
             )
-        return checkpoint_dir(self.root, step)
-
-    def __call__(self, step: int) -> torch.nn.Module:
-        if step not in self._models:
-            self._models[step] = load_model(self.path(step), self.dtype).eval()
-            while len(self._models) > self.keep:
-                self._models.popitem(last=False)
-        self._models.move_to_end(step)
-        return self._models[step]
+        return super().path(step)
 
 
 def swarm_context(

@@ -38,9 +38,12 @@ class PolicyCache:
         self.checkpoints, self.dtype, self.keep = checkpoints, dtype, keep
         self._models: OrderedDict[int, torch.nn.Module] = OrderedDict()
 
+    def path(self, step: int) -> Path:
+        return checkpoint_dir(self.checkpoints, step)
+
     def __call__(self, step: int) -> torch.nn.Module:
         if step not in self._models:
-            self._models[step] = load_model(checkpoint_dir(self.checkpoints, step), self.dtype).eval()
+            self._models[step] = load_model(self.path(step), self.dtype).eval()
             while len(self._models) > self.keep:
                 self._models.popitem(last=False)
         self._models.move_to_end(step)
