@@ -86,7 +86,12 @@ def trainer_role(
             return feed.collect(step, config.trainer.prompts_per_step, config.trainer.max_wait_seconds)
 
         try:
-            return run_trainer(config, collect, publish, stop_after_steps=stop_after_steps)
+            last = run_trainer(config, collect, publish, stop_after_steps=stop_after_steps)
+            if dist.is_initialized():
+                # Rank 0 still writes the last checkpoint when the others return; tearing gloo down under it
+                # aborts a rank ("terminate called without an active exception").
+                dist.barrier()
+            return last
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
