@@ -13,7 +13,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from swarmrl.diloco.config import ByteCorpusConfig, DiLoCoConfig, ThrottleConfig, TinyModelConfig
+from swarmrl.diloco.config import (
+    ByteCorpusConfig,
+    DiLoCoConfig,
+    OuterOptimizerConfig,
+    ThrottleConfig,
+    TinyModelConfig,
+)
 from swarmrl.diloco.launcher import launch_many
 from swarmrl.diloco.reports import RunReport
 
@@ -50,16 +56,31 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="H = 100 and 250, fp32 and int8 only")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--steps", type=int, default=500, help="inner steps per worker (>= 2 x 250)")
+    parser.add_argument("--windows", type=int, nargs="+", help="H values to run (default 50 100 250)")
+    parser.add_argument("--codecs", nargs="+", help="codecs to run (default fp32 fp16 int8)")
+    parser.add_argument("--fast-only", action="store_true", help="skip the throttled-link runs")
+    parser.add_argument(
+        "--outer-lrs", type=float, nargs="+", default=[0.7], help="outer Nesterov learning rates"
+    )
+    parser.add_argument(
+        "--outer-momenta", type=float, nargs="+", default=[0.9], help="outer Nesterov momenta"
+    )
     args = parser.parse_args()
     base = _base(args.steps, args.workers)
-    windows = [100, 250] if args.quick else [50, 100, 250]
-    codecs = ["fp32", "int8"] if args.quick else ["fp32", "fp16", "int8"]
+    windows = args.windows or ([100, 250] if args.quick else [50, 100, 250])
+    codecs = args.codecs or (["fp32", "int8"] if args.quick else ["fp32", "fp16", "int8"])
     started = time.perf_counter()
 
     # One set of worker processes runs every config back to back (saves start-up per run).
     fast = launch_many(
         [DiLoCoConfig(mode="ddp", **base)]
-        + [DiLoCoConfig(inner_steps=w, codec=c, **base) for w in windows for c in codecs]
+        + [
+            DiLoCoConfig(inner_steps=w, codec=c, outer=OuterOptimizerConfig(lr=lr, momentum=m), **base)
+            for w in windows
+            for c in codecs
+            for lr in args.outer_lrs
+            for m in args.outer_momenta
+        ]
     )
     ddp = fast[0]
     print(
@@ -70,6 +91,9 @@ def main() -> None:
     for report in fast:
         print(_row(report, ddp))
 
+    if args.fast_only:
+        print(f"\nbench wall time: {time.perf_counter() - started:.0f} s")
+        return
     throttle = ThrottleConfig(enabled=True, bandwidth_mbit=100.0, latency_ms=50.0)
     slow = launch_many(
         [DiLoCoConfig(mode="ddp", throttle=throttle, **base)]

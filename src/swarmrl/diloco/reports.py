@@ -47,7 +47,11 @@ class RunReport(BaseModel):
 
     def summary(self) -> dict[str, float | int | str]:
         c = self.config
-        label = "ddp" if c.mode == "ddp" else f"diloco H={c.inner_steps} F={c.fragments} {c.codec}"
+        label = (
+            "ddp"
+            if c.mode == "ddp"
+            else f"diloco H={c.inner_steps} F={c.fragments} {c.codec} outer {c.outer.lr:g}/{c.outer.momentum:g}"
+        )
         return {
             "run": label + (" throttled" if c.throttle.enabled else ""),
             "eval_loss": round(self.eval_loss, 4),
