@@ -273,12 +273,13 @@ def validator_calibrate(
 
 def _register_role_commands() -> None:
     """Commands whose functions live with their role (each package's cli.py)."""
-    from swarmrl.coordinator.cli import coordinator
+    from swarmrl.coordinator.cli import admin, coordinator
     from swarmrl.diloco.cli import diloco, diloco_replica
     from swarmrl.shardcast.cli import fetch, origin, publish, relay
     from swarmrl.tasks.cli import filter_band, preview_generator
 
     app.command("coordinator")(coordinator)
+    app.add_typer(admin, name="admin")
     app.command("diloco")(diloco)
     app.command("diloco-replica")(diloco_replica)
     tasks_app = typer.Typer(help="Inspect and filter task sources.", no_args_is_help=True)

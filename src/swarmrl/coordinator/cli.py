@@ -80,3 +80,79 @@ def coordinator(
 
 if __name__ == "__main__":
     typer.run(coordinator)
+
+
+admin = typer.Typer(
+    help="Operator commands against a running coordinator (admin token from the environment)."
+)
+CoordinatorUrl = Annotated[str, typer.Option("--coordinator", help="coordinator base URL")]
+AdminToken = Annotated[str, typer.Option(envvar=ADMIN_TOKEN_ENV, help="the coordinator's admin token")]
+
+
+def _public_key(value: str) -> str:
+    """A hex Ed25519 public key, or the PEM private key file it belongs to."""
+    from swarmrl.identity import Identity
+
+    path = Path(value)
+    return Identity.load(path).node_id if path.is_file() else value
+
+
+def _admin_call(coordinator_url: str, token: str, call) -> None:
+    from swarmrl.coordinator.client import CoordinatorClient
+    from swarmrl.coordinator.errors import CoordinatorError
+
+    with CoordinatorClient(coordinator_url, admin_token=token, max_retries=2) as client:
+        try:
+            result = call(client)
+        except CoordinatorError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+    typer.echo(result.model_dump_json(indent=2))
+
+
+@admin.command("create-run")
+def create_run(
+    run_id: Annotated[str, typer.Option(help="name of the new run")],
+    trainer_key: Annotated[str, typer.Option(help="trainer's hex public key, or its PEM key file")],
+    coordinator_url: CoordinatorUrl,
+    token: AdminToken,
+    async_level: Annotated[
+        int, typer.Option(help="oldest policy a submission may use: step - async_level")
+    ] = 2,
+) -> None:
+    """Open a run for a trainer; prints its state, including the run secret that keys task seeds."""
+    key = _public_key(trainer_key)
+    _admin_call(coordinator_url, token, lambda c: c.create_run(run_id, key, async_level=async_level))
+
+
+@admin.command("add-validator")
+def add_validator(
+    run_id: Annotated[str, typer.Option(help="the run")],
+    validator_key: Annotated[str, typer.Option(help="validator's hex public key, or its PEM key file")],
+    coordinator_url: CoordinatorUrl,
+    token: AdminToken,
+) -> None:
+    """Let a validator key post verdicts for a run."""
+    key = _public_key(validator_key)
+    _admin_call(coordinator_url, token, lambda c: c.add_validator(run_id, key))
+
+
+@admin.command("ban")
+def ban(
+    node_id: Annotated[str, typer.Argument(help="hex public key of the node")],
+    coordinator_url: CoordinatorUrl,
+    token: AdminToken,
+    reason: Annotated[str, typer.Option(help="recorded with the ban")] = "banned by admin",
+) -> None:
+    """Ban a node from every run and eject it from the runs it joined."""
+    _admin_call(coordinator_url, token, lambda c: c.ban(node_id, reason))
+
+
+@admin.command("unban")
+def unban(
+    node_id: Annotated[str, typer.Argument(help="hex public key of the node")],
+    coordinator_url: CoordinatorUrl,
+    token: AdminToken,
+) -> None:
+    """Lift a ban."""
+    _admin_call(coordinator_url, token, lambda c: c.unban(node_id))

@@ -1,0 +1,58 @@
+"""`swarmrl admin ...` against a live coordinator: create a run, add a validator, ban and unban, bad token."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from swarmrl.cli import app
+from swarmrl.coordinator.app import create_app
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.testing import serve_in_thread
+from swarmrl.identity import Identity
+
+TOKEN = "operator-token"
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    server = serve_in_thread(
+        create_app(db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=tmp_path / "s", admin_token=TOKEN)
+    )
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def admin(url: str, *args: str, token: str = TOKEN):
+    return CliRunner().invoke(app, ["admin", *args, "--coordinator", url], env={"SWARMRL_ADMIN_TOKEN": token})
+
+
+def test_operator_sets_up_a_run_and_bans_a_node(coordinator, tmp_path):
+    trainer = Identity.generate()
+    trainer.save(tmp_path / "trainer.pem")
+    validator = Identity.generate()
+    created = admin(
+        coordinator, "create-run", "--run-id", "r1", "--trainer-key", str(tmp_path / "trainer.pem")
+    )
+    assert created.exit_code == 0, created.output
+    state = json.loads(created.output)
+    assert (
+        state["trainer_public_key"] == trainer.node_id and state["async_level"] == 2 and state["run_secret"]
+    )
+    added = admin(coordinator, "add-validator", "--run-id", "r1", "--validator-key", validator.node_id)
+    assert added.exit_code == 0, added.output
+
+    worker = CoordinatorClient(coordinator, Identity.generate(), max_retries=0)
+    worker.register({})
+    assert admin(coordinator, "ban", worker.node_id, "--reason", "forged proofs").exit_code == 0
+    assert worker.node(worker.node_id).banned
+    assert admin(coordinator, "unban", worker.node_id).exit_code == 0
+    assert not worker.node(worker.node_id).banned
+
+
+def test_a_wrong_token_is_refused_with_a_clear_error(coordinator):
+    result = admin(coordinator, "create-run", "--run-id", "r2", "--trainer-key", "ab" * 32, token="guess")
+    assert result.exit_code == 1
+    assert "admin_token_invalid" in result.output
