@@ -92,7 +92,9 @@ CoordinatorUrl = Annotated[
 NodeKey = Annotated[
     Path | None, typer.Option("--key", help="this node's Ed25519 private key (PEM; created if missing)")
 ]
-RunId = Annotated[str | None, typer.Option("--run-id", help="swarm run to join")]
+RunId = Annotated[
+    str | None, typer.Option("--run-id", help="swarm run to join (default and required: the config's run id)")
+]
 RunConfigFile = Annotated[
     Path | None, typer.Option("--config", help="the run's config (TOML or its config.json)")
 ]
@@ -104,11 +106,11 @@ WorkDir = Annotated[
 ]
 
 
-def _node_args(coordinator_url, run_id, config_file, key, relays, work_dir) -> RunConfig:
+def _node_args(run_id, config_file, key, relays, work_dir) -> tuple[RunConfig, str]:
+    """The run config and run id of a swarm node; the run id is the config's (`run.run_id`, else its name)."""
     missing = [
         flag
         for flag, value in (
-            ("--run-id", run_id),
             ("--config", config_file),
             ("--key", key),
             ("--relay", relays),
@@ -118,7 +120,11 @@ def _node_args(coordinator_url, run_id, config_file, key, relays, work_dir) -> R
     ]
     if missing:
         raise typer.BadParameter(f"a swarm node also needs {', '.join(missing)}", param_hint="--coordinator")
-    return _config(str(config_file), [], False)
+    config = _config(str(config_file), [], False)
+    if run_id is not None and run_id != config.run.id:
+        # Seeds and signatures bind the config's run id: a node of another id would have all its work rejected.
+        raise typer.BadParameter(f"--run-id {run_id!r} differs from the config's run id {config.run.id!r}")
+    return config, config.run.id
 
 
 @app.command()
@@ -162,7 +168,7 @@ def worker(
         return
     from swarmrl.worker.node import NodeEjected, NodeOptions, run_node
 
-    cfg = _node_args(coordinator_url, run_id, config, key, relay, work_dir)
+    cfg, run_id = _node_args(run_id, config, key, relay, work_dir)
     if cheat not in (None, "half-layers"):
         raise typer.BadParameter(f"unknown cheat {cheat!r}", param_hint="--cheat")
     options = NodeOptions(coordinator_url, run_id, key, relay, work_dir, cheat=cheat, max_batches=max_batches)
@@ -246,7 +252,7 @@ def validator(
         return
     from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node
 
-    cfg = _node_args(coordinator_url, run_id, config, key, relay, work_dir)
+    cfg, run_id = _node_args(run_id, config, key, relay, work_dir)
     options = ValidatorOptions(coordinator_url, run_id, key, relay, work_dir)
     _stop_on_sigterm(options.stop)
     try:
