@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarmrl.models.tiny import TinyModelSpec
+
+if TYPE_CHECKING:
+    from swarmrl.rollouts import RolloutLimits
 
 
 class ConfigError(Exception):
@@ -96,6 +99,16 @@ class WorkerSection(Section):
         2, ge=0, description="a batch for step k may come from a policy no older than k - async_level"
     )
     torch_threads: int = Field(1, ge=1, description="CPU threads per worker")
+
+    def rollout_limits(self, vocab_size: int) -> RolloutLimits:
+        """Bounds a rollout file of this run must respect; `vocab_size` is the policy model's, not the tokenizer's."""
+        from swarmrl.rollouts import RolloutLimits
+
+        return RolloutLimits(
+            max_rows=self.prompts_per_batch * self.group_size,
+            max_completion_tokens=self.max_new_tokens,
+            vocab_size=vocab_size,
+        )
 
 
 class EvalSection(Section):

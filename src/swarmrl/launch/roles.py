@@ -9,13 +9,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from transformers import AutoConfig
 
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.identity import Identity
 from swarmrl.launch.prepare import load_run_config
-from swarmrl.models import load_tokenizer
-from swarmrl.rollouts import RolloutLimits
+from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.rundir import RunDir, write_text_atomic
 from swarmrl.shardcast.config import OriginConfig
 from swarmrl.shardcast.origin import Origin
@@ -26,19 +24,6 @@ from swarmrl.trainer.swarm_source import AcceptedSubmissions
 from swarmrl.trainer.train import run_trainer
 from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.local import run_local_worker
-
-
-def rollout_limits(config, vocab_size: int) -> RolloutLimits:
-    return RolloutLimits(
-        max_rows=config.worker.prompts_per_batch * config.worker.group_size,
-        max_completion_tokens=config.worker.max_new_tokens,
-        vocab_size=vocab_size,
-    )
-
-
-def policy_vocab_size(checkpoint: Path) -> int:
-    """Token ids must index the model's embedding; the tokenizer may know more ids than the model has."""
-    return AutoConfig.from_pretrained(checkpoint, local_files_only=True).vocab_size
 
 
 def trainer_role(
@@ -77,7 +62,7 @@ def trainer_role(
             scorer,
             async_level=config.worker.async_level,
             group_size=config.worker.group_size,
-            limits=rollout_limits(config, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))),
+            limits=config.worker.rollout_limits(policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))),
             max_files=config.trainer.max_files_per_step,
             poll_seconds=0.1 if coordinator_url is None else config.swarm.poll_seconds,
         )

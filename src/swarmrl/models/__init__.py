@@ -1,6 +1,12 @@
 """Causal language models and tokenizers: load any HF model directory, or build a tiny one for tests and demos."""
 
-from swarmrl.models.loading import ModelLoadError, load_model, load_tokenizer, save_pretrained_atomic
+from swarmrl.models.loading import (
+    ModelLoadError,
+    load_model,
+    load_tokenizer,
+    policy_vocab_size,
+    save_pretrained_atomic,
+)
 from swarmrl.models.tiny import TinyModelSpec, Vocabulary, build_tiny_model
 from swarmrl.models.tokenizer import SPECIAL_TOKENS, train_tokenizer
 
@@ -12,6 +18,7 @@ __all__ = [
     "build_tiny_model",
     "load_model",
     "load_tokenizer",
+    "policy_vocab_size",
     "save_pretrained_atomic",
     "train_tokenizer",
 ]

@@ -7,7 +7,13 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 from transformers.utils import logging as hf_logging
 
 # Checkpoints are read and written every policy step; per-shard progress bars would flood the logs.
@@ -63,3 +69,8 @@ def save_pretrained_atomic(
         shutil.rmtree(path)
     os.replace(tmp, path)
     return path
+
+
+def policy_vocab_size(checkpoint: str | Path) -> int:
+    """Token ids must index the model's embedding; the tokenizer may know more ids than the model has."""
+    return AutoConfig.from_pretrained(checkpoint, local_files_only=True).vocab_size

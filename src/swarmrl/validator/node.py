@@ -18,15 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig
 
 from swarmrl.config import RunConfig
 from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
-from swarmrl.models import load_tokenizer
-from swarmrl.rollouts import RolloutLimits
+from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
 from swarmrl.shardcast.config import ClientConfig
@@ -97,11 +95,7 @@ def swarm_context(
         policy=policies,
         task_seed=lambda node, step, batch: client.task_seed(options.run_id, step, batch, node_id=node),
         seen=SeenFiles(options.work_dir / "seen.sqlite"),
-        limits=RolloutLimits(
-            max_rows=config.worker.prompts_per_batch * config.worker.group_size,
-            max_completion_tokens=config.worker.max_new_tokens,
-            vocab_size=AutoConfig.from_pretrained(start, local_files_only=True).vocab_size,
-        ),
+        limits=config.worker.rollout_limits(policy_vocab_size(start)),
     )
 
 

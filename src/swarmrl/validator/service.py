@@ -19,7 +19,7 @@ import torch
 
 from swarmrl.launch.prepare import load_run_config
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.rollouts import RolloutLimits, write_rollouts
+from swarmrl.rollouts import write_rollouts
 from swarmrl.rollouts.assignment import batch_seed
 from swarmrl.rundir import write_json_atomic
 from swarmrl.tasks.registry import build_tasks
@@ -64,11 +64,7 @@ def local_context(run_dir: Path, settings: ValidatorConfig | None = None) -> Val
         policy=policy,
         task_seed=lambda node, step, batch: batch_seed(config.run.id, node, step, batch),
         seen=SeenFiles(run_dir / "validator" / "seen.sqlite"),
-        limits=RolloutLimits(
-            max_rows=config.worker.prompts_per_batch * config.worker.group_size,
-            max_completion_tokens=config.worker.max_new_tokens,
-            vocab_size=policy(0).config.vocab_size,
-        ),
+        limits=config.worker.rollout_limits(policy(0).config.vocab_size),
     )
 
 

@@ -17,11 +17,10 @@ from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.rollouts import RolloutHeader, write_rollouts
 from swarmrl.rundir import RunDir
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
-from swarmrl.worker.rollout import BatchSpec, assigned_prompts, generate_batch
+from swarmrl.worker.rollout import BatchSpec, write_batch
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +77,8 @@ def run_local_worker(config: RunConfig, index: int) -> int:
                     config.worker.group_size,
                     config.run.seed,
                 )
-                prompts = assigned_prompts(
-                    spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
-                )
-                rows = generate_batch(engine, spec, prompts, params)
-                header = RolloutHeader(config.run.id, identity.node_id, engine.policy_step, spec.batch_index)
-                write_rollouts(
-                    rundir.rollouts(step) / f"w{index}-b{spec.batch_index:04d}.parquet",
-                    header,
-                    rows,
-                    identity,
-                )
+                path = rundir.rollouts(step) / f"w{index}-b{spec.batch_index:04d}.parquet"
+                write_batch(engine, spec, tasks, tokenizer, config, params, path, identity)
                 files += 1
                 batch_index += 1
                 # A newer policy may have landed while this batch ran; later batches should use it.

@@ -26,14 +26,13 @@ from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.rollouts import RolloutHeader, write_rollouts
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.checkpoint import checkpoint_dir
-from swarmrl.worker.rollout import BatchSpec, assigned_prompts, generate_batch
+from swarmrl.worker.rollout import BatchSpec, write_batch
 
 log = logging.getLogger(__name__)
 
@@ -188,15 +187,8 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                     config.run.seed,
                     seed,
                 )
-                prompts = assigned_prompts(
-                    spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
-                )
-                rows = generate_batch(policy.engine, spec, prompts, params)
-                header = RolloutHeader(
-                    options.run_id, identity.node_id, policy.engine.policy_step, batch_index
-                )
                 path = options.work_dir / "rollouts" / f"step_{step}" / f"b{batch_index:04d}.parquet"
-                write_rollouts(path, header, rows, identity)
+                rows = write_batch(policy.engine, spec, tasks, tokenizer, config, params, path, identity)
                 tokens = sum(len(r.completion_ids) for r in rows)
                 client.upload_and_submit(options.run_id, step, path, rows=len(rows), tokens=tokens)
                 submitted += 1

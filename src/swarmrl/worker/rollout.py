@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
+from swarmrl.config import RunConfig
+from swarmrl.identity import Identity
 from swarmrl.inference.engine import GenerationRequest, InferenceEngine, SamplingParams
 from swarmrl.models.prompting import encode_prompt, render_prompt
-from swarmrl.rollouts import RolloutRow
+from swarmrl.rollouts import RolloutHeader, RolloutRow, write_rollouts
 from swarmrl.rollouts.assignment import assigned_prompt_indices, batch_seed, sample_seed
 from swarmrl.tasks.config import TasksConfig
 from swarmrl.tasks.length_reward import add_length_instruction, sample_target_length
@@ -112,4 +115,24 @@ def generate_batch(
                 proofs=proofs[i],
             )
         )
+    return rows
+
+
+def write_batch(
+    engine: InferenceEngine,
+    spec: BatchSpec,
+    tasks: TaskSource,
+    tokenizer: PreTrainedTokenizerBase,
+    config: RunConfig,
+    params: SamplingParams,
+    path: Path,
+    identity: Identity,
+) -> list[RolloutRow]:
+    """Generate the batch `spec` assigns with the engine's policy and write it to `path`, signed."""
+    prompts = assigned_prompts(
+        spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
+    )
+    rows = generate_batch(engine, spec, prompts, params)
+    header = RolloutHeader(spec.run_id, spec.node_id, engine.policy_step, spec.batch_index)
+    write_rollouts(path, header, rows, identity)
     return rows

@@ -9,11 +9,10 @@ from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.rollouts import RolloutHeader, write_rollouts
 from swarmrl.rundir import RunDir
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.checkpoint import checkpoint_dir
-from swarmrl.worker.rollout import BatchSpec, assigned_prompts, generate_batch
+from swarmrl.worker.rollout import BatchSpec, write_batch
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -64,9 +63,5 @@ def pregenerate(config: RunConfig, steps: int, batches: int) -> None:
                 config.worker.group_size,
                 config.run.seed,
             )
-            prompts = assigned_prompts(
-                spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
-            )
-            rows = generate_batch(engine, spec, prompts, params)
-            header = RolloutHeader(config.run.id, identity.node_id, 0, batch)
-            write_rollouts(rundir.rollouts(step) / f"pre-b{batch:04d}.parquet", header, rows, identity)
+            path = rundir.rollouts(step) / f"pre-b{batch:04d}.parquet"
+            write_batch(engine, spec, tasks, tokenizer, config, params, path, identity)
