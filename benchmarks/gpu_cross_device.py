@@ -24,15 +24,15 @@ import torch
 
 from swarmrl.config import RunConfig
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
-from swarmrl.inference.prefill import prefill
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.rollouts import ScoredRow
-from swarmrl.toploc import build_proofs_batch, verify_proofs_batch
 from swarmrl.trainer.batch import collate
 from swarmrl.trainer.checkpoint import checkpoint_dir, save_checkpoint
 from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.train import train_step
+from swarmrl.validator.calibrate import commit, measure
+from swarmrl.validator.config import ValidatorConfig
 
 
 def generate(model, requests, params, batch: int, eos: int):
@@ -50,40 +50,25 @@ def generate(model, requests, params, batch: int, eos: int):
     return out, sum(len(g.completion_ids) for g in out) / seconds
 
 
-def judge(model, generations, params, eos: int) -> dict[str, float]:
+def judge(model, generations, proofs, params, eos: int) -> dict[str, float]:
     """The validator's compute on every completion (prefill, TOPLOC, logprobs, seeded replay), timed."""
-    proofs = build_proofs_batch([g.hidden_states for g in generations])
     cuda = next(model.parameters()).is_cuda
     if cuda:
         torch.cuda.synchronize()
     started = time.perf_counter()
-    results = prefill(
-        model,
-        [g.prompt_ids for g in generations],
-        [g.completion_ids for g in generations],
-        temperature=params.temperature,
-        top_p=params.top_p,
-        seeds=[g.seed for g in generations],
-        eos_token_id=eos,
-        batch_size=32,
-    )
-    reports = verify_proofs_batch(proofs, [r.hidden_states.cpu() for r in results])
+    measured = measure("", model, generations, proofs, params, eos, ValidatorConfig(prefill_batch_size=32))
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
-    chunks = [c for r in reports for c in r.chunks]
-    gaps = [
-        float((torch.tensor(g.logprobs) - r.logprobs.cpu()).abs().max())
-        for g, r in zip(generations, results, strict=True)
-    ]
+    gaps = sorted(m.logprob_gap for m in measured)
     return {
-        "toploc_pass": sum(r.ok for r in reports) / len(reports),
-        "worst_exponent_match": min(c.exponent_matches / c.points for c in chunks),
-        "worst_mantissa_mean": max(c.mantissa_diff_mean for c in chunks),
-        "max_logprob_gap": max(gaps),
-        "p99_logprob_gap": sorted(gaps)[int(0.99 * (len(gaps) - 1))],
-        "min_choice_margin": min(float(r.choice_margins.min()) for r in results),
-        "replay_mismatch_tokens": sum(int((r.choice_margins < 0).sum()) for r in results),
+        "toploc_pass": sum(m.toploc_ok for m in measured) / len(measured),
+        "worst_exponent_match": min(m.exponent_match for m in measured),
+        "worst_mantissa_mean": max(m.mantissa_mean for m in measured),
+        "max_logprob_gap": gaps[-1],
+        "p99_logprob_gap": gaps[int(0.99 * (len(gaps) - 1))],
+        "min_choice_margin": min(m.choice_margin for m in measured),
+        "replay_flipped_completions": sum(m.choice_margin < 0 for m in measured),
         "validated_tokens_per_s": sum(len(g.completion_ids) for g in generations) / seconds,
     }
 
@@ -164,15 +149,16 @@ def main() -> None:
     print(
         f"torch {torch.__version__} · {torch.cuda.get_device_name()} · tf32 matmul {torch.backends.cuda.matmul.allow_tf32}"
     )
-    generated, generation_rates = {}, {}
+    generated, generation_rates, proofs = {}, {}, {}
     for device, model in models.items():
         generated[device], rate = generate(model, requests, params, args.batch, eos)
         generation_rates[device] = rate
+        proofs[device] = commit(generated[device])
         print(f"generation on {device:4s}: {rate:10.0f} tokens/s (batch {args.batch})")
     rates = {}
     for worker in ("cpu", "cuda"):
         for validator in ("cpu", "cuda"):
-            stats = judge(models[validator], generated[worker], params, eos)
+            stats = judge(models[validator], generated[worker], proofs[worker], params, eos)
             rates[worker, validator] = stats["validated_tokens_per_s"]
             cells = " ".join(f"{k}={v:.3g}" for k, v in stats.items())
             print(f"worker {worker:4s} → validator {validator:4s}: {cells}")

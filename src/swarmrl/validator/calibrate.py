@@ -123,17 +123,21 @@ def _generate(
     ]
 
 
+def commit(generations: list[Generation], flip_sign: bool = False) -> list[list[bytes]]:
+    """The worker's TOPLOC proofs of its generations (of the negated hidden states, for the sign attack)."""
+    return build_proofs_batch([(-g.hidden_states if flip_sign else g.hidden_states) for g in generations])
+
+
 def measure(
     source: str,
     policy: torch.nn.Module,
     generations: list[Generation],
+    proofs: list[list[bytes]],
     params: SamplingParams,
     eos: int,
     settings: ValidatorConfig,
-    flip_sign: bool = False,
 ) -> list[Measured]:
-    hidden = [(-g.hidden_states if flip_sign else g.hidden_states) for g in generations]
-    proofs = build_proofs_batch(hidden)
+    """The validator's view of each committed completion, recomputed with `policy` (on any device)."""
     results = prefill(
         policy,
         [g.prompt_ids for g in generations],
@@ -144,7 +148,9 @@ def measure(
         eos_token_id=eos,
         batch_size=settings.prefill_batch_size,
     )
-    reports = verify_proofs_batch(proofs, [r.hidden_states for r in results], thresholds=settings.toploc)
+    reports = verify_proofs_batch(
+        proofs, [r.hidden_states.cpu() for r in results], thresholds=settings.toploc
+    )
     measured = []
     for generation, result, report in zip(generations, results, reports, strict=True):
         chunks = report.chunks
@@ -155,7 +161,7 @@ def measure(
                 exponent_match=min((c.exponent_matches / max(c.points, 1) for c in chunks), default=0.0),
                 mantissa_mean=max((c.mantissa_diff_mean for c in chunks), default=float("inf")),
                 mantissa_median=max((c.mantissa_diff_median for c in chunks), default=float("inf")),
-                logprob_gap=float((torch.tensor(generation.logprobs) - result.logprobs).abs().max()),
+                logprob_gap=float((torch.tensor(generation.logprobs) - result.logprobs.cpu()).abs().max()),
                 choice_margin=float(result.choice_margins.min()),
             )
         )
@@ -226,7 +232,8 @@ def calibrate(
             worker_model = load_model(policy_path, attn_implementation=attn)
             generations = _generate(worker_model, requests, params, batch, eos)
             torch.set_num_threads(threads_before)
-            measured += measure(f"honest:{setting.name}", policy, generations, params, eos, settings)
+            source = f"honest:{setting.name}"
+            measured += measure(source, policy, generations, commit(generations), params, eos, settings)
         for attack in ATTACKS:
             progress(f"attack {attack.name}")
             model = attack.model(policy) if attack.model else policy
@@ -239,9 +246,8 @@ def calibrate(
             if attack.temperature is not None:
                 # The cheater reports logprobs as if it sampled at the run's temperature.
                 generations = _with_logprobs_at(policy, generations, params, eos)
-            measured += measure(
-                f"attack:{attack.name}", policy, generations, params, eos, settings, attack.flip_sign
-            )
+            proofs = commit(generations, attack.flip_sign)
+            measured += measure(f"attack:{attack.name}", policy, generations, proofs, params, eos, settings)
     finally:
         torch.set_num_threads(threads_before)
     honest = [m for m in measured if m.source.startswith("honest:")]
