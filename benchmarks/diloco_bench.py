@@ -16,6 +16,7 @@ import time
 from swarmrl.diloco.config import (
     ByteCorpusConfig,
     DiLoCoConfig,
+    InnerOptimizerConfig,
     OuterOptimizerConfig,
     ThrottleConfig,
     TinyModelConfig,
@@ -65,8 +66,14 @@ def main() -> None:
     parser.add_argument(
         "--outer-momenta", type=float, nargs="+", default=[0.9], help="outer Nesterov momenta"
     )
+    parser.add_argument("--inner-lr", type=float, default=4e-4, help="inner AdamW rate (DDP uses the same)")
+    parser.add_argument("--schedule", choices=["constant", "cosine"], default="constant")
+    parser.add_argument("--warmup-steps", type=int, default=0, help="linear warmup of the inner rate")
     args = parser.parse_args()
     base = _base(args.steps, args.workers)
+    base["inner"] = InnerOptimizerConfig(
+        lr=args.inner_lr, schedule=args.schedule, warmup_steps=args.warmup_steps
+    )
     windows = args.windows or ([100, 250] if args.quick else [50, 100, 250])
     codecs = args.codecs or (["fp32", "int8"] if args.quick else ["fp32", "fp16", "int8"])
     started = time.perf_counter()
@@ -84,7 +91,8 @@ def main() -> None:
     )
     ddp = fast[0]
     print(
-        f"model: {ddp.parameters:,} parameters; {args.workers} workers x {args.steps} steps x batch 4 x 64 tokens"
+        f"model: {ddp.parameters:,} parameters; {args.workers} workers x {args.steps} steps x batch 4 x 64 tokens; "
+        f"inner AdamW lr {args.inner_lr:g}, {args.schedule} after {args.warmup_steps} warmup steps"
     )
     print("\n## Fast local link (gloo on 127.0.0.1)\n")
     print(HEADER)

@@ -106,6 +106,13 @@ WorkDir = Annotated[
 ]
 
 
+def _local_run_dir(run_dir: Path | None) -> Path:
+    """A worker or validator runs either locally on a run directory or as a node of a swarm."""
+    if run_dir is None:
+        raise typer.BadParameter("give --run-dir (local run) or --coordinator (swarm)")
+    return run_dir
+
+
 def _node_args(run_id, config_file, key, relays, work_dir) -> tuple[RunConfig, str]:
     """The run config and run id of a swarm node; the run id is the config's (`run.run_id`, else its name)."""
     missing = [
@@ -160,11 +167,9 @@ def worker(
 ) -> None:
     """An inference worker: of a local run (--run-dir), or a permissionless node of a swarm (--coordinator)."""
     if coordinator_url is None:
-        if run_dir is None:
-            raise typer.BadParameter("give --run-dir (local run) or --coordinator (swarm)")
         from swarmrl.launch.roles import worker_role
 
-        worker_role(run_dir, index)
+        worker_role(_local_run_dir(run_dir), index)
         return
     from swarmrl.worker.node import NodeEjected, NodeOptions, run_node
 
@@ -243,11 +248,9 @@ def validator(
     if ctx.invoked_subcommand is not None:
         return
     if coordinator_url is None:
-        if run_dir is None:
-            raise typer.BadParameter("give --run-dir (local run) or --coordinator (swarm)")
         from swarmrl.validator.service import run_validator
 
-        judged = run_validator(run_dir, submissions, once=once)
+        judged = run_validator(_local_run_dir(run_dir), submissions, once=once)
         console.print(f"judged {judged} file(s)")
         return
     from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node

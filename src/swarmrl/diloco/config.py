@@ -61,6 +61,11 @@ class InnerOptimizerConfig(BaseModel):
     beta1: float = Field(0.9, ge=0.0, lt=1.0, description="First-moment decay.")
     beta2: float = Field(0.95, ge=0.0, lt=1.0, description="Second-moment decay.")
     grad_clip: float = Field(1.0, gt=0.0, description="Max global gradient L2 norm before each step.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warmup of the rate over the first inner steps.")
+    schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="After warmup: constant, or cosine decay to min_lr_ratio at the last step."
+    )
+    min_lr_ratio: float = Field(0.1, ge=0.0, le=1.0, description="Cosine floor as a fraction of `lr`.")
 
 
 class OuterOptimizerConfig(BaseModel):

@@ -76,7 +76,7 @@ def run_elastic_replica(
         split.train_tokens, config.data.seq_len, config.data.batch_size, config.data.seed + replica_rank
     )
     model = build_tiny_causal_lm(config.model)
-    inner = make_inner_optimizer(model, config.inner)
+    inner, schedule = make_inner_optimizer(model, config.inner, config.total_steps)
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     timeout = timedelta(seconds=timeout_s)
     manager = Manager(
@@ -116,6 +116,7 @@ def run_elastic_replica(
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.inner.grad_clip)
             diloco.step()
             diloco.zero_grad()
+            schedule.step()
             steps_run += 1
             if steps_run % config.inner_steps == 0:
                 progress_file.write_text(

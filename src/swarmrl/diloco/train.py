@@ -6,6 +6,7 @@ import time
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
+from torch.optim.lr_scheduler import LRScheduler
 
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators.base import Communicator
@@ -16,11 +17,21 @@ from swarmrl.diloco.ddp import attach_counting_hook
 from swarmrl.diloco.model import build_tiny_causal_lm
 from swarmrl.diloco.reports import WorkerReport
 from swarmrl.diloco.wrapper import DiLoCo
+from swarmrl.trainer.optim import build_optimizer
 
 
-def make_inner_optimizer(model: torch.nn.Module, config: InnerOptimizerConfig) -> torch.optim.AdamW:
-    return torch.optim.AdamW(
-        model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(config.beta1, config.beta2)
+def make_inner_optimizer(
+    model: torch.nn.Module, config: InnerOptimizerConfig, total_steps: int
+) -> tuple[torch.optim.AdamW, LRScheduler]:
+    """The same AdamW and schedule as the RL trainer's, decayed over `total_steps` when cosine."""
+    return build_optimizer(
+        model,
+        config.lr,
+        config.weight_decay,
+        (config.beta1, config.beta2),
+        config.warmup_steps,
+        decay_steps=total_steps if config.schedule == "cosine" else None,
+        min_lr_ratio=config.min_lr_ratio,
     )
 
 
@@ -58,7 +69,7 @@ def train_worker(config: DiLoCoConfig, communicator: Communicator) -> WorkerRepo
     )
     model = build_tiny_causal_lm(config.model)
     model.train()
-    inner = make_inner_optimizer(model, config.inner)
+    inner, schedule = make_inner_optimizer(model, config.inner, config.total_steps)
     communicator = wrap_communicator(config, communicator)
     eval_curve: list[tuple[int, float]] = []
 
@@ -93,6 +104,7 @@ def train_worker(config: DiLoCoConfig, communicator: Communicator) -> WorkerRepo
         else:
             inner.step()
             inner.zero_grad(set_to_none=True)
+        schedule.step()
         if config.eval_every and step % config.eval_every == 0 and rank == 0:
             eval_started = time.perf_counter()
             eval_curve.append((step, evaluate(model, eval_batches)))

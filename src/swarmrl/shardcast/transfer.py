@@ -11,6 +11,7 @@ import collections
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,13 +24,13 @@ import aiohttp
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.shardcast.errors import ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import resolve_inside
-from swarmrl.shardcast.hashing import Hasher, new_hasher
+from swarmrl.shardcast.hashing import new_hasher
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
+from swarmrl.shardcast.range_get import ConnectionPool, CorruptShard, SourceFailure, fetch_range_into
 from swarmrl.shardcast.selection import SourceSelector
 
 log = logging.getLogger(__name__)
 
-WRITE_BATCH = 4 * 1024 * 1024
 AVAILABILITY_WAIT_S = 10.0
 MAX_JSON_BYTES = 16 * 1024 * 1024
 
@@ -46,18 +47,6 @@ class TransferStats:
     bytes_by_source: dict[str, int] = field(default_factory=dict)
     corrupt_by_source: dict[str, int] = field(default_factory=dict)
     manifest_rejected_by_source: dict[str, str] = field(default_factory=dict)
-
-
-class SourceFailure(Exception):
-    """One request to one source went wrong; `unavailable` means the source does not hold the bytes."""
-
-    def __init__(self, message: str, unavailable: bool = False) -> None:
-        super().__init__(message)
-        self.unavailable = unavailable
-
-
-class CorruptShard(Exception):
-    """The bytes a source sent do not hash to the signed value."""
 
 
 def normalize_sources(sources: list[str]) -> list[str]:
@@ -210,9 +199,12 @@ class ShardDownloader:
         self._unavailable_since: dict[int, float] = {}
         self._fatal: str | None = None
         self._change = asyncio.Event()
-        self._writer = ThreadPoolExecutor(
-            max_workers=config.concurrency, thread_name_prefix="shardcast-write"
+        self._fetchers = ThreadPoolExecutor(
+            max_workers=config.concurrency, thread_name_prefix="shardcast-fetch"
         )
+        self._pool = ConnectionPool(config.connect_timeout_s, config.request_timeout_s)
+        self._stop = threading.Event()
+        self._count_lock = threading.Lock()
 
     async def download(self, shards: list[ShardEntry]) -> None:
         if not shards:
@@ -232,9 +224,15 @@ class ShardDownloader:
                     follower.cancel()
             if self._fatal is not None:
                 raise ShardcastError(self._fatal)
+        except BaseException:
+            # Cancelled: fetch threads stop at their next read. (A hopeless shard does not come here before
+            # the shards in flight have landed, kept for a resume.)
+            self._stop.set()
+            raise
         finally:
-            # Writes of cancelled workers still run in threads: let them land before closing (or reusing) fds.
-            await asyncio.shield(asyncio.to_thread(self._writer.shutdown, True))
+            # Fetch threads still running must land before the fds close (or are reused).
+            await asyncio.shield(asyncio.to_thread(self._fetchers.shutdown, True))
+            self._pool.close()
             for fd in self._fds.values():
                 os.close(fd)
             self._fds.clear()
@@ -362,53 +360,35 @@ class ShardDownloader:
         return fd
 
     async def _fetch_into_place(self, shard: ShardEntry, url: str) -> None:
-        first, last = shard.offset, shard.offset + shard.length - 1
         address = f"{url}/v/{self.manifest.version}/data/{quote(shard.path)}"
-        fd = self._fd(shard.path)
         digest = new_hasher(self.manifest.hash_algorithm)
-        received = 0
-        try:
-            async with self.session.get(
-                address,
-                headers={"Range": f"bytes={first}-{last}"},
-                timeout=shard_timeout(self.config, shard.length),
-            ) as resp:
-                if resp.status == 206:
-                    expected = f"bytes {first}-{last}/"
-                    if not resp.headers.get("Content-Range", "").startswith(expected):
-                        raise SourceFailure(f"wrong Content-Range {resp.headers.get('Content-Range')!r}")
-                elif not (resp.status == 200 and first == 0 and resp.content_length == shard.length):
-                    raise SourceFailure(f"HTTP {resp.status}", unavailable=resp.status in (404, 416, 503))
-                batch: list[bytes] = []
-                batched = 0
-                async for chunk in resp.content.iter_any():
-                    if received + batched + len(chunk) > shard.length:
-                        raise CorruptShard("source sent more bytes than the shard holds")
-                    batch.append(chunk)
-                    batched += len(chunk)
-                    if batched >= WRITE_BATCH:
-                        await self._write(fd, digest, batch, first + received)
-                        self._count(url, batched)
-                        received += batched
-                        batch, batched = [], 0
-                if batch:
-                    await self._write(fd, digest, batch, first + received)
-                    self._count(url, batched)
-                    received += batched
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
-        if received != shard.length:
-            raise SourceFailure(f"connection ended after {received} of {shard.length} bytes")
+        config = self.config
+        deadline = (
+            time.monotonic()
+            + config.connect_timeout_s
+            + config.request_timeout_s
+            + shard.length / config.min_throughput_bytes_s
+        )
+        await asyncio.get_running_loop().run_in_executor(
+            self._fetchers,
+            fetch_range_into,
+            self._pool,
+            address,
+            shard.offset,
+            shard.length,
+            self._fd(shard.path),
+            digest,
+            deadline,
+            self._stop,
+            lambda nbytes: self._count(url, nbytes),
+        )
         if digest.hexdigest() != shard.digest:
             raise CorruptShard(f"{self.manifest.hash_algorithm} does not match the signed manifest")
 
-    async def _write(self, fd: int, digest: Hasher, batch: list[bytes], position: int) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._writer, _hash_and_write, fd, digest, batch, position)
-
     def _count(self, url: str, nbytes: int) -> None:
-        self.stats.bytes_downloaded += nbytes
-        self.stats.bytes_by_source[url] = self.stats.bytes_by_source.get(url, 0) + nbytes
+        with self._count_lock:  # called from fetch threads
+            self.stats.bytes_downloaded += nbytes
+            self.stats.bytes_by_source[url] = self.stats.bytes_by_source.get(url, 0) + nbytes
 
     def _give_up_message(self, shard: ShardEntry, reason: str) -> str:
         tried = "; ".join(self._attempts[shard.index][-6:]) or "none tried"
@@ -417,16 +397,3 @@ class ShardDownloader:
             f"{shard.offset}-{shard.offset + shard.length - 1}) could not be fetched: {reason}; "
             f"sources {self.sources}; attempts: {tried}"
         )
-
-
-def _hash_and_write(fd: int, digest: Hasher, chunks: list[bytes], position: int) -> None:
-    """Runs in a worker thread: hashlib and pwrite release the GIL, so the event loop keeps receiving."""
-    if len(chunks) > 256:  # stay far below IOV_MAX
-        chunks = [b"".join(chunks)]
-    for chunk in chunks:
-        digest.update(chunk)
-    written = os.pwritev(fd, chunks, position)
-    total = sum(len(c) for c in chunks)
-    while written < total:  # pwritev may write less than asked; finish the tail
-        tail = b"".join(chunks)[written:]
-        written += os.pwrite(fd, tail, position + written)

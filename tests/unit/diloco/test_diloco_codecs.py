@@ -29,29 +29,20 @@ class _ThreadGroup:
 
 class _ThreadCommunicator(Communicator):
     def __init__(self, group: _ThreadGroup, rank: int) -> None:
-        super().__init__()
+        super().__init__(rank, group.world_size)
         self.group = group
-        self._rank = rank
 
-    @property
-    def rank(self) -> int:
-        return self._rank
-
-    @property
-    def world_size(self) -> int:
-        return self.group.world_size
-
-    def all_reduce_mean(self, tensor):
-        everything = self.group.exchange(self._rank, tensor)
+    def _all_reduce_mean(self, tensor):
+        everything = self.group.exchange(self.rank, tensor)
         tensor.copy_(torch.stack(everything).sum(0) / self.world_size)
         return tensor
 
-    def all_to_all(self, rows):
-        everything = self.group.exchange(self._rank, rows)
-        return torch.stack([peer[self._rank] for peer in everything])
+    def _all_to_all(self, rows):
+        everything = self.group.exchange(self.rank, rows)
+        return torch.stack([peer[self.rank] for peer in everything])
 
-    def all_gather(self, tensor):
-        return torch.stack(self.group.exchange(self._rank, tensor))
+    def _all_gather(self, tensor):
+        return torch.stack(self.group.exchange(self.rank, tensor))
 
 
 def _reduce_on_threads(inputs: list[torch.Tensor], codec) -> list[torch.Tensor]:

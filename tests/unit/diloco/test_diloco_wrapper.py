@@ -28,7 +28,7 @@ def _batch(step: int) -> torch.Tensor:
 
 def _make(fragments: int = 1, overlap: int = 0, outer_lr: float = 0.7, momentum: float = 0.9):
     model = build_tiny_causal_lm(MODEL)
-    inner = make_inner_optimizer(model, InnerOptimizerConfig())
+    inner, _ = make_inner_optimizer(model, InnerOptimizerConfig(), total_steps=100)
     diloco = DiLoCo(
         model,
         inner,
@@ -82,7 +82,7 @@ def test_outer_lr_one_without_momentum_reduces_to_plain_inner_training():
     model, diloco = _make(outer_lr=1.0, momentum=0.0)
     _train(model, diloco, 0, 2 * H)
     plain = build_tiny_causal_lm(MODEL)
-    optimizer = make_inner_optimizer(plain, InnerOptimizerConfig())
+    optimizer, _ = make_inner_optimizer(plain, InnerOptimizerConfig(), total_steps=100)
     for step in range(2 * H):
         language_model_loss(plain, _batch(step)).backward()
         torch.nn.utils.clip_grad_norm_(plain.parameters(), 1.0)

@@ -5,28 +5,17 @@ from __future__ import annotations
 import torch
 
 from swarmrl.diloco.communicators.base import Communicator
-from swarmrl.diloco.errors import CommunicatorError
 
 
 class LocalCommunicator(Communicator):
-    @property
-    def rank(self) -> int:
-        return 0
+    def __init__(self) -> None:
+        super().__init__(rank=0, world_size=1)
 
-    @property
-    def world_size(self) -> int:
-        return 1
-
-    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
-        self.stats.record(0, 0.0)
+    def _all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor
 
-    def all_to_all(self, rows: torch.Tensor) -> torch.Tensor:
-        if rows.shape[0] != 1:
-            raise CommunicatorError(f"all_to_all needs 1 row on a single worker, got {rows.shape[0]}")
-        self.stats.record(0, 0.0)
+    def _all_to_all(self, rows: torch.Tensor) -> torch.Tensor:
         return rows.clone()
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        self.stats.record(0, 0.0)
+    def _all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.clone()[None]

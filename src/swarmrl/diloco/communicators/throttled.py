@@ -11,13 +11,7 @@ import time
 
 import torch
 
-from swarmrl.diloco.communicators.base import (
-    Communicator,
-    all_gather_bytes,
-    all_to_all_bytes,
-    ring_all_reduce_bytes,
-    tensor_bytes,
-)
+from swarmrl.diloco.communicators.base import Communicator
 
 
 class SimulatedLink:
@@ -46,44 +40,22 @@ class ThrottledCommunicator(Communicator):
     """Wraps a real communicator; its stats count the same bytes, its time includes the simulated link."""
 
     def __init__(self, inner: Communicator, link: SimulatedLink) -> None:
-        super().__init__()
+        super().__init__(inner.rank, inner.world_size)
         self.inner = inner
         self.link = link
 
-    @property
-    def rank(self) -> int:
-        return self.inner.rank
+    def _before_transfer(self, wire_bytes: int) -> None:
+        if self.world_size > 1:
+            self.link.transmit(wire_bytes)
 
-    @property
-    def world_size(self) -> int:
-        return self.inner.world_size
+    def _all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        return self.inner.all_reduce_mean(tensor)
 
-    def _charge(self, wire_bytes: int) -> float:
-        return self.link.transmit(wire_bytes) if self.world_size > 1 else 0.0
+    def _all_to_all(self, rows: torch.Tensor) -> torch.Tensor:
+        return self.inner.all_to_all(rows)
 
-    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
-        started = time.perf_counter()
-        wire = ring_all_reduce_bytes(tensor_bytes(tensor), self.world_size)
-        self._charge(wire)
-        self.inner.all_reduce_mean(tensor)
-        self.stats.record(wire, time.perf_counter() - started)
-        return tensor
-
-    def all_to_all(self, rows: torch.Tensor) -> torch.Tensor:
-        started = time.perf_counter()
-        wire = all_to_all_bytes(tensor_bytes(rows), self.world_size)
-        self._charge(wire)
-        received = self.inner.all_to_all(rows)
-        self.stats.record(wire, time.perf_counter() - started)
-        return received
-
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        started = time.perf_counter()
-        wire = all_gather_bytes(tensor_bytes(tensor), self.world_size)
-        self._charge(wire)
-        gathered = self.inner.all_gather(tensor)
-        self.stats.record(wire, time.perf_counter() - started)
-        return gathered
+    def _all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return self.inner.all_gather(tensor)
 
     def begin_round(self) -> None:
         self.inner.begin_round()

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-from swarmrl.diloco.communicators.base import (
-    Communicator,
-    all_gather_bytes,
-    all_to_all_bytes,
-    ring_all_reduce_bytes,
-    tensor_bytes,
-)
+from swarmrl.diloco.communicators.base import Communicator
 from swarmrl.diloco.errors import CommunicatorError
 
 
@@ -38,55 +31,28 @@ class TorchDistCommunicator(Communicator):
     """
 
     def __init__(self, group: dist.ProcessGroup | None = None) -> None:
-        super().__init__()
         if not dist.is_initialized():
             raise CommunicatorError("torch.distributed is not initialised; call init_process_group first")
+        super().__init__(dist.get_rank(group), dist.get_world_size(group))
         self._group = group
-        self._rank = dist.get_rank(group)
-        self._world_size = dist.get_world_size(group)
         on_nccl = dist.get_backend(group) == "nccl"
         self._device = torch.device("cuda", torch.cuda.current_device()) if on_nccl else torch.device("cpu")
 
-    @property
-    def rank(self) -> int:
-        return self._rank
-
-    @property
-    def world_size(self) -> int:
-        return self._world_size
-
-    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
-        if tensor.dtype != torch.float32:
-            raise CommunicatorError(f"all_reduce_mean sums in fp32 only, got {tensor.dtype}")
-        started = time.perf_counter()
+    def _all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
         staged = tensor.to(self._device)
         dist.all_reduce(staged, op=dist.ReduceOp.SUM, group=self._group)
-        tensor.copy_(staged.div_(self._world_size))
-        self.stats.record(
-            ring_all_reduce_bytes(tensor_bytes(tensor), self._world_size), time.perf_counter() - started
-        )
-        return tensor
+        return tensor.copy_(staged.div_(self.world_size))
 
-    def all_to_all(self, rows: torch.Tensor) -> torch.Tensor:
-        if rows.shape[0] != self._world_size:
-            raise CommunicatorError(f"all_to_all needs {self._world_size} rows, got {rows.shape[0]}")
-        started = time.perf_counter()
+    def _all_to_all(self, rows: torch.Tensor) -> torch.Tensor:
         staged = rows.contiguous().to(self._device)
         received = torch.empty_like(staged)
         dist.all_to_all_single(received, staged, group=self._group)
-        self.stats.record(
-            all_to_all_bytes(tensor_bytes(rows), self._world_size), time.perf_counter() - started
-        )
         return received.cpu()
 
-    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
-        started = time.perf_counter()
+    def _all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         staged = tensor.contiguous().to(self._device)
-        pieces = [torch.empty_like(staged) for _ in range(self._world_size)]
+        pieces = [torch.empty_like(staged) for _ in range(self.world_size)]
         dist.all_gather(pieces, staged, group=self._group)
-        self.stats.record(
-            all_gather_bytes(tensor_bytes(tensor), self._world_size), time.perf_counter() - started
-        )
         return torch.stack(pieces).cpu()
 
     def close(self) -> None:

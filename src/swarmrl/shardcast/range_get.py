@@ -1,0 +1,200 @@
+"""One HTTP range request of an untrusted source, written straight into a file region and hashed as it arrives.
+
+This is the bulk path of every shard download and runs in a worker thread: http.client hands over up to
+READ_SIZE bytes per socket read, and hashing and pwritev release the GIL, so several of these threads move
+bytes while the event loop only schedules them. (aiohttp's streaming reader delivered one small chunk per
+coroutine step, which kept a core busy on Python overhead on the receive side.)
+"""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import os
+import threading
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from swarmrl.shardcast.hashing import Hasher
+
+READ_SIZE = 1024 * 1024
+WRITE_BATCH = 4 * 1024 * 1024
+_STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+
+
+class SourceFailure(Exception):
+    """One request to one source went wrong; `unavailable` means the source does not hold the bytes."""
+
+    def __init__(self, message: str, unavailable: bool = False) -> None:
+        super().__init__(message)
+        self.unavailable = unavailable
+
+
+class CorruptShard(Exception):
+    """The bytes a source sent do not hash to the signed value."""
+
+
+class ConnectionPool:
+    """Idle keep-alive connections per (scheme, host:port), shared by the fetch threads of one download."""
+
+    def __init__(self, connect_timeout_s: float, read_timeout_s: float) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = collections.defaultdict(list)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def take(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection to the origin and whether it was reused (a reused one may have been closed idle)."""
+        with self._lock:
+            idle = self._idle[(scheme, netloc)]
+            if idle:
+                return idle.pop(), True
+        if scheme not in ("http", "https"):
+            raise SourceFailure(f"unsupported URL scheme {scheme!r}")
+        factory = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        try:
+            connection = factory(netloc, timeout=self.connect_timeout_s)
+        except http.client.HTTPException as exc:  # a malformed host:port
+            raise SourceFailure(f"bad source address {netloc!r}: {exc}") from exc
+        try:
+            connection.connect()
+        except OSError as exc:
+            connection.close()
+            raise SourceFailure(f"cannot connect to {netloc}: {type(exc).__name__} {exc}") from exc
+        connection.sock.settimeout(self.read_timeout_s)
+        return connection, False
+
+    def give_back(self, scheme: str, netloc: str, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle[(scheme, netloc)].append(connection)
+                return
+        connection.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle = [c for connections in self._idle.values() for c in connections]
+            self._idle.clear()
+        for connection in idle:
+            connection.close()
+
+
+def fetch_range_into(
+    pool: ConnectionPool,
+    url: str,
+    first: int,
+    length: int,
+    fd: int,
+    digest: Hasher,
+    deadline: float,
+    stop: threading.Event,
+    on_bytes: Callable[[int], None],
+) -> None:
+    """GET bytes [first, first + length) of `url` into `fd` at offset `first`, feeding `digest`.
+
+    SourceFailure for anything the network or the source got wrong (status, headers, silence longer than the
+    pool's read timeout, slower than `deadline`, a short body), CorruptShard for a body longer than asked.
+    The caller compares the digest with the signed value.
+    """
+    parts = urlsplit(url)
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    for attempt in range(2):
+        connection, reused = pool.take(parts.scheme, parts.netloc)
+        try:
+            response = _request(connection, target, first, length)
+        except _STALE_CONNECTION as exc:
+            connection.close()
+            if reused and attempt == 0:
+                continue  # the server closed an idle keep-alive connection: one retry on a fresh one
+            raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
+        except SourceFailure:
+            connection.close()
+            raise
+        break
+    try:
+        _receive(response, first, length, fd, digest, deadline, stop, on_bytes)
+    except (OSError, http.client.HTTPException) as exc:
+        connection.close()
+        raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
+    except BaseException:
+        connection.close()
+        raise
+    if response.length == 0:
+        response.read()  # marks the exhausted response closed, so the connection may send again
+    if response.isclosed() and not response.will_close:
+        pool.give_back(parts.scheme, parts.netloc, connection)
+    else:
+        connection.close()
+
+
+def _request(
+    connection: http.client.HTTPConnection, target: str, first: int, length: int
+) -> http.client.HTTPResponse:
+    last = first + length - 1
+    connection.request("GET", target, headers={"Range": f"bytes={first}-{last}"})
+    response = connection.getresponse()
+    if response.status == 206:
+        expected = f"bytes {first}-{last}/"
+        content_range = response.getheader("Content-Range", "")
+        if not content_range.startswith(expected):
+            raise SourceFailure(f"wrong Content-Range {content_range!r}")
+    elif not (response.status == 200 and first == 0 and response.length == length):
+        raise SourceFailure(f"HTTP {response.status}", unavailable=response.status in (404, 416, 503))
+    return response
+
+
+def _receive(
+    response: http.client.HTTPResponse,
+    first: int,
+    length: int,
+    fd: int,
+    digest: Hasher,
+    deadline: float,
+    stop: threading.Event,
+    on_bytes: Callable[[int], None],
+) -> None:
+    received = 0
+    batch: list[bytes] = []
+    batched = 0
+    while True:
+        if stop.is_set():
+            raise SourceFailure("download cancelled")
+        if time.monotonic() > deadline:
+            raise SourceFailure("slower than the minimum throughput")
+        chunk = response.read1(READ_SIZE)
+        if not chunk:
+            break
+        if received + batched + len(chunk) > length:
+            raise CorruptShard("source sent more bytes than the shard holds")
+        batch.append(chunk)
+        batched += len(chunk)
+        if batched >= WRITE_BATCH:
+            hash_and_write(fd, digest, batch, first + received)
+            on_bytes(batched)
+            received += batched
+            batch, batched = [], 0
+    if batch:
+        hash_and_write(fd, digest, batch, first + received)
+        on_bytes(batched)
+        received += batched
+    if received != length:
+        raise SourceFailure(f"connection ended after {received} of {length} bytes")
+
+
+def hash_and_write(fd: int, digest: Hasher, chunks: list[bytes], position: int) -> None:
+    """hashlib and pwrite release the GIL, so other threads (and the event loop) keep running."""
+    if len(chunks) > 256:  # stay far below IOV_MAX
+        chunks = [b"".join(chunks)]
+    for chunk in chunks:
+        digest.update(chunk)
+    written = os.pwritev(fd, chunks, position)
+    total = sum(len(c) for c in chunks)
+    while written < total:  # pwritev may write less than asked; finish the tail
+        tail = b"".join(chunks)[written:]
+        written += os.pwrite(fd, tail, position + written)

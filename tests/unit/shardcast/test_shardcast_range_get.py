@@ -1,0 +1,106 @@
+import hashlib
+import http.server
+import os
+import re
+import socket
+import threading
+import time
+
+import pytest
+
+from swarmrl.shardcast.range_get import ConnectionPool, CorruptShard, SourceFailure, fetch_range_into
+
+BODY = os.urandom(3 * 1024 * 1024 + 17)
+
+
+class _RangeHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the shardcast servers do
+    connections: list[int] = []
+    extra = b""  # bytes appended past the requested range (a lying source)
+
+    def setup(self) -> None:
+        super().setup()
+        type(self).connections.append(self.client_address[1])
+
+    def do_GET(self) -> None:
+        first, last = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers["Range"]).groups())
+        payload = BODY[first : last + 1] + type(self).extra
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {first}-{last}/{len(BODY)}")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args) -> None:
+        return None
+
+
+@pytest.fixture
+def server():
+    _RangeHandler.connections = []
+    _RangeHandler.extra = b""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RangeHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/f"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=10)
+
+
+def _fetch(pool, url, tmp_path, first, length):
+    target = tmp_path / "out.bin"
+    if not target.exists():
+        target.write_bytes(b"\0" * len(BODY))
+    fd = os.open(target, os.O_WRONLY)
+    digest, counted = hashlib.sha256(), []
+    try:
+        fetch_range_into(
+            pool, url, first, length, fd, digest, time.monotonic() + 30, threading.Event(), counted.append
+        )
+    finally:
+        os.close(fd)
+    return digest.hexdigest(), sum(counted), target
+
+
+def test_ranges_land_at_their_offsets_hashed_and_counted_over_one_kept_alive_connection(server, tmp_path):
+    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=5)
+    half = len(BODY) // 2
+    first_digest, first_count, _ = _fetch(pool, server, tmp_path, 0, half)
+    second_digest, second_count, target = _fetch(pool, server, tmp_path, half, len(BODY) - half)
+    pool.close()
+    assert target.read_bytes() == BODY
+    assert first_digest == hashlib.sha256(BODY[:half]).hexdigest()
+    assert second_digest == hashlib.sha256(BODY[half:]).hexdigest()
+    assert (first_count, second_count) == (half, len(BODY) - half)
+    assert len(_RangeHandler.connections) == 1
+
+
+def test_a_body_longer_than_the_range_is_corrupt_and_not_written_past_it(server, tmp_path):
+    _RangeHandler.extra = b"x" * 10
+    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=5)
+    with pytest.raises(CorruptShard, match="more bytes"):
+        _fetch(pool, server, tmp_path, 0, 1000)
+    pool.close()
+    assert (tmp_path / "out.bin").read_bytes()[1000:1010] == b"\0" * 10
+
+
+def test_an_unreachable_source_is_a_source_failure(tmp_path):
+    with socket.socket() as probe:  # a port the OS just handed out and nobody listens on any more
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pool = ConnectionPool(connect_timeout_s=2, read_timeout_s=2)
+    with pytest.raises(SourceFailure, match="cannot connect"):
+        _fetch(pool, f"http://127.0.0.1:{port}/f", tmp_path, 0, 10)
+
+
+def test_a_stopped_download_ends_at_the_next_read(server, tmp_path):
+    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=5)
+    stop = threading.Event()
+    stop.set()
+    fd = os.open(tmp_path / "x.bin", os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(SourceFailure, match="cancelled"):
+            fetch_range_into(pool, server, 0, 100, fd, hashlib.sha256(), time.monotonic() + 30, stop, print)
+    finally:
+        os.close(fd)
