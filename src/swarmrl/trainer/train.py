@@ -57,15 +57,19 @@ def train_step(
     config: RunConfig,
     ref_model: torch.nn.Module | None = None,
 ) -> dict[str, float]:
-    """One policy step: π_old recomputed once, then several optimizer steps over minibatches."""
+    """One policy step: π_old recomputed once, then several optimizer steps over minibatches.
+
+    With a single minibatch the weights are still π_old during the one forward pass, so π_old is that pass's
+    detached log-probabilities instead of a second forward.
+    """
     loss_cfg = config.loss
-    # π_old without dropout: the ratio must be exactly 1 before the first update.
+    num_minibatches = min(config.trainer.optimizer_steps_per_policy_step, len(batch))
     model.eval()
     with torch.no_grad():
-        old_logprobs, _ = token_logprobs(model, batch)
+        # π_old without dropout: the ratio must be exactly 1 before the first update.
+        old_logprobs = token_logprobs(model, batch)[0] if num_minibatches > 1 else None
         ref_logprobs = token_logprobs(ref_model, batch)[0] if ref_model is not None else None
     model.train()
-    num_minibatches = min(config.trainer.optimizer_steps_per_policy_step, len(batch))
     order = torch.arange(len(batch), device=batch.input_ids.device).chunk(num_minibatches)
     totals: dict[str, float] = {}
     for index in order:
@@ -73,7 +77,7 @@ def train_step(
         logprobs, entropy = token_logprobs(model, minibatch, with_entropy=loss_cfg.entropy_coef > 0)
         out = policy_loss(
             logprobs,
-            old_logprobs[index],
+            logprobs.detach() if old_logprobs is None else old_logprobs[index],
             minibatch.advantages,
             minibatch.completion_mask,
             config=loss_cfg,
