@@ -43,6 +43,8 @@ def swarmrl_run(root: Path, start: Path, steps: int, workers: int) -> float:
             f"worker.num_workers={workers}",
             f"trainer.prompts_per_step={PROMPTS}",
             f"worker.group_size={GROUP}",
+            # TRL below takes one optimizer step per generation batch (gradient accumulation over it).
+            "trainer.optimizer_steps_per_policy_step=1",
         ],
     )
     target = config.run.directory / "checkpoints" / "step_0"
