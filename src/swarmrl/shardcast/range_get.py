@@ -9,11 +9,13 @@ coroutine step, which kept a core busy on Python overhead on the receive side.)
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.client
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from swarmrl.shardcast.hashing import Hasher
@@ -82,18 +84,25 @@ class ConnectionPool:
             connection.close()
 
 
-def fetch_range_into(
-    pool: ConnectionPool,
-    url: str,
-    first: int,
-    length: int,
-    fd: int,
-    digest: Hasher,
-    deadline: float,
-    stop: threading.Event,
-    on_bytes: Callable[[int], None],
-) -> None:
-    """GET bytes [first, first + length) of `url` into `fd` at offset `first`, feeding `digest`.
+@dataclass
+class RangeSink:
+    """Where one range's bytes go and the limits of receiving them.
+
+    `length` bytes land at offset `first` of `fd` and feed `digest`; the request fails after `deadline`
+    (monotonic) or once `stop` is set; `on_bytes` is told of every batch written (from the fetch thread).
+    """
+
+    fd: int
+    first: int
+    length: int
+    digest: Hasher
+    deadline: float
+    stop: threading.Event
+    on_bytes: Callable[[int], None]
+
+
+def fetch_range_into(pool: ConnectionPool, url: str, sink: RangeSink) -> None:
+    """GET bytes [first, first + length) of `url` into the sink.
 
     SourceFailure for anything the network or the source got wrong (status, headers, silence longer than the
     pool's read timeout, slower than `deadline`, a short body), CorruptShard for a body longer than asked.
@@ -104,33 +113,35 @@ def fetch_range_into(
     for attempt in range(2):
         connection, reused = pool.take(parts.scheme, parts.netloc)
         try:
-            response = _request(connection, target, first, length)
-        except _STALE_CONNECTION as exc:
-            connection.close()
-            if reused and attempt == 0:
+            with _closed_on_failure(connection):
+                response = _request(connection, target, sink.first, sink.length)
+            break
+        except SourceFailure as failure:
+            if reused and attempt == 0 and isinstance(failure.__cause__, _STALE_CONNECTION):
                 continue  # the server closed an idle keep-alive connection: one retry on a fresh one
-            raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
-        except (OSError, http.client.HTTPException) as exc:
-            connection.close()
-            raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
-        except SourceFailure:
-            connection.close()
             raise
-        break
-    try:
-        _receive(response, first, length, fd, digest, deadline, stop, on_bytes)
-    except (OSError, http.client.HTTPException) as exc:
-        connection.close()
-        raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
-    except BaseException:
-        connection.close()
-        raise
+    with _closed_on_failure(connection):
+        _receive(response, sink)
     if response.length == 0:
         response.read()  # marks the exhausted response closed, so the connection may send again
     if response.isclosed() and not response.will_close:
         pool.give_back(parts.scheme, parts.netloc, connection)
     else:
         connection.close()
+
+
+@contextlib.contextmanager
+def _closed_on_failure(connection: http.client.HTTPConnection) -> Iterator[None]:
+    """A failed exchange leaves the connection in an unknown state: close it; network errors become
+    SourceFailure."""
+    try:
+        yield
+    except (OSError, http.client.HTTPException) as exc:
+        connection.close()
+        raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
+    except BaseException:
+        connection.close()
+        raise
 
 
 def _request(
@@ -149,42 +160,33 @@ def _request(
     return response
 
 
-def _receive(
-    response: http.client.HTTPResponse,
-    first: int,
-    length: int,
-    fd: int,
-    digest: Hasher,
-    deadline: float,
-    stop: threading.Event,
-    on_bytes: Callable[[int], None],
-) -> None:
+def _receive(response: http.client.HTTPResponse, sink: RangeSink) -> None:
     received = 0
     batch: list[bytes] = []
     batched = 0
     while True:
-        if stop.is_set():
+        if sink.stop.is_set():
             raise SourceFailure("download cancelled")
-        if time.monotonic() > deadline:
+        if time.monotonic() > sink.deadline:
             raise SourceFailure("slower than the minimum throughput")
         chunk = response.read1(READ_SIZE)
         if not chunk:
             break
-        if received + batched + len(chunk) > length:
+        if received + batched + len(chunk) > sink.length:
             raise CorruptShard("source sent more bytes than the shard holds")
         batch.append(chunk)
         batched += len(chunk)
         if batched >= WRITE_BATCH:
-            hash_and_write(fd, digest, batch, first + received)
-            on_bytes(batched)
+            hash_and_write(sink.fd, sink.digest, batch, sink.first + received)
+            sink.on_bytes(batched)
             received += batched
             batch, batched = [], 0
     if batch:
-        hash_and_write(fd, digest, batch, first + received)
-        on_bytes(batched)
+        hash_and_write(sink.fd, sink.digest, batch, sink.first + received)
+        sink.on_bytes(batched)
         received += batched
-    if received != length:
-        raise SourceFailure(f"connection ended after {received} of {length} bytes")
+    if received != sink.length:
+        raise SourceFailure(f"connection ended after {received} of {sink.length} bytes")
 
 
 def hash_and_write(fd: int, digest: Hasher, chunks: list[bytes], position: int) -> None:

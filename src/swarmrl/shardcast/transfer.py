@@ -26,7 +26,13 @@ from swarmrl.shardcast.errors import ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import resolve_inside
 from swarmrl.shardcast.hashing import new_hasher
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
-from swarmrl.shardcast.range_get import ConnectionPool, CorruptShard, SourceFailure, fetch_range_into
+from swarmrl.shardcast.range_get import (
+    ConnectionPool,
+    CorruptShard,
+    RangeSink,
+    SourceFailure,
+    fetch_range_into,
+)
 from swarmrl.shardcast.selection import SourceSelector
 
 log = logging.getLogger(__name__)
@@ -369,18 +375,17 @@ class ShardDownloader:
             + config.request_timeout_s
             + shard.length / config.min_throughput_bytes_s
         )
+        sink = RangeSink(
+            fd=self._fd(shard.path),
+            first=shard.offset,
+            length=shard.length,
+            digest=digest,
+            deadline=deadline,
+            stop=self._stop,
+            on_bytes=lambda nbytes: self._count(url, nbytes),
+        )
         await asyncio.get_running_loop().run_in_executor(
-            self._fetchers,
-            fetch_range_into,
-            self._pool,
-            address,
-            shard.offset,
-            shard.length,
-            self._fd(shard.path),
-            digest,
-            deadline,
-            self._stop,
-            lambda nbytes: self._count(url, nbytes),
+            self._fetchers, fetch_range_into, self._pool, address, sink
         )
         if digest.hexdigest() != shard.digest:
             raise CorruptShard(f"{self.manifest.hash_algorithm} does not match the signed manifest")

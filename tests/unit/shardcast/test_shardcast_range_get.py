@@ -8,7 +8,13 @@ import time
 
 import pytest
 
-from swarmrl.shardcast.range_get import ConnectionPool, CorruptShard, SourceFailure, fetch_range_into
+from swarmrl.shardcast.range_get import (
+    ConnectionPool,
+    CorruptShard,
+    RangeSink,
+    SourceFailure,
+    fetch_range_into,
+)
 
 BODY = os.urandom(3 * 1024 * 1024 + 17)
 
@@ -55,9 +61,8 @@ def _fetch(pool, url, tmp_path, first, length):
     fd = os.open(target, os.O_WRONLY)
     digest, counted = hashlib.sha256(), []
     try:
-        fetch_range_into(
-            pool, url, first, length, fd, digest, time.monotonic() + 30, threading.Event(), counted.append
-        )
+        sink = RangeSink(fd, first, length, digest, time.monotonic() + 30, threading.Event(), counted.append)
+        fetch_range_into(pool, url, sink)
     finally:
         os.close(fd)
     return digest.hexdigest(), sum(counted), target
@@ -101,6 +106,7 @@ def test_a_stopped_download_ends_at_the_next_read(server, tmp_path):
     fd = os.open(tmp_path / "x.bin", os.O_WRONLY | os.O_CREAT)
     try:
         with pytest.raises(SourceFailure, match="cancelled"):
-            fetch_range_into(pool, server, 0, 100, fd, hashlib.sha256(), time.monotonic() + 30, stop, print)
+            sink = RangeSink(fd, 0, 100, hashlib.sha256(), time.monotonic() + 30, stop, print)
+            fetch_range_into(pool, server, sink)
     finally:
         os.close(fd)
