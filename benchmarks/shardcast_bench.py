@@ -60,6 +60,16 @@ def spawn(args: list[str], started: list[subprocess.Popen], **kwargs) -> subproc
     return process
 
 
+def spawn_ready(arg_lists: list[list[str]], started: list[subprocess.Popen]) -> list[subprocess.Popen]:
+    """Start one client per argument list, each after the previous one printed "ready"."""
+    clients = []
+    for args in arg_lists:
+        client = spawn(args, started, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        read_line_with(client, "ready")
+        clients.append(client)
+    return clients
+
+
 def stop_all(started: list[subprocess.Popen]) -> None:
     for process in started:
         if process.poll() is None:
@@ -202,17 +212,13 @@ def bench_swarm_swarmrl(work: Path, size: int, shard_size: int) -> float:
                 text=True,
             )
             relays.append(read_line_with(relay, "listening on").split()[-1])
-        clients = []
-        for i in range(4):
-            client = spawn(
-                ["-c", CLIENT_WAIT, ",".join(relays), TRAINER.node_id, str(work / f"b_client{i}")],
-                procs,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-            read_line_with(client, "ready")
-            clients.append(client)
+        clients = spawn_ready(
+            [
+                ["-c", CLIENT_WAIT, ",".join(relays), TRAINER.node_id, str(work / f"b_client{i}")]
+                for i in range(4)
+            ],
+            procs,
+        )
         time.sleep(0.5)
         started = time.time()
         origin.publish(root / "step_1", 1)
@@ -306,17 +312,10 @@ def bench_swarm_reference(work: Path, size: int, timeout_s: float) -> float | st
             )
             read_line_with(relay, "ready")
             relays.append(f"http://127.0.0.1:{port}")
-        clients = []
-        for i in range(4):  # one at a time: concurrent start-up races on /tmp/dummy.bin
-            client = spawn(
-                ["-c", REF_CLIENT, ",".join(relays), str(work / f"r_client{i}")],
-                procs,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-            read_line_with(client, "ready")
-            clients.append(client)
+        # One at a time (spawn_ready waits for each): concurrent start-ups race on /tmp/dummy.bin.
+        clients = spawn_ready(
+            [["-c", REF_CLIENT, ",".join(relays), str(work / f"r_client{i}")] for i in range(4)], procs
+        )
         time.sleep(0.5)
         started = time.time()
         origin.broadcast(str(source))

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from trainer_testkit import tiny_model
+from transformers import Qwen2ForCausalLM
 
 from swarmrl.trainer.loss_config import GSPOClip, LossConfig, TwoSidedClip
 from swarmrl.trainer.losses import policy_loss
@@ -128,18 +129,7 @@ def test_block_causal_mask_by_hand() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_qwen2() -> Qwen2ForCausalLM:
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        attn_implementation="eager",
-    )
-    return Qwen2ForCausalLM(config).eval()
+    return tiny_model().eval()
 
 
 def completion_logprobs(model: Qwen2ForCausalLM, prompt: list[int], completion: list[int]) -> torch.Tensor:

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from test_trainer_loss_on_model import ADVANTAGES, padded_batch, tiny_model
+from trainer_testkit import ADVANTAGES, padded_batch, tiny_model
 
 from swarmrl.config import RunConfig
 from swarmrl.trainer.batch import TrainBatch, token_logprobs
