@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -98,6 +99,11 @@ def drop(path: Path) -> None:
 
 
 # ---- (a) single client vs plain GET ---------------------------------------------------------------------
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 async def aiohttp_get(url: str, out: Path) -> float:
     import aiohttp
 
@@ -141,18 +147,22 @@ def bench_single(work: Path, size: int, shard_size: int, repeats: int) -> dict:
             )
             url = read_line_with(server, "listening on").split()[-1]
             file_url = f"{url}/v/1/data/model.safetensors"
-            curl, aio, ours = [], [], []
+            curl, aio, ours, curl_cpu, ours_cpu = [], [], [], [], []
             for _ in range(repeats):
                 out = work / "get.bin"
                 if shutil.which("curl"):
+                    cpu_before = cpu_seconds(resource.RUSAGE_CHILDREN)
                     started = time.perf_counter()
                     subprocess.run(["curl", "-s", "-o", str(out), file_url], check=True)
                     curl.append(time.perf_counter() - started)
+                    curl_cpu.append(cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before)
                     out.unlink()
                 aio.append(asyncio.run(aiohttp_get(file_url, out)))
                 out.unlink()
                 dest = work / "a_dest"
+                cpu_before = cpu_seconds(resource.RUSAGE_SELF)
                 ours.append(asyncio.run(swarmrl_fetch([url], dest, 1)))
+                ours_cpu.append(cpu_seconds(resource.RUSAGE_SELF) - cpu_before)
                 drop(dest)
         finally:
             stop_all(procs)
@@ -162,6 +172,7 @@ def bench_single(work: Path, size: int, shard_size: int, repeats: int) -> dict:
             "aiohttp_get_s": statistics.median(aio),
             "swarmrl_s": statistics.median(ours),
             "runs": {"curl": curl, "aiohttp": aio, "swarmrl": ours},
+            "cpu_s": {"curl": curl_cpu, "swarmrl": ours_cpu},
         }
     drop(root)
     return results
@@ -406,6 +417,13 @@ def report_single(results: dict, size_mib: int) -> None:
             f"{baseline / r['swarmrl_s']:.0%} "
             f"(goal >= 60%) | best runs: GET {best_get:.2f} s, swarmrl {best_ours:.2f} s "
             f"({best_get / best_ours:.0%})",
+            flush=True,
+        )
+        cpu = r["cpu_s"]
+        print(
+            f"(a) {algorithm}: CPU seconds per fetch (median) curl "
+            f"{statistics.median(cpu['curl']) if cpu['curl'] else float('nan'):.2f}, swarmrl client "
+            f"{statistics.median(cpu['swarmrl']):.2f} (receive, two hash passes, writes; servers excluded)",
             flush=True,
         )
 
