@@ -12,6 +12,7 @@ import collections
 import contextlib
 import http.client
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,12 +39,17 @@ class CorruptShard(Exception):
 
 
 class ConnectionPool:
-    """Idle keep-alive connections per (scheme, host:port), shared by the fetch threads of one download."""
+    """Keep-alive connections per (scheme, host:port), shared by the fetch threads of one download.
+
+    Connections in use are tracked so that `interrupt` can cut them: a fetch thread blocked in a read of a
+    silent source then returns at once instead of after the read timeout.
+    """
 
     def __init__(self, connect_timeout_s: float, read_timeout_s: float) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = collections.defaultdict(list)
+        self._busy: set[http.client.HTTPConnection] = set()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -52,7 +58,9 @@ class ConnectionPool:
         with self._lock:
             idle = self._idle[(scheme, netloc)]
             if idle:
-                return idle.pop(), True
+                connection = idle.pop()
+                self._busy.add(connection)
+                return connection, True
         if scheme not in ("http", "https"):
             raise SourceFailure(f"unsupported URL scheme {scheme!r}")
         factory = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
@@ -66,14 +74,32 @@ class ConnectionPool:
             connection.close()
             raise SourceFailure(f"cannot connect to {netloc}: {type(exc).__name__} {exc}") from exc
         connection.sock.settimeout(self.read_timeout_s)
+        with self._lock:
+            self._busy.add(connection)
         return connection, False
 
     def give_back(self, scheme: str, netloc: str, connection: http.client.HTTPConnection) -> None:
         with self._lock:
+            self._busy.discard(connection)
             if not self._closed:
                 self._idle[(scheme, netloc)].append(connection)
                 return
         connection.close()
+
+    def discard(self, connection: http.client.HTTPConnection) -> None:
+        """Close a connection whose state is unknown (a failed or unfinished exchange)."""
+        with self._lock:
+            self._busy.discard(connection)
+        connection.close()
+
+    def interrupt(self) -> None:
+        """Shut down the sockets of connections in use; their blocked reads fail immediately."""
+        with self._lock:
+            busy = list(self._busy)
+        for connection in busy:
+            if connection.sock is not None:
+                with contextlib.suppress(OSError):
+                    connection.sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         with self._lock:
@@ -108,39 +134,41 @@ def fetch_range_into(pool: ConnectionPool, url: str, sink: RangeSink) -> None:
     pool's read timeout, slower than `deadline`, a short body), CorruptShard for a body longer than asked.
     The caller compares the digest with the signed value.
     """
+    if sink.stop.is_set():
+        raise SourceFailure("download cancelled")
     parts = urlsplit(url)
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     for attempt in range(2):
         connection, reused = pool.take(parts.scheme, parts.netloc)
         try:
-            with _closed_on_failure(connection):
+            with _discarded_on_failure(pool, connection):
                 response = _request(connection, target, sink.first, sink.length)
             break
         except SourceFailure as failure:
             if reused and attempt == 0 and isinstance(failure.__cause__, _STALE_CONNECTION):
                 continue  # the server closed an idle keep-alive connection: one retry on a fresh one
             raise
-    with _closed_on_failure(connection):
+    with _discarded_on_failure(pool, connection):
         _receive(response, sink)
     if response.length == 0:
         response.read()  # marks the exhausted response closed, so the connection may send again
     if response.isclosed() and not response.will_close:
         pool.give_back(parts.scheme, parts.netloc, connection)
     else:
-        connection.close()
+        pool.discard(connection)
 
 
 @contextlib.contextmanager
-def _closed_on_failure(connection: http.client.HTTPConnection) -> Iterator[None]:
-    """A failed exchange leaves the connection in an unknown state: close it; network errors become
+def _discarded_on_failure(pool: ConnectionPool, connection: http.client.HTTPConnection) -> Iterator[None]:
+    """A failed exchange leaves the connection in an unknown state: discard it; network errors become
     SourceFailure."""
     try:
         yield
     except (OSError, http.client.HTTPException) as exc:
-        connection.close()
+        pool.discard(connection)
         raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
     except BaseException:
-        connection.close()
+        pool.discard(connection)
         raise
 
 

@@ -231,9 +231,10 @@ class ShardDownloader:
             if self._fatal is not None:
                 raise ShardcastError(self._fatal)
         except BaseException:
-            # Cancelled: fetch threads stop at their next read. (A hopeless shard does not come here before
-            # the shards in flight have landed, kept for a resume.)
+            # Cancelled: fetch threads stop now (reads in progress are cut). A hopeless shard does not come
+            # here before the shards in flight have landed, kept for a resume.
             self._stop.set()
+            self._pool.interrupt()
             raise
         finally:
             # Fetch threads still running must land before the fds close (or are reused).

@@ -194,11 +194,16 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                 submitted += 1
             except CoordinatorError as exc:
                 if exc.kind in _FATAL:
-                    raise NodeEjected(str(exc)) from exc
+                    raise
                 log.warning("step %d batch %d not submitted: %s", step, batch_index, exc)
                 if exc.kind in _REJOIN:
                     client.join(options.run_id)
                 options.stop.wait(options.poll_seconds)
+    except CoordinatorError as exc:
+        # A ban can land between any two calls (reading the step, joining again), not only on a submit.
+        if exc.kind in _FATAL:
+            raise NodeEjected(str(exc)) from exc
+        raise
     finally:
         options.stop.set()
         client.close()

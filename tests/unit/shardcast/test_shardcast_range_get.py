@@ -110,3 +110,51 @@ def test_a_stopped_download_ends_at_the_next_read(server, tmp_path):
             fetch_range_into(pool, server, sink)
     finally:
         os.close(fd)
+
+
+def test_interrupt_cuts_a_read_blocked_on_a_silent_source(tmp_path):
+    """A source that sends its headers and a few bytes, then goes silent: without the interrupt the fetch
+    thread would sit in recv for the whole 30 s read timeout."""
+    release = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def stall() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(
+                b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/100\r\n"
+                b"Content-Length: 100\r\n\r\n" + b"x" * 10
+            )
+            release.wait(timeout=60)
+
+    server = threading.Thread(target=stall, daemon=True)
+    server.start()
+    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=30)
+    stop, outcome = threading.Event(), []
+    fd = os.open(tmp_path / "x.bin", os.O_WRONLY | os.O_CREAT)
+
+    def fetch() -> None:
+        sink = RangeSink(fd, 0, 100, hashlib.sha256(), time.monotonic() + 60, stop, lambda n: None)
+        try:
+            fetch_range_into(pool, f"http://127.0.0.1:{listener.getsockname()[1]}/f", sink)
+        except SourceFailure as exc:
+            outcome.append(exc)
+
+    fetcher = threading.Thread(target=fetch)
+    fetcher.start()
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        stop.set()
+        pool.interrupt()
+        fetcher.join(timeout=10)
+        assert not fetcher.is_alive() and time.monotonic() - started < 5
+        assert len(outcome) == 1
+    finally:
+        release.set()
+        fetcher.join(timeout=30)
+        server.join(timeout=10)
+        listener.close()
+        os.close(fd)
+        pool.close()
