@@ -369,13 +369,8 @@ class ShardDownloader:
     async def _fetch_into_place(self, shard: ShardEntry, url: str) -> None:
         address = f"{url}/v/{self.manifest.version}/data/{quote(shard.path)}"
         digest = new_hasher(self.manifest.hash_algorithm)
-        config = self.config
-        deadline = (
-            time.monotonic()
-            + config.connect_timeout_s
-            + config.request_timeout_s
-            + shard.length / config.min_throughput_bytes_s
-        )
+        # The same allowance as every other request: connect, silence, and the slowest acceptable rate.
+        deadline = time.monotonic() + shard_timeout(self.config, shard.length).total
         sink = RangeSink(
             fd=self._fd(shard.path),
             first=shard.offset,
