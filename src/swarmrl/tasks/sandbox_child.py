@@ -338,7 +338,7 @@ def serve_calls(source, request_fd, reply_fd, max_frame):
         reply = ("failed", load_error) if load_error else answer(namespace, request)
         try:
             data = sandbox_wire.encode(reply)
-        except (sandbox_wire.WireError, RecursionError, MemoryError, ValueError) as exc:
+        except BaseException as exc:  # noqa: BLE001 — a hostile value can raise anything while it is read
             data = sandbox_wire.encode(("failed", f"the result is not plain data: {describe(exc)}"))
         write_all(reply_fd, data)
 
