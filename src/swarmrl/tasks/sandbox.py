@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import json
 import logging
 import os
 import secrets
@@ -42,6 +43,7 @@ from prometheus_client import Gauge
 from swarmrl.tasks import sandbox_wire
 from swarmrl.tasks.config import CodeRewardConfig
 from swarmrl.tasks.errors import SandboxError
+from swarmrl.tasks.sandbox_cgroup import SandboxCgroup, cgroup_parents
 from swarmrl.tasks.sandbox_seccomp import seccomp_bpf
 
 logger = logging.getLogger(__name__)
@@ -109,6 +111,7 @@ class SandboxPlan:
     bwrap_args: tuple[str, ...] = ()  # mounts and namespaces (bwrap mode)
     import_paths: tuple[str, ...] = ()  # where the allowed packages are, inside the sandbox
     private_uid: bool = False
+    cgroups: bool = False  # memory + pids cgroup per session
     seccomp: bytes = field(default=b"", repr=False)
     description: str = ""
 
@@ -158,7 +161,14 @@ class SandboxSession:
         self._ready = False
         self._stderr = bytearray()
         self._buffer = bytearray()
-        self.process = self._start()
+        self._cgroup: SandboxCgroup | None = None
+        self._init_pidfd: int | None = None
+        try:
+            self.process = self._start()
+        except BaseException:
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+            raise
 
     def __enter__(self) -> SandboxSession:
         return self
@@ -211,30 +221,48 @@ class SandboxSession:
         return self._reply(setup=False)
 
     def close(self) -> None:
-        """SIGKILL the sandbox's process group (bwrap, its init, the server, anything they forked) and reap."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            if stream is not None and not stream.closed:
-                stream.close()
-        self.process.wait()
+        self._end(self.process)
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _end(self, process: subprocess.Popen) -> None:
+        """SIGKILL the sandbox: its pid 1 (the kernel then kills its whole pid namespace) and bwrap's
+        process group (in mode none: the server's group); then drop its cgroup."""
+        if self._init_pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self._init_pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.close(self._init_pidfd)
+            self._init_pidfd = None
+        self._kill(process)
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+
+    @staticmethod
+    def _kill(process: subprocess.Popen) -> None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        process.wait()
 
     @property
     def stderr_tail(self) -> str:
         return self._stderr.decode(errors="replace")
 
     def _start(self) -> subprocess.Popen:
-        pass_fds: tuple[int, ...] = ()
-        argv = list(self.plan.command)
-        if self.plan.mode == "bwrap":
-            seccomp_fd = os.memfd_create("sandbox-seccomp")
+        if self.plan.mode != "bwrap":
+            return self._popen(list(self.plan.command), ())
+        seccomp_fd = os.memfd_create("sandbox-seccomp")
+        info_read, info_write = os.pipe()  # bwrap reports its child (the sandbox's pid 1) here
+        try:
             os.write(seccomp_fd, self.plan.seccomp)
             os.lseek(seccomp_fd, 0, os.SEEK_SET)
-            pass_fds = (seccomp_fd,)
             drop: list[str] = []
             if self.plan.private_uid:
                 uid = _PRIVATE_UID_BASE + secrets.randbelow(1 << 24)
@@ -247,19 +275,26 @@ class SandboxSession:
                     "--bounding-set=-all",
                     "--",
                 ]
-            scratch = ["--perms", "1777", "--size", str(self.limits.tmpfs_bytes), "--tmpfs", "/tmp"]
             argv = [
                 "bwrap",
                 *self.plan.bwrap_args,
-                *scratch,
-                "--remount-ro",
-                "/",
-                "--seccomp",
-                str(seccomp_fd),
+                *("--perms", "1777", "--size", str(self.limits.tmpfs_bytes), "--tmpfs", "/tmp"),
+                *("--remount-ro", "/", "--seccomp", str(seccomp_fd), "--info-fd", str(info_write)),
                 "--",
                 *drop,
-                *argv,
+                *self.plan.command,
             ]
+            process = self._popen(argv, (seccomp_fd, info_write))
+            os.close(info_write)
+            info_write = -1
+            self._hold_sandbox_init(process, info_read)
+            return process
+        finally:
+            for fd in (seccomp_fd, info_read, info_write):
+                if fd >= 0:
+                    os.close(fd)
+
+    def _popen(self, argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
         try:
             process = subprocess.Popen(
                 argv,
@@ -273,11 +308,38 @@ class SandboxSession:
             )
         except OSError as exc:
             raise SandboxError(f"cannot start the sandbox: {exc}") from exc
-        finally:
-            for fd in pass_fds:
-                os.close(fd)
         os.set_blocking(process.stdin.fileno(), False)
         return process
+
+    def _hold_sandbox_init(self, process: subprocess.Popen, info_fd: int) -> None:
+        """Take a pidfd on the sandbox's pid 1 (killing it ends every process in the sandbox, whatever
+        became of bwrap) and, with cgroups, move it and whatever it forked so far into a fresh memory + pids
+        group before the server reads its setup: the solution never runs outside the group."""
+        info = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(info_fd, selectors.EVENT_READ)
+            while selector.select(max(0.0, self.deadline - time.monotonic())):
+                chunk = os.read(info_fd, 4096)
+                if not chunk:
+                    break
+                info += chunk
+        try:
+            child = int(json.loads(info)["child-pid"])
+            self._init_pidfd = os.pidfd_open(child)
+        except (ValueError, KeyError, TypeError, OSError):
+            self._kill(process)
+            raise SandboxError(f"bwrap reported no sandbox process: {info[:200]!r}") from None
+        if not self.plan.cgroups:
+            return
+        parents = cgroup_parents()
+        try:
+            if parents is None:
+                raise OSError("the cgroup hierarchy is no longer writable")
+            self._cgroup = SandboxCgroup(parents, self.limits.memory_bytes, self.limits.max_processes + 1)
+            self._cgroup.adopt(child)
+        except OSError as exc:
+            self._end(process)
+            raise SandboxError(f"cannot limit the sandbox with cgroups: {exc}") from exc
 
     def _reply(self, setup: bool) -> tuple:
         """Write what is pending and read one reply frame before the deadline."""
@@ -453,25 +515,36 @@ def _bwrap_plan(allowed: tuple[str, ...]) -> SandboxPlan:
     if not interpreter.startswith(prefix + os.sep):
         mounts.bind(interpreter)
     for hidden in _base_site_dirs(prefix):
-        mounts.mask(hidden)
+        if mounts.covers(hidden):
+            mounts.mask(hidden)
     for location, entry in _package_entries(allowed):
         mounts.bind(str(location / entry), f"{_SITE_DIR}/{entry}")
     for script in _SCRIPTS:
         mounts.bind(str(_HERE / script), f"{_SANDBOX_DIR}/{script}")
     args += mounts.args
     # The session adds the size-capped /tmp (the limit is per config), then makes / read-only.
-    args += ["--proc", "/proc", "--dev", "/dev", "--hostname", "sandbox", "--chdir", "/tmp", "--clearenv"]
+    # /dev is a tmpfs the sandbox user may own (user-namespace mode): empty and read-only like / itself.
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", "4096", "--tmpfs", "/dev/shm"]
+    args += ["--remount-ro", "/dev/shm", "--remount-ro", "/dev"]
+    args += ["--hostname", "sandbox", "--chdir", "/tmp", "--clearenv"]
     for name, value in _ENV.items():
         args += ["--setenv", name, value]
+    cgroups = cgroup_parents()
     return SandboxPlan(
         mode="bwrap",
         command=(interpreter, "-I", "-S", "-B", "-X", "utf8", f"{_SANDBOX_DIR}/{_SCRIPTS[0]}"),
         bwrap_args=tuple(args),
         import_paths=(_SITE_DIR,) if allowed else (),
         private_uid=root,
+        cgroups=cgroups is not None,
         seccomp=seccomp_bpf(),
         description="bwrap: namespaces (pid, net, ipc, uts, mount), read-only minimal root, seccomp, "
-        + ("private uid" if root else "unprivileged user namespace"),
+        + ("private uid" if root else "unprivileged user namespace")
+        + (
+            f", cgroup v{cgroups.version} memory+pids limits"
+            if cgroups
+            else ", no cgroup limits (none writable)"
+        ),
     )
 
 
@@ -481,6 +554,7 @@ class _Mounts:
     def __init__(self) -> None:
         self.args: list[str] = []
         self._dirs: set[str] = {"/"}
+        self._bound: list[str] = []
 
     def system(self) -> None:
         self.bind("/usr")
@@ -494,8 +568,15 @@ class _Mounts:
 
     def bind(self, source: str, target: str | None = None) -> None:
         target = target or source
+        if self.covers(target):
+            return
         self._parents(target)
+        self._bound.append(target)
         self.args += ["--ro-bind", source, target]
+
+    def covers(self, path: str) -> bool:
+        """Whether `path` lies inside something already bound at the same place."""
+        return any(path == bound or path.startswith(bound + os.sep) for bound in self._bound)
 
     def mask(self, path: str) -> None:
         self.args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
@@ -510,12 +591,17 @@ class _Mounts:
 
 
 def _base_site_dirs(prefix: str) -> list[str]:
-    """The base interpreter's own site-packages (where pip may have put anything, test data included)."""
+    """The base interpreter's own site-packages under every install scheme (Debian's dist-packages too):
+    whatever pip or apt put there, test data included, stays out of the sandbox."""
     found = set()
-    for key in ("purelib", "platlib"):
-        path = sysconfig.get_path(key, vars={"base": prefix, "platbase": prefix})
-        if path and os.path.isdir(path) and os.path.realpath(path).startswith(prefix + os.sep):
-            found.add(os.path.realpath(path))
+    for scheme in sysconfig.get_scheme_names():
+        for key in ("purelib", "platlib"):
+            try:
+                path = sysconfig.get_path(key, scheme, vars={"base": prefix, "platbase": prefix})
+            except KeyError:
+                continue
+            if path and os.path.isdir(path):
+                found.add(os.path.realpath(path))
     return sorted(found)
 
 
