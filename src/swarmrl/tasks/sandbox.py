@@ -20,11 +20,14 @@ the solution, and this side enforces a wall-clock deadline and kills the whole p
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import importlib.metadata
 import json
 import logging
 import os
+import py_compile
 import secrets
 import selectors
 import shutil
@@ -33,6 +36,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +44,7 @@ from typing import Any
 
 from prometheus_client import Gauge
 
-from swarmrl.tasks import sandbox_wire
+from swarmrl.tasks import sandbox_cgroup, sandbox_wire
 from swarmrl.tasks.config import CodeRewardConfig
 from swarmrl.tasks.errors import SandboxError
 from swarmrl.tasks.sandbox_cgroup import SandboxCgroup, cgroup_parents
@@ -163,6 +167,7 @@ class SandboxSession:
         self._buffer = bytearray()
         self._cgroup: SandboxCgroup | None = None
         self._init_pidfd: int | None = None
+        _collect_retired()
         try:
             self.process = self._start()
         except BaseException:
@@ -226,19 +231,25 @@ class SandboxSession:
             shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _end(self, process: subprocess.Popen) -> None:
-        """SIGKILL the sandbox: its pid 1 (the kernel then kills its whole pid namespace) and bwrap's
-        process group (in mode none: the server's group); then drop its cgroup."""
-        if self._init_pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self._init_pidfd, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.close(self._init_pidfd)
-            self._init_pidfd = None
-        self._kill(process)
-        if self._cgroup is not None:
-            self._cgroup.remove()
-            self._cgroup = None
+        """SIGKILL the sandbox: its pid 1, which makes the kernel kill its whole pid namespace (in mode none:
+        the server's process group). bwrap then reaps that child and exits by itself; it is collected, and
+        the cgroup handed back, at a later session start (killed first, bwrap would leave its child to the
+        host's init, charged to the sandbox's pids cgroup until reaped there)."""
+        if self._init_pidfd is None:
+            self._kill(process)
+            return
+        try:
+            signal.pidfd_send_signal(self._init_pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(self._init_pidfd)
+        self._init_pidfd = None
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        with _RETIRED_LOCK:
+            _RETIRED.append((time.monotonic(), process, self._cgroup))
+        self._cgroup = None
 
     @staticmethod
     def _kill(process: subprocess.Popen) -> None:
@@ -335,7 +346,9 @@ class SandboxSession:
         try:
             if parents is None:
                 raise OSError("the cgroup hierarchy is no longer writable")
-            self._cgroup = SandboxCgroup(parents, self.limits.memory_bytes, self.limits.max_processes + 1)
+            self._cgroup = sandbox_cgroup.acquire(
+                parents, self.limits.memory_bytes, self.limits.max_processes + 1
+            )
             self._cgroup.adopt(child)
         except OSError as exc:
             self._end(process)
@@ -398,6 +411,33 @@ class SandboxSession:
             # The solution has not run yet: this is the sandbox failing, not a wrong answer.
             raise SandboxError(f"sandbox setup failed ({self.plan.mode}): {why}: {self.stderr_tail[-2000:]}")
         raise SessionBroken(why)
+
+
+# Killed sandboxes whose bwrap has not exited yet: (when killed, bwrap, cgroup to hand back).
+_RETIRED: list[tuple[float, subprocess.Popen, SandboxCgroup | None]] = []
+_RETIRED_LOCK = threading.Lock()
+
+
+def _collect_retired(wait: bool = False) -> None:
+    """Reap killed sandboxes' bwrap processes that are done (all of them if `wait`), returning their
+    cgroups to the pool; one still there after 2 s is killed outright."""
+    with _RETIRED_LOCK:
+        retired, _RETIRED[:] = list(_RETIRED), []
+    keep = []
+    for killed_at, process, group in retired:
+        if process.poll() is None and (wait or time.monotonic() - killed_at > 2.0):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=2)
+            SandboxSession._kill(process)
+        if process.returncode is None:
+            keep.append((killed_at, process, group))
+        elif group is not None:
+            sandbox_cgroup.release(group)
+    with _RETIRED_LOCK:
+        _RETIRED.extend(keep)
+
+
+atexit.register(_collect_retired, True)
 
 
 def _brief(value: object) -> str:
@@ -521,6 +561,9 @@ def _bwrap_plan(allowed: tuple[str, ...]) -> SandboxPlan:
         mounts.bind(str(location / entry), f"{_SITE_DIR}/{entry}")
     for script in _SCRIPTS:
         mounts.bind(str(_HERE / script), f"{_SANDBOX_DIR}/{script}")
+    compiled = _compiled_scripts()
+    if compiled is not None:
+        mounts.bind(compiled, f"{_SANDBOX_DIR}/__pycache__")
     args += mounts.args
     # The session adds the size-capped /tmp (the limit is per config), then makes / read-only.
     # /dev is a tmpfs the sandbox user may own (user-namespace mode): empty and read-only like / itself.
@@ -532,7 +575,8 @@ def _bwrap_plan(allowed: tuple[str, ...]) -> SandboxPlan:
     cgroups = cgroup_parents()
     return SandboxPlan(
         mode="bwrap",
-        command=(interpreter, "-I", "-S", "-B", "-X", "utf8", f"{_SANDBOX_DIR}/{_SCRIPTS[0]}"),
+        # Imported rather than run as a script, so that the compiled copies are used.
+        command=(interpreter, "-I", "-S", "-B", "-X", "utf8", "-c", _SERVER_MAIN),
         bwrap_args=tuple(args),
         import_paths=(_SITE_DIR,) if allowed else (),
         private_uid=root,
@@ -546,6 +590,34 @@ def _bwrap_plan(allowed: tuple[str, ...]) -> SandboxPlan:
             else ", no cgroup limits (none writable)"
         ),
     )
+
+
+_SERVER_MAIN = f"import sys; sys.path.insert(0, {_SANDBOX_DIR!r}); import sandbox_child; sandbox_child.main()"
+
+
+@functools.cache
+def _compiled_scripts() -> str | None:
+    """A __pycache__ dir with the sandbox scripts compiled for this interpreter (unchecked-hash pycs are
+    valid whatever the bound sources' mtimes), saving their compilation in every sandbox start; in a private
+    temp dir of this process. None when it cannot be written: the sandbox then compiles them itself."""
+    try:
+        root = tempfile.mkdtemp(prefix="swarmrl-sandbox-pyc-")
+        atexit.register(shutil.rmtree, root, True)
+        cache = os.path.join(root, "__pycache__")
+        os.mkdir(cache)
+        os.chmod(cache, 0o755)  # readable by the sandbox's private uid; its parent stays 0700
+        for script in _SCRIPTS:
+            stem = script.removesuffix(".py")
+            py_compile.compile(
+                str(_HERE / script),
+                cfile=os.path.join(cache, f"{stem}.{sys.implementation.cache_tag}.pyc"),
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+                doraise=True,
+            )
+            os.chmod(os.path.join(cache, f"{stem}.{sys.implementation.cache_tag}.pyc"), 0o644)
+    except (OSError, py_compile.PyCompileError):
+        return None
+    return cache
 
 
 class _Mounts:

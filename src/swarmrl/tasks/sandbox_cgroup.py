@@ -9,15 +9,18 @@ isolation description says so.
 
 The sandbox's processes are moved in right after bwrap reports its child, before the sandbox server reads
 its setup, so nothing of the solution ever runs outside: a process forked before the move is found through
-its parent's children list, one forked after it inherits the group.
+its parent's children list, one forked after it inherits the group. Each process keeps a pool of groups
+(removed at exit; groups of killed processes are swept by the next one).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,17 +63,19 @@ def cgroup_parents() -> CgroupParents | None:
 
 
 class SandboxCgroup:
-    """A memory + pids group (one per sandbox session); `remove` deletes it once its processes are gone."""
+    """A memory + pids group for one sandbox at a time (see `acquire`)."""
 
-    def __init__(self, parents: CgroupParents, memory_bytes: int, max_processes: int) -> None:
-        _sweep(parents)
+    def __init__(self, parents: CgroupParents) -> None:
         name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
-        self.dirs = sorted({os.path.join(parents.memory, name), os.path.join(parents.pids, name)})
+        self.parents = parents
         self.memory_dir = os.path.join(parents.memory, name)
         self.pids_dir = os.path.join(parents.pids, name)
+        self.dirs = sorted({self.memory_dir, self.pids_dir})
         for path in self.dirs:
             os.mkdir(path)
-        if parents.version == 1:
+
+    def limit(self, memory_bytes: int, max_processes: int) -> None:
+        if self.parents.version == 1:
             _write(self.memory_dir, "memory.limit_in_bytes", memory_bytes)
             with contextlib.suppress(FileNotFoundError):  # swap accounting may be compiled out
                 _write(self.memory_dir, "memory.memsw.limit_in_bytes", memory_bytes)
@@ -91,9 +96,67 @@ class SandboxCgroup:
             except ProcessLookupError:
                 continue
 
+    def empty(self) -> bool:
+        # pids.current, not cgroup.procs: an exited task is charged until it is reaped (a sandbox's pid 1 is
+        # reparented to the host's init when bwrap is killed, and reaped a little later).
+        return Path(self.pids_dir, "pids.current").read_text().strip() == "0" and not (
+            Path(self.memory_dir, "cgroup.procs").read_text().strip()
+        )
+
     def remove(self) -> None:
         for path in self.dirs:
             _remove(path, wait_seconds=1.0)
+
+
+# Groups are reused: creating and removing one costs more than a sandbox start (the last processes of a
+# killed sandbox take milliseconds to leave). A group goes back to the pool when its sandbox is killed and is
+# handed out again only once empty, so two sandboxes never share one.
+_FREE: list[SandboxCgroup] = []
+_LOCK = threading.Lock()
+
+
+def acquire(parents: CgroupParents, memory_bytes: int, max_processes: int) -> SandboxCgroup:
+    """An empty group with these limits, reused from this process's pool or new."""
+    _sweep(parents)
+    with _LOCK:
+        free = [group for group in _FREE if group.parents == parents]
+        for group in free:
+            _FREE.remove(group)
+    chosen = None
+    for group in free:
+        if chosen is None and _wait_empty(group, wait_seconds=0.5):
+            chosen = group
+        else:
+            release(group)
+    chosen = chosen or SandboxCgroup(parents)
+    chosen.limit(memory_bytes, max_processes)
+    return chosen
+
+
+def release(group: SandboxCgroup) -> None:
+    with _LOCK:
+        _FREE.append(group)
+
+
+@atexit.register
+def _remove_pool() -> None:
+    with _LOCK:
+        groups, _FREE[:] = list(_FREE), []
+    for group in groups:
+        group.remove()
+
+
+def _wait_empty(group: SandboxCgroup, wait_seconds: float) -> bool:
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            if group.empty():
+                return True
+        except OSError:
+            return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
 
 
 def _cgroup_mounts() -> dict[str, str]:
