@@ -67,6 +67,7 @@ values = st.recursive(
 )
 
 
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")  # the recursive strategy's own repr
 @settings(max_examples=300, deadline=None)
 @given(values)
 def test_every_plain_value_round_trips_with_exact_types(value):
