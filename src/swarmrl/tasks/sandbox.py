@@ -163,6 +163,7 @@ class SandboxSession:
         }
         self._pending = sandbox_wire.encode(setup)
         self._ready = False
+        self._failed: str | None = None
         self._stderr = bytearray()
         self._buffer = bytearray()
         self._cgroup: SandboxCgroup | None = None
@@ -213,6 +214,8 @@ class SandboxSession:
         raise SessionBroken(_failure(reply, "listing the solution's functions"))
 
     def request(self, message: tuple) -> tuple:
+        if self._failed is not None:  # replies may be out of step now: the session stays broken
+            raise SessionBroken(self._failed)
         try:
             frame = sandbox_wire.encode(message)
         except sandbox_wire.WireError as exc:
@@ -223,7 +226,11 @@ class SandboxSession:
             if ready != ("ready",):
                 raise SandboxError(f"sandbox setup answered {_brief(ready)}")
             self._ready = True
-        return self._reply(setup=False)
+        try:
+            return self._reply(setup=False)
+        except SessionBroken as exc:
+            self._failed = str(exc)
+            raise
 
     def close(self) -> None:
         self._end(self.process)
