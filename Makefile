@@ -10,7 +10,7 @@ TORCH     := torch==2.13.0
 WHEELS    := $(wildcard /opt/wheels)
 FINDLINKS := $(if $(WHEELS),--find-links $(WHEELS),--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple)
 
-.PHONY: install install-bench postgres test test-fast demo demo-swarm bench lint clean
+.PHONY: install install-bench postgres sandbox-deps test test-fast demo demo-swarm bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -36,19 +36,26 @@ postgres:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) || \
 	    echo "postgresql could not be installed: the Postgres variant of the coordinator tests will say so"; }
 
-test: install postgres
+# The code reward's sandbox (README: "What the code sandbox allows"): bubblewrap for the namespaces, libseccomp
+# for its seccomp filter, setpriv (util-linux) to drop root to a private uid. Without them it refuses to run.
+sandbox-deps:
+	@{ command -v bwrap && command -v setpriv && ldconfig -p | grep -q libseccomp.so.2; } >/dev/null 2>&1 || \
+	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap libseccomp2 util-linux >/dev/null) || \
+	    echo "bubblewrap/libseccomp2 could not be installed: the code reward will refuse to run untrusted code"; }
+
+test: install postgres sandbox-deps
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
-test-fast: install
+test-fast: install sandbox-deps
 	$(PY) -m pytest -q -m "not slow" tests
 
-demo: install
+demo: install sandbox-deps
 	$(VENV)/bin/swarmrl demo @configs/demo.toml
 
-demo-swarm: install
+demo-swarm: install sandbox-deps
 	$(VENV)/bin/swarmrl demo --swarm @configs/demo-swarm.toml
 
-bench: install-bench
+bench: install-bench sandbox-deps
 	$(PY) benchmarks/rl_throughput.py
 	$(PY) benchmarks/async_speedup.py
 	$(PY) benchmarks/toploc_bench.py

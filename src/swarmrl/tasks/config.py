@@ -98,22 +98,48 @@ class MathRewardConfig(_Strict):
 
 
 class CodeRewardConfig(_Strict):
-    timeout_seconds: float = Field(10.0, gt=0, description="Wall-clock limit of one sandboxed run.")
-    cpu_seconds: int = Field(10, ge=1, description="RLIMIT_CPU of the sandboxed program.")
-    memory_mb: int = Field(1024, ge=64, description="RLIMIT_AS of the sandboxed program in MiB.")
-    max_processes: int = Field(8, ge=1, description="RLIMIT_NPROC for the sandbox's private uid.")
+    timeout_seconds: float = Field(
+        10.0, gt=0, description="Wall-clock limit of one solution's sandbox session (all of a task's cases)."
+    )
+    cpu_seconds: int = Field(10, ge=1, description="RLIMIT_CPU of each sandboxed process.")
+    memory_mb: int = Field(1024, ge=64, description="RLIMIT_AS of each sandboxed process in MiB.")
+    max_processes: int = Field(
+        8, ge=4, description="RLIMIT_NPROC inside the sandbox (its server, the solution's processes)."
+    )
     max_output_bytes: int = Field(
-        1 << 20, ge=1024, description="stdout+stderr cap; beyond it the run is killed."
+        1 << 20, ge=1024, description="Largest stdout a run may print; beyond it the case fails."
     )
     max_file_bytes: int = Field(
         16 << 20, ge=0, description="RLIMIT_FSIZE: largest file the program may write."
     )
-    num_workers: int = Field(2, ge=1, le=64, description="Concurrent sandboxes in batch scoring.")
-    isolation: Literal["auto", "namespaces", "prelude"] = Field(
-        "auto",
-        description="'namespaces' = unshare net/pid/mount/ipc + private uid + prelude guard; 'prelude' = the "
-        "in-process audit-hook guard and rlimits only; 'auto' = namespaces when they work here.",
+    tmpfs_mb: int = Field(64, ge=1, description="Size of the sandbox's private /tmp (its work dir) in MiB.")
+    num_workers: int = Field(
+        2, ge=1, le=64, description="Judge processes, i.e. sandboxes running at once in batch scoring."
     )
+    isolation: Literal["auto", "bwrap", "none"] = Field(
+        "auto",
+        description="'bwrap' = bubblewrap namespaces, read-only minimal root, seccomp, private uid (the OS "
+        "boundary); 'none' = audit hook and rlimits only (needs unsafe_no_os_isolation); 'auto' = bwrap when "
+        "a probe run proves it works here, otherwise refuse (or 'none' if unsafe_no_os_isolation).",
+    )
+    unsafe_no_os_isolation: bool = Field(
+        False,
+        description="Allow running untrusted completions without OS isolation when bwrap is unavailable. "
+        "The audit hook is not a security boundary: a completion can take over this machine.",
+    )
+    allowed_packages: list[str] = Field(
+        default_factory=lambda: ["numpy"],
+        description="Installed packages (import names) visible inside the sandbox besides the standard "
+        "library; list dependencies too. Nothing else of the environment is mounted.",
+    )
+
+    @model_validator(mode="after")
+    def _unsafe_is_explicit(self) -> CodeRewardConfig:
+        if self.isolation == "none" and not self.unsafe_no_os_isolation:
+            raise ValueError("isolation = 'none' needs unsafe_no_os_isolation = true")
+        if any(not name.isidentifier() for name in self.allowed_packages):
+            raise ValueError("allowed_packages must be import names, e.g. 'numpy'")
+        return self
 
 
 class LengthRewardConfig(_Strict):

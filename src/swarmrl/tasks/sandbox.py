@@ -1,45 +1,81 @@
-"""Run an untrusted Python program in a sandboxed subprocess and collect what it printed.
+"""The code sandbox, trusted side: where untrusted solutions run, and the session that talks to them.
 
-Layers (SPEC §3: time, memory, no network, no writes outside a temp dir), strongest first:
-- `namespaces` isolation (needs root or CAP_SYS_ADMIN and the `unshare` tool; probed once): fresh network
-  namespace (no interfaces but a downed loopback), PID namespace (the program is PID 1's child; when the run
-  ends or is killed every process in it dies), mount namespace with private tmpfs scratch dirs and `/`
-  read-only, IPC/UTS namespaces, and a random private uid so RLIMIT_NPROC is enforced (it is not for root);
-- `prelude` isolation: no namespaces; still a private uid (so RLIMIT_NPROC holds and no other process can be
-  signalled) when running as root and the interpreter lives in directories other users can traverse; otherwise
-  the program runs as the caller's user and only the layers below stand between it and the machine;
-- rlimits always: RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE=0;
-- an audit hook always (`sys.addaudithook`, which Python code cannot remove): no fork/exec/system/spawn, no
-  sockets, no ctypes, no writes/removals outside the work dir; un-audited process-targeting functions
-  (pidfd_open, sched_setaffinity, setpriority, ...) are deleted from their modules. This in-process layer is
-  a strong filter, not a boundary: a program that digs through interpreter internals could rebuild what was
-  deleted, which is why namespace isolation is the default where it works;
-- from the caller: a wall-clock deadline, a cap on stdout+stderr, and SIGKILL to the whole process group.
+Isolation (`CodeRewardConfig.isolation`):
+- `bwrap` — the OS boundary, bubblewrap: a read-only root holding only /usr (and the /lib*, /bin links), the
+  dynamic linker cache, the base interpreter's prefix (its site-packages masked), the configured allowed
+  packages and the two sandbox scripts; a fresh /proc and minimal /dev; a private size-capped tmpfs /tmp (the
+  work dir); new pid, ipc, uts, net (no network, not even the host's loopback) and cgroup namespaces; a new
+  session (no terminal injection); killed with its parent; no inherited fds; a cleared environment; no
+  capabilities; a seccomp filter (`sandbox_seccomp`). Run by root, bwrap keeps its privileged mode and
+  `setpriv` drops the sandbox to a random private uid/gid with no groups and an empty bounding set, so
+  file permissions are a second layer and RLIMIT_NPROC counts that sandbox alone; run by another user, bwrap
+  creates a user namespace (further user namespaces disabled) and the sandbox keeps that unprivileged uid.
+- `none` — no OS isolation: the audit hook and rlimits only. Python's audit hooks are not a security
+  boundary, so this needs `unsafe_no_os_isolation = true` and is announced with a warning.
+`auto` picks bwrap when a probe run proves it works here, and otherwise refuses with what is missing, unless
+the unsafe flag allows `none`. In every mode the sandbox's server (`sandbox_child`) sets rlimits (CPU, address
+space, file size, open files, processes, no core dumps) and installs the audit hook in every process that runs
+the solution, and this side enforces a wall-clock deadline and kills the whole process group at the end.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
-import marshal
+import importlib.metadata
+import json
+import logging
 import os
+import py_compile
 import secrets
 import selectors
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import Gauge
+
+from swarmrl.tasks import sandbox_cgroup, sandbox_wire
 from swarmrl.tasks.config import CodeRewardConfig
 from swarmrl.tasks.errors import SandboxError
+from swarmrl.tasks.sandbox_cgroup import SandboxCgroup, cgroup_parents
+from swarmrl.tasks.sandbox_seccomp import seccomp_bpf
 
-_CHILD = str(Path(__file__).with_name("sandbox_child.py"))
-_UID_BASE = 1_000_000
-_UNSHARE_FLAGS = ("--net", "--pid", "--mount", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc")
+logger = logging.getLogger(__name__)
+
+ISOLATION_MODES = ("bwrap", "none")
+ISOLATION_GAUGE = Gauge(
+    "swarmrl_code_sandbox_isolation",
+    "Isolation of the code-reward sandbox in this process: 1 for the mode in use (bwrap = OS boundary, "
+    "none = audit hook and rlimits only, unsafe)",
+    ["mode"],
+)
+_SCRIPTS = ("sandbox_child.py", "sandbox_wire.py")
+_HERE = Path(__file__).resolve().parent
+_SANDBOX_DIR = "/sandbox"
+_SITE_DIR = "/sandbox/site"
+_WORKDIR = "/tmp/work"
+_PRIVATE_UID_BASE = 1 << 30  # far above any real account; one random uid per sandbox
+_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "HOME": _WORKDIR,
+    "TMPDIR": "/tmp",
+    # BLAS pools start one thread per core at import; each is a task that RLIMIT_NPROC counts.
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+_SETUP_FRAME_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -47,9 +83,10 @@ class SandboxLimits:
     wall_seconds: float = 10.0
     cpu_seconds: int = 10
     memory_bytes: int = 1 << 30
-    max_processes: int = 8
+    max_processes: int = 16
     max_output_bytes: int = 1 << 20
     max_file_bytes: int = 16 << 20
+    tmpfs_bytes: int = 64 << 20
 
     @classmethod
     def from_config(cls, config: CodeRewardConfig) -> SandboxLimits:
@@ -60,249 +97,617 @@ class SandboxLimits:
             config.max_processes,
             config.max_output_bytes,
             config.max_file_bytes,
+            config.tmpfs_mb << 20,
         )
+
+    @property
+    def max_frame_bytes(self) -> int:
+        # A reply carries at most max_output_bytes of text, which ASCII-escaping can grow up to 6x.
+        return 6 * self.max_output_bytes + (64 << 10)
 
 
 @dataclass(frozen=True)
-class SandboxResult:
-    returncode: int | None
+class SandboxPlan:
+    """Everything a process needs to start sandboxes (picklable: judges in worker processes get a copy)."""
+
+    mode: str
+    command: tuple[str, ...]  # the interpreter running the server script, as seen inside the sandbox
+    bwrap_args: tuple[str, ...] = ()  # mounts and namespaces (bwrap mode)
+    import_paths: tuple[str, ...] = ()  # where the allowed packages are, inside the sandbox
+    private_uid: bool = False
+    cgroups: bool = False  # memory + pids cgroup per session
+    seccomp: bytes = field(default=b"", repr=False)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    exit_status: int
     stdout: str
     stderr: str
-    timed_out: bool
-    output_limited: bool
-    seconds: float
+    stdout_truncated: bool
 
     @property
     def succeeded(self) -> bool:
-        return self.returncode == 0 and not self.timed_out and not self.output_limited
+        return self.exit_status == 0 and not self.stdout_truncated
 
 
-def run_python(
-    files: dict[str, str],
-    main: str = "main.py",
-    *,
-    stdin: str = "",
-    limits: SandboxLimits | None = None,
-    isolation: str = "auto",
-    guard: bool = True,
-    main_globals: dict[str, Any] | None = None,
-) -> SandboxResult:
-    """Run `files[main]` (with the other files beside it) in a fresh sandbox.
-
-    `main_globals` (plain data: str, int, float, bool, None, list, dict) are predefined in the main file's
-    module namespace.
-    `guard=False` leaves out the in-process audit hook; only for tests that prove the OS layers hold alone.
-    Raises SandboxError when the sandbox cannot be set up; anything the program does is in the result.
-    """
-    limits = limits or SandboxLimits()
-    if main not in files or any("/" in name or name.startswith(".") for name in files):
-        raise SandboxError("files must be plain names and include the main file")
-    mode = resolve_isolation(isolation)
-    if not guard and mode != "namespaces":
-        raise SandboxError("the audit-hook guard may only be left out under namespace isolation")
-    scratch = None if mode == "namespaces" else tempfile.mkdtemp(prefix="swarmrl-sandbox-")
-    try:
-        return _run(files, main, stdin, limits, mode, guard, scratch, main_globals or {})
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+class SessionBroken(BaseException):  # noqa: N818 — a state, not an error of the caller
+    """The sandbox timed out, died, or answered something that is not a well-formed reply: whatever was
+    being asked fails. A BaseException so that test code's `except Exception` cannot swallow it."""
 
 
-def _run(
-    files: dict[str, str],
-    main: str,
-    stdin: str,
-    limits: SandboxLimits,
-    mode: str,
-    guard: bool,
-    scratch: str | None,
-    main_globals: dict[str, Any],
-) -> SandboxResult:
-    status_read, status_write = os.pipe()
-    private_uid = mode == "namespaces" or _private_uid_without_namespaces()
-    uid = _UID_BASE + secrets.randbelow(1 << 24) if private_uid else None
-    # marshal, not json: the child then starts without importing json (and re, enum), ~20 ms per run.
-    payload = marshal.dumps(
-        {
-            "mode": mode,
-            "workdir": scratch,
-            "uid": uid,
-            "files": files,
-            "main": main,
-            "stdin": stdin,
+class SandboxSession:
+    """One sandboxed interpreter serving one solution: requests are answered in order within one deadline."""
+
+    def __init__(
+        self, plan: SandboxPlan, limits: SandboxLimits, solution: str, *, guard: bool = True
+    ) -> None:
+        self.plan = plan
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.wall_seconds
+        self._scratch = tempfile.mkdtemp(prefix="swarmrl-sandbox-") if plan.mode == "none" else None
+        setup = {
+            "solution": solution,
+            "workdir": self._scratch or _WORKDIR,
+            "paths": list(plan.import_paths),
             "guard": guard,
-            "status_fd": status_write,
-            "globals": main_globals,
             "limits": {
                 "cpu_seconds": limits.cpu_seconds,
                 "memory_bytes": limits.memory_bytes,
                 "max_processes": limits.max_processes,
                 "max_file_bytes": limits.max_file_bytes,
+                "max_output_bytes": limits.max_output_bytes,
+                "max_frame_bytes": limits.max_frame_bytes,
             },
         }
-    )
-    argv = [sys.executable, "-I", "-B", _CHILD]
-    if mode == "namespaces":
-        argv = ["unshare", *_UNSHARE_FLAGS, "--", *argv]
-    started = time.monotonic()
-    try:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(status_write,),
-            start_new_session=True,
-            cwd=scratch or "/",
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
-        )
-    except OSError as exc:
-        os.close(status_read)
-        raise SandboxError(f"cannot start the sandbox: {exc}") from exc
-    finally:
-        os.close(status_write)
-    try:
-        stdout, stderr, timed_out, limited = _communicate(
-            process, payload, started + limits.wall_seconds, limits.max_output_bytes
-        )
-    finally:
-        _kill_group(process)
-        setup_ok = _read_status(status_read)
-    if not setup_ok:
-        # The program never ran: an infrastructure failure, not a wrong answer; it must not score 0 silently.
-        reason = "timed out" if timed_out else f"exit code {process.returncode}"
-        raise SandboxError(
-            f"sandbox setup failed ({mode}, {reason}): {stderr[-2000:].decode(errors='replace')}"
-        )
-    return SandboxResult(
-        process.returncode,
-        stdout.decode(errors="replace"),
-        stderr.decode(errors="replace"),
-        timed_out,
-        limited,
-        time.monotonic() - started,
-    )
+        self._pending = sandbox_wire.encode(setup)
+        self._ready = False
+        self._failed: str | None = None
+        self._stderr = bytearray()
+        self._buffer = bytearray()
+        self._cgroup: SandboxCgroup | None = None
+        self._init_pidfd: int | None = None
+        _collect_retired()
+        try:
+            self.process = self._start()
+        except BaseException:
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+            raise
 
+    def __enter__(self) -> SandboxSession:
+        return self
 
-def _communicate(
-    process: subprocess.Popen, payload: bytes, deadline: float, max_output: int
-) -> tuple[bytes, bytes, bool, bool]:
-    """Feed stdin and drain both pipes without blocking; stop at the deadline or the output cap."""
-    chunks: dict[int, list[bytes]] = {process.stdout.fileno(): [], process.stderr.fileno(): []}
-    total = 0
-    pending = memoryview(payload)
-    with selectors.DefaultSelector() as selector:
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, stdin: str) -> RunOutcome:
+        """The solution as a program with this stdin (a fresh process per run)."""
+        reply = self.request(("run", stdin))
+        if not (
+            len(reply) == 5
+            and reply[0] == "ran"
+            and type(reply[1]) is int
+            and type(reply[2]) is str
+            and type(reply[3]) is str
+            and type(reply[4]) is bool
+        ):
+            raise SessionBroken(f"malformed run reply {_brief(reply)}")
+        return RunOutcome(reply[1], reply[2], reply[3], reply[4])
+
+    def call(self, name: str, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """("returned", value) or ("raised", type name, message) from calling the solution's `name`."""
+        reply = self.request(("call", name, tuple(args), dict(kwargs)))
+        if len(reply) == 2 and reply[0] == "returned":
+            return reply
+        if len(reply) == 3 and reply[0] == "raised" and type(reply[1]) is str and type(reply[2]) is str:
+            return reply
+        raise SessionBroken(_failure(reply, f"calling {name}"))
+
+    def names(self) -> list[str]:
+        """The callables the solution defines at top level."""
+        reply = self.request(("names",))
+        if len(reply) == 2 and reply[0] == "names" and type(reply[1]) is list:
+            if all(type(name) is str and name.isidentifier() for name in reply[1]):
+                return reply[1]
+        raise SessionBroken(_failure(reply, "listing the solution's functions"))
+
+    def request(self, message: tuple) -> tuple:
+        if self._failed is not None:  # replies may be out of step now: the session stays broken
+            raise SessionBroken(self._failed)
+        try:
+            frame = sandbox_wire.encode(message)
+        except sandbox_wire.WireError as exc:
+            raise SessionBroken(f"the request holds a value that is not plain data: {exc}") from None
+        self._pending += frame
+        if not self._ready:
+            ready = self._reply(setup=True)
+            if ready != ("ready",):
+                raise SandboxError(f"sandbox setup answered {_brief(ready)}")
+            self._ready = True
+        try:
+            return self._reply(setup=False)
+        except SessionBroken as exc:
+            self._failed = str(exc)
+            raise
+
+    def close(self) -> None:
+        self._end(self.process)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _end(self, process: subprocess.Popen) -> None:
+        """SIGKILL the sandbox: its pid 1, which makes the kernel kill its whole pid namespace (in mode none:
+        the server's process group). bwrap then reaps that child and exits by itself; it is collected, and
+        the cgroup handed back, at a later session start (killed first, bwrap would leave its child to the
+        host's init, charged to the sandbox's pids cgroup until reaped there)."""
+        if self._init_pidfd is None:
+            self._kill(process)
+            return
+        try:
+            signal.pidfd_send_signal(self._init_pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(self._init_pidfd)
+        self._init_pidfd = None
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        with _RETIRED_LOCK:
+            _RETIRED.append((time.monotonic(), process, self._cgroup))
+        self._cgroup = None
+
+    @staticmethod
+    def _kill(process: subprocess.Popen) -> None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        process.wait()
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._stderr.decode(errors="replace")
+
+    def _start(self) -> subprocess.Popen:
+        if self.plan.mode != "bwrap":
+            return self._popen(list(self.plan.command), ())
+        seccomp_fd = os.memfd_create("sandbox-seccomp")
+        info_read, info_write = os.pipe()  # bwrap reports its child (the sandbox's pid 1) here
+        try:
+            os.write(seccomp_fd, self.plan.seccomp)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+            drop: list[str] = []
+            if self.plan.private_uid:
+                uid = _PRIVATE_UID_BASE + secrets.randbelow(1 << 24)
+                drop = [
+                    "setpriv",
+                    f"--reuid={uid}",
+                    f"--regid={uid}",
+                    "--clear-groups",
+                    "--inh-caps=-all",
+                    "--bounding-set=-all",
+                    "--",
+                ]
+            argv = [
+                "bwrap",
+                *self.plan.bwrap_args,
+                *("--perms", "1777", "--size", str(self.limits.tmpfs_bytes), "--tmpfs", "/tmp"),
+                *("--remount-ro", "/", "--seccomp", str(seccomp_fd), "--info-fd", str(info_write)),
+                "--",
+                *drop,
+                *self.plan.command,
+            ]
+            process = self._popen(argv, (seccomp_fd, info_write))
+            os.close(info_write)
+            info_write = -1
+            self._hold_sandbox_init(process, info_read)
+            return process
+        finally:
+            for fd in (seccomp_fd, info_read, info_write):
+                if fd >= 0:
+                    os.close(fd)
+
+    def _popen(self, argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=pass_fds,
+                start_new_session=True,
+                cwd=self._scratch or "/",
+                env=_ENV if self.plan.mode == "bwrap" else {**_ENV, "HOME": self._scratch or "/"},
+            )
+        except OSError as exc:
+            raise SandboxError(f"cannot start the sandbox: {exc}") from exc
         os.set_blocking(process.stdin.fileno(), False)
-        selector.register(process.stdin, selectors.EVENT_WRITE)
-        selector.register(process.stdout, selectors.EVENT_READ)
-        selector.register(process.stderr, selectors.EVENT_READ)
-        open_readers = 2
-        while open_readers:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return (
-                    b"".join(chunks[process.stdout.fileno()]),
-                    b"".join(chunks[process.stderr.fileno()]),
-                    True,
-                    False,
-                )
-            for key, _ in selector.select(timeout=min(remaining, 0.5)):
-                if key.fileobj is process.stdin:
+        return process
+
+    def _hold_sandbox_init(self, process: subprocess.Popen, info_fd: int) -> None:
+        """Take a pidfd on the sandbox's pid 1 (killing it ends every process in the sandbox, whatever
+        became of bwrap) and, with cgroups, move it and whatever it forked so far into a fresh memory + pids
+        group before the server reads its setup: the solution never runs outside the group."""
+        info = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(info_fd, selectors.EVENT_READ)
+            while selector.select(max(0.0, self.deadline - time.monotonic())):
+                chunk = os.read(info_fd, 4096)
+                if not chunk:
+                    break
+                info += chunk
+        try:
+            child = int(json.loads(info)["child-pid"])
+            self._init_pidfd = os.pidfd_open(child)
+        except (ValueError, KeyError, TypeError, OSError):
+            self._kill(process)
+            raise SandboxError(f"bwrap reported no sandbox process: {info[:200]!r}") from None
+        if not self.plan.cgroups:
+            return
+        parents = cgroup_parents()
+        try:
+            if parents is None:
+                raise OSError("the cgroup hierarchy is no longer writable")
+            self._cgroup = sandbox_cgroup.acquire(
+                parents, self.limits.memory_bytes, self.limits.max_processes + 1
+            )
+            self._cgroup.adopt(child)
+        except OSError as exc:
+            self._end(process)
+            raise SandboxError(f"cannot limit the sandbox with cgroups: {exc}") from exc
+
+    def _reply(self, setup: bool) -> tuple:
+        """Write what is pending and read one reply frame before the deadline."""
+        process = self.process
+        header = sandbox_wire.HEADER_BYTES
+        needed: int | None = None
+        with selectors.DefaultSelector() as selector:
+            if self._pending:
+                selector.register(process.stdin, selectors.EVENT_WRITE)
+            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(process.stderr, selectors.EVENT_READ)
+            while True:
+                if needed is None and len(self._buffer) >= header:
+                    needed = header + sandbox_wire.frame_length(bytes(self._buffer[:header]))
+                    limit = _SETUP_FRAME_LIMIT if setup else self.limits.max_frame_bytes
+                    if needed - header > limit:
+                        raise SessionBroken(f"a reply of {needed - header} bytes is over the limit")
+                if needed is not None and len(self._buffer) >= needed:
+                    body = bytes(self._buffer[header:needed])
+                    del self._buffer[:needed]
                     try:
-                        pending = pending[os.write(key.fd, pending[:65536]) :]
-                    except BlockingIOError:
+                        reply = sandbox_wire.decode(body)
+                    except sandbox_wire.WireError as exc:
+                        raise SessionBroken(f"undecodable reply: {exc}") from None
+                    if type(reply) is not tuple or not reply:
+                        raise SessionBroken(f"malformed reply {_brief(reply)}")
+                    return reply
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    self._broken(setup, f"timed out after {self.limits.wall_seconds:g} s")
+                events = selector.select(timeout=min(remaining, 1.0))
+                for key, _ in events:
+                    if key.fileobj is process.stdin:
+                        try:
+                            written = os.write(key.fd, self._pending[: 1 << 16])
+                        except BlockingIOError:
+                            continue
+                        except BrokenPipeError:
+                            self._broken(setup, "the sandbox closed its input")
+                        self._pending = self._pending[written:]
+                        if not self._pending:
+                            selector.unregister(process.stdin)
                         continue
-                    except BrokenPipeError:
-                        pending = pending[:0]
-                    if not pending:
-                        selector.unregister(process.stdin)
-                        process.stdin.close()
-                    continue
-                data = os.read(key.fd, 65536)
-                if not data:
-                    selector.unregister(key.fileobj)
-                    open_readers -= 1
-                    continue
-                chunks[key.fd].append(data)
-                total += len(data)
-                if total > max_output:
-                    return (
-                        b"".join(chunks[process.stdout.fileno()])[:max_output],
-                        b"".join(chunks[process.stderr.fileno()])[:max_output],
-                        False,
-                        True,
-                    )
-    try:
-        process.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        return (
-            b"".join(chunks[process.stdout.fileno()]),
-            b"".join(chunks[process.stderr.fileno()]),
-            True,
-            False,
-        )
-    return b"".join(chunks[process.stdout.fileno()]), b"".join(chunks[process.stderr.fileno()]), False, False
+                    data = os.read(key.fd, 1 << 16)
+                    if not data:
+                        if key.fileobj is process.stdout:
+                            self._broken(setup, "the sandbox exited")
+                        selector.unregister(key.fileobj)
+                    elif key.fileobj is process.stdout:
+                        self._buffer += data
+                    elif len(self._stderr) < 8192:
+                        self._stderr += data[: 8192 - len(self._stderr)]
+
+    def _broken(self, setup: bool, why: str) -> None:
+        if setup:
+            # The solution has not run yet: this is the sandbox failing, not a wrong answer.
+            raise SandboxError(f"sandbox setup failed ({self.plan.mode}): {why}: {self.stderr_tail[-2000:]}")
+        raise SessionBroken(why)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL the session's process group (unshare, the interpreter, anything it forked) and reap."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for stream in (process.stdin, process.stdout, process.stderr):
-        if stream is not None and not stream.closed:
-            stream.close()
-    process.wait()
+# Killed sandboxes whose bwrap has not exited yet: (when killed, bwrap, cgroup to hand back).
+_RETIRED: list[tuple[float, subprocess.Popen, SandboxCgroup | None]] = []
+_RETIRED_LOCK = threading.Lock()
 
 
-def _read_status(fd: int) -> bool:
-    try:
-        os.set_blocking(fd, False)
-        return os.read(fd, 1) == b"1"
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
+def _collect_retired(wait: bool = False) -> None:
+    """Reap killed sandboxes' bwrap processes that are done (all of them if `wait`), returning their
+    cgroups to the pool; one still there after 2 s is killed outright."""
+    with _RETIRED_LOCK:
+        retired, _RETIRED[:] = list(_RETIRED), []
+    keep = []
+    for killed_at, process, group in retired:
+        if process.poll() is None and (wait or time.monotonic() - killed_at > 2.0):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=2)
+            SandboxSession._kill(process)
+        if process.returncode is None:
+            keep.append((killed_at, process, group))
+        elif group is not None:
+            sandbox_cgroup.release(group)
+    with _RETIRED_LOCK:
+        _RETIRED.extend(keep)
+
+
+atexit.register(_collect_retired, True)
+
+
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _failure(reply: tuple, doing: str) -> str:
+    if len(reply) == 2 and reply[0] == "failed" and type(reply[1]) is str:
+        return f"{doing} failed: {reply[1][:500]}"
+    return f"{doing}: malformed reply {_brief(reply)}"
+
+
+# ---- building the plan -------------------------------------------------------------------------------
+
+
+def sandbox_plan(config: CodeRewardConfig) -> SandboxPlan:
+    """The isolation to use for this config on this machine (probed once per process and config)."""
+    return _plan(config.isolation, config.unsafe_no_os_isolation, tuple(config.allowed_packages))
 
 
 @functools.cache
-def _private_uid_without_namespaces() -> bool:
-    """Prelude isolation can still drop to a private uid when we are root and every directory the interpreter
-    needs is traversable by other users (true for /usr, /opt or a venv outside a private home)."""
-    from swarmrl.tasks import sandbox_child
+def _plan(isolation: str, unsafe: bool, allowed: tuple[str, ...]) -> SandboxPlan:
+    if isolation not in ("auto", *ISOLATION_MODES):
+        raise SandboxError(f"unknown isolation mode {isolation!r}")
+    if isolation == "none":
+        if not unsafe:
+            raise SandboxError(
+                "isolation 'none' runs untrusted code without OS isolation: it needs "
+                "unsafe_no_os_isolation = true"
+            )
+        return _none_plan(allowed)
+    plan = _bwrap_plan(allowed) if shutil.which("bwrap") else None
+    problem = bwrap_problem(plan)
+    if problem is None and plan is not None:
+        return plan
+    if isolation == "auto" and unsafe:
+        return _none_plan(allowed)
+    raise SandboxError(
+        f"no OS isolation for the code sandbox: {problem}. The code reward runs untrusted code and refuses "
+        "to run it unisolated; set unsafe_no_os_isolation = true only on a machine you are prepared to lose."
+    )
 
-    return os.geteuid() == 0 and not sandbox_child.hidden_interpreter_dirs()
+
+def bwrap_problem(plan: SandboxPlan | None) -> str | None:
+    """Why bubblewrap isolation does not work here (None when a probe run of `plan` proves it does)."""
+    if not sys.platform.startswith("linux"):
+        return f"bubblewrap needs Linux (this is {sys.platform})"
+    if plan is None or shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (Debian/Ubuntu: `apt-get install -y bubblewrap`)"
+    if plan.private_uid and shutil.which("setpriv") is None:
+        return "setpriv is missing, needed to drop root to a private uid (Debian/Ubuntu: util-linux)"
+    try:
+        with SandboxSession(plan, SandboxLimits(wall_seconds=30), _PROBE) as session:
+            outcome = session.run("")
+    except (SandboxError, SessionBroken) as exc:
+        hint = ""
+        if "Operation not permitted" in str(exc) or "setting up uid map" in str(exc):
+            hint = (
+                " (unprivileged user namespaces are disabled: `sysctl kernel.unprivileged_userns_clone=1`, "
+                "or on Ubuntu >= 23.10 allow bwrap in AppArmor / `sysctl "
+                "kernel.apparmor_restrict_unprivileged_userns=0`)"
+            )
+        return f"bubblewrap fails here: {exc}{hint}"
+    report = dict(line.split("=", 1) for line in outcome.stdout.split() if "=" in line)
+    if not outcome.succeeded or report.get("seccomp") != "2" or report.get("net") != "none":
+        return f"a bubblewrap probe run did not come out isolated: {outcome.stdout!r} {outcome.stderr!r}"
+    if os.geteuid() == 0 and report.get("uid") == "0":
+        return "a bubblewrap probe run still ran as root"
+    return None
+
+
+# The probe reports what the sandbox looks like from inside: uid, seccomp mode, network interfaces but lo.
+_PROBE = """
+import os
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+links = [line.split(":")[0].strip() for line in open("/proc/net/dev").readlines()[2:]]
+print(f"uid={os.getuid()} seccomp={status['Seccomp'].strip()} net={','.join(set(links) - {'lo'}) or 'none'}")
+"""
+
+
+def _none_plan(allowed: tuple[str, ...]) -> SandboxPlan:
+    paths = sorted({str(location) for location, _ in _package_entries(allowed)})
+    return SandboxPlan(
+        mode="none",
+        command=(os.path.realpath(sys.executable), "-I", "-S", "-B", "-X", "utf8", str(_HERE / _SCRIPTS[0])),
+        import_paths=tuple(paths),
+        description="none: audit hook and rlimits only (UNSAFE: no OS isolation)",
+    )
+
+
+def _bwrap_plan(allowed: tuple[str, ...]) -> SandboxPlan:
+    root = os.geteuid() == 0
+    args: list[str] = [
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]
+    if root:
+        # Privileged bwrap, then setpriv drops to a private uid: it needs these three until then.
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    else:
+        args += ["--unshare-user", "--disable-userns"]
+    mounts = _Mounts()
+    mounts.system()
+    interpreter = os.path.realpath(sys.executable)
+    prefix = os.path.realpath(sys.base_prefix)
+    mounts.bind(prefix)
+    if not interpreter.startswith(prefix + os.sep):
+        mounts.bind(interpreter)
+    for hidden in _base_site_dirs(prefix):
+        if mounts.covers(hidden):
+            mounts.mask(hidden)
+    for location, entry in _package_entries(allowed):
+        mounts.bind(str(location / entry), f"{_SITE_DIR}/{entry}")
+    for script in _SCRIPTS:
+        mounts.bind(str(_HERE / script), f"{_SANDBOX_DIR}/{script}")
+    compiled = _compiled_scripts()
+    if compiled is not None:
+        mounts.bind(compiled, f"{_SANDBOX_DIR}/__pycache__")
+    args += mounts.args
+    # The session adds the size-capped /tmp (the limit is per config), then makes / read-only.
+    # /dev is a tmpfs the sandbox user may own (user-namespace mode): empty and read-only like / itself.
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", "4096", "--tmpfs", "/dev/shm"]
+    args += ["--remount-ro", "/dev/shm", "--remount-ro", "/dev"]
+    args += ["--hostname", "sandbox", "--chdir", "/tmp", "--clearenv"]
+    for name, value in _ENV.items():
+        args += ["--setenv", name, value]
+    cgroups = cgroup_parents()
+    return SandboxPlan(
+        mode="bwrap",
+        # Imported rather than run as a script, so that the compiled copies are used.
+        command=(interpreter, "-I", "-S", "-B", "-X", "utf8", "-c", _SERVER_MAIN),
+        bwrap_args=tuple(args),
+        import_paths=(_SITE_DIR,) if allowed else (),
+        private_uid=root,
+        cgroups=cgroups is not None,
+        seccomp=seccomp_bpf(),
+        description="bwrap: namespaces (pid, net, ipc, uts, mount), read-only minimal root, seccomp, "
+        + ("private uid" if root else "unprivileged user namespace")
+        + (
+            f", cgroup v{cgroups.version} memory+pids limits"
+            if cgroups
+            else ", no cgroup limits (none writable)"
+        ),
+    )
+
+
+_SERVER_MAIN = f"import sys; sys.path.insert(0, {_SANDBOX_DIR!r}); import sandbox_child; sandbox_child.main()"
 
 
 @functools.cache
-def _namespaces_work() -> bool:
-    if shutil.which("unshare") is None or not sys.platform.startswith("linux"):
-        return False
+def _compiled_scripts() -> str | None:
+    """A __pycache__ dir with the sandbox scripts compiled for this interpreter (unchecked-hash pycs are
+    valid whatever the bound sources' mtimes), saving their compilation in every sandbox start; in a private
+    temp dir of this process. None when it cannot be written: the sandbox then compiles them itself."""
     try:
-        result = _run(
-            {"main.py": "import os\nprint(os.getuid())"},
-            "main.py",
-            "",
-            SandboxLimits(wall_seconds=30),
-            "namespaces",
-            True,
-            None,
-            {},
+        root = tempfile.mkdtemp(prefix="swarmrl-sandbox-pyc-")
+        atexit.register(shutil.rmtree, root, True)
+        cache = os.path.join(root, "__pycache__")
+        os.mkdir(cache)
+        os.chmod(cache, 0o755)  # readable by the sandbox's private uid; its parent stays 0700
+        for script in _SCRIPTS:
+            stem = script.removesuffix(".py")
+            py_compile.compile(
+                str(_HERE / script),
+                cfile=os.path.join(cache, f"{stem}.{sys.implementation.cache_tag}.pyc"),
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+                doraise=True,
+            )
+            os.chmod(os.path.join(cache, f"{stem}.{sys.implementation.cache_tag}.pyc"), 0o644)
+    except (OSError, py_compile.PyCompileError):
+        return None
+    return cache
+
+
+class _Mounts:
+    """bwrap mount arguments; parents of bind targets are created 0755 (bwrap would copy a host 0700)."""
+
+    def __init__(self) -> None:
+        self.args: list[str] = []
+        self._dirs: set[str] = {"/"}
+        self._bound: list[str] = []
+
+    def system(self) -> None:
+        self.bind("/usr")
+        for name in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(name):
+                self.args += ["--symlink", os.readlink(name), name]
+            elif os.path.isdir(name):
+                self.bind(name)
+        if os.path.exists("/etc/ld.so.cache"):
+            self.bind("/etc/ld.so.cache")
+
+    def bind(self, source: str, target: str | None = None) -> None:
+        target = target or source
+        if self.covers(target):
+            return
+        self._parents(target)
+        self._bound.append(target)
+        self.args += ["--ro-bind", source, target]
+
+    def covers(self, path: str) -> bool:
+        """Whether `path` lies inside something already bound at the same place."""
+        return any(path == bound or path.startswith(bound + os.sep) for bound in self._bound)
+
+    def mask(self, path: str) -> None:
+        self.args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
+
+    def _parents(self, target: str) -> None:
+        parent = os.path.dirname(target)
+        if parent in self._dirs:
+            return
+        self._parents(parent)
+        self._dirs.add(parent)
+        self.args += ["--perms", "0755", "--dir", parent]
+
+
+def _base_site_dirs(prefix: str) -> list[str]:
+    """The base interpreter's own site-packages under every install scheme (Debian's dist-packages too):
+    whatever pip or apt put there, test data included, stays out of the sandbox."""
+    found = set()
+    for scheme in sysconfig.get_scheme_names():
+        for key in ("purelib", "platlib"):
+            try:
+                path = sysconfig.get_path(key, scheme, vars={"base": prefix, "platbase": prefix})
+            except KeyError:
+                continue
+            if path and os.path.isdir(path):
+                found.add(os.path.realpath(path))
+    return sorted(found)
+
+
+def _package_entries(allowed: tuple[str, ...]) -> list[tuple[Path, str]]:
+    """(site dir, top-level file or dir) for every file of the distributions that provide `allowed`."""
+    providers = importlib.metadata.packages_distributions()
+    entries: set[tuple[Path, str]] = set()
+    for name in allowed:
+        if name not in providers:
+            raise SandboxError(f"allowed package {name!r} is not installed in this environment")
+        for dist_name in providers[name]:
+            dist = importlib.metadata.distribution(dist_name)
+            location = Path(str(dist.locate_file(""))).resolve()
+            for file in dist.files or ():
+                top = file.parts[0]
+                if top not in ("..", "") and (location / top).exists():
+                    entries.add((location, top))
+    return sorted(entries)
+
+
+def announce_isolation(plan: SandboxPlan) -> None:
+    """Log the mode (a warning when unsafe) and export it as a gauge; called at every reward-service start."""
+    for mode in ISOLATION_MODES:
+        ISOLATION_GAUGE.labels(mode=mode).set(1.0 if plan.mode == mode else 0.0)
+    if plan.mode == "none":
+        logger.warning(
+            "code sandbox isolation: %s — untrusted completions can reach this machine", plan.description
         )
-    except SandboxError:
-        return False
-    return result.succeeded and result.stdout.strip() not in ("", "0")
-
-
-def resolve_isolation(requested: str) -> str:
-    """'namespaces' or 'prelude' for this machine; 'auto' picks namespaces when a probe run works."""
-    if requested == "prelude":
-        return "prelude"
-    if requested == "namespaces":
-        if not _namespaces_work():
-            raise SandboxError("namespace isolation requested but unavailable (needs root and unshare)")
-        return "namespaces"
-    if requested == "auto":
-        return "namespaces" if _namespaces_work() else "prelude"
-    raise SandboxError(f"unknown isolation mode {requested!r}")
+    else:
+        logger.info("code sandbox isolation: %s", plan.description)

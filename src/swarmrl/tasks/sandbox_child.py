@@ -1,120 +1,69 @@
-"""Bootstrap of one sandboxed Python run, executed as a script (`python -I -B sandbox_child.py`). The parent
-imports it only for `hidden_interpreter_dirs` (standard library only, no side effects on import).
+"""The code sandbox's server: run as a script (`python -I -S -B sandbox_child.py`) inside the OS sandbox.
 
-Reads a marshal payload from the trusted parent on stdin, then, in order: (namespaces mode, still root inside
-fresh net/pid/mount/ipc namespaces) gives itself a private tmpfs for every world-writable scratch directory,
-makes `/` read-only, and re-exposes the interpreter's files if they sit under a directory other users cannot
-traverse; writes the program into a fresh work dir; applies rlimits; drops to the payload's private uid (so
-RLIMIT_NPROC holds); installs an audit hook that refuses process creation, sockets, ctypes and writes outside
-the work dir; and runs the program in this interpreter. Setup success is reported by writing one byte to the
-payload's status fd and closing it, so a program cannot pose as a setup failure; a setup failure exits with
-code 97 before that byte is written.
+It speaks `sandbox_wire` frames with the trusted side, requests on fd 0 and replies on fd 1. The first
+request is the setup (the solution's source, the work dir, rlimits, extra import paths); the server applies
+the rlimits to itself (every process of the sandbox inherits them) and answers ("ready",). Then, one reply
+per request:
+
+    ("run", stdin_text)                 -> ("ran", exit_status, stdout_text, stderr_tail, stdout_truncated)
+    ("call", name, args, kwargs)        -> ("returned", value) | ("raised", type_name, message) | ("failed", why)
+    ("names",)                          -> ("names", [callable top-level names]) | ("failed", why)
+
+The server itself never runs the solution: each "run" is a fresh fork that installs the audit-hook guard and
+executes the program as `__main__` with its stdin and stdout on memfds (so `os._exit`, closed streams or a
+crash end that run only); calls go to one forked solution process that loads the solution once and answers
+them in order. Nothing in here is trusted by the other side: replies are plain data that the trusted side
+decodes strictly and judges itself, so a solution that takes over this process gains nothing.
 """
 
-import marshal
 import os
-import resource
-import stat
 import sys
 
-SETUP_FAILED = 97
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC = 1, 2, 4, 32, 4096, 8192, 16384
-SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-WORKDIR_IN_NAMESPACE = "/tmp/sandbox"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's dir off sys.path
+
+import resource  # noqa: E402
+
+import sandbox_wire  # noqa: E402
+
+STDERR_TAIL = 2000
 
 
-def _fail(message):
-    sys.stderr.write(f"sandbox setup failed: {message}\n")
-    sys.stderr.flush()
-    os._exit(SETUP_FAILED)
+def read_exact(fd, count):
+    chunks = []
+    while count:
+        chunk = os.read(fd, min(count, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
 
 
-def _mount(libc, source, target, fstype, flags, data):
-    import ctypes
-
-    if (
-        libc.mount(
-            source.encode(),
-            target.encode(),
-            fstype.encode() if fstype else None,
-            flags,
-            data.encode() if data else None,
-        )
-        != 0
-    ):
-        errno = ctypes.get_errno()
-        _fail(f"mount {source} on {target} (flags {flags}): {os.strerror(errno)}")
+def read_frame(fd, max_bytes):
+    """(header + body) of the next frame, None at EOF or when it exceeds `max_bytes`."""
+    header = read_exact(fd, sandbox_wire.HEADER_BYTES)
+    if header is None:
+        return None
+    length = sandbox_wire.frame_length(header)
+    if length > max_bytes:
+        return None
+    body = read_exact(fd, length)
+    return None if body is None else header + body
 
 
-def _blocked_ancestors(paths):
-    """Map each directory that others cannot traverse to the children of it that `paths` need."""
-    blocked = {}
-    for path in paths:
-        parts = os.path.realpath(path).split(os.sep)[1:]
-        current = ""
-        for depth, part in enumerate(parts[:-1]):
-            current = f"{current}/{part}"
-            if not os.stat(current).st_mode & stat.S_IXOTH:
-                blocked.setdefault(current, set()).add(f"{current}/{parts[depth + 1]}")
-                break
-    return blocked
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
-def _interpreter_paths():
-    paths = [sys.executable, os.path.realpath(sys.executable), sys.prefix, sys.base_prefix]
-    return paths + [p for p in sys.path if p and os.path.exists(p)]
-
-
-def hidden_interpreter_dirs():
-    """Directories that other users cannot traverse but the interpreter needs (e.g. a pyenv under /root)."""
-    return _blocked_ancestors(_interpreter_paths())
-
-
-def _private_filesystem(needed_paths):
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    blocked = _blocked_ancestors(needed_paths)
-    # Stage the interpreter's directories before hiding their parents: a bind mount keeps them reachable.
-    _mount(libc, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
-    staging = "/tmp/.reveal"
-    os.mkdir(staging, 0o700)
-    staged = []
-    for index, (parent, children) in enumerate(sorted(blocked.items())):
-        for child_index, child in enumerate(sorted(children)):
-            stage = f"{staging}/{index}_{child_index}"
-            os.mkdir(stage)
-            _mount(libc, child, stage, None, MS_BIND | MS_REC, None)
-            staged.append((parent, child, stage))
-    for parent in blocked:
-        _mount(libc, "tmpfs", parent, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    for _parent, child, stage in staged:
-        os.makedirs(child, exist_ok=True)
-        _mount(libc, stage, child, None, MS_MOVE, None)
-    _mount(libc, "none", "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
-    for scratch in SCRATCH_DIRS[1:]:
-        if os.path.isdir(scratch) and not os.path.islink(scratch):
-            _mount(libc, "tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
-
-
-def _apply_limits(limits, drop_to_uid):
+def apply_limits(limits):
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["max_file_bytes"], limits["max_file_bytes"]))
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-    if drop_to_uid is not None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
-
-
-def _drop_privileges(uid, workdir):
-    for root, dirs, files in os.walk(workdir):
-        for name in dirs + files:
-            os.chown(os.path.join(root, name), uid, uid)
-    os.chown(workdir, uid, uid)
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
 
 
 BLOCKED_EVENTS = frozenset(
@@ -148,9 +97,9 @@ BLOCKED_EVENTS = frozenset(
         "ctypes.wstring_at",
     }
 )
-BLOCKED_MODULES = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "cffi", "_cffi_backend", "_imp"})
+BLOCKED_MODULES = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "cffi", "_cffi_backend"})
 # Functions that act on other processes without an audit event; removed from their modules before the program
-# runs (they matter when the sandbox still runs as root, i.e. prelude isolation without a private uid).
+# runs.
 STRIPPED_ATTRIBUTES = {
     "os": (
         "pidfd_open",
@@ -191,7 +140,10 @@ WRITE_PATH_ARGS = {
 }
 
 
-def _install_guard(workdir):
+def install_guard(workdir):
+    """The audit hook: an extra in-process filter (no process creation, sockets, ctypes, writes outside the
+    work dir). Python code can subvert it (it is not a security boundary); the OS sandbox around this
+    process is."""
     root = os.path.realpath(workdir)
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
     realpath, join, fsdecode = os.path.realpath, os.path.join, os.fsdecode
@@ -235,60 +187,205 @@ def _install_guard(workdir):
     sys.addaudithook(hook)
 
 
-def _setup(payload):
-    """Everything before the untrusted program runs; returns the work dir (the process's cwd)."""
-    if payload["mode"] == "namespaces":
-        _private_filesystem(_interpreter_paths())
-        workdir = WORKDIR_IN_NAMESPACE
-        os.mkdir(workdir, 0o700)
-    else:
-        workdir = payload["workdir"]
-    for name, content in payload["files"].items():
-        with open(os.path.join(workdir, name), "w", encoding="utf-8") as handle:
-            handle.write(content)
-    stdin_path = os.path.join(workdir, ".stdin")
-    with open(stdin_path, "w", encoding="utf-8") as handle:
-        handle.write(payload["stdin"])
-    stdin_fd = os.open(stdin_path, os.O_RDONLY)
-    os.dup2(stdin_fd, 0)
-    os.close(stdin_fd)
-    os.remove(stdin_path)
-    uid = payload["uid"]
-    _apply_limits(payload["limits"], uid)
-    if uid is not None:
-        _drop_privileges(uid, workdir)
-    os.chdir(workdir)
-    os.environ.clear()
-    os.environ.update({"HOME": workdir, "TMPDIR": workdir, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-    return workdir
+def become_solution_process(keep_fds, stdio_fds, setup):
+    """In a fresh fork: only `stdio_fds` as 0/1/2 and `keep_fds` stay open, the guard is installed."""
+    for target, fd in enumerate(stdio_fds):
+        os.dup2(fd, target)
+    keep = sorted(set(keep_fds))
+    low = 3
+    for fd in keep:
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 16)
+    # sys.stdin/stdout/stderr (UTF-8 under -X utf8, never used by the server) now reach the new fds 0/1/2.
+    sys.argv = ["solution.py"]
+    os.chdir(setup["workdir"])
+    if setup["guard"]:
+        install_guard(setup["workdir"])
 
 
-def _run_main(path, predefined):
-    """Run the main file as __main__, like runpy.run_path but without importing runpy / importlib.util."""
-    with open(path, encoding="utf-8") as handle:
-        code = compile(handle.read(), path, "exec")
-    module = type(sys)("__main__")
-    module.__dict__.update(predefined)
-    predefined.clear()  # the main file may pop secrets (the harness nonce); leave no second copy behind
-    module.__file__ = path
-    sys.modules["__main__"] = module
-    exec(code, module.__dict__)
+def exit_code_of(exit_request):
+    code = exit_request.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
+class Server:
+    def __init__(self, setup):
+        self.setup = setup
+        self.max_frame = setup["limits"]["max_frame_bytes"]
+        self.max_output = setup["limits"]["max_output_bytes"]
+        self.caller = None  # (pid, request fd, reply fd) of the solution process serving calls
+        self.caller_dead = None
+
+    def serve(self):
+        while True:
+            frame = read_frame(0, self.max_frame)
+            if frame is None:
+                return
+            request = sandbox_wire.decode(frame[sandbox_wire.HEADER_BYTES :])
+            if request[0] == "run":
+                reply = sandbox_wire.encode(self.run(request[1]))
+            else:
+                reply = self.relay(frame)
+            write_all(1, reply)
+
+    def run(self, stdin_text):
+        fds = [os.memfd_create(name) for name in ("stdin", "stdout", "stderr")]
+        write_all(fds[0], stdin_text.encode("utf-8", errors="surrogatepass"))
+        os.lseek(fds[0], 0, os.SEEK_SET)
+        pid = os.fork()
+        if pid == 0:
+            self.run_program(fds)
+        for fd in fds[:1]:
+            os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        try:
+            os.killpg(pid, 9)  # whatever the program left running in its process group
+        except OSError:
+            pass
+        os.lseek(fds[1], 0, os.SEEK_SET)
+        stdout = os.read(fds[1], self.max_output + 1)
+        size = os.lseek(fds[2], 0, os.SEEK_END)
+        os.lseek(fds[2], max(0, size - STDERR_TAIL), os.SEEK_SET)
+        stderr = os.read(fds[2], STDERR_TAIL)
+        for fd in fds[1:]:
+            os.close(fd)
+        return (
+            "ran",
+            os.waitstatus_to_exitcode(status),
+            stdout[: self.max_output].decode("utf-8", errors="replace"),
+            stderr.decode("utf-8", errors="replace"),
+            len(stdout) > self.max_output,
+        )
+
+    def run_program(self, fds):
+        """In the fork: the program as `__main__`; never returns (the fork must not go on serving)."""
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            become_solution_process((), fds, self.setup)
+            namespace = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": "solution.py"}
+            try:
+                exec(compile(self.setup["solution"], "solution.py", "exec"), namespace)
+                code = 0
+            except SystemExit as exc:
+                code = exit_code_of(exc)
+            except BaseException as exc:  # noqa: BLE001 — the program failed; say why on its stderr
+                sys.stderr.write(f"{describe(exc)}\n")
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except BaseException:  # noqa: BLE001, S110 — nothing more can be reported
+                pass
+            os._exit(code)
+
+    def relay(self, frame):
+        """Forward a call/names request to the solution process and its reply back, byte for byte."""
+        if self.caller is None and self.caller_dead is None:
+            self.start_caller()
+        if self.caller_dead is None:
+            pid, request_fd, reply_fd = self.caller
+            try:
+                write_all(request_fd, frame)
+                reply = read_frame(reply_fd, self.max_frame)
+            except OSError:
+                reply = None
+            if reply is not None:
+                return reply
+            os.kill(pid, 9)
+            _, status = os.waitpid(pid, 0)
+            self.caller_dead = f"the solution process ended (status {os.waitstatus_to_exitcode(status)})"
+            self.caller = None
+        return sandbox_wire.encode(("failed", self.caller_dead))
+
+    def start_caller(self):
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                become_solution_process((request_read, reply_write), (null, null, null), self.setup)
+                serve_calls(self.setup["solution"], request_read, reply_write, self.max_frame)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(request_read)
+        os.close(reply_write)
+        self.caller = (pid, request_write, reply_read)
+
+
+def serve_calls(source, request_fd, reply_fd, max_frame):
+    """The solution process: load the solution once, then answer call/names requests until EOF."""
+    namespace = {"__name__": "solution", "__builtins__": __builtins__, "__file__": "solution.py"}
+    load_error = None
+    try:
+        exec(compile(source, "solution.py", "exec"), namespace)
+    except BaseException as exc:  # noqa: BLE001 — SystemExit included: a solution that exits has no functions
+        load_error = f"loading the solution raised {describe(exc)}"
+    while True:
+        frame = read_frame(request_fd, max_frame)
+        if frame is None:
+            return
+        request = sandbox_wire.decode(frame[sandbox_wire.HEADER_BYTES :])
+        reply = ("failed", load_error) if load_error else answer(namespace, request)
+        try:
+            data = sandbox_wire.encode(reply)
+        except BaseException as exc:  # noqa: BLE001 — a hostile value can raise anything while it is read
+            data = sandbox_wire.encode(("failed", f"the result is not plain data: {describe(exc)}"))
+        write_all(reply_fd, data)
+
+
+def answer(namespace, request):
+    if request[0] == "names":
+        return (
+            "names",
+            sorted(name for name, value in namespace.items() if is_solution_callable(name, value)),
+        )
+    _, name, args, kwargs = request
+    function = namespace.get(name)
+    if not callable(function):
+        return ("failed", f"the solution defines no function {name!r}")
+    try:
+        return ("returned", function(*args, **kwargs))
+    except BaseException as exc:  # noqa: BLE001 — reported as the call's outcome
+        return ("raised", type(exc).__name__, safe_str(exc))
+
+
+def is_solution_callable(name, value):
+    return not name.startswith("__") and callable(value) and type(value) is not type(sys)
+
+
+def describe(exc):
+    return f"{type(exc).__name__}: {safe_str(exc)}"
+
+
+def safe_str(exc):
+    try:
+        return str(exc)[:1000]
+    except BaseException:  # noqa: BLE001 — a hostile __str__
+        return "<unprintable>"
 
 
 def main():
-    payload = marshal.loads(sys.stdin.buffer.read())
-    try:
-        workdir = _setup(payload)
-    except Exception as exc:  # noqa: BLE001 — any setup problem is reported as such, never as a test failure
-        _fail(f"{type(exc).__name__}: {exc}")
-    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 — fd 0 lives as long as the process
-    sys.argv = [payload["main"]]
-    sys.path.insert(0, workdir)
-    if payload["guard"]:
-        _install_guard(workdir)
-    os.write(payload["status_fd"], b"1")
-    os.close(payload["status_fd"])
-    _run_main(payload["main"], payload.pop("globals"))
+    os.closerange(3, 1 << 16)  # nothing inherited beyond stdin/stdout/stderr reaches the solution
+    frame = read_frame(0, 64 << 20)
+    if frame is None:
+        sys.exit("sandbox setup failed: no setup frame")
+    setup = sandbox_wire.decode(frame[sandbox_wire.HEADER_BYTES :])
+    apply_limits(setup["limits"])
+    os.makedirs(setup["workdir"], exist_ok=True)
+    os.chdir(setup["workdir"])
+    sys.path[:0] = setup["paths"]
+    write_all(1, sandbox_wire.encode(("ready",)))
+    Server(setup).serve()
 
 
 if __name__ == "__main__":

@@ -1,232 +1,324 @@
-"""Hostile programs against the sandbox: each is stopped within its limit, scores 0, and the caller lives on.
+"""The code sandbox as the validator's security boundary (issue 19), attacked from inside.
 
-Every attack runs with the full sandbox; where namespaces are available it also runs with the in-process
-audit-hook guard switched off, to show the OS layers (namespaces, private uid, rlimits) hold on their own.
+`sandbox_attack_driver.py` scores hostile completions through the code reward in a separate process that
+holds the validator's secrets (coordinator token and database URL in its environment; node key, config and
+other nodes' rollout files in its working directory), run four ways: (a) as root from the project's venv,
+whose interpreter lies under root's 0700 home; (b) as an unprivileged user this test creates, from a venv of
+the system Python; (c) from a venv inside a 0700 directory, as root and as that user. Every run must use
+bubblewrap (a downgrade fails the test), score every attack 0 and an honest solution 1, and leave the host
+as it was: no file written outside, no connection to the listener, the victim process alive, no sandbox
+process left, no disk filled. A control run without OS isolation shows the same attacks do get out when
+only the audit hook stands in the way.
 """
 
+import importlib.metadata
+import json
 import os
+import pwd
+import secrets
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-from swarmrl.tasks.code_verifier import CodeVerifier
-from swarmrl.tasks.config import CodeRewardConfig
-from swarmrl.tasks.sandbox import SandboxLimits, resolve_isolation, run_python
-from swarmrl.tasks.task import Task
+import swarmrl
 
-LIMITS = SandboxLimits(
-    wall_seconds=2.5, cpu_seconds=2, memory_bytes=512 << 20, max_processes=8, max_output_bytes=64 << 10
+DRIVER = Path(__file__).with_name("sandbox_attack_driver.py")
+SWARMRL_DIR = Path(swarmrl.__file__).resolve().parent
+# What `swarmrl.tasks.code_verifier` needs at run time, plus the sandbox's default allowed package.
+PACKAGES = (
+    "pydantic",
+    "pydantic_core",
+    "typing_extensions",
+    "annotated_types",
+    "typing_inspection",
+    "prometheus_client",
+    "pyseccomp",
+    "numpy",
 )
-HAS_NAMESPACES = resolve_isolation("auto") == "namespaces"
-NEEDS_NAMESPACES = pytest.mark.skipif(
-    not HAS_NAMESPACES, reason="namespace isolation unavailable (root + unshare)"
-)
-# (isolation, audit-hook guard): the full sandbox in both isolation modes, and the OS layers on their own.
-MODES = [
-    ("prelude", True),
-    pytest.param("namespaces", True, marks=NEEDS_NAMESPACES),
-    pytest.param("namespaces", False, marks=NEEDS_NAMESPACES),
-]
-CHECK_TASK = Task(
-    "inc",
-    "def inc",
-    "code",
-    {"test": "def check(candidate):\n    assert candidate(1) == 2\n", "entry_point": "inc"},
+PRIVATE_UIDS = range(1 << 30, (1 << 30) + (1 << 24))
+# Attacks that cost the host nothing when they succeed: the control run without OS isolation uses these.
+HARMLESS_WHEN_ESCAPED = (
+    "audit_hook_patch_then_write_outside",
+    "proc_self_mem_then_host_paths",
+    "proc_parent_chain",
+    "symlink_and_hardlink_tricks",
+    "parent_environment",
+    "network_to_host_loopback",
 )
 
-
-def run(source: str, guard: bool, stdin: str = "", isolation: str = "auto"):
-    started = time.monotonic()
-    result = run_python({"main.py": source}, stdin=stdin, limits=LIMITS, guard=guard, isolation=isolation)
-    elapsed = time.monotonic() - started
-    assert elapsed < LIMITS.wall_seconds + 3, f"sandbox took {elapsed:.1f}s"
-    return result
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is Linux-only")
 
 
-def leftover_processes(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def scores_zero(attack: str) -> None:
-    verifier = CodeVerifier(CodeRewardConfig(timeout_seconds=2.5, cpu_seconds=2, memory_mb=512))
-    completion = f"```python\n{attack}\ndef inc(x):\n    return x + 1\n```"
-    assert verifier.score(CHECK_TASK, completion) == 0.0
-
-
-@pytest.mark.parametrize(("isolation", "guard"), MODES)
-def test_infinite_loop_is_stopped(isolation, guard):
-    result = run("while True:\n    pass", guard, isolation=isolation)
-    # whichever limit bites first: the wall clock (timed_out) or RLIMIT_CPU (killed by SIGXCPU/SIGKILL)
-    assert not result.succeeded and (result.timed_out or result.returncode < 0)
-
-
-@pytest.mark.parametrize(("isolation", "guard"), MODES)
-def test_fork_bomb_is_contained(isolation, guard):
-    marker = f"forkbomb{uuid.uuid4().hex}"
-    result = run(f"import os\nmarker = '{marker}'\nwhile True:\n    os.fork()", guard, isolation=isolation)
-    assert not result.succeeded
-    assert leftover_processes(marker) == []
-
-
-@pytest.mark.parametrize(("isolation", "guard"), MODES)
-def test_memory_bomb_fails_fast(isolation, guard):
-    result = run(
-        "chunks = []\nwhile True:\n    chunks.append(bytearray(50 << 20))", guard, isolation=isolation
-    )
-    assert not result.succeeded and not result.timed_out
-    assert "MemoryError" in result.stderr
-
-
-@pytest.mark.parametrize(("isolation", "guard"), MODES)
-def test_writes_outside_the_work_dir_never_reach_the_host(isolation, guard, tmp_path):
-    targets = [
-        tmp_path / "escaped.txt",
-        Path(f"/var/tmp/escaped-{uuid.uuid4().hex}"),
-        Path(f"/work/escaped-{uuid.uuid4().hex}"),
-    ]
-    program = (
-        "import os\n"
-        + "".join(
-            f"try:\n    open({str(t)!r}, 'w').write('x')\nexcept OSError as e:\n    print('blocked', e)\n"
-            for t in targets
-        )
-        + "open('inside.txt', 'w').write('ok')\nprint(open('inside.txt').read())"
-    )
-    result = run(program, guard, isolation=isolation)
-    assert result.succeeded and result.stdout.strip().endswith("ok")
-    for target in targets:
-        assert not target.exists(), f"{target} was written"
-
-
-@pytest.mark.parametrize(("isolation", "guard"), MODES)
-def test_no_network_even_to_localhost(isolation, guard):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(1)
-        server.settimeout(0.5)
-        port = server.getsockname()[1]
-        result = run(
-            f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-            "s.sendall(b'leak')\nprint('connected')",
-            guard,
-            isolation=isolation,
-        )
-        with pytest.raises(socket.timeout):
-            server.accept()
-    assert "connected" not in result.stdout and not result.succeeded
-
-
-@pytest.mark.parametrize(("isolation", "guard"), MODES)
-def test_shell_commands_cannot_touch_the_host(isolation, guard):
-    target = Path(f"/var/tmp/system-{uuid.uuid4().hex}")
-    result = run(f"import os\nos.system('touch {target}; echo ran')", guard, isolation=isolation)
-    assert not target.exists()
-    if guard:
-        assert not result.succeeded and "os.system" in result.stderr
-
-
-@pytest.mark.parametrize(("isolation", "guard"), MODES)
-def test_background_children_do_not_outlive_the_run(isolation, guard):
-    marker = f"{uuid.uuid4().int % 10**6}.123"
-    run(
-        f"import subprocess, os\nsubprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
-        f"os.system('nohup sleep {marker} &')",
-        guard,
-        isolation=isolation,
-    )
-    time.sleep(0.2)
-    assert leftover_processes(f"sleep\x00{marker}") == []
-
-
-@pytest.mark.parametrize(("isolation", "guard"), MODES)
-def test_caller_cannot_be_signalled(isolation, guard):
-    result = run(
-        "import os, signal\nfor pid in (os.getppid(), 1, -1, 0):\n    try:\n"
-        "        os.kill(pid, signal.SIGKILL)\n    except Exception as e:\n        print(type(e).__name__)\n"
-        "print('done')",
-        guard,
-        isolation=isolation,
-    )
-    assert os.getpid() > 0  # still here
-    assert result.returncode is not None
-
-
-def test_output_flood_is_capped():
-    result = run("while True:\n    print('x' * 10000)", True)
-    assert result.output_limited and len(result.stdout) <= LIMITS.max_output_bytes
-
-
-def test_large_stdin_is_delivered():
-    data = "7\n" * 500_000
-    result = run("import sys\nprint(sum(int(x) for x in sys.stdin))", True, stdin=data)
-    assert result.succeeded and result.stdout.strip() == str(7 * 500_000)
-
-
-@pytest.mark.parametrize(
-    "attack",
-    [
-        "while True:\n    pass",
-        "import os\nwhile True:\n    os.fork()",
-        "x = bytearray(8 << 30)",
-        "open('/var/tmp/pwned', 'w').write('x')",
-        "import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)",
-        "import os\nos.system('echo hi')",
-        "import subprocess\nsubprocess.run(['true'])",
-        "import ctypes\nctypes.CDLL(None).system(b'echo hi')",
-    ],
-)
-def test_each_attack_scores_zero(attack):
-    scores_zero(attack)
-
-
-ISOLATIONS = [
-    "prelude",
-    pytest.param(
-        "namespaces",
-        marks=pytest.mark.skipif(not HAS_NAMESPACES, reason="namespace isolation unavailable here"),
-    ),
-]
-
-
-@pytest.mark.parametrize("isolation", ISOLATIONS)
-def test_other_processes_cannot_be_signalled_or_reniced(isolation):
-    import subprocess
-
-    victim = subprocess.Popen(["sleep", "60"])
+def _link_or_copy(source: str, target: str) -> None:
     try:
-        program = (
-            "import os, signal\n"
-            f"pid = {victim.pid}\n"
-            "attempts = [\n"
-            "    lambda: signal.pidfd_send_signal(os.pidfd_open(pid), signal.SIGKILL),\n"
-            "    lambda: os.kill(pid, signal.SIGKILL),\n"
-            "    lambda: os.sched_setaffinity(pid, {0}),\n"
-            "    lambda: os.setpriority(os.PRIO_PROCESS, pid, 19),\n"
-            "    lambda: __import__('resource').prlimit(pid, __import__('resource').RLIMIT_NOFILE, (1, 1)),\n"
-            "]\n"
-            "for attempt in attempts:\n"
-            "    try:\n"
-            "        attempt()\n"
-            "        print('succeeded')\n"
-            "    except BaseException as e:\n"
-            "        print('refused', type(e).__name__)\n"
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def self_contained_venv(python: str, directory: Path) -> str:
+    """A venv of `python` holding swarmrl and its runtime packages as files of its own (hard links where the
+    filesystem allows), so nothing outside `directory` but the interpreter is needed."""
+    subprocess.run([python, "-m", "venv", "--without-pip", str(directory)], check=True, timeout=120)
+    venv_python = str(directory / "bin" / "python")
+    site = subprocess.run(
+        [venv_python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    shutil.copytree(SWARMRL_DIR, Path(site) / "swarmrl", copy_function=_link_or_copy)
+    providers = importlib.metadata.packages_distributions()
+    for name in PACKAGES:
+        for dist_name in providers[name]:
+            dist = importlib.metadata.distribution(dist_name)
+            location = Path(str(dist.locate_file(""))).resolve()
+            for top in {file.parts[0] for file in dist.files or ()} - {".."}:
+                source, target = location / top, Path(site) / top
+                if target.exists() or not source.exists():
+                    continue
+                if source.is_dir():
+                    shutil.copytree(source, target, copy_function=_link_or_copy)
+                else:
+                    _link_or_copy(str(source), str(target))
+    shutil.copy(DRIVER, directory / DRIVER.name)
+    return venv_python
+
+
+def system_python() -> str | None:
+    """An interpreter other users can run, with our minor version (extension modules are shared); when we
+    are not root, runs as another user are runs as ourselves, with our own interpreter."""
+    if os.geteuid() != 0:
+        return os.path.realpath(sys.executable)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for candidate in (f"/usr/bin/python{version}", os.path.realpath(sys.executable)):
+        probe = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                candidate,
+                "-c",
+                "import os, sys; os.listdir(sys.base_prefix); print('%d.%d' % sys.version_info[:2])",
+            ],
+            capture_output=True,
+            text=True,
         )
-        result = run_python({"main.py": program}, limits=LIMITS, isolation=isolation)
-        assert result.returncode == 0, result.stderr
-        assert "succeeded" not in result.stdout
-        assert victim.poll() is None
-        assert os.getpriority(os.PRIO_PROCESS, victim.pid) == 0
+        if probe.returncode == 0 and probe.stdout.strip() == version:
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def sandbox_user():
+    """The unprivileged user of runs (b) and (c): one created here when we are root, else ourselves (None)."""
+    if os.geteuid() != 0:
+        yield None
+        return
+    name = f"sbx{secrets.token_hex(4)}"
+    created = subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True
+    )
+    if created.returncode != 0:
+        pytest.skip(f"root, but useradd failed: {created.stderr.decode(errors='replace')}")
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+def unprivileged_euid(user) -> int:
+    return user.pw_uid if user is not None else os.geteuid()
+
+
+@pytest.fixture(scope="module")
+def workspace():
+    directory = Path(tempfile.mkdtemp(prefix="swarmrl-attacks-"))
+    directory.chmod(0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def host(workspace):
+    """The validator's secrets, a listener, a victim process and the host paths attacks try to write."""
+    marker = f"SWARMRL-SECRET-{secrets.token_hex(8)}"
+    run_dir = workspace / f"run-{secrets.token_hex(4)}"
+    (run_dir / "keys").mkdir(parents=True)
+    (run_dir / "rollouts").mkdir()
+    (run_dir / "keys" / "node.key").write_text(f"-----BEGIN PRIVATE KEY-----\n{marker}\n")
+    (run_dir / "rollouts" / "step_3-node_other.parquet").write_text(f"PAR1 {marker}")
+    (run_dir / "validator.toml").write_text(f'database_url = "postgresql://validator:{marker}@db/swarm"\n')
+    for path in [run_dir, *run_dir.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    victim = subprocess.Popen(["sleep", "300"])
+    targets = [str(run_dir / "escaped"), str(Path(__file__).resolve().parent / f"escaped-{marker}")]
+    params = {
+        "marker": marker,
+        "targets": targets,
+        "secret_paths": [str(p) for p in run_dir.rglob("*") if p.is_file()],
+        "port": listener.getsockname()[1],
+        "victim": victim.pid,
+    }
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "SWARMRL_COORDINATOR_TOKEN": marker,
+        "SWARMRL_DATABASE_URL": f"postgresql://validator:{marker}@db/swarm",
+    }
+    try:
+        yield {"params": params, "env": env, "run_dir": run_dir, "listener": listener, "victim": victim}
     finally:
         victim.kill()
         victim.wait()
+        listener.close()
+        for target in targets:
+            Path(target).unlink(missing_ok=True)
+
+
+def run_driver(host, python: str, driver: Path, user=None, extra_env=None, only=None) -> dict:
+    params = dict(host["params"], only=only) if only else host["params"]
+    argv = [python, str(driver), json.dumps(params)]
+    env = dict(host["env"], HOME=str(host["run_dir"]), **(extra_env or {}))
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", *argv]
+    started = time.time()
+    done = subprocess.run(argv, env=env, cwd=host["run_dir"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    uids = {user.pw_uid} if user is not None else set(PRIVATE_UIDS)
+    assert not leftover_processes(uids, started), "sandbox processes outlived the run"
+    for directory in ("/tmp", "/tmp/work", "/dev/shm", "/", "/root", "/usr", str(host["run_dir"])):
+        assert not Path(directory, "fill").exists(), f"the disk-filling attack wrote {directory}/fill"
+    return result
+
+
+def leftover_processes(uids, since: float, wait_seconds: float = 3.0) -> list[int]:
+    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
+    ticks = os.sysconf("SC_CLK_TCK")
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                status = (entry / "status").read_text()
+                started = boot + int((entry / "stat").read_text().rsplit(")", 1)[1].split()[19]) / ticks
+            except (OSError, ValueError, IndexError):
+                continue
+            uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+            if uid in uids and started >= since - 1:
+                found.append(int(entry.name))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def assert_contained(host, result: dict, expected_euid: int) -> None:
+    assert result["mode"] == "bwrap", f"isolation downgraded: {result['description']}"
+    assert result["euid"] == expected_euid
+    assert result["private_uid"] is (expected_euid == 0)
+    escaped = {attack: reward for attack, reward in result["rewards"].items() if reward != 0.0}
+    assert escaped == {}
+    assert result["honest"] == 1.0, f"the grader no longer works after the attacks: {result['honest_detail']}"
+    for target in host["params"]["targets"]:
+        assert not Path(target).exists(), f"{target} was written from the sandbox"
+    host["listener"].settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        host["listener"].accept()
+    assert host["victim"].poll() is None, "a process outside the sandbox was killed"
+
+
+def test_a_as_root_from_the_project_venv(host):
+    if os.geteuid() != 0:
+        pytest.skip("not root")
+    src = str(SWARMRL_DIR.parent)
+    result = run_driver(host, sys.executable, DRIVER, extra_env={"PYTHONPATH": src})
+    assert_contained(host, result, expected_euid=0)
+    assert result["cgroups"], "cgroup limits are available to root here but were not used"
+
+
+@pytest.mark.slow
+def test_b_as_an_unprivileged_user(host, sandbox_user, workspace):
+    python = system_python()
+    if python is None:
+        pytest.skip("no interpreter with our ABI that other users can run")
+    venv = workspace / f"venv-user-{secrets.token_hex(3)}"
+    venv_python = self_contained_venv(python, venv)
+    result = run_driver(host, venv_python, venv / DRIVER.name, user=sandbox_user)
+    assert_contained(host, result, expected_euid=unprivileged_euid(sandbox_user))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("as_user", [False, True], ids=["root", "user"])
+def test_the_process_limit_holds_per_sandbox(host, sandbox_user, workspace, as_user):
+    """RLIMIT_NPROC bounds each sandbox, and separately: three at once each get what one gets alone (as
+    root: a private uid each; as a user: a user namespace each, counted on its own by the kernel)."""
+    if not as_user and os.geteuid() != 0:
+        pytest.skip("not root")
+    python = system_python() if as_user else sys.executable
+    if python is None:
+        pytest.skip("no interpreter with our ABI that other users can run")
+    venv = workspace / f"venv-forks-{secrets.token_hex(3)}"
+    venv_python = self_contained_venv(python, venv)
+    argv = [venv_python, str(venv / DRIVER.name), json.dumps({"count_forks": True})]
+    if as_user and sandbox_user is not None:
+        argv = [
+            "setpriv",
+            f"--reuid={sandbox_user.pw_uid}",
+            f"--regid={sandbox_user.pw_gid}",
+            "--init-groups",
+            *argv,
+        ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=host["run_dir"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["mode"] == "bwrap"
+    assert 0 < result["alone"] < result["limit"]
+    assert result["together"] == [result["alone"]] * 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("as_user", [False, True], ids=["root", "user"])
+def test_c_from_a_venv_inside_a_0700_directory(host, sandbox_user, workspace, as_user):
+    if not as_user and os.geteuid() != 0:
+        pytest.skip("not root")
+    python = system_python() if as_user else os.path.realpath(sys.executable)
+    if python is None:
+        pytest.skip("no interpreter with our ABI that other users can run")
+    private = workspace / f"private-{secrets.token_hex(3)}"
+    private.mkdir(mode=0o700)
+    venv_python = self_contained_venv(python, private / "venv")
+    if as_user and sandbox_user is not None:
+        os.chown(private, sandbox_user.pw_uid, sandbox_user.pw_gid)
+    private.chmod(0o700)
+    result = run_driver(
+        host, venv_python, private / "venv" / DRIVER.name, user=sandbox_user if as_user else None
+    )
+    assert_contained(host, result, expected_euid=unprivileged_euid(sandbox_user) if as_user else 0)
+    assert result["interpreter"] == python
+
+
+def test_without_os_isolation_the_same_attacks_get_out(host):
+    """The control: with only the audit hook (isolation none) the harmless subset escapes, so the attacks
+    above are real and it is bubblewrap that stops them."""
+    result = run_driver(
+        host,
+        sys.executable,
+        DRIVER,
+        extra_env={"PYTHONPATH": str(SWARMRL_DIR.parent), "SWARMRL_ATTACK_UNSAFE": "1"},
+        only=list(HARMLESS_WHEN_ESCAPED),
+    )
+    assert result["mode"] == "none"
+    assert result["rewards"] == {attack: 1.0 for attack in HARMLESS_WHEN_ESCAPED}
+    assert Path(host["params"]["targets"][0]).exists()

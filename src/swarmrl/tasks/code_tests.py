@@ -1,0 +1,168 @@
+"""A code task's tests, read from `verification_info`, and the comparisons the trusted judge makes.
+
+Formats:
+- `{"test_cases": [{"type": "stdin_stdout", "input": str, "output": str}, ...]}` (INTELLECT-2 / SYNTHETIC-1),
+- `{"test_cases": [{"type": "function_call", "fn_name": str, "input": [args] | JSON str, "output": value}]}`,
+- `{"test": "def check(candidate): ...", "entry_point": "name"}` (HumanEval) or `{"test": "assert f(1) == 2"}`
+  (MBPP style: the test calls the solution's functions by name). Test code is trusted dataset code and runs on
+  the trusted side; what it needs besides the solution comes from `test_setup` (code run before it) or, for
+  HumanEval-layout tasks (an `entry_point` and no `test_setup`), from the task's prompt when that is Python
+  source — the prompt's helpers (`poly` in HumanEval/32, `encode_cyclic` in /38) are trusted, the
+  completion's copies of them are not.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from swarmrl.tasks.errors import TaskError
+from swarmrl.tasks.task import Task
+
+
+@dataclass(frozen=True)
+class StdioCase:
+    input: str
+    output: str
+
+
+@dataclass(frozen=True)
+class CallCase:
+    fn_name: str
+    args: list[Any]
+    expected: Any
+
+
+@dataclass(frozen=True)
+class CodeTests:
+    stdio: list[StdioCase] = field(default_factory=list)
+    calls: list[CallCase] = field(default_factory=list)
+    check: str | None = None
+    entry_point: str | None = None
+    setup: str | None = None
+
+    @property
+    def total(self) -> int:
+        return len(self.stdio) + len(self.calls) + (1 if self.check is not None else 0)
+
+
+@dataclass(frozen=True)
+class CodeTestReport:
+    passed: int
+    total: int
+    detail: str = ""
+
+    @property
+    def all_passed(self) -> bool:
+        return self.total > 0 and self.passed == self.total
+
+
+def parse_code_tests(task: Task) -> CodeTests:
+    """The task's tests; TaskError naming the task and the bad field when they are malformed."""
+    info = task.verification_info
+    stdio: list[StdioCase] = []
+    calls: list[CallCase] = []
+    raw_cases = info.get("test_cases", [])
+    if isinstance(raw_cases, str):
+        try:
+            raw_cases = json.loads(raw_cases)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"task {task.task_id}: test_cases is not valid JSON: {exc}") from exc
+    if not isinstance(raw_cases, list):
+        raise TaskError(f"task {task.task_id}: test_cases must be a list")
+    for index, case in enumerate(raw_cases):
+        where = f"task {task.task_id}: test_cases[{index}]"
+        if not isinstance(case, dict) or "input" not in case or "output" not in case:
+            raise TaskError(f"{where} must be an object with input and output")
+        kind = case.get("type") or ("function_call" if case.get("fn_name") else "stdin_stdout")
+        if kind == "stdin_stdout":
+            if not isinstance(case["input"], str) or not isinstance(case["output"], str):
+                raise TaskError(f"{where}: stdin_stdout input and output must be strings")
+            stdio.append(StdioCase(case["input"], case["output"]))
+        elif kind == "function_call":
+            calls.append(_call_case(case, where))
+        else:
+            raise TaskError(f"{where}: unknown test type {kind!r}")
+    check = info.get("test")
+    entry_point = info.get("entry_point")
+    if check is not None and not isinstance(check, str):
+        raise TaskError(f"task {task.task_id}: test must be a string of python code")
+    if entry_point is not None and (not isinstance(entry_point, str) or not entry_point.isidentifier()):
+        raise TaskError(f"task {task.task_id}: entry_point must be a python identifier")
+    setup = info.get("test_setup")
+    if setup is not None and not isinstance(setup, str):
+        raise TaskError(f"task {task.task_id}: test_setup must be a string of python code")
+    if setup is None and check is not None and entry_point is not None and _is_python(task.prompt):
+        setup = task.prompt
+    tests = CodeTests(stdio, calls, check, entry_point, setup)
+    if tests.total == 0:
+        raise TaskError(f"task {task.task_id}: verification_info has no test_cases and no test")
+    return tests
+
+
+def _is_python(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _call_case(case: dict[str, Any], where: str) -> CallCase:
+    fn_name = case.get("fn_name")
+    if not isinstance(fn_name, str) or not fn_name.isidentifier():
+        raise TaskError(f"{where}: function_call needs an identifier fn_name")
+    args = case["input"]
+    expected = case["output"]
+    try:
+        if isinstance(args, str):
+            args = json.loads(args)
+        if isinstance(expected, str) and expected.strip()[:1] in ("[", "{"):
+            expected = json.loads(expected)
+    except json.JSONDecodeError as exc:
+        raise TaskError(f"{where}: function_call input/output is not valid JSON: {exc}") from exc
+    if not isinstance(args, list):
+        raise TaskError(f"{where}: function_call input must be a list of arguments")
+    return CallCase(fn_name, args, expected)
+
+
+def stdout_matches(actual: str, expected: str) -> bool:
+    """Whitespace-insensitive line/token comparison; numeric tokens compare with a 1e-6 tolerance."""
+    actual_tokens = [line.split() for line in actual.strip().splitlines() if line.strip()]
+    expected_tokens = [line.split() for line in expected.strip().splitlines() if line.strip()]
+    if len(actual_tokens) != len(expected_tokens):
+        return False
+    for got_line, want_line in zip(actual_tokens, expected_tokens, strict=True):
+        if len(got_line) != len(want_line):
+            return False
+        for got, want in zip(got_line, want_line, strict=True):
+            if got != want and not _close_numbers(got, want):
+                return False
+    return True
+
+
+def _close_numbers(got: str, want: str) -> bool:
+    try:
+        return math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=1e-6)
+    except ValueError:
+        return False
+
+
+def call_result_matches(result: Any, expected: Any) -> bool:
+    """Function results match directly or as the single element of an APPS/TACO-style output list.
+
+    Expected values come from JSON, so tuples in the result compare as the lists JSON has (APPS/TACO do the
+    same); `result` is a decoded wire value, i.e. exact builtin types."""
+    result = _json_like(result)
+    return result == expected or (isinstance(expected, list) and len(expected) == 1 and result == expected[0])
+
+
+def _json_like(value: Any) -> Any:
+    if type(value) in (list, tuple):
+        return [_json_like(item) for item in value]
+    if type(value) is dict:
+        return {key: _json_like(item) for key, item in value.items()}
+    return value

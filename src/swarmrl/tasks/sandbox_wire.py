@@ -1,0 +1,194 @@
+"""The one wire format between the trusted side and the code sandbox: plain Python values as tagged JSON.
+
+Standard library only: the same file is imported by the trusted side (`swarmrl.tasks.sandbox_wire`) and, bound
+read-only into the sandbox, by the sandbox's own bootstrap. Every message in either direction is one frame:
+a 4-byte big-endian length, then UTF-8 JSON (ASCII-escaped) of one value in this grammar:
+
+    null / true / false / JSON string / JSON integer / JSON float (NaN, Infinity, -Infinity included)
+    ["l", item...]  list        ["t", item...]  tuple        ["s", item...]  set     ["f", item...]  frozenset
+    ["d", key, value, key, value...]  dict (keys of any hashable type)
+    ["b", "hex"]  bytes         ["c", real, imag]  complex    ["i", "-0x1f..."]  int too long for a JSON number
+
+JSON objects, untagged arrays, unknown tags and malformed payloads are refused. `decode` builds fresh objects
+of exactly these builtin types (never a subclass, never anything that runs code on comparison), with caps on
+the frame size, the nesting depth and the number of values. `encode` takes exact builtin types; instances of
+their subclasses (a Counter, a namedtuple, numpy's float64) are reduced to the base type through the base
+type's own methods, and numpy arrays and scalars (only if numpy is already imported) become lists and Python
+scalars. Anything else raises WireError: it is not plain data.
+"""
+
+import sys
+
+# CPython's JSON accelerator, used directly: `import json` pulls in `re`, some 7 ms of every sandbox start.
+from _json import encode_basestring_ascii, make_encoder, make_scanner
+
+MAX_DEPTH = 100
+MAX_VALUES = 1_000_000
+HEADER_BYTES = 4
+# Ints whose decimal form stays under Python's default int<->str digit limit (4300) travel as JSON numbers.
+_PLAIN_INT_BITS = 14_000
+_PLAIN_INT_DIGITS = 4300
+_HEX_DIGITS = frozenset("0123456789abcdef")
+_CONSTANTS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+_SEQUENCE_TAGS = {"l": list, "t": tuple, "s": set, "f": frozenset}
+_TAG_OF = {list: "l", tuple: "t", set: "s", frozenset: "f"}
+
+
+class WireError(ValueError):
+    """A value that cannot be sent, or bytes that are not one well-formed value within the limits."""
+
+
+def encode(value, max_depth=MAX_DEPTH):
+    """One frame (header + body) holding `value`."""
+    data = "".join(_ENCODER(_tree(value, max_depth), 0)).encode("ascii")
+    return len(data).to_bytes(HEADER_BYTES, "big") + data
+
+
+def decode(body, max_depth=MAX_DEPTH, max_values=MAX_VALUES):
+    """The value in a frame body (the bytes after the header); WireError for anything outside the grammar."""
+    try:
+        text = body.decode("ascii")
+        tree, end = _SCANNER(text, 0)
+    except StopIteration:
+        raise WireError("not a wire value: no JSON value") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # JSONDecodeError, UnicodeDecodeError included
+        raise WireError(f"not a wire value: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if end != len(text):
+        raise WireError("not a wire value: data after the value")
+    counter = [max_values]
+    return _value(tree, max_depth, counter)
+
+
+def frame_length(header):
+    """Body length announced by a 4-byte header."""
+    if len(header) != HEADER_BYTES:
+        raise WireError("truncated frame header")
+    return int.from_bytes(header, "big")
+
+
+def _constant(name):
+    return _CONSTANTS[name]
+
+
+def _plain_int(text):
+    # Longer numbers must come as ["i", hex]; this keeps decoding independent of sys.set_int_max_str_digits.
+    if len(text) > _PLAIN_INT_DIGITS:
+        raise WireError("integer literal too long")
+    return int(text)
+
+
+def _refuse_object(pairs):
+    raise WireError("JSON objects are not part of the wire format")
+
+
+def _unencodable(value):
+    raise WireError(f"a {type(value).__name__} is not plain data")
+
+
+class _ScannerSettings:
+    """What the C scanner reads off a json.JSONDecoder: strict strings, no objects, our numbers."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = staticmethod(_refuse_object)
+    parse_float = float
+    parse_int = staticmethod(_plain_int)
+    parse_constant = staticmethod(_constant)
+
+
+# Arguments as json.JSONEncoder passes them: no cycle markers (trees are acyclic and depth-capped), compact
+# separators, ASCII strings, NaN and infinities written as NaN / Infinity.
+_ENCODER = make_encoder(None, _unencodable, encode_basestring_ascii, None, ":", ",", False, False, True)
+_SCANNER = make_scanner(_ScannerSettings())
+
+
+def _value(node, depth, counter):
+    counter[0] -= 1
+    if counter[0] < 0:
+        raise WireError("too many values")
+    kind = type(node)
+    if node is None or kind in (bool, int, float, str):
+        return node
+    if kind is not list or not node or type(node[0]) is not str:
+        raise WireError("compound values must be tagged arrays")
+    if depth <= 0:
+        raise WireError("value nests too deeply")
+    tag, items = node[0], node[1:]
+    if tag in _SEQUENCE_TAGS:
+        values = [_value(item, depth - 1, counter) for item in items]
+        try:
+            return _SEQUENCE_TAGS[tag](values)
+        except TypeError as exc:  # an unhashable member of a set
+            raise WireError(f"bad set member: {exc}") from None
+    if tag == "d":
+        if len(items) % 2:
+            raise WireError("dict payload must alternate keys and values")
+        values = [_value(item, depth - 1, counter) for item in items]
+        result = {}
+        try:
+            for index in range(0, len(values), 2):
+                result[values[index]] = values[index + 1]
+        except TypeError as exc:
+            raise WireError(f"bad dict key: {exc}") from None
+        return result
+    payload = items[0] if len(items) == 1 and type(items[0]) is str else None
+    if tag == "b" and payload is not None and len(payload) % 2 == 0 and set(payload) <= _HEX_DIGITS:
+        return bytes.fromhex(payload)
+    if tag == "c" and len(items) == 2 and all(type(part) is float for part in items):
+        return complex(items[0], items[1])
+    if tag == "i" and payload is not None:
+        negative = payload.startswith("-")
+        digits = payload[3:] if negative else payload[2:]
+        if payload[negative : negative + 2] == "0x" and digits and set(digits) <= _HEX_DIGITS:
+            return -int(digits, 16) if negative else int(digits, 16)
+    raise WireError(f"malformed tagged value {tag[:20]!r}")
+
+
+def _tree(value, depth):
+    if depth < 0:
+        raise WireError("value nests too deeply")
+    kind = type(value)
+    if value is None or kind is bool or kind is str or kind is float:
+        return value
+    if kind is int:
+        return value if value.bit_length() <= _PLAIN_INT_BITS else ["i", hex(value)]
+    if kind in _TAG_OF:
+        return [_TAG_OF[kind], *(_tree(item, depth - 1) for item in value)]
+    if kind is dict:
+        flat = ["d"]
+        for key, item in value.items():
+            flat.append(_tree(key, depth - 1))
+            flat.append(_tree(item, depth - 1))
+        return flat
+    if kind is bytes:
+        return ["b", value.hex()]
+    if kind is complex:
+        return ["c", value.real, value.imag]
+    return _tree(_plain_base(value), depth)
+
+
+def _plain_base(value):
+    """The exact builtin value behind a subclass instance or a numpy value; WireError when there is none."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.ndarray | numpy.generic):
+        converted = value.tolist()
+        if type(converted) is type(value):
+            raise WireError(f"numpy value of dtype {value.dtype} has no plain form")
+        return converted
+    # Unbound base-type methods read the builtin payload; overridden methods of the subclass are not called.
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bytes):
+        return bytes.__bytes__(value)
+    if isinstance(value, complex):
+        return complex.__complex__(value)
+    if isinstance(value, dict):
+        return dict(dict.items(value))
+    for base in (list, tuple, set, frozenset):
+        if isinstance(value, base):
+            return base(base.__iter__(value))
+    raise WireError(f"a {type(value).__name__} is not plain data")
