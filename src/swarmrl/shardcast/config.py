@@ -55,7 +55,27 @@ class ClientConfig(BaseModel):
     min_throughput_bytes_s: float = Field(
         256 * 1024,
         gt=0,
-        description="a shard request slower than this (after the silence allowance) is dropped",
+        description="per-request throughput floor: once `throughput_grace_s` has passed, a shard request must "
+        "have received this rate times the time since then, or it is cut and its source demoted",
+    )
+    throughput_grace_s: float = Field(
+        3.0,
+        gt=0,
+        description="time a shard request gets to connect and start sending before the floor applies",
+    )
+    hedge_after_s: float = Field(
+        1.0,
+        gt=0,
+        description="a manifest or announcement not answered within this many seconds is asked of the next "
+        "source as well (a hedged request); a shard request this old that will likely finish later than a "
+        "fresh one from another source gets a duplicate there; the first good answer wins",
+    )
+    max_hedged_shards: int = Field(2, ge=0, description="duplicate shard requests in flight at once")
+    discovery_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="longest wait for the signed manifests backing announced versions when looking for the "
+        "newest one; a claim not backed by then is dropped and its source demoted",
     )
     max_attempts_per_shard: int = Field(8, ge=1, description="tries per shard across all sources")
     stall_timeout_s: float = Field(

@@ -13,6 +13,7 @@ A range is served only when every shard it touches is held (a relay never serves
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -198,8 +199,10 @@ def build_app(store: VersionStore, notifier: VersionNotifier, metrics: ServerMet
         try:
             requested = request.http_range
         except ValueError:
+            requested = None
+        if requested is None or _is_empty_suffix(request.headers.get("Range")):
             count("data", 416)
-            raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"}) from None
+            raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"})
         start, stop = _absolute_range(requested, size)
         if start >= stop and size > 0:
             count("data", 416)
@@ -262,6 +265,15 @@ class _TrackedFileResponse(web.FileResponse):
         if self.status in (200, 206):
             self._metrics.bytes_served.labels(self._metrics.role).inc(self._nbytes)
         return writer
+
+
+_EMPTY_SUFFIX = re.compile(r"bytes=\s*-\s*0+\s*", re.ASCII | re.IGNORECASE)
+
+
+def _is_empty_suffix(header: str | None) -> bool:
+    """`bytes=-0` asks for the last zero bytes: unsatisfiable (RFC 9110 §14.1.1). aiohttp reads the suffix
+    length 0 as offset 0 and would send the whole file."""
+    return header is not None and _EMPTY_SUFFIX.fullmatch(header) is not None
 
 
 def _absolute_range(requested: slice, size: int) -> tuple[int, int]:
