@@ -80,6 +80,11 @@ class SourceSelector:
         stats.successes += 1
         stats.consecutive_failures = 0
         stats.backoff_until = 0.0
+        self.observe_rate(url, nbytes, seconds)
+
+    def observe_rate(self, url: str, nbytes: int, seconds: float) -> None:
+        """A measured transfer rate enters the throughput estimate (also of a request cut before the end)."""
+        stats = self.stats[url]
         rate = nbytes / max(seconds, 1e-6)
         stats.throughput = (
             rate if stats.throughput is None else EWMA_ALPHA * rate + (1 - EWMA_ALPHA) * stats.throughput
@@ -87,11 +92,7 @@ class SourceSelector:
 
     def record_slow(self, url: str, nbytes: int, seconds: float, now: float) -> None:
         """A request cut below the throughput floor: a failure, and its rate is what the source delivers."""
-        stats = self.stats[url]
-        rate = nbytes / max(seconds, 1e-6)
-        stats.throughput = (
-            rate if stats.throughput is None else EWMA_ALPHA * rate + (1 - EWMA_ALPHA) * stats.throughput
-        )
+        self.observe_rate(url, nbytes, seconds)
         self.record_failure(url, now)
 
     def record_failure(self, url: str, now: float) -> None:

@@ -510,10 +510,14 @@ class ShardDownloader:
         return _Transfer(url, sink, time.monotonic(), future, scratch)
 
     async def _end(self, transfers: list[_Transfer]) -> None:
-        """Cut the transfers still running and wait for their threads (they may be writing)."""
+        """Cut the transfers still running and wait for their threads (they may be writing). A transfer that
+        lost the race still measured its source: its rate so far enters the throughput estimate."""
+        now = time.monotonic()
         for transfer in transfers:
             if not transfer.future.done():
                 transfer.sink.cut()
+                if not self._stop.is_set():
+                    self.selector.observe_rate(transfer.url, transfer.sink.received, now - transfer.started)
         await asyncio.shield(asyncio.gather(*(t.future for t in transfers), return_exceptions=True))
         self._hedges -= sum(1 for t in transfers if t.scratch is not None)
 

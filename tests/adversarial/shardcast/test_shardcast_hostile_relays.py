@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from adversarial.shardcast.hostile_relay_kit import QUICK, SHARD, TRAINER, Lies, hostile_app, make_checkpoint
+
 from swarmrl.identity import Identity
 from swarmrl.shardcast import (
     ManifestError,
@@ -28,6 +28,7 @@ from swarmrl.shardcast import (
 )
 from swarmrl.shardcast.hashing import digest_file
 from swarmrl.shardcast.manifest import SignedManifest
+
 
 @pytest.fixture
 def world(tmp_path):
@@ -62,7 +63,9 @@ def fetch(sources: list[str], dest: Path, version: int, **kwargs) -> ShardcastCl
 
 
 def test_corrupt_shard_is_refetched_elsewhere_and_relay_demoted(world):
-    bad = serve(world, lambda: hostile_app(world["dirs"][1], world["raw"], Lies(corrupt_shards={0, 1, 2, 3, 4, 5})))
+    bad = serve(
+        world, lambda: hostile_app(world["dirs"][1], world["raw"], Lies(corrupt_shards={0, 1, 2, 3, 4, 5}))
+    )
     dest = world["tmp"] / "w"
 
     client = fetch([bad, world["url"]], dest, 1)
@@ -149,7 +152,9 @@ def test_oversized_answer_is_not_written_past_the_shard(world):
 
 
 def test_relay_verifies_upstream_shards_before_serving(world):
-    bad = serve(world, lambda: hostile_app(world["dirs"][2], {2: world["raw"][2]}, Lies(corrupt_shards={1, 3})))
+    bad = serve(
+        world, lambda: hostile_app(world["dirs"][2], {2: world["raw"][2]}, Lies(corrupt_shards={1, 3}))
+    )
     relay = Relay(
         RelayConfig(upstreams=[bad], data_dir=world["tmp"] / "relay", long_poll_s=1, retry_interval_s=0.2),
         TRAINER.node_id,
