@@ -184,21 +184,13 @@ class ShardcastClient:
         """
         self.last_stats = TransferStats()
         if version is None:
-            installed = [v for v in local_versions(self.dest_root) if max_version is None or v <= max_version]
-            found = await self.newest_verified(max_version, installed[-1] if installed else None)
+            found = await self.refresh(max_version, min_version)
             if found is None:
-                if installed:
-                    return self.dest_root / version_dir_name(installed[-1])  # nothing newer out there
                 bound = "" if max_version is None else f" up to {max_version}"
                 raise ShardcastError(
                     f"no source backs any version{bound} with a signed manifest: {self.sources}"
                 )
-            manifest, raw = found
-            if min_version is not None and manifest.version < min_version:
-                raise ManifestError(
-                    f"replayed manifest: version {manifest.version} is older than {min_version}"
-                )
-            return await self._install(manifest, raw)
+            return found[1]
         final = self.dest_root / version_dir_name(version)
         if final.is_dir() and manifest_path(final).is_file():
             read_local_manifest(final, self.trainer_public_key, version)
@@ -215,6 +207,22 @@ class ShardcastClient:
             run_id=self.run_id,
         )
         return await self._install(manifest, raw)
+
+    async def refresh(
+        self, ceiling: int | None = None, min_version: int | None = None
+    ) -> tuple[int, Path] | None:
+        """Install the newest verified version (at most `ceiling`) if it is newer than every installed one;
+        return the newest installed version at most `ceiling` and its directory (None: none anywhere)."""
+        installed = [v for v in local_versions(self.dest_root) if ceiling is None or v <= ceiling]
+        found = await self.newest_verified(ceiling, installed[-1] if installed else None)
+        if found is None:
+            if not installed:
+                return None
+            return installed[-1], self.dest_root / version_dir_name(installed[-1])
+        manifest, raw = found
+        if min_version is not None and manifest.version < min_version:
+            raise ManifestError(f"replayed manifest: version {manifest.version} is older than {min_version}")
+        return manifest.version, await self._install(manifest, raw)
 
     async def _install(self, manifest: Manifest, raw: bytes) -> Path:
         """Download the version `manifest` describes into a partial directory and rename it into place."""
@@ -411,13 +419,10 @@ class CheckpointFetcher:
         """`ShardcastClient.fetch`: install `version` (None: the newest verified, at most `max_version`)."""
         return self._run(lambda client: client.fetch(version, min_version, max_version))
 
-    def refresh(self, ceiling: int | None = None) -> tuple[int, Path]:
-        """Install the newest verified version (at most `ceiling`) if it is newer than every installed one;
-        return the newest installed version at most `ceiling` and its directory."""
-        path = self.fetch(max_version=ceiling)
-        version = parse_version_dir_name(path.name)
-        assert version is not None, path
-        return version, path
+    def refresh(self, ceiling: int | None = None) -> tuple[int, Path] | None:
+        """`ShardcastClient.refresh`: the newest installed version at most `ceiling` after installing a
+        newer verified one if there is one, with its directory; None while no version exists."""
+        return self._run(lambda client: client.refresh(ceiling))
 
 
 def fetch_checkpoint(
