@@ -6,7 +6,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from swarmrl.httpserve.limits import ConnectionLimits
 from swarmrl.shardcast.hashing import HashAlgorithm
+
+CONNECTIONS_DESCRIPTION = "slow-client limits of the server: request head deadline, open-connection caps"
 
 DEFAULT_SHARD_SIZE = 50 * 1024 * 1024
 
@@ -26,6 +29,9 @@ class OriginConfig(BaseModel):
         gt=0,
         description="how often the server rescans the checkpoint root for versions published by others",
     )
+    connections: ConnectionLimits = Field(
+        default_factory=ConnectionLimits, description=CONNECTIONS_DESCRIPTION
+    )
 
 
 class RelayConfig(BaseModel):
@@ -43,6 +49,9 @@ class RelayConfig(BaseModel):
         4,
         ge=1,
         description="shards mirrored at once (fewer means the first shards verify, and serve, sooner)",
+    )
+    connections: ConnectionLimits = Field(
+        default_factory=ConnectionLimits, description=CONNECTIONS_DESCRIPTION
     )
 
 

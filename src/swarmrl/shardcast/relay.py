@@ -157,10 +157,14 @@ class Relay:
         return app
 
     async def start(self) -> tuple[web.AppRunner, str]:
-        return await start_site(self.app(), self.config.host, self.config.port)
+        return await start_site(
+            self.app(), self.config.host, self.config.port, self.config.connections, self.metrics
+        )
 
     def serve_in_thread(self) -> ServerThread:
-        return ServerThread(self.app, self.config.host, self.config.port).start()
+        return ServerThread(
+            self.app, self.config.host, self.config.port, self.config.connections, self.metrics
+        ).start()
 
     async def _background(self, app: web.Application):
         connector = aiohttp.TCPConnector(limit_per_host=self.client_config.concurrency)

@@ -16,12 +16,15 @@ import asyncio
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import Metric
+
+from swarmrl.httpserve import ConnectionGuard, ConnectionLimits, GuardedAppRunner
 
 MAX_LONG_POLL_S = 60.0
 
@@ -117,6 +120,13 @@ class ServerMetrics:
             "shardcast_versions_collected", "versions garbage-collected", ["role"], registry=self.registry
         )
         self.role = role
+        self.connections: ConnectionGuard | None = None  # the guard of the running server
+        self.registry.register(self)
+
+    def collect(self) -> Iterable[Metric]:
+        """The connection guard's figures (this object is also a collector of its own registry)."""
+        if self.connections is not None:
+            yield from self.connections.collect("shardcast")
 
 
 def build_app(store: VersionStore, notifier: VersionNotifier, metrics: ServerMetrics) -> web.Application:
@@ -290,10 +300,16 @@ class ServerThread:
     """Runs an aiohttp application on its own event loop in a daemon thread (for trainers and tests)."""
 
     def __init__(
-        self, app_factory: Callable[[], web.Application], host: str = "127.0.0.1", port: int = 0
+        self,
+        app_factory: Callable[[], web.Application],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        limits: ConnectionLimits | None = None,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self._app_factory = app_factory
         self._host, self._port = host, port
+        self._limits, self._metrics = limits, metrics
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="shardcast-server", daemon=True)
         self._runner: web.AppRunner | None = None
@@ -306,7 +322,9 @@ class ServerThread:
         return self
 
     async def _start(self) -> str:
-        self._runner, url = await start_site(self._app_factory(), self._host, self._port)
+        self._runner, url = await start_site(
+            self._app_factory(), self._host, self._port, self._limits, self._metrics
+        )
         return url
 
     def stop(self) -> None:
@@ -334,10 +352,19 @@ class ServerThread:
         self.stop()
 
 
-async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
-    """Start serving `app`; return the runner (call `cleanup()` to stop) and the base URL it listens on."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+async def start_site(
+    app: web.Application,
+    host: str,
+    port: int,
+    limits: ConnectionLimits | None = None,
+    metrics: ServerMetrics | None = None,
+) -> tuple[web.AppRunner, str]:
+    """Start serving `app` behind the slow-client guard; return the runner (call `cleanup()` to stop) and the
+    base URL it listens on. `metrics` then also report the guard's figures."""
+    runner = GuardedAppRunner(app, limits, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
+    if metrics is not None:
+        metrics.connections = runner.guard
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()
     bound_port = runner.addresses[0][1]  # the OS's pick when port == 0
