@@ -76,8 +76,9 @@ class ClientConfig(BaseModel):
         1.0,
         gt=0,
         description="a manifest or announcement not answered within this many seconds is asked of the next "
-        "source as well (a hedged request); a shard request this old that will likely finish later than a "
-        "fresh one from another source gets a duplicate there; the first good answer wins",
+        "source as well (a hedged request), the first good answer wins; a shard request gets a duplicate on "
+        "another source once it has run 4 times what that source is expected to need (at least 0.25 s, at "
+        "most this) and will likely finish later than the duplicate",
     )
     max_hedged_shards: int = Field(2, ge=0, description="duplicate shard requests in flight at once")
     discovery_timeout_s: float = Field(

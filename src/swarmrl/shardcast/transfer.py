@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 AVAILABILITY_WAIT_S = 10.0
 WATCH_INTERVAL_S = 0.1
+MIN_SHARD_HEDGE_S = 0.25
+HEDGE_FACTOR = 4.0
 MAX_JSON_BYTES = 16 * 1024 * 1024
 
 
@@ -127,11 +129,16 @@ async def race_manifest(
     version, so answering that they lack its manifest is a false announcement, demoted the same way.
     """
 
+    asked: list[str] = []
+    answered: set[str] = set()
+
     def attempt(url: str) -> Callable[[], Awaitable[tuple[Manifest, bytes, str]]]:
         async def run() -> tuple[Manifest, bytes, str]:
+            asked.append(url)
             try:
                 raw = await _get_bytes(session, f"{url}/v/{version}/manifest", config)
             except SourceFailure as exc:
+                answered.add(url)
                 errors[url] = str(exc)
                 if claimed and exc.unavailable:
                     stats.manifest_rejected_by_source[url] = (
@@ -141,6 +148,7 @@ async def race_manifest(
                 else:
                     selector.record_failure(url, time.monotonic())
                 raise
+            answered.add(url)
             try:
                 manifest = parse_signed_manifest(
                     raw,
@@ -158,7 +166,11 @@ async def race_manifest(
 
         return run
 
-    return await first_success([attempt(url) for url in urls], config.hedge_after_s)
+    manifest, raw, winner = await first_success([attempt(url) for url in urls], config.hedge_after_s)
+    for url in asked[: asked.index(winner)]:
+        if url not in answered:  # overtaken by a source asked later: too slow to be asked first again
+            selector.record_failure(url, time.monotonic())
+    return manifest, raw, winner
 
 
 async def fetch_manifest(
@@ -273,6 +285,7 @@ class ShardDownloader:
         self._bad_for_shard: dict[int, set[str]] = collections.defaultdict(set)
         self._needed: set[int] = set()
         self._unavailable_since: dict[int, float] = {}
+        self._slow_only_since: dict[int, float] = {}
         self._fatal: str | None = None
         self._change = asyncio.Event()
         self._hedges = 0
@@ -391,6 +404,12 @@ class ShardDownloader:
                 await self._wait_for_change(min(self.config.availability_refresh_s, 0.5))
                 continue
             self._unavailable_since.pop(shard.index, None)
+            if self._only_slow(shard, candidates, now):
+                # Only sources measured below the floor hold it (a liar claims everything at once, an honest
+                # relay is still mirroring): wait a little for a better one before trying them.
+                pending.append(shard)
+                await self._wait_for_change(0.1)
+                continue
             url = self.selector.choose(candidates, now)
             if url is None:
                 pending.append(shard)
@@ -467,14 +486,25 @@ class ShardDownloader:
                     )
                     transfers.append(self._launch(shard, alternative, hedge=True))
 
+    def _only_slow(self, shard: ShardEntry, candidates: list[str], now: float) -> bool:
+        """True while every candidate is measured below the floor, for up to `hedge_after_s` per shard."""
+        if any(self.selector.throughput(url) >= self.config.min_throughput_bytes_s for url in candidates):
+            self._slow_only_since.pop(shard.index, None)
+            return False
+        since = self._slow_only_since.setdefault(shard.index, now)
+        return now - since < self.config.hedge_after_s
+
     def _below_floor(self, transfer: _Transfer, now: float) -> bool:
         late = now - transfer.started - self.config.throughput_grace_s
         return late > 0 and transfer.sink.received < self.config.min_throughput_bytes_s * late
 
     def _hedge_source(self, shard: ShardEntry, transfer: _Transfer, now: float) -> str | None:
-        """A second source for a shard whose request will likely finish later than a fresh one there."""
-        elapsed = now - transfer.started
-        if elapsed < self.config.hedge_after_s or self._hedges >= self.config.max_hedged_shards:
+        """A second source for a shard whose request will likely finish later than a fresh one there.
+
+        The request first gets HEDGE_FACTOR times what the best other source is expected to need (at least
+        MIN_SHARD_HEDGE_S, at most `hedge_after_s`); then its projected finish is compared with that source's.
+        """
+        if self._hedges >= self.config.max_hedged_shards:
             return None
         others = [
             url for url in self._candidates(shard, exclude=transfer.url) if self.selector.ready(url, now)
@@ -482,11 +512,15 @@ class ShardDownloader:
         if not others:
             return None
         best = max(others, key=self.selector.weight)
+        fresh = shard.length / max(self.selector.throughput(best), 1.0)
+        delay = min(self.config.hedge_after_s, max(MIN_SHARD_HEDGE_S, HEDGE_FACTOR * fresh))
+        elapsed = now - transfer.started
+        if elapsed < delay:
+            return None
         received = transfer.sink.received
         rate = received / elapsed
         projected = (shard.length - received) / rate if rate > 0 else float("inf")
-        fresh = shard.length / max(self.selector.throughput(best), 1.0)
-        return best if projected > fresh + self.config.hedge_after_s else None
+        return best if projected > fresh + delay else None
 
     def _launch(self, shard: ShardEntry, url: str, hedge: bool) -> _Transfer:
         scratch = tempfile.TemporaryFile(dir=self.target_root) if hedge else None
