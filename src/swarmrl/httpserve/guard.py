@@ -67,7 +67,7 @@ class ConnectionGuard:
 
     def wrap(self, inner_factory: Callable[[], asyncio.Protocol]) -> Callable[[], GuardedProtocol]:
         """A protocol factory for `loop.create_server` that puts this guard in front of `inner_factory`'s."""
-        return lambda: GuardedProtocol(inner_factory(), self)
+        return lambda: GuardedProtocol(inner_factory, self)
 
     def admit(self, connection: _Connection) -> bool:
         same_address = self._by_address.get(connection.address, {})
@@ -114,7 +114,10 @@ class ConnectionGuard:
             return
         now = self.clock()
         for connection in list(self._open):
-            self.set_phase(connection, self.probe(connection.protocol.inner), now)
+            inner = connection.protocol.inner
+            if inner is None:
+                continue
+            self.set_phase(connection, self.probe(inner), now)
             late = self.overdue(connection, now)
             if late == "header":
                 self.header_timeouts += 1
@@ -173,11 +176,13 @@ class GuardCollector:
 
 
 class GuardedProtocol(asyncio.Protocol):
-    """The server's protocol (`inner`) behind a guard; a refused connection never reaches it."""
+    """The server's protocol behind a guard. The server's protocol is built only for an admitted connection, so
+    a refused one costs an accept and a close."""
 
-    def __init__(self, inner: asyncio.Protocol, guard: ConnectionGuard) -> None:
-        self.inner = inner
+    def __init__(self, inner_factory: Callable[[], asyncio.Protocol], guard: ConnectionGuard) -> None:
+        self._inner_factory = inner_factory
         self.guard = guard
+        self.inner: asyncio.Protocol | None = None
         self.transport: asyncio.Transport | None = None
         self._connection: _Connection | None = None
         self._carry = b""
@@ -192,36 +197,37 @@ class GuardedProtocol(asyncio.Protocol):
             transport.abort()
             return
         self._connection = connection
+        self.inner = self._inner_factory()
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        connection = self._connection
-        if connection is None:
+        connection, inner = self._connection, self.inner
+        if connection is None or inner is None:
             return
         connection.phase_bytes += len(data)
-        self.inner.data_received(data)
+        inner.data_received(data)
         if self.guard.probe is not None:
-            self.guard.set_phase(connection, self.guard.probe(self.inner), self.guard.clock())
+            self.guard.set_phase(connection, self.guard.probe(inner), self.guard.clock())
         elif not connection.proven:
             window = self._carry + data
             connection.proven = HEAD_END in window
             self._carry = b"" if connection.proven else window[-(len(HEAD_END) - 1) :]
 
     def eof_received(self) -> bool | None:
-        return self.inner.eof_received() if self._connection is not None else None
+        return self.inner.eof_received() if self.inner is not None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._connection is None:
+        if self._connection is None or self.inner is None:
             return
         self.guard.remove(self._connection)
         self.inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        if self._connection is not None:
+        if self.inner is not None:
             self.inner.pause_writing()
 
     def resume_writing(self) -> None:
-        if self._connection is not None:
+        if self.inner is not None:
             self.inner.resume_writing()
 
     def drop(self) -> None:

@@ -42,6 +42,6 @@ def guarded_uvicorn_config(
         app_state: dict[str, Any],
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> GuardedProtocol:
-        return GuardedProtocol(H11Protocol(config, server_state, app_state, _loop), guard)
+        return GuardedProtocol(lambda: H11Protocol(config, server_state, app_state, _loop), guard)
 
     return uvicorn.Config(app, http=protocol, **config), guard

@@ -91,7 +91,7 @@ def test_without_a_probe_the_end_of_a_request_head_proves_a_connection_across_re
 
     async def run() -> tuple[GuardedProtocol, Inner]:
         inner = Inner()
-        protocol = GuardedProtocol(inner, guard)
+        protocol = GuardedProtocol(lambda: inner, guard)
         protocol.connection_made(Transport())
         for part in (b"GET / HTTP/1.1\r\nHost: x\r", b"\n\r", b"\n"):
             assert not protocol._connection.proven
