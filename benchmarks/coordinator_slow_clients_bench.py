@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import resource
 import selectors
 import socket
 import statistics
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -110,34 +112,64 @@ def guard_gauge(url: str) -> int | None:
     return None
 
 
-def signed_load(clients: list[CoordinatorClient], seconds: float, gap: float) -> tuple[list[float], int]:
-    latencies: list[float] = []
-    errors = [0]
+@dataclass
+class Samples:
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+
+    def row(self) -> str:
+        if not self.latencies:
+            return f"{0:>6} {self.errors:>6} {'-':>8} {'-':>8}"
+        p99 = (
+            statistics.quantiles(self.latencies, n=100)[98] if len(self.latencies) > 1 else self.latencies[0]
+        )
+        p50 = statistics.median(self.latencies)
+        return f"{len(self.latencies):>6} {self.errors:>6} {1000 * p50:>8.1f} {1000 * p99:>8.1f}"
+
+
+def signed_load(clients: list[CoordinatorClient], newcomer: Identity, url: str, seconds: float, gap: float):
+    """Heartbeats of the kept-alive clients, and of a node that opens a new connection for each request (a
+    node joining or reconnecting: it needs the server to accept a new connection)."""
+    kept, fresh = Samples(), Samples()
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
 
-    def run(client: CoordinatorClient) -> None:
+    def timed(samples: Samples, call) -> None:
+        started = time.perf_counter()
+        try:
+            call()
+        except Exception:  # every failure of a signed request counts, whatever its kind
+            with lock:
+                samples.errors += 1
+        else:
+            with lock:
+                samples.latencies.append(time.perf_counter() - started)
+
+    def keep_alive(client: CoordinatorClient) -> None:
         while time.monotonic() < stop_at:
-            started = time.perf_counter()
-            try:
-                client.heartbeat("bench", policy_step=0)
-            except Exception:  # every failure of a signed request counts, whatever its kind
-                with lock:
-                    errors[0] += 1
-            else:
-                with lock:
-                    latencies.append(time.perf_counter() - started)
+            timed(kept, lambda: client.heartbeat("bench", policy_step=0))
             time.sleep(gap)
 
-    threads = [threading.Thread(target=run, args=(c,)) for c in clients]
+    def reconnecting() -> None:
+        while time.monotonic() < stop_at:
+
+            def beat() -> None:
+                with CoordinatorClient(url, newcomer, max_retries=0, timeout_s=10) as client:
+                    client.heartbeat("bench", policy_step=0)
+
+            timed(fresh, beat)
+            time.sleep(0.25)
+
+    threads = [threading.Thread(target=keep_alive, args=(c,)) for c in clients]
+    threads.append(threading.Thread(target=reconnecting))
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return latencies, errors[0]
+    return kept, fresh
 
 
-def run_arm(name: str, coordinator, clients, args, addresses: list[str] | None) -> None:
+def run_arm(name: str, coordinator, clients, newcomer, args, addresses: list[str] | None) -> None:
     attacker = None
     if addresses:
         attacker = subprocess.Popen(
@@ -169,17 +201,15 @@ def run_arm(name: str, coordinator, clients, args, addresses: list[str] | None) 
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        latencies, errors = signed_load(clients, args.seconds, args.gap)
+        kept, fresh = signed_load(clients, newcomer, coordinator.url, args.seconds, args.gap)
     finally:
         sampling.set()
         sampler.join()
         if attacker is not None:
             attacker.terminate()
             attacker.wait(10)
-    quantiles = statistics.quantiles(latencies, n=100)
     print(
-        f"{name:<40} {len(latencies):>6} {errors:>6} {1000 * statistics.median(latencies):>8.1f} "
-        f"{1000 * quantiles[98]:>8.1f} {max(samples):>6} {statistics.mean(samples):>6.0f} "
+        f"{name:<34} {kept.row()} {fresh.row()} {max(samples):>6} {statistics.mean(samples):>6.0f} "
         f"{max(held) if held else '-':>6} {statistics.mean(held) if held else float('nan'):>6.0f}"
     )
 
@@ -192,6 +222,12 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=0.05, help="seconds between one client's heartbeats")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each arm")
     parser.add_argument("--cycle", type=float, default=2.0, help="attacker's cycle (slowloris.py: 15 s)")
+    parser.add_argument(
+        "--server-fd-limit",
+        type=int,
+        default=1024,
+        help="the coordinator's open-file limit (a common default)",
+    )
     parser.add_argument("--attack", nargs=5, metavar=("PORT", "SOCKETS", "ADDRESSES", "SECONDS", "CYCLE"))
     args = parser.parse_args()
     if args.attack:
@@ -201,7 +237,13 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="coord-slow-"))
     config = CoordinatorConfig(requests_per_minute=1_000_000)
-    coordinator = start_coordinator(work, config=config, admin_token="bench")
+    # The coordinator runs under a common default open-file limit (children inherit it at start).
+    own_limit = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (args.server_fd_limit, own_limit[1]))
+    try:
+        coordinator = start_coordinator(work, config=config, admin_token="bench")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, own_limit)
     try:
         admin = CoordinatorClient(coordinator.url, admin_token="bench")
         admin.create_run("bench", Identity.generate().node_id)
@@ -209,24 +251,35 @@ def main() -> None:
             CoordinatorClient(coordinator.url, Identity.generate(), max_retries=0)
             for _ in range(args.threads)
         ]
-        for client in clients:
+        newcomer = Identity.generate()
+        for client in [*clients, CoordinatorClient(coordinator.url, newcomer)]:
             client.register()
             client.join("bench")
         print(
-            f"coordinator {coordinator.url}; {args.threads} signed clients, a heartbeat every {args.gap:g} s "
-            f"each, {args.seconds:g} s per arm"
+            f"coordinator {coordinator.url} (open-file limit {args.server_fd_limit}); {args.threads} kept-alive "
+            f"signed clients, a heartbeat every {args.gap:g} s each; one reconnecting client, a heartbeat on a "
+            f"new connection every 0.25 s; {args.seconds:g} s per arm"
         )
-        print(f"{'':<40} {'':>6} {'':>6} {'':>8} {'':>8} {'TCP (kernel)':>13} {'held (guard)':>13}")
         print(
-            f"{'arm':<40} {'ok':>6} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8} {'max':>6} {'mean':>6} "
-            f"{'max':>6} {'mean':>6}"
+            f"{'':<34} {'kept-alive clients':^30} {'reconnecting client':^30} {'TCP (kernel)':^13} "
+            f"{'held (guard)':^13}"
         )
-        run_arm("signed load alone", coordinator, clients, args, None)
+        print(
+            f"{'arm':<34}"
+            + f" {'ok':>6} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8}" * 2
+            + f" {'max':>6} {'mean':>6}" * 2
+        )
+        run_arm("signed load alone", coordinator, clients, newcomer, args, None)
         many = [f"127.0.0.{2 + i}" for i in range(args.addresses)]
         run_arm(
-            f"+ {args.sockets} slow sockets, {args.addresses} addresses", coordinator, clients, args, many
+            f"+ {args.sockets} slowloris, {args.addresses} addresses",
+            coordinator,
+            clients,
+            newcomer,
+            args,
+            many,
         )
-        run_arm(f"+ {args.sockets} slow sockets, 1 address", coordinator, clients, args, ["127.0.0.2"])
+        run_arm(f"+ {args.sockets} slowloris, 1 address", coordinator, clients, newcomer, args, ["127.0.0.2"])
         time.sleep(1.0)
         print(f"open connections 1 s after the last attack: {server_connections(coordinator.port)}")
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
-from swarmrl.httpserve import ConnectionGuard, ConnectionLimits, guarded_uvicorn_config
+from swarmrl.httpserve import ConnectionGuard, ConnectionLimits, guarded_uvicorn_config, raise_open_file_limit
 from swarmrl.httpserve.guard import GuardCollector
 
 log = logging.getLogger(__name__)
@@ -48,13 +48,14 @@ def serve(
     app: FastAPI, host: str, port: int, port_file: Path | None = None, log_level: str = "warning"
 ) -> None:
     """Blocks until interrupted. `port_file` receives the bound port once the socket is listening."""
+    raise_open_file_limit()
+    server, guard = build_server(app, log_level=log_level)
     sock = bind(host, port)
-    sock.listen(2048)
+    sock.listen(guard.backlog)
     bound_port = sock.getsockname()[1]
     if port_file is not None:
         tmp = port_file.with_name(f".{port_file.name}.tmp")
         tmp.write_text(str(bound_port))
         tmp.replace(port_file)
     log.info("coordinator listening on http://%s:%d", host, bound_port)
-    server, _ = build_server(app, log_level=log_level)
     server.run(sockets=[sock])

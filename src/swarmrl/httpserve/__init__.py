@@ -5,7 +5,7 @@
 """
 
 from swarmrl.httpserve.aiohttp_runner import GuardedAppRunner
-from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol
+from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, raise_open_file_limit
 from swarmrl.httpserve.limits import ConnectionLimits
 from swarmrl.httpserve.uvicorn_config import guarded_uvicorn_config
 
@@ -15,4 +15,5 @@ __all__ = [
     "GuardedAppRunner",
     "GuardedProtocol",
     "guarded_uvicorn_config",
+    "raise_open_file_limit",
 ]

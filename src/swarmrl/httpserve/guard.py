@@ -11,6 +11,8 @@ blank line that ends a request head.
 from __future__ import annotations
 
 import asyncio
+import logging
+import resource
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,6 +28,12 @@ answering, and no client deadline runs)."""
 PhaseProbe = Callable[[asyncio.BaseProtocol], Phase]
 SWEEP_INTERVAL_S = 0.25
 HEAD_END = b"\r\n\r\n"
+FD_RESERVE = 64  # descriptors kept for the database, files, logs and outgoing connections
+# The listen backlog, also how many sockets asyncio accepts at once before the guard sees any: a long queue
+# rides out a burst of connections (a short one drops SYNs, and clients wait a second to resend), a short one
+# needs less descriptor room.
+LONG_BACKLOG, SHORT_BACKLOG = 1024, 128
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -48,6 +56,7 @@ class ConnectionGuard:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limits = limits or ConnectionLimits()
+        self.max_total, self.backlog = _within_descriptor_limit(self.limits.max_total)
         self.probe = probe
         self.clock = clock
         self._open: dict[_Connection, None] = {}  # insertion order is age
@@ -74,7 +83,7 @@ class ConnectionGuard:
         if len(same_address) >= self.limits.max_per_address and not self._evict_one(same_address):
             self.refused += 1
             return False
-        if len(self._open) >= self.limits.max_total and not self._evict_one(self._open):
+        if len(self._open) >= self.max_total and not self._evict_one(self._open):
             self.refused += 1
             return False
         self._open[connection] = None
@@ -163,6 +172,36 @@ class ConnectionGuard:
         ):
             dropped.add_metric([reason], count)
         yield dropped
+
+
+def _within_descriptor_limit(max_total: int) -> tuple[int, int]:
+    """The global cap and the listen backlog under the process's open-file limit: past that limit the server
+    could accept nothing at all (EMFILE, and asyncio then stops accepting for a second), whoever asks. Room is
+    left for two backlogs of sockets accepted before the guard drops any; the short backlog when the long one
+    would cost connections."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max_total, LONG_BACKLOG
+    for backlog in (LONG_BACKLOG, SHORT_BACKLOG):
+        room = soft - FD_RESERVE - 2 * backlog
+        if max_total <= room:
+            return max_total, backlog
+    lowered = max(room, 1)
+    log.warning("open-file limit %d: capping open connections at %d instead of %d", soft, lowered, max_total)
+    return lowered, SHORT_BACKLOG
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's soft open-file limit to its hard limit (as Go programs do at start-up: the common
+    default of 1,024 is a few hundred connections short of the caps); returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, hard, exc)
+    return soft
 
 
 class GuardCollector:

@@ -24,4 +24,8 @@ class ConnectionLimits(BaseModel):
         64 * 1024, gt=0, description="each this many body bytes received extend the body deadline by 1 s"
     )
     max_per_address: int = Field(128, ge=1, description="open connections one client address may hold")
-    max_total: int = Field(1024, ge=1, description="open connections the server holds in all")
+    max_total: int = Field(
+        1024,
+        ge=1,
+        description="open connections the server holds in all (lowered to the open-file limit minus 64)",
+    )

@@ -44,4 +44,4 @@ def guarded_uvicorn_config(
     ) -> GuardedProtocol:
         return GuardedProtocol(lambda: H11Protocol(config, server_state, app_state, _loop), guard)
 
-    return uvicorn.Config(app, http=protocol, **config), guard
+    return uvicorn.Config(app, http=protocol, backlog=guard.backlog, **config), guard

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from aiohttp import web
 
+from swarmrl.httpserve import raise_open_file_limit
 from swarmrl.identity import Identity
 from swarmrl.rundir import write_text_atomic
 from swarmrl.shardcast.client import fetch_checkpoint
@@ -21,6 +22,7 @@ from swarmrl.shardcast.relay import Relay
 
 
 async def _serve_until_signalled(start, name: str, url_file: Path | None = None) -> None:
+    raise_open_file_limit()
     runner: web.AppRunner
     runner, url = await start()
     print(f"{name} listening on {url}", flush=True)

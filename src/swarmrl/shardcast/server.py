@@ -365,7 +365,7 @@ async def start_site(
     await runner.setup()
     if metrics is not None:
         metrics.connections = runner.guard
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=runner.guard.backlog)
     await site.start()
     bound_port = runner.addresses[0][1]  # the OS's pick when port == 0
     return runner, f"http://{host}:{bound_port}"

@@ -100,3 +100,16 @@ def test_without_a_probe_the_end_of_a_request_head_proves_a_connection_across_re
 
     protocol, inner = asyncio.run(run())
     assert protocol._connection.proven and inner.data == b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def test_the_global_cap_stays_below_the_open_file_limit(monkeypatch):
+    import resource
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024, 4096))
+    capped = ConnectionGuard(ConnectionLimits(max_total=5000))
+    assert (capped.max_total, capped.backlog) == (1024 - 64 - 2 * 128, 128)
+    small = ConnectionGuard(ConnectionLimits(max_total=500))
+    assert (small.max_total, small.backlog) == (500, 128)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (65536, 65536))
+    roomy = ConnectionGuard(ConnectionLimits(max_total=1024))
+    assert (roomy.max_total, roomy.backlog) == (1024, 1024)
