@@ -79,11 +79,12 @@ class ConnectionGuard:
         return lambda: GuardedProtocol(inner_factory, self)
 
     def admit(self, connection: _Connection) -> bool:
-        same_address = self._by_address.get(connection.address, {})
-        if len(same_address) >= self.limits.max_per_address and not self._evict_one(same_address):
+        # Past its own cap an address is refused (cheap: no protocol is built), so it hurts only itself; past
+        # the global cap the newcomer may come from anyone, so the oldest half-sent connection makes room.
+        if self.open_from(connection.address) >= self.limits.max_per_address:
             self.refused += 1
             return False
-        if len(self._open) >= self.max_total and not self._evict_one(self._open):
+        if len(self._open) >= self.max_total and not self._evict_oldest_half_sent():
             self.refused += 1
             return False
         self._open[connection] = None
@@ -135,9 +136,9 @@ class ConnectionGuard:
             if late is not None:
                 self._drop(connection)
 
-    def _evict_one(self, group: dict[_Connection, None]) -> bool:
-        """Drop the oldest connection of `group` that has not yet sent a complete request head."""
-        for connection in group:
+    def _evict_oldest_half_sent(self) -> bool:
+        """Drop the oldest connection that has not yet sent a complete request head."""
+        for connection in self._open:  # oldest first
             if not connection.proven and connection.phase == "head":
                 self._drop(connection)
                 self.evicted += 1

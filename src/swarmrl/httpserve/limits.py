@@ -10,9 +10,9 @@ class ConnectionLimits(BaseModel):
 
     A connection still sending its request head after `header_timeout_s` (counted from the connection opening
     or from the end of the previous response) is closed; so is one sending a request body for longer than
-    `body_timeout_s` plus one second per `min_body_rate_bytes_s` bytes of body received so far. Past
-    `max_per_address` open connections from one address, or `max_total` in all, the oldest connection that
-    has not yet sent a complete request head (the half-sent sockets of a slowloris) is dropped for the
+    `body_timeout_s` plus one second per `min_body_rate_bytes_s` bytes of body received so far. An address
+    holding `max_per_address` open connections is refused more. Past `max_total` in all, the oldest connection
+    that has not yet sent a complete request head (the half-sent sockets of a slowloris) is dropped for the
     newcomer; when there is none, the newcomer is refused.
     """
 

@@ -25,21 +25,26 @@ def connection(address: str, proven: bool = False, phase: str = "head", since: f
     return _Connection(FakeProtocol(), address, phase, since, proven=proven)  # type: ignore[arg-type]
 
 
-def test_a_full_address_drops_its_oldest_half_sent_connection_for_the_newcomer():
+def test_a_full_address_is_refused_and_keeps_what_it_holds():
     guard = ConnectionGuard(LIMITS)
-    first, second, third = connection("a"), connection("a"), connection("a")
+    first, second = connection("a"), connection("a")
     assert guard.admit(first) and guard.admit(second)
-    assert guard.admit(third)
-    assert first.protocol.dropped and not second.protocol.dropped
-    assert guard.open_from("a") == 2 and guard.evicted == 1
+    assert not guard.admit(connection("a"))
+    assert not first.protocol.dropped and not second.protocol.dropped
+    assert guard.open_from("a") == 2 and guard.refused == 1
+    assert guard.admit(connection("b"))  # another address still gets in
 
 
 def test_connections_that_sent_a_request_are_not_evicted_the_newcomer_is_refused():
     guard = ConnectionGuard(LIMITS)
-    busy = [connection("a", proven=True, phase="busy"), connection("a", proven=True)]
+    busy = [
+        connection("a", proven=True, phase="busy"),
+        connection("b", proven=True),
+        connection("c", proven=True),
+    ]
     for c in busy:
         assert guard.admit(c)
-    assert not guard.admit(connection("a"))
+    assert not guard.admit(connection("d"))
     assert guard.refused == 1 and not any(c.protocol.dropped for c in busy)
 
 
