@@ -550,8 +550,9 @@ class ShardDownloader:
         for transfer in transfers:
             if not transfer.future.done():
                 transfer.sink.cut()
-                if not self._stop.is_set():
-                    self.selector.observe_rate(transfer.url, transfer.sink.received, now - transfer.started)
+                elapsed = now - transfer.started
+                if elapsed >= MIN_SHARD_HEDGE_S and not self._stop.is_set():  # a shorter one says little
+                    self.selector.observe_rate(transfer.url, transfer.sink.received, elapsed)
         await asyncio.shield(asyncio.gather(*(t.future for t in transfers), return_exceptions=True))
         self._hedges -= sum(1 for t in transfers if t.scratch is not None)
 
