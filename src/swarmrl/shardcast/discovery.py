@@ -2,8 +2,8 @@
 
 Every source is asked which versions it holds. Each source's claim is the newest version it announces inside
 (floor, ceiling] (the ceiling is the caller's trusted bound, e.g. the coordinator's step counter, so a claim
-above it costs nothing). The manifests of all claimed versions are then fetched at once, each from its
-claimants in a hedged race. The newest manifest that verifies wins; a higher claim still unproven
+above it costs nothing). The manifests of all claimed versions are then fetched at once, each in a hedged
+race over its claimants first and then the other sources. The newest manifest that verifies wins; a higher claim still unproven
 `hedge_after_s` after that (or `discovery_timeout_s` after the start) is abandoned. A source whose claim is not backed by a genuine manifest is demoted
 in the selector (a lie counts like a corrupt shard), so one liar costs a refresh at most one hedge delay.
 """
@@ -113,11 +113,19 @@ async def newest_verified(
     for url, version in claims.items():
         claimants.setdefault(version, []).append(url)
     errors: dict[str, str] = {}
+
+    def askable(version: int) -> list[str]:
+        """Its claimants, best first, then the other sources (one may hold it by now: a relay announces a
+        version only once it holds the manifest, so a claim can be ahead of a relay still fetching it)."""
+        claimed_by = sorted(claimants[version], key=selector.weight, reverse=True)
+        others = sorted((u for u in sources if u not in claimed_by), key=selector.weight, reverse=True)
+        return claimed_by + others
+
     races = {
         asyncio.create_task(
             race_manifest(
                 session,
-                sorted(urls, key=selector.weight, reverse=True),
+                askable(version),
                 version,
                 trainer_public_key,
                 selector,
@@ -125,7 +133,7 @@ async def newest_verified(
                 stats,
                 errors,
                 run_id=run_id,
-                claimed=True,
+                claimed_by=set(urls),
             )
         ): version
         for version, urls in claimants.items()

@@ -257,7 +257,7 @@ class Relay:
                 self.client_config,
                 stats,
                 errors,
-                claimed=True,
+                claimed_by={announcer},
             )
         except AllAttemptsFailed:
             log.warning(

@@ -14,7 +14,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,13 +119,13 @@ async def race_manifest(
     errors: dict[str, str],
     min_version: int | None = None,
     run_id: str | None = None,
-    claimed: bool = False,
+    claimed_by: Collection[str] = (),
 ) -> tuple[Manifest, bytes, str]:
     """The trainer-signed manifest of `version` from the first of `urls` (best first) that serves a genuine one,
     hedged: the next source is asked too whenever `hedge_after_s` passes without an answer. Returns the
     manifest, its bytes and the source that served them; AllAttemptsFailed if none did.
 
-    Forged, replayed or malformed manifests demote their source. With `claimed` the sources announced this
+    Forged, replayed or malformed manifests demote their source. The sources in `claimed_by` announced this
     version, so answering that they lack its manifest is a false announcement, demoted the same way.
     """
 
@@ -140,7 +140,7 @@ async def race_manifest(
             except SourceFailure as exc:
                 answered.add(url)
                 errors[url] = str(exc)
-                if claimed and exc.unavailable:
+                if url in claimed_by and exc.unavailable:
                     stats.manifest_rejected_by_source[url] = (
                         f"announced version {version} without its manifest"
                     )

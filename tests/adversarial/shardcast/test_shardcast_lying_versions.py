@@ -110,21 +110,39 @@ def test_fetch_within_the_coordinators_step(world):
     assert path.name == "step_1"
 
 
-def test_repeated_refreshes_stay_fast_and_leave_the_liar_alone(world):
+def refresh_durations(fetcher: CheckpointFetcher, ceiling: int | None, times: int) -> list[float]:
+    durations = []
+    for _ in range(times):
+        started = time.monotonic()
+        version, path = fetcher.refresh(ceiling)
+        durations.append(time.monotonic() - started)
+        assert (version, path.name) == (2, "step_2")
+    return durations
+
+
+def test_a_workers_refreshes_within_the_step_never_ask_the_liar_about_its_lie(world):
     lies = Lies(announce=HUGE, manifest_delay_s=30)
     bad = world["liar"](lies)
     fetcher = CheckpointFetcher([bad, world["url"]], TRAINER.node_id, world["tmp"] / "w", QUICK, run_id="adv")
 
-    durations = []
-    for _ in range(3):
-        started = time.monotonic()
-        version, path = fetcher.refresh()
-        durations.append(time.monotonic() - started)
-        assert (version, path.name) == (2, "step_2")
+    durations = refresh_durations(fetcher, ceiling=2, times=3)
 
     assert max(durations) < REFRESH_BOUND_S
-    # The liar's slow manifest was waited on once; it backs off rather than being asked on every refresh.
-    assert lies.requests.count(f"/v/{HUGE}/manifest") < 3
+    assert f"/v/{HUGE}/manifest" not in lies.requests
+
+
+def test_without_a_ceiling_a_slow_lie_costs_a_refresh_at_most_the_discovery_timeout(world):
+    lies = Lies(announce=HUGE, manifest_delay_s=30)
+    bad = world["liar"](lies)
+    config = QUICK.model_copy(update={"discovery_timeout_s": 2.0})
+    fetcher = CheckpointFetcher(
+        [bad, world["url"]], TRAINER.node_id, world["tmp"] / "w", config, run_id="adv"
+    )
+
+    durations = refresh_durations(fetcher, ceiling=None, times=3)
+
+    assert max(durations) < config.discovery_timeout_s + 3.0
+    assert fetcher.selector.stats[bad].failures >= 1
 
 
 def test_long_poll_ignores_a_version_nobody_can_back(world):
