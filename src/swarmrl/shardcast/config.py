@@ -9,7 +9,15 @@ from pydantic import BaseModel, Field
 from swarmrl.httpserve.limits import ConnectionLimits
 from swarmrl.shardcast.hashing import HashAlgorithm
 
-CONNECTIONS_DESCRIPTION = "slow-client limits of the server: request head deadline, open-connection caps"
+CONNECTIONS_DESCRIPTION = (
+    "slow-client limits of the server: request head deadline, open-connection caps (512 per address: one "
+    "client holds up to ~20 connections, and a local run puts every worker on 127.0.0.1)"
+)
+
+
+def server_limits() -> ConnectionLimits:
+    return ConnectionLimits(max_per_address=512)
+
 
 DEFAULT_SHARD_SIZE = 50 * 1024 * 1024
 
@@ -29,9 +37,7 @@ class OriginConfig(BaseModel):
         gt=0,
         description="how often the server rescans the checkpoint root for versions published by others",
     )
-    connections: ConnectionLimits = Field(
-        default_factory=ConnectionLimits, description=CONNECTIONS_DESCRIPTION
-    )
+    connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 
 
 class RelayConfig(BaseModel):
@@ -50,9 +56,7 @@ class RelayConfig(BaseModel):
         ge=1,
         description="shards mirrored at once (fewer means the first shards verify, and serve, sooner)",
     )
-    connections: ConnectionLimits = Field(
-        default_factory=ConnectionLimits, description=CONNECTIONS_DESCRIPTION
-    )
+    connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 
 
 class ClientConfig(BaseModel):
