@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import resource
 import selectors
+import shutil
 import socket
 import statistics
 import subprocess
@@ -284,6 +285,7 @@ def main() -> None:
         print(f"open connections 1 s after the last attack: {server_connections(coordinator.port)}")
     finally:
         coordinator.kill()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
