@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from swarmrl.httpserve.limits import ConnectionLimits
+
 Severity = Literal["soft", "hard"]
 
 MIB = 1024 * 1024
@@ -79,6 +81,10 @@ class CoordinatorConfig(BaseModel):
         "hard", description="severity of a rejection whose check name is not in reject_severity"
     )
     list_limit: int = Field(500, ge=1, le=10000, description="most rows a list endpoint returns per call")
+    connections: ConnectionLimits = Field(
+        default_factory=ConnectionLimits,
+        description="slow-client limits of the HTTP server: request head/body deadlines, open-connection caps",
+    )
 
     @model_validator(mode="after")
     def _dead_after_unhealthy(self) -> CoordinatorConfig:

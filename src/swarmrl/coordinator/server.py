@@ -1,4 +1,8 @@
-"""Serve the app with uvicorn on a socket bound here, so port 0 works and the chosen port can be reported."""
+"""Serve the app with uvicorn on a socket bound here, so port 0 works and the chosen port can be reported.
+
+Every connection passes the slow-client guard (`swarmrl.httpserve`): request head and body deadlines, caps on
+open connections per address and in all, figures on /metrics.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,9 @@ from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
+
+from swarmrl.httpserve import ConnectionGuard, ConnectionLimits, guarded_uvicorn_config, raise_open_file_limit
+from swarmrl.httpserve.guard import GuardCollector
 
 log = logging.getLogger(__name__)
 
@@ -21,19 +28,34 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def build_server(
+    app: FastAPI, limits: ConnectionLimits | None = None, log_level: str = "warning"
+) -> tuple[uvicorn.Server, ConnectionGuard]:
+    """The uvicorn server of the coordinator app and its connection guard (limits: the app's config)."""
+    state = app.state.coordinator
+    config, guard = guarded_uvicorn_config(
+        app,
+        limits or state.config.connections,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    state.metrics.registry.register(GuardCollector(guard, "swarmrl_coordinator"))
+    return uvicorn.Server(config), guard
+
+
 def serve(
     app: FastAPI, host: str, port: int, port_file: Path | None = None, log_level: str = "warning"
 ) -> None:
     """Blocks until interrupted. `port_file` receives the bound port once the socket is listening."""
+    raise_open_file_limit()
+    server, guard = build_server(app, log_level=log_level)
     sock = bind(host, port)
-    sock.listen(2048)
+    sock.listen(guard.backlog)
     bound_port = sock.getsockname()[1]
     if port_file is not None:
         tmp = port_file.with_name(f".{port_file.name}.tmp")
         tmp.write_text(str(bound_port))
         tmp.replace(port_file)
     log.info("coordinator listening on http://%s:%d", host, bound_port)
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=5)
-    )
     server.run(sockets=[sock])

@@ -1,10 +1,17 @@
 """SHARDCAST: broadcast trainer checkpoints to the swarm through relays that may lie.
 
 Trainer: `Origin(root, identity).publish(step_dir, step)` and serve it. Relays: `Relay(config, trainer_key)`.
-Workers: `fetch_checkpoint(sources, version, dest_root, trainer_key)` or the async `ShardcastClient`.
+Workers: `CheckpointFetcher(sources, trainer_key, dest_root).refresh(ceiling)`, `fetch_checkpoint(...)`, or the
+async `ShardcastClient`. A version counts only once its trainer-signed manifest is in hand.
 """
 
-from swarmrl.shardcast.client import ShardcastClient, fetch_checkpoint, latest_version, local_versions
+from swarmrl.shardcast.client import (
+    CheckpointFetcher,
+    ShardcastClient,
+    fetch_checkpoint,
+    latest_version,
+    local_versions,
+)
 from swarmrl.shardcast.config import ClientConfig, OriginConfig, RelayConfig, ShardcastConfig
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError, ShardIntegrityError
 from swarmrl.shardcast.manifest import Manifest, SignedManifest, parse_signed_manifest, sign_manifest
@@ -15,6 +22,7 @@ from swarmrl.shardcast.server import ServerThread
 from swarmrl.shardcast.transfer import TransferStats
 
 __all__ = [
+    "CheckpointFetcher",
     "ClientConfig",
     "DeltaError",
     "Manifest",

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from aiohttp import web
 
+from swarmrl.httpserve import raise_open_file_limit
 from swarmrl.identity import Identity
 from swarmrl.rundir import write_text_atomic
 from swarmrl.shardcast.client import fetch_checkpoint
@@ -21,6 +22,7 @@ from swarmrl.shardcast.relay import Relay
 
 
 async def _serve_until_signalled(start, name: str, url_file: Path | None = None) -> None:
+    raise_open_file_limit()
     runner: web.AppRunner
     runner, url = await start()
     print(f"{name} listening on {url}", flush=True)
@@ -90,13 +92,14 @@ def fetch(
     source: Annotated[list[str], typer.Option(help="origin or relay base URL (repeatable)")],
     dest: Annotated[Path, typer.Option(help="directory that receives step_<k>/")],
     trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
-    version: Annotated[int | None, typer.Option(help="version to fetch (default: newest announced)")] = None,
+    run_id: Annotated[str, typer.Option(help="run the checkpoint must belong to (signed into its manifest)")],
+    version: Annotated[int | None, typer.Option(help="version to fetch (default: newest verified)")] = None,
     concurrency: Annotated[int, typer.Option(help="shards downloaded at once")] = 8,
 ) -> None:
-    """Download and verify one checkpoint version; prints the installed directory."""
+    """Download and verify one checkpoint version of one run; prints the installed directory."""
     try:
         path = fetch_checkpoint(
-            source, version, dest, trainer_public_key, ClientConfig(concurrency=concurrency)
+            source, version, dest, trainer_public_key, ClientConfig(concurrency=concurrency), run_id=run_id
         )
     except ShardcastError as exc:
         typer.echo(f"error: {exc}", err=True)

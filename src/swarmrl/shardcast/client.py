@@ -12,12 +12,16 @@ import hashlib
 import logging
 import random
 import shutil
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import aiohttp
 
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.shardcast.delta import apply_delta
+from swarmrl.shardcast.discovery import Bounds, announced_versions, newest_verified
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError, ShardIntegrityError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
 from swarmrl.shardcast.hashing import HashAlgorithm, digest_range
@@ -37,6 +41,7 @@ from swarmrl.shardcast.transfer import (
 from swarmrl.shardcast.verify import StreamingVerifier
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def local_versions(dest_root: Path) -> list[int]:
@@ -51,8 +56,17 @@ def local_versions(dest_root: Path) -> list[int]:
     return sorted(found)
 
 
+def new_selector(sources: list[str], config: ClientConfig) -> SourceSelector:
+    return SourceSelector(
+        sources, config.exploration, config.backoff_base_s, config.backoff_max_s, random.Random(config.seed)
+    )
+
+
 class ShardcastClient:
-    """Async client; use as `async with ShardcastClient(...) as client: path = await client.fetch(k)`."""
+    """Async client; use as `async with ShardcastClient(...) as client: path = await client.fetch(k)`.
+
+    `selector`: carry what was learned about the sources over from an earlier client (see CheckpointFetcher).
+    """
 
     def __init__(
         self,
@@ -61,16 +75,14 @@ class ShardcastClient:
         dest_root: Path,
         config: ClientConfig | None = None,
         run_id: str | None = None,
+        selector: SourceSelector | None = None,
     ) -> None:
         self.sources = normalize_sources(sources)
         self.trainer_public_key = trainer_public_key.lower()
         self.dest_root = Path(dest_root)
         self.config = config or ClientConfig()
         self.run_id = run_id
-        rng = random.Random(self.config.seed)
-        self.selector = SourceSelector(
-            self.sources, self.config.exploration, self.config.backoff_base_s, self.config.backoff_max_s, rng
-        )
+        self.selector = selector or new_selector(self.sources, self.config)
         self.last_stats = TransferStats()
         self._session: aiohttp.ClientSession | None = None
 
@@ -95,50 +107,90 @@ class ShardcastClient:
             raise ShardcastError("use the client inside `async with`")
         return self._session
 
-    async def latest_version(self) -> int | None:
-        """The newest version any source announces (a hint: the manifest is verified only on fetch)."""
-        return await announced_latest(self.session, self.sources, self.config.connect_timeout_s)
+    async def newest_verified(
+        self, ceiling: int | None = None, after: int | None = None
+    ) -> tuple[Manifest, bytes] | None:
+        """The newest version in (after, ceiling] whose trainer-signed manifest a source serves, with that
+        manifest; None if none. Announcements alone are never believed (see `discovery.py`)."""
+        return await newest_verified(
+            self.session,
+            self.sources,
+            self.trainer_public_key,
+            self.selector,
+            self.config,
+            self.last_stats,
+            Bounds(floor=after, ceiling=ceiling),
+            self.run_id,
+        )
 
-    async def wait_for_version(self, after: int, timeout_s: float) -> int | None:
-        """Long-poll every source until one announces a version newer than `after`, or the timeout."""
-        tasks = [asyncio.create_task(self._long_poll(url, after, timeout_s)) for url in self.sources]
+    async def latest_version(self, ceiling: int | None = None) -> int | None:
+        """The newest version (at most `ceiling`) backed by a genuine signed manifest, or None."""
+        found = await self.newest_verified(ceiling)
+        return found[0].version if found is not None else None
+
+    async def wait_for_version(self, after: int, timeout_s: float, ceiling: int | None = None) -> int | None:
+        """Long-poll the sources until a version in (after, ceiling] is announced and its signed manifest
+        verifies; None at the timeout. A source announcing a version it cannot back is demoted and, while it
+        backs off, not listened to."""
+        deadline = time.monotonic() + timeout_s
+        bounds = Bounds(floor=after, ceiling=ceiling)
+        while (remaining := deadline - time.monotonic()) > 0:
+            if not await self._announcement(bounds, remaining):
+                return None
+            found = await self.newest_verified(ceiling, after)
+            if found is not None:
+                return found[0].version
+            await asyncio.sleep(min(self.config.backoff_base_s, max(deadline - time.monotonic(), 0)))
+        return None
+
+    async def _announcement(self, bounds: Bounds, timeout_s: float) -> bool:
+        """True as soon as a source (not backing off) announces a version within bounds; False at the timeout."""
+        now = time.monotonic()
+        listening = [url for url in self.sources if self.selector.ready(url, now)] or self.sources
+        tasks = [asyncio.create_task(self._long_poll(url, bounds, timeout_s)) for url in listening]
         try:
             for next_done in asyncio.as_completed(tasks, timeout=timeout_s + 5):
                 try:
-                    version = await next_done
+                    if await next_done:
+                        return True
                 except TimeoutError:
-                    return None
-                if version is not None and version > after:
-                    return version
-            return None
+                    return False
+            return False
         finally:
             for task in tasks:
                 task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _long_poll(self, url: str, after: int, timeout_s: float) -> int | None:
+    async def _long_poll(self, url: str, bounds: Bounds, timeout_s: float) -> bool:
+        after = -1 if bounds.floor is None else bounds.floor
         try:
             body = await get_json(
                 self.session, f"{url}/latest?after={after}&wait={timeout_s}", timeout=timeout_s + 5
             )
         except SourceFailure:
             await asyncio.sleep(min(timeout_s, 1.0))
-            return None
-        return _as_version(body.get("latest"))
+            return False
+        return any(bounds.allows(v) for v in announced_versions(body))
 
-    async def fetch(self, version: int | None = None, min_version: int | None = None) -> Path:
-        """Download, verify and install `version` (None: the newest announced); return its directory.
+    async def fetch(
+        self, version: int | None = None, min_version: int | None = None, max_version: int | None = None
+    ) -> Path:
+        """Download, verify and install `version` and return its directory.
 
-        `min_version`: refuse manifests older than this (replay protection when the caller tracks a floor).
+        `version=None`: the newest version whose signed manifest verifies, at most `max_version` (the caller's
+        trusted bound, e.g. the coordinator's step); if nothing newer than the newest installed version is
+        out there, that one's directory. `min_version`: refuse manifests older than this (replay protection
+        when the caller tracks a floor).
         """
         self.last_stats = TransferStats()
         if version is None:
-            announced = await self.latest_version()
-            installed = local_versions(self.dest_root)
-            if installed and (announced is None or announced <= installed[-1]):
-                return self.dest_root / version_dir_name(installed[-1])  # nothing newer out there
-            if announced is None:
-                raise ShardcastError(f"no source announces any version: {self.sources}")
-            version = announced
+            found = await self.refresh(max_version, min_version)
+            if found is None:
+                bound = "" if max_version is None else f" up to {max_version}"
+                raise ShardcastError(
+                    f"no source backs any version{bound} with a signed manifest: {self.sources}"
+                )
+            return found[1]
         final = self.dest_root / version_dir_name(version)
         if final.is_dir() and manifest_path(final).is_file():
             read_local_manifest(final, self.trainer_public_key, version)
@@ -154,6 +206,28 @@ class ShardcastClient:
             min_version=min_version,
             run_id=self.run_id,
         )
+        return await self._install(manifest, raw)
+
+    async def refresh(
+        self, ceiling: int | None = None, min_version: int | None = None
+    ) -> tuple[int, Path] | None:
+        """Install the newest verified version (at most `ceiling`) if it is newer than every installed one;
+        return the newest installed version at most `ceiling` and its directory (None: none anywhere)."""
+        installed = [v for v in local_versions(self.dest_root) if ceiling is None or v <= ceiling]
+        found = await self.newest_verified(ceiling, installed[-1] if installed else None)
+        if found is None:
+            if not installed:
+                return None
+            return installed[-1], self.dest_root / version_dir_name(installed[-1])
+        manifest, raw = found
+        if min_version is not None and manifest.version < min_version:
+            raise ManifestError(f"replayed manifest: version {manifest.version} is older than {min_version}")
+        return manifest.version, await self._install(manifest, raw)
+
+    async def _install(self, manifest: Manifest, raw: bytes) -> Path:
+        """Download the version `manifest` describes into a partial directory and rename it into place."""
+        version = manifest.version
+        final = self.dest_root / version_dir_name(version)
         self.dest_root.mkdir(parents=True, exist_ok=True)
         partial = PartialDownload.acquire(self.dest_root, version)
         try:
@@ -264,6 +338,7 @@ class ShardcastClient:
             verifier.close()
         for entry in manifest.files:
             if digests[entry.path] != entry.digest:
+                partial.reset()  # bytes that failed their check are not kept for a resume
                 raise ShardIntegrityError(
                     f"version {manifest.version}: {entry.path} hashes to {digests[entry.path][:16]}…, the "
                     f"manifest says {entry.digest[:16]}… (local disk corrupted the file?)"
@@ -302,6 +377,54 @@ class ShardcastClient:
                 shutil.rmtree(self.dest_root / version_dir_name(old), ignore_errors=True)
 
 
+class CheckpointFetcher:
+    """Fetching for a synchronous caller that asks again and again (a worker refreshing its policy).
+
+    Each call runs its own event loop; what was learned about the sources (throughput, failures, lies and
+    their back-off) carries over from call to call, so a liar found out once is not asked again until its
+    back-off has passed.
+    """
+
+    def __init__(
+        self,
+        sources: list[str],
+        trainer_public_key: str,
+        dest_root: Path,
+        config: ClientConfig | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.sources = normalize_sources(sources)
+        self.trainer_public_key = trainer_public_key
+        self.dest_root = Path(dest_root)
+        self.config = config or ClientConfig()
+        self.run_id = run_id
+        self.selector = new_selector(self.sources, self.config)
+
+    def _run(self, work: Callable[[ShardcastClient], Awaitable[T]]) -> T:
+        async def run() -> T:
+            async with ShardcastClient(
+                self.sources, self.trainer_public_key, self.dest_root, self.config, self.run_id, self.selector
+            ) as client:
+                return await work(client)
+
+        return asyncio.run(run())
+
+    def latest_version(self, ceiling: int | None = None) -> int | None:
+        """The newest version (at most `ceiling`) backed by a genuine signed manifest, or None."""
+        return self._run(lambda client: client.latest_version(ceiling))
+
+    def fetch(
+        self, version: int | None = None, min_version: int | None = None, max_version: int | None = None
+    ) -> Path:
+        """`ShardcastClient.fetch`: install `version` (None: the newest verified, at most `max_version`)."""
+        return self._run(lambda client: client.fetch(version, min_version, max_version))
+
+    def refresh(self, ceiling: int | None = None) -> tuple[int, Path] | None:
+        """`ShardcastClient.refresh`: the newest installed version at most `ceiling` after installing a
+        newer verified one if there is one, with its directory; None while no version exists."""
+        return self._run(lambda client: client.refresh(ceiling))
+
+
 def fetch_checkpoint(
     sources: list[str],
     version: int | None,
@@ -310,40 +433,20 @@ def fetch_checkpoint(
     config: ClientConfig | None = None,
     min_version: int | None = None,
     run_id: str | None = None,
+    max_version: int | None = None,
 ) -> Path:
-    """Synchronous wrapper around `ShardcastClient.fetch` for callers without an event loop."""
-
-    async def run() -> Path:
-        async with ShardcastClient(sources, trainer_public_key, Path(dest_root), config, run_id) as client:
-            return await client.fetch(version, min_version=min_version)
-
-    return asyncio.run(run())
+    """Synchronous `ShardcastClient.fetch` for callers without an event loop."""
+    fetcher = CheckpointFetcher(sources, trainer_public_key, Path(dest_root), config, run_id)
+    return fetcher.fetch(version, min_version, max_version)
 
 
-def _as_version(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-async def announced_latest(
-    session: aiohttp.ClientSession, sources: list[str], timeout_s: float
+def latest_version(
+    sources: list[str],
+    trainer_public_key: str,
+    ceiling: int | None = None,
+    config: ClientConfig | None = None,
+    run_id: str | None = None,
 ) -> int | None:
-    """The newest version any of `sources` announces on /versions; unreachable sources are skipped."""
-
-    async def one(url: str) -> int | None:
-        try:
-            return _as_version((await get_json(session, f"{url}/versions", timeout=timeout_s)).get("latest"))
-        except SourceFailure:
-            return None
-
-    known = [v for v in await asyncio.gather(*(one(url) for url in sources)) if v is not None]
-    return max(known) if known else None
-
-
-def latest_version(sources: list[str], timeout_s: float = 5.0) -> int | None:
-    """Synchronous: the newest version any source announces, or None."""
-
-    async def run() -> int | None:
-        async with aiohttp.ClientSession() as session:
-            return await announced_latest(session, normalize_sources(sources), timeout_s)
-
-    return asyncio.run(run())
+    """Synchronous: the newest version (at most `ceiling`) whose trainer-signed manifest a source serves."""
+    fetcher = CheckpointFetcher(sources, trainer_public_key, Path("."), config, run_id)
+    return fetcher.latest_version(ceiling)

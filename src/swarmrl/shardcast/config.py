@@ -6,7 +6,18 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from swarmrl.httpserve.limits import ConnectionLimits
 from swarmrl.shardcast.hashing import HashAlgorithm
+
+CONNECTIONS_DESCRIPTION = (
+    "slow-client limits of the server: request head deadline, open-connection caps (512 per address: one "
+    "client holds up to ~20 connections, and a local run puts every worker on 127.0.0.1)"
+)
+
+
+def server_limits() -> ConnectionLimits:
+    return ConnectionLimits(max_per_address=512)
+
 
 DEFAULT_SHARD_SIZE = 50 * 1024 * 1024
 
@@ -26,6 +37,7 @@ class OriginConfig(BaseModel):
         gt=0,
         description="how often the server rescans the checkpoint root for versions published by others",
     )
+    connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 
 
 class RelayConfig(BaseModel):
@@ -44,6 +56,7 @@ class RelayConfig(BaseModel):
         ge=1,
         description="shards mirrored at once (fewer means the first shards verify, and serve, sooner)",
     )
+    connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 
 
 class ClientConfig(BaseModel):
@@ -55,7 +68,28 @@ class ClientConfig(BaseModel):
     min_throughput_bytes_s: float = Field(
         256 * 1024,
         gt=0,
-        description="a shard request slower than this (after the silence allowance) is dropped",
+        description="per-request throughput floor: once `throughput_grace_s` has passed, a shard request must "
+        "have received this rate times the time since then, or it is cut and its source demoted",
+    )
+    throughput_grace_s: float = Field(
+        3.0,
+        gt=0,
+        description="time a shard request gets to connect and start sending before the floor applies",
+    )
+    hedge_after_s: float = Field(
+        1.0,
+        gt=0,
+        description="a manifest or announcement not answered within this many seconds is asked of the next "
+        "source as well (a hedged request), the first good answer wins; a shard request gets a duplicate on "
+        "another source once it has run 4 times what that source is expected to need (at least 0.25 s, at "
+        "most this) and will likely finish later than the duplicate",
+    )
+    max_hedged_shards: int = Field(2, ge=0, description="duplicate shard requests in flight at once")
+    discovery_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="longest wait for the signed manifests backing announced versions when looking for the "
+        "newest one; a claim not backed by then is dropped and its source demoted",
     )
     max_attempts_per_shard: int = Field(8, ge=1, description="tries per shard across all sources")
     stall_timeout_s: float = Field(

@@ -44,6 +44,28 @@ def preallocate(path: Path, size: int) -> None:
         os.close(fd)
 
 
+def zero_region(fd: int, offset: int, length: int, block: int = 1 << 20) -> None:
+    """Overwrite `length` bytes at `offset` with zeros (bytes that failed their check must not stay)."""
+    zeros = bytes(min(block, length))
+    done = 0
+    while done < length:
+        done += os.pwrite(fd, zeros[: min(block, length - done)], offset + done)
+
+
+def copy_region(src_fd: int, dst_fd: int, length: int, dst_offset: int, block: int = 8 << 20) -> None:
+    """Copy bytes [0, length) of `src_fd` to `dst_offset` of `dst_fd` (in the kernel where it can)."""
+    done = 0
+    while done < length:
+        try:
+            moved = os.copy_file_range(src_fd, dst_fd, min(block, length - done), done, dst_offset + done)
+        except (AttributeError, OSError):  # no copy_file_range (non-Linux, some filesystems): copy by hand
+            chunk = os.pread(src_fd, min(block, length - done), done)
+            moved = os.pwrite(dst_fd, chunk, dst_offset + done) if chunk else 0
+        if moved <= 0:
+            raise OSError(f"copy stopped after {done} of {length} bytes")
+        done += moved
+
+
 def is_safe_relative_path(path: str) -> bool:
     """True for a plain relative POSIX path that stays inside its root (no '..', no absolute, no NUL)."""
     if not path or "\x00" in path or "\\" in path or path.startswith("/"):

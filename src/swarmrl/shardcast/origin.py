@@ -181,8 +181,12 @@ class Origin:
 
     async def start(self) -> tuple[web.AppRunner, str]:
         """Serve on the running loop; returns the runner (`await runner.cleanup()` stops) and the URL."""
-        return await start_site(self.app(), self.config.host, self.config.port)
+        return await start_site(
+            self.app(), self.config.host, self.config.port, self.config.connections, self.metrics
+        )
 
     def serve_in_thread(self) -> ServerThread:
         """Serve from a background thread (for a synchronous trainer); `.url`, `.stop()`."""
-        return ServerThread(self.app, self.config.host, self.config.port).start()
+        return ServerThread(
+            self.app, self.config.host, self.config.port, self.config.connections, self.metrics
+        ).start()

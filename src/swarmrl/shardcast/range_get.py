@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from swarmrl.shardcast.hashing import Hasher
@@ -114,8 +114,11 @@ class ConnectionPool:
 class RangeSink:
     """Where one range's bytes go and the limits of receiving them.
 
-    `length` bytes land at offset `first` of `fd` and feed `digest`; the request fails after `deadline`
-    (monotonic) or once `stop` is set; `on_bytes` is told of every batch written (from the fetch thread).
+    `length` bytes starting at byte `first` of the source's file land at offset `position` of `fd` (default:
+    `first`, i.e. in place) and feed `digest`; the request fails after `deadline` (monotonic), once `stop` is
+    set (the whole download ends) or once `cut()` is called (this one request ends); `on_bytes` is told of
+    every batch written (from the fetch thread). `received` and `written` count progress, for a watchdog in
+    another thread and for cleaning up after a failure.
     """
 
     fd: int
@@ -125,6 +128,32 @@ class RangeSink:
     deadline: float
     stop: threading.Event
     on_bytes: Callable[[int], None]
+    position: int | None = None
+    received: int = 0
+    written: int = 0
+    _cut: bool = field(default=False, init=False)
+    _connection: http.client.HTTPConnection | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cut or self.stop.is_set()
+
+    def cut(self) -> None:
+        """End this request now, from any thread: a read blocked on a silent source returns at once."""
+        with self._lock:
+            self._cut = True
+            connection = self._connection
+        if connection is not None and connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+
+    def _attach(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._connection = connection
+            cut = self._cut
+        if cut:
+            raise SourceFailure("request cut")
 
 
 def fetch_range_into(pool: ConnectionPool, url: str, sink: RangeSink) -> None:
@@ -134,7 +163,7 @@ def fetch_range_into(pool: ConnectionPool, url: str, sink: RangeSink) -> None:
     pool's read timeout, slower than `deadline`, a short body), CorruptShard for a body longer than asked.
     The caller compares the digest with the signed value.
     """
-    if sink.stop.is_set():
+    if sink.cancelled:
         raise SourceFailure("download cancelled")
     parts = urlsplit(url)
     target = parts.path + (f"?{parts.query}" if parts.query else "")
@@ -142,6 +171,7 @@ def fetch_range_into(pool: ConnectionPool, url: str, sink: RangeSink) -> None:
         connection, reused = pool.take(parts.scheme, parts.netloc)
         try:
             with _discarded_on_failure(pool, connection):
+                sink._attach(connection)
                 response = _request(connection, target, sink.first, sink.length)
             break
         except SourceFailure as failure:
@@ -189,32 +219,36 @@ def _request(
 
 
 def _receive(response: http.client.HTTPResponse, sink: RangeSink) -> None:
-    received = 0
+    position = sink.first if sink.position is None else sink.position
     batch: list[bytes] = []
     batched = 0
     while True:
-        if sink.stop.is_set():
-            raise SourceFailure("download cancelled")
+        if sink.cancelled:
+            raise SourceFailure("request cut" if not sink.stop.is_set() else "download cancelled")
         if time.monotonic() > sink.deadline:
             raise SourceFailure("slower than the minimum throughput")
         chunk = response.read1(READ_SIZE)
         if not chunk:
             break
-        if received + batched + len(chunk) > sink.length:
+        if sink.received + len(chunk) > sink.length:
             raise CorruptShard("source sent more bytes than the shard holds")
+        sink.received += len(chunk)
         batch.append(chunk)
         batched += len(chunk)
         if batched >= WRITE_BATCH:
-            hash_and_write(sink.fd, sink.digest, batch, sink.first + received)
-            sink.on_bytes(batched)
-            received += batched
+            _flush(sink, batch, position)
             batch, batched = [], 0
     if batch:
-        hash_and_write(sink.fd, sink.digest, batch, sink.first + received)
-        sink.on_bytes(batched)
-        received += batched
-    if received != sink.length:
-        raise SourceFailure(f"connection ended after {received} of {sink.length} bytes")
+        _flush(sink, batch, position)
+    if sink.written != sink.length:
+        raise SourceFailure(f"connection ended after {sink.written} of {sink.length} bytes")
+
+
+def _flush(sink: RangeSink, batch: list[bytes], position: int) -> None:
+    nbytes = sum(len(c) for c in batch)
+    hash_and_write(sink.fd, sink.digest, batch, position + sink.written)
+    sink.written += nbytes
+    sink.on_bytes(nbytes)
 
 
 def hash_and_write(fd: int, digest: Hasher, chunks: list[bytes], position: int) -> None:

@@ -2,7 +2,8 @@
 trainer-signed manifest before serving it, and keeps the newest `keep_versions` versions.
 
 It learns of new versions by long-polling each upstream's `/latest`, so a new version starts mirroring within
-milliseconds of being published. It advertises a version as soon as its manifest verifies, and each shard only
+milliseconds of being published; an announcement counts only once the version's trainer-signed manifest is in
+hand (an upstream announcing versions it cannot back is demoted and not chased). It advertises a version as soon as its manifest verifies, and each shard only
 once the shard's bytes are on disk and hash right, so clients can pull from a relay that is still mirroring.
 Garbage collection spares versions with reads in flight or read within `gc_grace_s`.
 """
@@ -24,9 +25,11 @@ import aiohttp
 from aiohttp import web
 
 from swarmrl.shardcast.config import ClientConfig, RelayConfig
+from swarmrl.shardcast.discovery import as_version
 from swarmrl.shardcast.errors import ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
 from swarmrl.shardcast.hashing import digest_range
+from swarmrl.shardcast.hedge import AllAttemptsFailed
 from swarmrl.shardcast.layout import META_DIR, manifest_path, parse_version_dir_name, version_dir_name
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
 from swarmrl.shardcast.selection import SourceSelector
@@ -35,9 +38,9 @@ from swarmrl.shardcast.transfer import (
     ShardDownloader,
     SourceFailure,
     TransferStats,
-    fetch_manifest,
     get_json,
     normalize_sources,
+    race_manifest,
 )
 
 log = logging.getLogger(__name__)
@@ -154,10 +157,14 @@ class Relay:
         return app
 
     async def start(self) -> tuple[web.AppRunner, str]:
-        return await start_site(self.app(), self.config.host, self.config.port)
+        return await start_site(
+            self.app(), self.config.host, self.config.port, self.config.connections, self.metrics
+        )
 
     def serve_in_thread(self) -> ServerThread:
-        return ServerThread(self.app, self.config.host, self.config.port).start()
+        return ServerThread(
+            self.app, self.config.host, self.config.port, self.config.connections, self.metrics
+        ).start()
 
     async def _background(self, app: web.Application):
         connector = aiohttp.TCPConnector(limit_per_host=self.client_config.concurrency)
@@ -188,18 +195,25 @@ class Relay:
         self.selector.add(url)
         self._tasks.append(asyncio.create_task(self._follow(url)))
         for version, task in list(self._mirroring.items()):
-            if not task.done():  # restart stalled mirrors so they can use the new upstream now
+            if not task.done() and self.store.get(version) is not None:
+                # restart stalled mirrors so they can use the new upstream now
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
                 self._start_mirror(version)
 
     async def _follow(self, upstream: str) -> None:
-        """Long-poll one upstream for versions newer than the newest this relay knows."""
+        """Long-poll one upstream for versions newer than the newest this relay knows.
+
+        An announced version is mirrored only once its trainer-signed manifest is in hand; an upstream that
+        announces a version it cannot back is demoted, waits out its back-off, and is asked only about
+        versions newer than its lie.
+        """
         assert self._session is not None
+        refuted = -1
         while True:
             known = self.store.versions()
-            after = known[-1] if known else -1
+            after = max(known[-1] if known else -1, refuted)
             try:
                 body = await get_json(
                     self._session,
@@ -210,28 +224,63 @@ class Relay:
                 log.debug("upstream %s unreachable: %s", upstream, exc)
                 await asyncio.sleep(self.config.retry_interval_s)
                 continue
-            latest = body.get("latest")
-            if isinstance(latest, int) and not isinstance(latest, bool) and latest > after:
-                self._start_mirror(latest)
-            else:
+            latest = as_version(body.get("latest"))
+            if latest is None or latest <= after:
                 await asyncio.sleep(0.05)  # an upstream answering "nothing new" at once must not make us spin
+                continue
+            mirroring = self._mirroring.get(latest)
+            if mirroring is not None and not mirroring.done():
+                await asyncio.sleep(0.05)  # its mirror is starting: the store lists it in a moment
+                continue
+            backed = await self._verified_manifest(upstream, latest)
+            if backed is None:
+                refuted = latest
+                self.metrics.manifests_rejected.labels("relay").inc()
+                await asyncio.sleep(max(self.selector.stats[upstream].backoff_until - time.monotonic(), 0.05))
+                continue
+            self._start_mirror(latest, *backed)
 
-    def _start_mirror(self, version: int) -> None:
+    async def _verified_manifest(self, announcer: str, version: int) -> tuple[Manifest, bytes] | None:
+        """The signed manifest of an announced version, asked of its announcer first (hedged to the other
+        upstreams); None, with the announcer demoted, when no genuine one came."""
+        assert self._session is not None
+        others = sorted((u for u in self.upstreams if u != announcer), key=self.selector.weight, reverse=True)
+        errors: dict[str, str] = {}
+        stats = self.stats.setdefault(version, TransferStats())
+        try:
+            manifest, raw, _ = await race_manifest(
+                self._session,
+                [announcer, *others],
+                version,
+                self.public_key,
+                self.selector,
+                self.client_config,
+                stats,
+                errors,
+                claimed_by={announcer},
+            )
+        except AllAttemptsFailed:
+            log.warning(
+                "relay: %s announced version %d without a genuine manifest: %s", announcer, version, errors
+            )
+            self.selector.record_corrupt(announcer, time.monotonic())
+            self.stats.pop(version, None)
+            return None
+        return manifest, raw
+
+    def _start_mirror(self, version: int, manifest: Manifest | None = None, raw: bytes | None = None) -> None:
+        """Mirror `version`: one already held (after a restart), or a new one whose verified manifest is given."""
         task = self._mirroring.get(version)
         if task is None or task.done():
-            self._mirroring[version] = asyncio.create_task(self._mirror(version))
+            self._mirroring[version] = asyncio.create_task(self._mirror(version, manifest, raw))
 
-    async def _mirror(self, version: int) -> None:
+    async def _mirror(self, version: int, manifest: Manifest | None, raw: bytes | None) -> None:
         assert self._session is not None
         stats = self.stats.setdefault(version, TransferStats())
         while True:
             try:
-                await self._mirror_once(version, stats)
+                await self._mirror_once(version, manifest, raw, stats)
                 return
-            except ManifestError as exc:
-                self.metrics.manifests_rejected.labels("relay").inc()
-                log.warning("relay: rejecting version %d: %s", version, exc)
-                await asyncio.sleep(self.config.retry_interval_s)
             except ShardcastError as exc:
                 log.warning("relay: mirroring version %d stalled: %s", version, exc)
                 await asyncio.sleep(self.config.retry_interval_s)
@@ -239,21 +288,16 @@ class Relay:
             if len(held) >= self.config.keep_versions and version < held[-self.config.keep_versions]:
                 return  # it fell out of the window while failing; stop trying
 
-    async def _mirror_once(self, version: int, stats: TransferStats) -> None:
+    async def _mirror_once(
+        self, version: int, manifest: Manifest | None, raw: bytes | None, stats: TransferStats
+    ) -> None:
         assert self._session is not None
         entry = self.store.get(version)
         if entry is None:
-            held = self.store.versions()
-            manifest, raw = await fetch_manifest(
-                self._session,
-                self.upstreams,
-                version,
-                self.public_key,
-                self.selector,
-                self.client_config,
-                stats,
-                min_version=None,
+            assert manifest is not None and raw is not None, (
+                "a new version is mirrored from its verified manifest"
             )
+            held = self.store.versions()
             directory = self.store.data_dir / version_dir_name(version)
             await asyncio.to_thread(self._prepare_directory, directory, manifest, raw)
             entry = self.store.add(manifest, raw, set())

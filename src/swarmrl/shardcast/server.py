@@ -13,14 +13,18 @@ A range is served only when every shard it touches is held (a relay never serves
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import Metric
+
+from swarmrl.httpserve import ConnectionGuard, ConnectionLimits, GuardedAppRunner
 
 MAX_LONG_POLL_S = 60.0
 
@@ -116,6 +120,13 @@ class ServerMetrics:
             "shardcast_versions_collected", "versions garbage-collected", ["role"], registry=self.registry
         )
         self.role = role
+        self.connections: ConnectionGuard | None = None  # the guard of the running server
+        self.registry.register(self)
+
+    def collect(self) -> Iterable[Metric]:
+        """The connection guard's figures (this object is also a collector of its own registry)."""
+        if self.connections is not None:
+            yield from self.connections.collect("shardcast")
 
 
 def build_app(store: VersionStore, notifier: VersionNotifier, metrics: ServerMetrics) -> web.Application:
@@ -198,8 +209,10 @@ def build_app(store: VersionStore, notifier: VersionNotifier, metrics: ServerMet
         try:
             requested = request.http_range
         except ValueError:
+            requested = None
+        if requested is None or _is_empty_suffix(request.headers.get("Range")):
             count("data", 416)
-            raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"}) from None
+            raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"})
         start, stop = _absolute_range(requested, size)
         if start >= stop and size > 0:
             count("data", 416)
@@ -264,6 +277,15 @@ class _TrackedFileResponse(web.FileResponse):
         return writer
 
 
+_EMPTY_SUFFIX = re.compile(r"bytes=\s*-\s*0+\s*", re.ASCII | re.IGNORECASE)
+
+
+def _is_empty_suffix(header: str | None) -> bool:
+    """`bytes=-0` asks for the last zero bytes: unsatisfiable (RFC 9110 §14.1.1). aiohttp reads the suffix
+    length 0 as offset 0 and would send the whole file."""
+    return header is not None and _EMPTY_SUFFIX.fullmatch(header) is not None
+
+
 def _absolute_range(requested: slice, size: int) -> tuple[int, int]:
     """[start, stop) in file coordinates from aiohttp's parsed Range (which may be a suffix or open-ended)."""
     start, stop = requested.start, requested.stop
@@ -278,10 +300,16 @@ class ServerThread:
     """Runs an aiohttp application on its own event loop in a daemon thread (for trainers and tests)."""
 
     def __init__(
-        self, app_factory: Callable[[], web.Application], host: str = "127.0.0.1", port: int = 0
+        self,
+        app_factory: Callable[[], web.Application],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        limits: ConnectionLimits | None = None,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self._app_factory = app_factory
         self._host, self._port = host, port
+        self._limits, self._metrics = limits, metrics
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="shardcast-server", daemon=True)
         self._runner: web.AppRunner | None = None
@@ -294,7 +322,9 @@ class ServerThread:
         return self
 
     async def _start(self) -> str:
-        self._runner, url = await start_site(self._app_factory(), self._host, self._port)
+        self._runner, url = await start_site(
+            self._app_factory(), self._host, self._port, self._limits, self._metrics
+        )
         return url
 
     def stop(self) -> None:
@@ -322,11 +352,20 @@ class ServerThread:
         self.stop()
 
 
-async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
-    """Start serving `app`; return the runner (call `cleanup()` to stop) and the base URL it listens on."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+async def start_site(
+    app: web.Application,
+    host: str,
+    port: int,
+    limits: ConnectionLimits | None = None,
+    metrics: ServerMetrics | None = None,
+) -> tuple[web.AppRunner, str]:
+    """Start serving `app` behind the slow-client guard; return the runner (call `cleanup()` to stop) and the
+    base URL it listens on. `metrics` then also report the guard's figures."""
+    runner = GuardedAppRunner(app, limits, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    if metrics is not None:
+        metrics.connections = runner.guard
+    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=runner.guard.backlog)
     await site.start()
     bound_port = runner.addresses[0][1]  # the OS's pick when port == 0
     return runner, f"http://{host}:{bound_port}"

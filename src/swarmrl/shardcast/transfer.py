@@ -11,20 +11,23 @@ import collections
 import json
 import logging
 import os
+import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import quote
 
 import aiohttp
 
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.shardcast.errors import ManifestError, ShardcastError
-from swarmrl.shardcast.fsutil import resolve_inside
+from swarmrl.shardcast.fsutil import copy_region, resolve_inside, zero_region
 from swarmrl.shardcast.hashing import new_hasher
+from swarmrl.shardcast.hedge import AllAttemptsFailed, first_success
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
 from swarmrl.shardcast.range_get import (
     ConnectionPool,
@@ -38,6 +41,9 @@ from swarmrl.shardcast.selection import SourceSelector
 log = logging.getLogger(__name__)
 
 AVAILABILITY_WAIT_S = 10.0
+WATCH_INTERVAL_S = 0.1
+MIN_SHARD_HEDGE_S = 0.25
+HEDGE_FACTOR = 4.0
 MAX_JSON_BYTES = 16 * 1024 * 1024
 
 
@@ -102,6 +108,71 @@ async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     return b"".join(parts)
 
 
+async def race_manifest(
+    session: aiohttp.ClientSession,
+    urls: list[str],
+    version: int,
+    trainer_public_key: str,
+    selector: SourceSelector,
+    config: ClientConfig,
+    stats: TransferStats,
+    errors: dict[str, str],
+    min_version: int | None = None,
+    run_id: str | None = None,
+    claimed_by: Collection[str] = (),
+) -> tuple[Manifest, bytes, str]:
+    """The trainer-signed manifest of `version` from the first of `urls` (best first) that serves a genuine one,
+    hedged: the next source is asked too whenever `hedge_after_s` passes without an answer. Returns the
+    manifest, its bytes and the source that served them; AllAttemptsFailed if none did.
+
+    Forged, replayed or malformed manifests demote their source. The sources in `claimed_by` announced this
+    version, so answering that they lack its manifest is a false announcement, demoted the same way.
+    """
+
+    asked: list[str] = []
+    answered: set[str] = set()
+
+    def attempt(url: str) -> Callable[[], Awaitable[tuple[Manifest, bytes, str]]]:
+        async def run() -> tuple[Manifest, bytes, str]:
+            asked.append(url)
+            try:
+                raw = await _get_bytes(session, f"{url}/v/{version}/manifest", config)
+            except SourceFailure as exc:
+                answered.add(url)
+                errors[url] = str(exc)
+                if url in claimed_by and exc.unavailable:
+                    stats.manifest_rejected_by_source[url] = (
+                        f"announced version {version} without its manifest"
+                    )
+                    selector.record_corrupt(url, time.monotonic())
+                else:
+                    selector.record_failure(url, time.monotonic())
+                raise
+            answered.add(url)
+            try:
+                manifest = parse_signed_manifest(
+                    raw,
+                    trainer_public_key,
+                    expected_version=version,
+                    min_version=min_version,
+                    expected_run_id=run_id,
+                )
+            except ManifestError as exc:
+                errors[url] = f"manifest rejected: {exc}"
+                stats.manifest_rejected_by_source[url] = str(exc)
+                selector.record_corrupt(url, time.monotonic())
+                raise
+            return manifest, raw, url
+
+        return run
+
+    manifest, raw, winner = await first_success([attempt(url) for url in urls], config.hedge_after_s)
+    for url in asked[: asked.index(winner)]:
+        if url not in answered:  # overtaken by a source asked later: too slow to be asked first again
+            selector.record_failure(url, time.monotonic())
+    return manifest, raw, winner
+
+
 async def fetch_manifest(
     session: aiohttp.ClientSession,
     sources: list[str],
@@ -113,41 +184,35 @@ async def fetch_manifest(
     min_version: int | None = None,
     run_id: str | None = None,
 ) -> tuple[Manifest, bytes]:
-    """The trainer-signed manifest of `version` from the first source that has a genuine one.
+    """The trainer-signed manifest of `version` from the first source that has a genuine one (hedged races).
 
-    A source answering with a forged, replayed or malformed manifest is demoted and recorded; if every source
-    does, ManifestError. Sources that do not have the version yet are retried with back-off until the stall
-    timeout or `max_attempts_per_shard` rounds, then ShardcastError.
+    If every source answers with a forged, replayed or malformed manifest, ManifestError. Sources that do not
+    have the version yet are retried with back-off until the stall timeout or `max_attempts_per_shard`
+    rounds, then ShardcastError.
     """
     deadline = time.monotonic() + config.stall_timeout_s
     errors: dict[str, str] = {}
     for round_number in range(config.max_attempts_per_shard):
-        manifest_errors = 0
         ordered = sorted(sources, key=selector.weight, reverse=True)
-        for url in ordered:
-            try:
-                raw = await _get_bytes(session, f"{url}/v/{version}/manifest", config)
-            except SourceFailure as exc:
-                errors[url] = str(exc)
-                selector.record_failure(url, time.monotonic())
-                continue
-            try:
-                manifest = parse_signed_manifest(
-                    raw,
-                    trainer_public_key,
-                    expected_version=version,
-                    min_version=min_version,
-                    expected_run_id=run_id,
-                )
-            except ManifestError as exc:
-                manifest_errors += 1
-                errors[url] = f"manifest rejected: {exc}"
-                stats.manifest_rejected_by_source[url] = str(exc)
-                selector.record_corrupt(url, time.monotonic())
-                continue
+        try:
+            manifest, raw, _ = await race_manifest(
+                session,
+                ordered,
+                version,
+                trainer_public_key,
+                selector,
+                config,
+                stats,
+                errors,
+                min_version,
+                run_id,
+            )
             return manifest, raw
-        if manifest_errors == len(sources):
-            raise ManifestError(f"no genuine manifest for version {version}: {_describe(errors)}")
+        except AllAttemptsFailed as failed:
+            if all(isinstance(f, ManifestError) for f in failed.failures):
+                raise ManifestError(
+                    f"no genuine manifest for version {version}: {_describe(errors)}"
+                ) from None
         pause = min(config.backoff_max_s, config.backoff_base_s * 2**round_number)
         if time.monotonic() + pause > deadline or round_number == config.max_attempts_per_shard - 1:
             break
@@ -170,11 +235,28 @@ async def _get_bytes(session: aiohttp.ClientSession, url: str, config: ClientCon
         raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
 
 
+@dataclass
+class _Transfer:
+    """One request for one shard from one source, running on a fetch thread.
+
+    In place, or (a hedge) into a private scratch file that is copied into place only if it wins, so two
+    requests for one shard never write the same bytes.
+    """
+
+    url: str
+    sink: RangeSink
+    started: float
+    future: asyncio.Future
+    scratch: BinaryIO | None = None
+    too_slow: bool = False
+
+
 class ShardDownloader:
     """Downloads a set of shards of one version from several sources into files under `target_root`.
 
     Files must already be preallocated. `on_verified` runs (in the event loop) after each shard's bytes are on
-    disk and hash to the signed value.
+    disk and hash to the signed value. Every request is held to the throughput floor (cut and its source
+    demoted below it) and a straggling one is hedged on a second source.
     """
 
     def __init__(
@@ -203,10 +285,12 @@ class ShardDownloader:
         self._bad_for_shard: dict[int, set[str]] = collections.defaultdict(set)
         self._needed: set[int] = set()
         self._unavailable_since: dict[int, float] = {}
+        self._slow_only_since: dict[int, float] = {}
         self._fatal: str | None = None
         self._change = asyncio.Event()
+        self._hedges = 0
         self._fetchers = ThreadPoolExecutor(
-            max_workers=config.concurrency, thread_name_prefix="shardcast-fetch"
+            max_workers=config.concurrency + config.max_hedged_shards, thread_name_prefix="shardcast-fetch"
         )
         self._pool = ConnectionPool(config.connect_timeout_s, config.request_timeout_s)
         self._stop = threading.Event()
@@ -219,7 +303,7 @@ class ShardDownloader:
         pending = collections.deque(shards)
         in_flight = [0]
         try:
-            await asyncio.gather(*(self._refresh_one(url, wait=0.0) for url in self.sources))
+            # Each source's shard list is followed on its own: a silent source delays nobody.
             followers = [asyncio.create_task(self._follow_availability(url)) for url in self.sources]
             try:
                 async with asyncio.TaskGroup() as group:
@@ -291,6 +375,15 @@ class ShardDownloader:
             self._fatal = self._give_up_message(shard, reason)
         self._changed()
 
+    def _candidates(self, shard: ShardEntry, exclude: str | None = None) -> list[str]:
+        return [
+            url
+            for url in self.sources
+            if shard.index in self.available[url]
+            and url not in self._bad_for_shard[shard.index]
+            and url != exclude
+        ]
+
     async def _worker(self, pending: collections.deque, in_flight: list[int]) -> None:
         while (pending or in_flight[0]) and self._fatal is None:
             if not pending:
@@ -298,11 +391,7 @@ class ShardDownloader:
                 continue
             shard = pending.popleft()
             now = time.monotonic()
-            candidates = [
-                url
-                for url in self.sources
-                if shard.index in self.available[url] and url not in self._bad_for_shard[shard.index]
-            ]
+            candidates = self._candidates(shard)
             if not candidates:
                 if self._bad_for_shard[shard.index] >= set(self.sources):
                     self._give_up(shard, "every source sent corrupt bytes")
@@ -315,6 +404,12 @@ class ShardDownloader:
                 await self._wait_for_change(min(self.config.availability_refresh_s, 0.5))
                 continue
             self._unavailable_since.pop(shard.index, None)
+            if self._only_slow(shard, candidates, now):
+                # Only sources measured below the floor hold it (a liar claims everything at once, an honest
+                # relay is still mirroring): wait a little for a better one before trying them.
+                pending.append(shard)
+                await self._wait_for_change(0.1)
+                continue
             url = self.selector.choose(candidates, now)
             if url is None:
                 pending.append(shard)
@@ -333,30 +428,166 @@ class ShardDownloader:
                 pending.append(shard)
 
     async def _attempt(self, shard: ShardEntry, url: str) -> bool:
-        started = time.monotonic()
+        """Fetch one shard from `url` (plus a hedge elsewhere if it straggles); True once it is verified in
+        place. On failure the bytes it wrote are zeroed: nothing that failed its check stays on disk."""
+        primary = self._launch(shard, url, hedge=False)
+        transfers = [primary]
+        winner: _Transfer | None = None
         try:
-            await self._fetch_into_place(shard, url)
-        except CorruptShard as exc:
-            self._attempts[shard.index].append(f"{url}: {exc}")
-            self._bad_for_shard[shard.index].add(url)
-            self.selector.record_corrupt(url, time.monotonic())
-            self.stats.corrupt_shards += 1
-            self.stats.corrupt_by_source[url] = self.stats.corrupt_by_source.get(url, 0) + 1
-            log.warning("shard %d from %s is corrupt; demoting the source", shard.index, url)
-            return False
-        except SourceFailure as exc:
-            self._attempts[shard.index].append(f"{url}: {exc}")
-            if exc.unavailable:
-                self.available[url].discard(shard.index)
-                self._complete_sources.discard(url)
-            self.selector.record_failure(url, time.monotonic())
-            return False
-        self.selector.record_success(url, shard.length, time.monotonic() - started)
+            try:
+                winner = await self._race(shard, transfers)
+            finally:
+                await self._end(transfers)
+            if winner is None:
+                if primary.sink.written:
+                    await asyncio.to_thread(zero_region, primary.sink.fd, shard.offset, primary.sink.written)
+                return False
+            if winner.scratch is not None:
+                await asyncio.to_thread(
+                    copy_region, winner.scratch.fileno(), self._fd(shard.path), shard.length, shard.offset
+                )
+        finally:
+            for transfer in transfers:
+                if transfer.scratch is not None:
+                    transfer.scratch.close()
         self.stats.shards_downloaded += 1
         if self.on_verified is not None:
             result = self.on_verified(shard)
             if result is not None:
                 await result
+        return True
+
+    async def _race(self, shard: ShardEntry, transfers: list[_Transfer]) -> _Transfer | None:
+        """Watch the transfers of one shard: cut those below the floor, hedge a straggler, return the first
+        that verified (None when all failed)."""
+        while True:
+            running = [t for t in transfers if not t.future.done()]
+            if not running:
+                return None
+            await asyncio.wait(
+                [t.future for t in running], timeout=WATCH_INTERVAL_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            now = time.monotonic()
+            for transfer in running:
+                if transfer.future.done():
+                    if self._settle(shard, transfer, now):
+                        return transfer
+                elif self._below_floor(transfer, now):
+                    transfer.too_slow = True
+                    transfer.sink.cut()
+            if len(transfers) == 1 and not transfers[0].future.done():
+                alternative = self._hedge_source(shard, transfers[0], now)
+                if alternative is not None:
+                    log.info(
+                        "shard %d straggles from %s; hedging on %s",
+                        shard.index,
+                        transfers[0].url,
+                        alternative,
+                    )
+                    transfers.append(self._launch(shard, alternative, hedge=True))
+
+    def _only_slow(self, shard: ShardEntry, candidates: list[str], now: float) -> bool:
+        """True while every candidate is measured below the floor, for up to `hedge_after_s` per shard."""
+        if any(self.selector.throughput(url) >= self.config.min_throughput_bytes_s for url in candidates):
+            self._slow_only_since.pop(shard.index, None)
+            return False
+        since = self._slow_only_since.setdefault(shard.index, now)
+        return now - since < self.config.hedge_after_s
+
+    def _below_floor(self, transfer: _Transfer, now: float) -> bool:
+        late = now - transfer.started - self.config.throughput_grace_s
+        return late > 0 and transfer.sink.received < self.config.min_throughput_bytes_s * late
+
+    def _hedge_source(self, shard: ShardEntry, transfer: _Transfer, now: float) -> str | None:
+        """A second source for a shard whose request will likely finish later than a fresh one there.
+
+        The request first gets HEDGE_FACTOR times what the best other source is expected to need (at least
+        MIN_SHARD_HEDGE_S, at most `hedge_after_s`); then its projected finish is compared with that source's.
+        """
+        if self._hedges >= self.config.max_hedged_shards:
+            return None
+        others = [
+            url for url in self._candidates(shard, exclude=transfer.url) if self.selector.ready(url, now)
+        ]
+        if not others:
+            return None
+        best = max(others, key=self.selector.weight)
+        fresh = shard.length / max(self.selector.throughput(best), 1.0)
+        delay = min(self.config.hedge_after_s, max(MIN_SHARD_HEDGE_S, HEDGE_FACTOR * fresh))
+        elapsed = now - transfer.started
+        if elapsed < delay:
+            return None
+        received = transfer.sink.received
+        rate = received / elapsed
+        projected = (shard.length - received) / rate if rate > 0 else float("inf")
+        return best if projected > fresh + delay else None
+
+    def _launch(self, shard: ShardEntry, url: str, hedge: bool) -> _Transfer:
+        scratch = tempfile.TemporaryFile(dir=self.target_root) if hedge else None
+        sink = RangeSink(
+            fd=scratch.fileno() if scratch is not None else self._fd(shard.path),
+            first=shard.offset,
+            length=shard.length,
+            digest=new_hasher(self.manifest.hash_algorithm),
+            # The thread's own backstop, should the watchdog not run: connect, silence, the slowest rate.
+            deadline=time.monotonic() + shard_timeout(self.config, shard.length).total,
+            stop=self._stop,
+            on_bytes=lambda nbytes: self._count(url, nbytes),
+            position=0 if hedge else None,
+        )
+        address = f"{url}/v/{self.manifest.version}/data/{quote(shard.path)}"
+        future = asyncio.get_running_loop().run_in_executor(
+            self._fetchers, self._fetch_verified, address, sink, shard.digest
+        )
+        if hedge:
+            self._hedges += 1
+        return _Transfer(url, sink, time.monotonic(), future, scratch)
+
+    async def _end(self, transfers: list[_Transfer]) -> None:
+        """Cut the transfers still running and wait for their threads (they may be writing). A transfer that
+        lost the race still measured its source: its rate so far enters the throughput estimate."""
+        now = time.monotonic()
+        for transfer in transfers:
+            if not transfer.future.done():
+                transfer.sink.cut()
+                elapsed = now - transfer.started
+                if elapsed >= MIN_SHARD_HEDGE_S and not self._stop.is_set():  # a shorter one says little
+                    self.selector.observe_rate(transfer.url, transfer.sink.received, elapsed)
+        await asyncio.shield(asyncio.gather(*(t.future for t in transfers), return_exceptions=True))
+        self._hedges -= sum(1 for t in transfers if t.scratch is not None)
+
+    def _fetch_verified(self, address: str, sink: RangeSink, expected: str) -> None:
+        """Runs on a fetch thread."""
+        fetch_range_into(self._pool, address, sink)
+        if sink.digest.hexdigest() != expected:
+            raise CorruptShard(f"{self.manifest.hash_algorithm} does not match the signed manifest")
+
+    def _settle(self, shard: ShardEntry, transfer: _Transfer, now: float) -> bool:
+        """Account for a finished transfer; True if its bytes verified."""
+        url, elapsed = transfer.url, now - transfer.started
+        try:
+            transfer.future.result()
+        except CorruptShard as exc:
+            self._attempts[shard.index].append(f"{url}: {exc}")
+            self._bad_for_shard[shard.index].add(url)
+            self.selector.record_corrupt(url, now)
+            self.stats.corrupt_shards += 1
+            self.stats.corrupt_by_source[url] = self.stats.corrupt_by_source.get(url, 0) + 1
+            log.warning("shard %d from %s is corrupt; demoting the source", shard.index, url)
+            return False
+        except SourceFailure as exc:
+            if transfer.too_slow:
+                rate = transfer.sink.received / max(elapsed, 1e-6)
+                self._attempts[shard.index].append(f"{url}: below the throughput floor ({rate:.0f} B/s)")
+                self.selector.record_slow(url, transfer.sink.received, elapsed, now)
+                return False
+            self._attempts[shard.index].append(f"{url}: {exc}")
+            if exc.unavailable:
+                self.available[url].discard(shard.index)
+                self._complete_sources.discard(url)
+            self.selector.record_failure(url, now)
+            return False
+        self.selector.record_success(url, shard.length, elapsed)
         return True
 
     def _fd(self, relative: str) -> int:
@@ -365,26 +596,6 @@ class ShardDownloader:
             fd = os.open(resolve_inside(self.target_root, relative), os.O_WRONLY)
             self._fds[relative] = fd
         return fd
-
-    async def _fetch_into_place(self, shard: ShardEntry, url: str) -> None:
-        address = f"{url}/v/{self.manifest.version}/data/{quote(shard.path)}"
-        digest = new_hasher(self.manifest.hash_algorithm)
-        # The same allowance as every other request: connect, silence, and the slowest acceptable rate.
-        deadline = time.monotonic() + shard_timeout(self.config, shard.length).total
-        sink = RangeSink(
-            fd=self._fd(shard.path),
-            first=shard.offset,
-            length=shard.length,
-            digest=digest,
-            deadline=deadline,
-            stop=self._stop,
-            on_bytes=lambda nbytes: self._count(url, nbytes),
-        )
-        await asyncio.get_running_loop().run_in_executor(
-            self._fetchers, fetch_range_into, self._pool, address, sink
-        )
-        if digest.hexdigest() != shard.digest:
-            raise CorruptShard(f"{self.manifest.hash_algorithm} does not match the signed manifest")
 
     def _count(self, url: str, nbytes: int) -> None:
         with self._count_lock:  # called from fetch threads

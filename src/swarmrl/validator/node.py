@@ -82,7 +82,8 @@ def swarm_context(
     policies = FetchedPolicies(options, trainer_key, config.model.dtype, keep=config.worker.async_level + 1)
     newest = None
     while newest is None:
-        newest = latest_version(options.relays)
+        step = client.run_state(options.run_id).current_step
+        newest = latest_version(options.relays, trainer_key, ceiling=step, run_id=options.run_id)
         if newest is None:
             if options.stop.wait(options.poll_seconds):
                 raise ValidatorStopped("stopped before any checkpoint was announced")

@@ -27,7 +27,7 @@ from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.rundir import write_json_atomic
-from swarmrl.shardcast.client import fetch_checkpoint, latest_version
+from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.tasks.registry import build_tasks
@@ -100,27 +100,22 @@ class Policy:
         self.options, self.trainer_key, self.dtype = options, trainer_key, dtype
         self.root = options.work_dir / "checkpoints"
         self.engine: TorchEngine | None = None
+        self.fetcher = CheckpointFetcher(options.relays, trainer_key, self.root, ClientConfig(), options.run_id)
 
     @property
     def step(self) -> int | None:
         return self.engine.policy_step if self.engine is not None else None
 
-    def refresh(self) -> None:
-        newest = latest_version(self.options.relays)
-        if newest is None or (self.engine is not None and newest <= self.engine.policy_step):
-            return
+    def refresh(self, ceiling: int) -> None:
+        """Load the newest policy whose signed manifest verifies, at most `ceiling` (the coordinator's step)."""
         try:
-            path = fetch_checkpoint(
-                self.options.relays,
-                newest,
-                self.root,
-                self.trainer_key,
-                ClientConfig(),
-                run_id=self.options.run_id,
-            )
+            found = self.fetcher.refresh(ceiling)
         except ShardcastError as exc:
-            log.warning("could not fetch policy %d: %s", newest, exc)
+            log.warning("could not fetch a policy up to step %d: %s", ceiling, exc)
             return
+        if found is None or (self.engine is not None and found[0] <= self.engine.policy_step):
+            return
+        newest, path = found
         if self.engine is None:
             self.engine = TorchEngine(self._load(path), policy_step=newest)
         elif self.options.cheat is None:
@@ -165,9 +160,9 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                 raise NodeEjected(str(heartbeat.fatal))
             if options.max_batches is not None and submitted >= options.max_batches:
                 break
-            policy.refresh()
             run = client.run_state(options.run_id)
             step = run.current_step
+            policy.refresh(ceiling=step)
             if policy.engine is None or policy.engine.policy_step < step - run.async_level:
                 options.stop.wait(options.poll_seconds)
                 continue

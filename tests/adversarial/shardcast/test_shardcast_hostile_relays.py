@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from pathlib import Path
 
 import pytest
-from aiohttp import web
+from adversarial.shardcast.hostile_relay_kit import QUICK, SHARD, TRAINER, Lies, hostile_app, make_checkpoint
 
 from swarmrl.identity import Identity
 from swarmrl.shardcast import (
-    ClientConfig,
     ManifestError,
     Origin,
     OriginConfig,
@@ -30,95 +28,6 @@ from swarmrl.shardcast import (
 )
 from swarmrl.shardcast.hashing import digest_file
 from swarmrl.shardcast.manifest import SignedManifest
-
-TRAINER = Identity.from_seed(b"t" * 32)
-SHARD = 64 * 1024
-QUICK = ClientConfig(
-    max_attempts_per_shard=4,
-    stall_timeout_s=3,
-    backoff_base_s=0.05,
-    backoff_max_s=0.3,
-    connect_timeout_s=1,
-    seed=0,
-)
-
-
-def make_checkpoint(root: Path, version: int, size: int = 600_000) -> Path:
-    directory = root / f"step_{version}"
-    directory.mkdir(parents=True)
-    (directory / "model.safetensors").write_bytes(random.Random(version).randbytes(size))
-    (directory / "config.json").write_text("{}")
-    return directory
-
-
-def hostile_app(
-    directory: Path,
-    manifests: dict[int, bytes],
-    corrupt_shards: set[int] = frozenset(),
-    shard_size: int = SHARD,
-    oversize: bool = False,
-    trickle: bool = False,
-) -> web.Application:
-    """Serves `manifests[v]` for version v, claims every shard, and flips a byte inside `corrupt_shards`."""
-
-    async def manifest(request: web.Request) -> web.Response:
-        raw = manifests.get(int(request.match_info["version"]))
-        if raw is None:
-            raise web.HTTPNotFound()
-        return web.Response(body=raw, content_type="application/json")
-
-    async def availability(request: web.Request) -> web.Response:
-        raw = manifests.get(int(request.match_info["version"]))
-        if raw is None:
-            raise web.HTTPNotFound()
-        shards = SignedManifest.model_validate_json(raw).manifest.all_shards
-        return web.json_response(
-            {"version": int(request.match_info["version"]), "shards": [s.index for s in shards]}
-        )
-
-    async def data(request: web.Request) -> web.StreamResponse:
-        content = (directory / request.match_info["path"]).read_bytes()
-        if trickle:  # never silent for long, never done: a slowloris source
-            start, stop = request.http_range.start or 0, request.http_range.stop or len(content)
-            response = web.StreamResponse(
-                status=206, headers={"Content-Range": f"bytes {start}-{stop - 1}/{len(content)}"}
-            )
-            response.content_length = stop - start
-            await response.prepare(request)
-            for position in range(start, stop):
-                await response.write(content[position : position + 1])
-                await asyncio.sleep(0.05)
-            return response
-        if oversize:
-            return web.Response(body=content + b"x" * 100_000, status=200)
-        start = request.http_range.start or 0
-        stop = request.http_range.stop or len(content)
-        body = bytearray(content[start:stop])
-        if request.match_info["path"] == "model.safetensors" and start // shard_size in corrupt_shards:
-            body[len(body) // 2] ^= 0xFF
-        return web.Response(
-            body=bytes(body),
-            status=206,
-            headers={"Content-Range": f"bytes {start}-{stop - 1}/{len(content)}"},
-        )
-
-    async def versions(request: web.Request) -> web.Response:
-        return web.json_response({"versions": sorted(manifests), "latest": max(manifests)})
-
-    async def latest(request: web.Request) -> web.Response:
-        return web.json_response({"latest": max(manifests)})
-
-    app = web.Application()
-    app.add_routes(
-        [
-            web.get("/versions", versions),
-            web.get("/latest", latest),
-            web.get("/v/{version}/manifest", manifest),
-            web.get("/v/{version}/availability", availability),
-            web.get("/v/{version}/data/{path:.+}", data),
-        ]
-    )
-    return app
 
 
 @pytest.fixture
@@ -154,7 +63,9 @@ def fetch(sources: list[str], dest: Path, version: int, **kwargs) -> ShardcastCl
 
 
 def test_corrupt_shard_is_refetched_elsewhere_and_relay_demoted(world):
-    bad = serve(world, lambda: hostile_app(world["dirs"][1], world["raw"], corrupt_shards={0, 1, 2, 3, 4, 5}))
+    bad = serve(
+        world, lambda: hostile_app(world["dirs"][1], world["raw"], Lies(corrupt_shards={0, 1, 2, 3, 4, 5}))
+    )
     dest = world["tmp"] / "w"
 
     client = fetch([bad, world["url"]], dest, 1)
@@ -168,7 +79,7 @@ def test_corrupt_shard_is_refetched_elsewhere_and_relay_demoted(world):
 
 
 def test_only_a_corrupt_source_fails_and_installs_nothing(world):
-    bad = serve(world, lambda: hostile_app(world["dirs"][1], world["raw"], corrupt_shards={2}))
+    bad = serve(world, lambda: hostile_app(world["dirs"][1], world["raw"], Lies(corrupt_shards={2})))
     dest = world["tmp"] / "w"
 
     with pytest.raises(ShardcastError, match=r"shard 3 \(model.safetensors bytes 131072-196607\)") as failure:
@@ -229,7 +140,7 @@ def test_manifest_older_than_the_floor_is_a_replay(world):
 
 
 def test_oversized_answer_is_not_written_past_the_shard(world):
-    bad = serve(world, lambda: hostile_app(world["dirs"][1], world["raw"], oversize=True))
+    bad = serve(world, lambda: hostile_app(world["dirs"][1], world["raw"], Lies(oversize=True)))
     dest = world["tmp"] / "w"
 
     client = fetch([bad, world["url"]], dest, 1)
@@ -241,7 +152,9 @@ def test_oversized_answer_is_not_written_past_the_shard(world):
 
 
 def test_relay_verifies_upstream_shards_before_serving(world):
-    bad = serve(world, lambda: hostile_app(world["dirs"][2], {2: world["raw"][2]}, corrupt_shards={1, 3}))
+    bad = serve(
+        world, lambda: hostile_app(world["dirs"][2], {2: world["raw"][2]}, Lies(corrupt_shards={1, 3}))
+    )
     relay = Relay(
         RelayConfig(upstreams=[bad], data_dir=world["tmp"] / "relay", long_poll_s=1, retry_interval_s=0.2),
         TRAINER.node_id,
@@ -273,7 +186,7 @@ def test_relay_verifies_upstream_shards_before_serving(world):
 
 
 def test_trickling_source_is_dropped_in_bounded_time(world):
-    slow = serve(world, lambda: hostile_app(world["dirs"][1], world["raw"], trickle=True))
+    slow = serve(world, lambda: hostile_app(world["dirs"][1], world["raw"], Lies(trickle_bytes_per_s=20)))
     config = QUICK.model_copy(
         update={"request_timeout_s": 0.5, "min_throughput_bytes_s": 1_000_000, "max_attempts_per_shard": 2}
     )

@@ -56,7 +56,7 @@ def test_fetch_direct_from_origin_installs_verified_copy(tmp_path, servers):
     assert_same_tree(source, path)
     assert read_local_manifest(path, TRAINER.node_id, 3).version == 3
     assert not list((tmp_path / "worker" / ".partial").iterdir())
-    assert latest_version([server.url]) == 3
+    assert latest_version([server.url], TRAINER.node_id) == 3
 
 
 def test_relay_chain_serves_verified_copy(tmp_path, servers):
@@ -217,4 +217,4 @@ def test_origin_forgets_versions_the_trainer_pruned(tmp_path, servers):
     shutil.rmtree(root / "step_1")
     origin.store.rescan()
     assert origin.store.versions() == [2]
-    assert latest_version([server.url]) == 2
+    assert latest_version([server.url], TRAINER.node_id) == 2

@@ -8,7 +8,14 @@ import os
 
 import pytest
 
-from swarmrl.shardcast.fsutil import atomic_write_bytes, is_safe_relative_path, preallocate, resolve_inside
+from swarmrl.shardcast.fsutil import (
+    atomic_write_bytes,
+    copy_region,
+    is_safe_relative_path,
+    preallocate,
+    resolve_inside,
+    zero_region,
+)
 from swarmrl.shardcast.hashing import digest_range, hash_file_and_shards
 from swarmrl.shardcast.partial import LOCK_NAME, PartialDownload, Progress
 
@@ -102,3 +109,20 @@ def test_streaming_verifier_hashes_out_of_order_shards_front_to_back(tmp_path):
 
     assert asyncio.run(run([3, 1, 0, 2])) == entry.digest
     assert asyncio.run(run([0, 2, 3])) == hashlib.sha256(data[:30_000]).hexdigest()  # a gap stops the cursor
+
+
+def test_zero_and_copy_region(tmp_path):
+    target = tmp_path / "t"
+    target.write_bytes(b"abcdefghij")
+    source = tmp_path / "s"
+    source.write_bytes(b"XYZ")
+    fd = os.open(target, os.O_RDWR)
+    src = os.open(source, os.O_RDONLY)
+    try:
+        zero_region(fd, 2, 3, block=2)
+        assert target.read_bytes() == b"ab\0\0\0fghij"
+        copy_region(src, fd, 3, 6, block=2)
+        assert target.read_bytes() == b"ab\0\0\0fXYZj"
+    finally:
+        os.close(fd)
+        os.close(src)

@@ -69,3 +69,19 @@ def test_exploration_gives_a_demoted_source_a_chance():
     s.record_corrupt("b", now=-100.0)
     picks = [s.choose(["a", "b"], now=0.0) for _ in range(2000)]
     assert 0.05 < picks.count("b") / len(picks) < 0.15  # ≈ 0.2 × 1/2 from exploration alone
+
+
+def test_a_request_cut_below_the_floor_counts_as_failure_and_as_its_rate():
+    s = selector()
+    s.record_success("a", 1000, 1.0)  # 1000 B/s
+    s.record_slow("a", 10, 1.0, now=0.0)  # 10 B/s: EWMA 0.3*10 + 0.7*1000 = 703
+    assert s.throughput("a") == pytest.approx(703)
+    assert s.stats["a"].failures == 1 and s.stats["a"].backoff_until == pytest.approx(0.25)
+    assert not s.ready("a", 0.1) and s.ready("a", 0.3)
+
+
+def test_sources_measured_at_zero_can_still_be_sampled():
+    s = selector(exploration=0.0)
+    s.observe_rate("a", 0, 1.0)
+    s.observe_rate("b", 0, 1.0)
+    assert s.choose(["a", "b"], now=0.0) in {"a", "b"}

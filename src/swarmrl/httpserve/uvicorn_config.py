@@ -1,0 +1,47 @@
+"""uvicorn behind the connection guard (the coordinator's server).
+
+uvicorn offers `limit_concurrency`, but it counts requests, not half-sent ones: 1,500 sockets that never finish
+their request head were all still open after 60 s, and past the limit it answers 503 to everyone, signed
+requests included. It has no request-head deadline. Its h11 parser, though, says exactly what it waits for,
+which is what the guard's deadlines need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, Phase
+from swarmrl.httpserve.limits import ConnectionLimits
+
+
+def h11_phase(protocol: asyncio.BaseProtocol) -> Phase:
+    """What uvicorn's h11 connection waits for from the client."""
+    assert isinstance(protocol, H11Protocol)
+    state = protocol.conn.their_state
+    if state is h11.IDLE:
+        return "head"
+    if state is h11.SEND_BODY:
+        return "body"
+    return "busy"
+
+
+def guarded_uvicorn_config(
+    app: Any, limits: ConnectionLimits | None = None, **config: Any
+) -> tuple[uvicorn.Config, ConnectionGuard]:
+    """A uvicorn config whose every connection passes the guard (h11 protocol), and that guard."""
+    guard = ConnectionGuard(limits, probe=h11_phase)
+
+    def protocol(
+        config: uvicorn.Config,
+        server_state: Any,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> GuardedProtocol:
+        return GuardedProtocol(lambda: H11Protocol(config, server_state, app_state, _loop), guard)
+
+    return uvicorn.Config(app, http=protocol, backlog=guard.backlog, **config), guard

@@ -1,0 +1,120 @@
+"""The connection guard's bookkeeping: admission under the caps, who is evicted, when a request is overdue."""
+
+from __future__ import annotations
+
+import asyncio
+
+from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, _Connection
+from swarmrl.httpserve.limits import ConnectionLimits
+
+LIMITS = ConnectionLimits(
+    header_timeout_s=10, body_timeout_s=30, min_body_rate_bytes_s=1000, max_per_address=2, max_total=3
+)
+
+
+class FakeProtocol:
+    def __init__(self) -> None:
+        self.dropped = False
+        self.inner = None
+
+    def drop(self) -> None:
+        self.dropped = True
+
+
+def connection(address: str, proven: bool = False, phase: str = "head", since: float = 0.0) -> _Connection:
+    return _Connection(FakeProtocol(), address, phase, since, proven=proven)  # type: ignore[arg-type]
+
+
+def test_a_full_address_is_refused_and_keeps_what_it_holds():
+    guard = ConnectionGuard(LIMITS)
+    first, second = connection("a"), connection("a")
+    assert guard.admit(first) and guard.admit(second)
+    assert not guard.admit(connection("a"))
+    assert not first.protocol.dropped and not second.protocol.dropped
+    assert guard.open_from("a") == 2 and guard.refused == 1
+    assert guard.admit(connection("b"))  # another address still gets in
+
+
+def test_connections_that_sent_a_request_are_not_evicted_the_newcomer_is_refused():
+    guard = ConnectionGuard(LIMITS)
+    busy = [
+        connection("a", proven=True, phase="busy"),
+        connection("b", proven=True),
+        connection("c", proven=True),
+    ]
+    for c in busy:
+        assert guard.admit(c)
+    assert not guard.admit(connection("d"))
+    assert guard.refused == 1 and not any(c.protocol.dropped for c in busy)
+
+
+def test_the_global_cap_evicts_across_addresses_oldest_first():
+    guard = ConnectionGuard(LIMITS)
+    a, b, c = connection("a"), connection("b", proven=True), connection("c")
+    for conn in (a, b, c):
+        assert guard.admit(conn)
+    assert guard.admit(connection("d"))
+    assert a.protocol.dropped and guard.open_connections == 3
+    guard.remove(a)  # the transport's later report of the loss is harmless
+    assert guard.open_connections == 3
+
+
+def test_deadlines_head_fixed_body_grows_with_bytes_received():
+    guard = ConnectionGuard(LIMITS)
+    head = connection("a", since=100.0)
+    assert guard.overdue(head, 110.0) is None and guard.overdue(head, 110.5) == "header"
+    body = connection("a", phase="body", since=100.0)
+    body.phase_bytes = 5000  # 5 s more at 1000 B/s
+    assert guard.overdue(body, 134.9) is None and guard.overdue(body, 135.1) == "body"
+    busy = connection("a", phase="busy", since=0.0)
+    assert guard.overdue(busy, 1e9) is None
+
+
+def test_phase_changes_restart_the_clock_and_prove_the_connection():
+    guard = ConnectionGuard(LIMITS)
+    conn = connection("a", since=0.0)
+    conn.phase_bytes = 99
+    guard.set_phase(conn, "body", 5.0)
+    assert (conn.phase, conn.phase_since, conn.phase_bytes, conn.proven) == ("body", 5.0, 0, True)
+    guard.set_phase(conn, "body", 9.0)
+    assert conn.phase_since == 5.0
+
+
+def test_without_a_probe_the_end_of_a_request_head_proves_a_connection_across_reads():
+    guard = ConnectionGuard(LIMITS)
+
+    class Transport(asyncio.Transport):
+        def get_extra_info(self, name, default=None):
+            return ("10.0.0.1", 4242) if name == "peername" else default
+
+    class Inner(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.data = b""
+
+        def data_received(self, data: bytes) -> None:
+            self.data += data
+
+    async def run() -> tuple[GuardedProtocol, Inner]:
+        inner = Inner()
+        protocol = GuardedProtocol(lambda: inner, guard)
+        protocol.connection_made(Transport())
+        for part in (b"GET / HTTP/1.1\r\nHost: x\r", b"\n\r", b"\n"):
+            assert not protocol._connection.proven
+            protocol.data_received(part)
+        return protocol, inner
+
+    protocol, inner = asyncio.run(run())
+    assert protocol._connection.proven and inner.data == b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def test_the_global_cap_stays_below_the_open_file_limit(monkeypatch):
+    import resource
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024, 4096))
+    capped = ConnectionGuard(ConnectionLimits(max_total=5000))
+    assert (capped.max_total, capped.backlog) == (1024 - 64 - 2 * 128, 128)
+    small = ConnectionGuard(ConnectionLimits(max_total=500))
+    assert (small.max_total, small.backlog) == (500, 128)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (65536, 65536))
+    roomy = ConnectionGuard(ConnectionLimits(max_total=1024))
+    assert (roomy.max_total, roomy.backlog) == (1024, 1024)
