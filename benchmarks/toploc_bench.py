@@ -4,7 +4,8 @@
 
 For every (hidden size, completion length) it times building the proofs of one completion (32-token chunks,
 top-128, prompt not committed) and verifying them against the same states, takes the best of --repeats runs
-(the machine may be shared), and prints µs per token, the swarmrl/reference ratio, and ms per proof built.
+(the machine may be shared), and prints µs per token, the swarmrl/reference ratio, ms per proof built, and
+how many of swarmrl's proofs are byte-identical to the reference's (bf16 states: ties at the top-k border).
 The reference is called the way prime-rl calls it: build from per-token activation tensors, verify through
 its tensor fast path. Install it with
     pip install --no-binary toploc --no-build-isolation toploc==0.1.6
@@ -54,6 +55,8 @@ def bench_one(reference, hidden: int, tokens: int, repeats: int) -> dict[str, fl
         "our_build": per_token * best_seconds(lambda: build_proofs(states), repeats),
         "our_verify": per_token * best_seconds(lambda: verify_proofs(our_proofs, states), repeats),
         "bytes_per_chunk": len(our_proofs[0]),
+        "identical": sum(ours == theirs for ours, theirs in zip(our_proofs, ref_proofs, strict=True)),
+        "proofs": len(ref_proofs),
     }
 
 
@@ -132,7 +135,7 @@ def main() -> None:
     print(f"proof size: {proof_size(TOPK)} bytes per {CHUNK} tokens")
     header = (
         f"{'hidden':>6} {'tokens':>6} | {'build µs/tok ref':>16} {'swarmrl':>8} {'ratio':>6} {'ms/proof':>8} | "
-        f"{'verify µs/tok ref':>17} {'swarmrl':>8} {'ratio':>6}"
+        f"{'verify µs/tok ref':>17} {'swarmrl':>8} {'ratio':>6} | {'same bytes':>10}"
     )
     print(header)
     print("-" * len(header))
@@ -146,7 +149,7 @@ def main() -> None:
             print(
                 f"{hidden:>6} {tokens:>6} | {r['ref_build']:>16.1f} {r['our_build']:>8.1f} {build_ratio:>6.2f} "
                 f"{r['our_build'] * CHUNK / 1000:>8.3f} | {r['ref_verify']:>17.1f} {r['our_verify']:>8.1f} "
-                f"{verify_ratio:>6.2f}"
+                f"{verify_ratio:>6.2f} | {r['identical']:>5}/{r['proofs']:<4}"
             )
     print(
         f"ratio swarmrl/reference — build: best {min(build_ratios):.2f}, worst {max(build_ratios):.2f}; "

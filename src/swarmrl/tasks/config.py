@@ -95,6 +95,13 @@ class MathRewardConfig(_Strict):
     num_workers: int = Field(2, ge=1, le=64, description="Processes in the math-verify pool.")
     start_method: Literal["spawn", "forkserver"] = Field("spawn", description="multiprocessing start method.")
     float_rounding: int = Field(6, ge=0, description="math-verify float_rounding.")
+    boxed_match_priority: int = Field(
+        0,
+        ge=-1,
+        description="math-verify LatexExtractionConfig.boxed_match_priority: 0 = a \\boxed{} answer wins over "
+        "'final answer is'/'Answer:' phrases (as math-verify's test suite and open-r1 run it), 50 = "
+        "math-verify's default (after those phrases), -1 = boxes are not looked for.",
+    )
 
 
 class CodeRewardConfig(_Strict):

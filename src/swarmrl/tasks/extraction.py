@@ -1,4 +1,4 @@
-"""Pull the final answer out of a completion: after the reasoning, answer tags, \\boxed{...}, fences."""
+"""Where the answer is in a completion: after the reasoning, inside answer tags; the last python fence."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ import re
 from swarmrl.tasks.config import AnswerExtractionConfig
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
-_BRACES = re.compile(r"\\(?:boxed|fbox)\s*\{|\{|\}")
-_ANSWER_LINE = re.compile(r"(?:final answer|answer)\s*(?:is)?\s*[:=]\s*(.+)", re.IGNORECASE)
 
 
-def answer_region(completion: str, config: AnswerExtractionConfig) -> str | None:
-    """The part of the completion that holds the answer, or None when the convention is not met."""
+def answer_text(completion: str, config: AnswerExtractionConfig) -> str | None:
+    """The answer part of the completion exactly as written (not stripped), or None when the convention
+    is not met. Math scoring reads this: math-verify's own patterns look at the whitespace around math."""
     text = completion
     if config.mode in ("think", "auto"):
         end = text.rfind(config.think_end_tag)
@@ -23,10 +22,16 @@ def answer_region(completion: str, config: AnswerExtractionConfig) -> str | None
     if config.mode in ("answer_tag", "auto"):
         tagged = last_tag_content(text, config.answer_tag)
         if tagged is not None:
-            return tagged.strip()
+            return tagged
         if config.mode == "answer_tag":
             return None
-    return text.strip()
+    return text
+
+
+def answer_region(completion: str, config: AnswerExtractionConfig) -> str | None:
+    """`answer_text` without surrounding whitespace."""
+    text = answer_text(completion, config)
+    return None if text is None else text.strip()
 
 
 def last_tag_content(text: str, tag: str) -> str | None:
@@ -38,38 +43,6 @@ def last_tag_content(text: str, tag: str) -> str | None:
     if open_ < 0:
         return None
     return text[open_ + len(tag) + 2 : close]
-
-
-def last_boxed(text: str) -> str | None:
-    r"""Content of the last \boxed{...} (or \fbox{...}), honouring nested braces; None if absent.
-
-    One pass with a stack of open braces, so hostile input (thousands of unclosed \boxed{) stays linear.
-    """
-    stack: list[int] = []  # content start for a \boxed{ brace, -1 for a plain brace
-    best: tuple[int, int] | None = None
-    for match in _BRACES.finditer(text):
-        token = match.group()
-        if token == "}":
-            if stack:
-                opened = stack.pop()
-                if opened >= 0 and (best is None or opened > best[0]):
-                    best = (opened, match.start())
-        else:
-            stack.append(match.end() if token != "{" else -1)
-    return None if best is None else text[best[0] : best[1]]
-
-
-def final_math_answer(region: str) -> str:
-    r"""The answer expression: \boxed{...} if any, else an 'Answer:' line, else the last non-empty line."""
-    boxed = last_boxed(region)
-    if boxed is not None:
-        return boxed.strip()
-    lines = [line.strip() for line in region.strip().splitlines() if line.strip()]
-    for line in reversed(lines):
-        match = _ANSWER_LINE.search(line)
-        if match:
-            return match.group(1).strip().rstrip(".")
-    return lines[-1] if lines else ""
 
 
 def last_python_block(region: str) -> str | None:

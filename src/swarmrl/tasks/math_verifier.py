@@ -1,4 +1,13 @@
-"""Math reward: the extracted final answer checked against the ground truth(s) with math-verify.
+"""Math reward: math-verify extracts the answer from the completion's answer region and compares it with the
+ground truth(s).
+
+Only where the answer is (after the think-end tag, inside answer tags) is ours (`extraction.answer_text`);
+which expression in that text is the answer, and what it equals, is math-verify's: its LaTeX and plain
+expression extractors with \\boxed{} first, the same configuration its own test suite uses. A hand-written
+pre-extraction (last box, an "Answer:" line, the last line) lost comma decimals, display math over several
+lines, relations, matrices and sets of several boxes, and matched a single combined box that math-verify
+rejects; tests/unit/tasks/test_tasks_math_verify_suite.py holds the reward to math-verify's own verdict on
+every case of its published suite.
 
 math-verify guards `parse`/`verify` with `signal.alarm`, which only works on the main thread of the main
 interpreter and silently misbehaves elsewhere. We switch those timeouts off (`parsing_timeout=None`,
@@ -9,35 +18,57 @@ SIGKILLed and replaced when it misses the deadline. So any thread or process may
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from swarmrl.tasks.config import AnswerExtractionConfig, MathRewardConfig
 from swarmrl.tasks.errors import TaskError, VerifierCrash, VerifierTimeout
-from swarmrl.tasks.extraction import answer_region, final_math_answer
+from swarmrl.tasks.extraction import answer_text
 from swarmrl.tasks.process_pool import WallClockPool
 from swarmrl.tasks.task import Task
 
 log = logging.getLogger(__name__)
 
+_MATH_DELIMITERS = ("$", "\\(", "\\[", "\\boxed")
+# A bare number as datasets write it ("7,425,000", "1 000", "1000,99", "12.5%"): math-verify's own number
+# reader takes it as written, where inside $...$ LaTeX would read "1,22" as the set {1, 22}.
+_PLAIN_NUMBER = re.compile(r"-?(?:\d{1,3}(?:[ ,]\d{3})+|\d+)?(?:[.,]\d+)?\s*%?")
 
-def verify_math(answer: str, ground_truths: Sequence[str], float_rounding: int = 6) -> bool:
-    """True when `answer` equals any ground truth under math-verify (runs in a pool worker; no signals)."""
+
+def gold_text(truth: str) -> str:
+    """The ground truth as math-verify should read it.
+
+    Written with math delimiters (math-verify's test-suite style, "$x \\geq 5$", "\\boxed{1}, \\boxed{2}") or
+    as a bare number it is parsed as written, exactly as math-verify alone would. Bare LaTeX ("3\\sqrt{2}",
+    "(1,3]", "x^2+1": the usual dataset answer) is wrapped in $...$: read without delimiters math-verify
+    would find no LaTeX at all, only a stray number ("3" of "3\\sqrt{2}").
+    """
+    stripped = truth.strip()
+    if any(d in stripped for d in _MATH_DELIMITERS) or (
+        any(c.isdigit() for c in stripped) and _PLAIN_NUMBER.fullmatch(stripped)
+    ):
+        return truth
+    return f"${stripped}$"
+
+
+def verify_math(
+    answer_text: str, ground_truths: Sequence[str], float_rounding: int = 6, boxed_match_priority: int = 0
+) -> bool:
+    """True when math-verify finds in `answer_text` an answer equal to any ground truth.
+
+    Runs in a pool worker: math-verify's signal-based timeouts are off, the pool's deadline bounds it.
+    """
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    configs = [LatexExtractionConfig(), ExprExtractionConfig()]
-    # math-verify's latex extractor expects math delimiters; a bare answer like "x^2" is wrapped in $...$.
-    predictions = parse(f"${answer}$", extraction_config=configs, parsing_timeout=None)
-    if not predictions:
-        predictions = parse(answer, extraction_config=configs, parsing_timeout=None)
+    configs = [LatexExtractionConfig(boxed_match_priority=boxed_match_priority), ExprExtractionConfig()]
+    predictions = parse(answer_text, extraction_config=configs, parsing_timeout=None)
     if not predictions:
         return False
     for truth in ground_truths:
-        gold = parse(f"${truth}$", extraction_config=configs, parsing_timeout=None)
-        if not gold:
-            gold = parse(truth, extraction_config=configs, parsing_timeout=None)
+        gold = parse(gold_text(truth), extraction_config=configs, parsing_timeout=None)
         if gold and verify(gold, predictions, float_rounding=float_rounding, timeout_seconds=None):
             return True
     return False
@@ -70,15 +101,17 @@ class MathVerifier:
 
     def score(self, task: Task, completion: str) -> float:
         truths = math_ground_truths(task)
-        region = answer_region(completion, self.extraction)
-        if region is None:
-            return 0.0
-        answer = final_math_answer(region)
-        if not answer:
+        text = answer_text(completion, self.extraction)
+        if text is None or not text.strip():
             return 0.0
         try:
             ok = self._get_pool().call(
-                verify_math, answer, truths, self.config.float_rounding, timeout=self.config.timeout_seconds
+                verify_math,
+                text,
+                truths,
+                self.config.float_rounding,
+                self.config.boxed_match_priority,
+                timeout=self.config.timeout_seconds,
             )
         except VerifierTimeout:
             log.info("math-verify timed out on task %s; scoring 0", task.task_id)
