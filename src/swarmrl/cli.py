@@ -2,17 +2,117 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from typer.core import TyperCommand, TyperGroup
 
 from swarmrl.config import ConfigError, RunConfig, load_config
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+@dataclass(frozen=True)
+class RoleCommand:
+    """A command that lives with its role; imported only when it runs or its own help is asked for."""
+
+    summary: str  # the line `swarmrl --help` lists (a test keeps it equal to the command's own)
+    load: Callable[[], typer.Typer]
+
+
+def _one(module: str, function: str) -> Callable[[], typer.Typer]:
+    def load() -> typer.Typer:
+        single = typer.Typer(add_completion=False)
+        single.command()(getattr(importlib.import_module(module), function))
+        return single
+
+    return load
+
+
+def _group(module: str, help: str, commands: dict[str, str]) -> Callable[[], typer.Typer]:
+    def load() -> typer.Typer:
+        loaded = importlib.import_module(module)
+        group = typer.Typer(help=help, no_args_is_help=True, add_completion=False)
+        for name, function in commands.items():
+            group.command(name)(getattr(loaded, function))
+        return group
+
+    return load
+
+
+def _typer(module: str, attribute: str) -> Callable[[], typer.Typer]:
+    return lambda: getattr(importlib.import_module(module), attribute)
+
+
+# Each pulls in what its role needs (sqlalchemy, aiohttp, torch ...); `swarmrl --help` and the light roles
+# (coordinator, relay, admin) must not pay for the others.
+ROLE_COMMANDS = {
+    "coordinator": RoleCommand(
+        "Run the coordinator: identities, heartbeats, step counter, task seeds, uploads, verdicts, ledger.",
+        _one("swarmrl.coordinator.cli", "coordinator"),
+    ),
+    "admin": RoleCommand(
+        "Operator commands against a running coordinator (admin token from the environment).",
+        _typer("swarmrl.coordinator.cli", "admin"),
+    ),
+    "diloco": RoleCommand(
+        "Run DiLoCo (or DDP) with N local workers on gloo and print eval loss, bytes and compute utilisation.",
+        _one("swarmrl.diloco.cli", "diloco"),
+    ),
+    "diloco-replica": RoleCommand(
+        "One elastic DiLoCo replica on torchft (start a lighthouse first: `torchft_lighthouse --min_replicas 2`).",
+        _one("swarmrl.diloco.cli", "diloco_replica"),
+    ),
+    "tasks": RoleCommand(
+        "Inspect and filter task sources.",
+        _group(
+            "swarmrl.tasks.cli",
+            "Inspect and filter task sources.",
+            {"preview": "preview_generator", "filter-band": "filter_band"},
+        ),
+    ),
+    "relay": RoleCommand(
+        "Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them.",
+        _one("swarmrl.shardcast.cli", "relay"),
+    ),
+    "shardcast": RoleCommand(
+        "Checkpoint broadcast: origin, publish, fetch.",
+        _group(
+            "swarmrl.shardcast.cli",
+            "Checkpoint broadcast: origin, publish, fetch.",
+            {"origin": "origin", "publish": "publish", "fetch": "fetch"},
+        ),
+    ),
+}
+
+
+class _RoleSummary(TyperCommand):
+    """Stands in for a role command in `swarmrl --help` (and command suggestions) until it is run."""
+
+
+class _RolesGroup(TyperGroup):
+    """The top-level group: role commands are listed from their summaries and imported when they run."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, role in ROLE_COMMANDS.items():
+            self.commands.setdefault(name, _RoleSummary(name, help=role.summary))
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        if isinstance(command, _RoleSummary):
+            command = typer.main.get_command(ROLE_COMMANDS[name].load())
+            command.name = name
+            self.commands[name] = command
+        return name, command, rest
+
+
+app = typer.Typer(cls=_RolesGroup, add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console()
 
 ConfigArg = Annotated[str | None, typer.Argument(help="run config TOML, optionally written @path")]
@@ -278,32 +378,6 @@ def validator_calibrate(
     from swarmrl.launch.calibration import run_calibration
 
     run_calibration(_config(config, overrides, False), completions, safety, output, console)
-
-
-def _register_role_commands() -> None:
-    """Commands whose functions live with their role (each package's cli.py)."""
-    from swarmrl.coordinator.cli import admin, coordinator
-    from swarmrl.diloco.cli import diloco, diloco_replica
-    from swarmrl.shardcast.cli import fetch, origin, publish, relay
-    from swarmrl.tasks.cli import filter_band, preview_generator
-
-    app.command("coordinator")(coordinator)
-    app.add_typer(admin, name="admin")
-    app.command("diloco")(diloco)
-    app.command("diloco-replica")(diloco_replica)
-    tasks_app = typer.Typer(help="Inspect and filter task sources.", no_args_is_help=True)
-    tasks_app.command("preview")(preview_generator)
-    tasks_app.command("filter-band")(filter_band)
-    app.add_typer(tasks_app, name="tasks")
-    app.command("relay")(relay)
-    shardcast_app = typer.Typer(help="Checkpoint broadcast: origin, publish, fetch.", no_args_is_help=True)
-    shardcast_app.command("origin")(origin)
-    shardcast_app.command("publish")(publish)
-    shardcast_app.command("fetch")(fetch)
-    app.add_typer(shardcast_app, name="shardcast")
-
-
-_register_role_commands()
 
 
 if __name__ == "__main__":
