@@ -11,10 +11,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.logging import RichHandler
 from typer.core import TyperCommand, TyperGroup
 
 from swarmrl.config import ConfigError, RunConfig, load_config
+from swarmrl.logs import LOG_FORMAT_ENV, LogFormat, configure_logging
 
 
 @dataclass(frozen=True)
@@ -121,14 +121,17 @@ DryRun = Annotated[bool, typer.Option("--dry-run", help="print the resolved conf
 
 
 @app.callback()
-def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(message)s",
-        handlers=[RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=True)],
-    )
-    for noisy in ("httpx", "transformers", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug messages too")] = False,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            envvar=LOG_FORMAT_ENV,
+            help="rich (terminal), plain or json lines (logger, pid); auto: rich on a TTY, plain elsewhere",
+        ),
+    ] = "auto",
+) -> None:
+    configure_logging(log_format, logging.DEBUG if verbose else logging.INFO)
 
 
 def _config(path: str | None, overrides: list[str] | None, dry_run: bool) -> RunConfig:
