@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -91,6 +91,39 @@ ROLE_COMMANDS = {
 }
 
 
+# Modules of optional dependencies → the extra that installs them (see pyproject.toml; a test keeps them in step).
+MODULE_EXTRAS = {
+    "torch": "model",
+    "transformers": "model",
+    "tokenizers": "model",
+    "safetensors": "model",
+    "math_verify": "tasks",
+    "reasoning_gym": "tasks",
+    "fastapi": "coordinator",
+    "uvicorn": "coordinator",
+    "sqlalchemy": "coordinator",
+    "aiohttp": "relay",
+    "matplotlib": "trainer",
+    "psycopg": "postgres",
+    "datasets": "hub",
+    "boto3": "s3",
+    "tensorboard": "metrics",
+    "wandb": "metrics",
+    "torchft": "elastic",
+}
+# Extras named after the command that needs them; other commands that lack a role dependency get `all`.
+ROLE_EXTRAS = ("coordinator", "relay", "worker", "validator", "trainer", "diloco")
+_ROLE_ONLY = {"model", "tasks", "coordinator", "relay", "trainer"}
+
+
+def missing_extra(command: str | None, module: str) -> str | None:
+    """The extra to install when `command` failed to import `module`; None when no extra provides it."""
+    extra = MODULE_EXTRAS.get(module)
+    if extra is None or extra not in _ROLE_ONLY:
+        return extra
+    return command if command in ROLE_EXTRAS else "all"
+
+
 class _RoleSummary(TyperCommand):
     """Stands in for a role command in `swarmrl --help` (and command suggestions) until it is run."""
 
@@ -103,13 +136,35 @@ class _RolesGroup(TyperGroup):
         for name, role in ROLE_COMMANDS.items():
             self.commands.setdefault(name, _RoleSummary(name, help=role.summary))
 
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            _explain_missing(ctx.invoked_subcommand, exc)
+
     def resolve_command(self, ctx: typer.Context, args: list[str]):
         name, command, rest = super().resolve_command(ctx, args)
         if isinstance(command, _RoleSummary):
-            command = typer.main.get_command(ROLE_COMMANDS[name].load())
+            try:
+                command = typer.main.get_command(ROLE_COMMANDS[name].load())
+            except ModuleNotFoundError as exc:
+                _explain_missing(name, exc)
             command.name = name
             self.commands[name] = command
         return name, command, rest
+
+
+def _explain_missing(command: str | None, exc: ModuleNotFoundError) -> NoReturn:
+    """Name the extra that provides the missing module; re-raise when no extra does (a real bug)."""
+    module = (exc.name or "").split(".")[0]
+    extra = missing_extra(command, module)
+    if extra is None:
+        raise exc
+    typer.echo(
+        f"swarmrl {command} needs {module}, which this installation lacks: pip install 'swarmrl[{extra}]'",
+        err=True,
+    )
+    raise typer.Exit(1) from exc
 
 
 app = typer.Typer(cls=_RolesGroup, add_completion=False, no_args_is_help=True, help=__doc__)
@@ -173,19 +228,20 @@ def demo(
 @app.command()
 def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = False) -> None:
     """Asynchronous RL on this machine: a trainer and N workers sharing a run directory (resumes if present)."""
+    cfg = _config(config, overrides, dry_run)
     from swarmrl.launch.local import run_local
     from swarmrl.launch.prepare import prepare_run
 
-    cfg = _config(config, overrides, dry_run)
     run_local(cfg, prepare_run(cfg), console=console)
 
 
 @app.command()
 def sft(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = False) -> None:
     """Warm-start a policy by supervised training on task demonstrations; writes checkpoints/step_0."""
+    cfg = _config(config, overrides, dry_run)
     from swarmrl.launch.prepare import prepare_run
 
-    rundir = prepare_run(_config(config, overrides, dry_run))
+    rundir = prepare_run(cfg)
     console.print(f"starting policy: {rundir.checkpoints / 'step_0'}")
 
 
@@ -312,10 +368,10 @@ def filter_tasks(
     dry_run: DryRun = False,
 ) -> None:
     """Offline difficulty filter: write each task's solve rate under a policy (keep a band with tasks.solve_rate_band)."""
+    cfg = _config(config, overrides, dry_run)
     from swarmrl.launch.filter import run_filter, solve_rate_histogram
     from swarmrl.launch.prepare import prepare_run
 
-    cfg = _config(config, overrides, dry_run)
     policy = checkpoint or prepare_run(cfg).checkpoints / "step_0"
     rated = run_filter(cfg, policy, output, num_tasks, k)
     lo, hi = cfg.tasks.solve_rate_band or (0.1, 0.8)
