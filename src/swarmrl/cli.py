@@ -111,17 +111,29 @@ MODULE_EXTRAS = {
     "wandb": "metrics",
     "torchft": "elastic",
 }
-# Extras named after the command that needs them; other commands that lack a role dependency get `all`.
-ROLE_EXTRAS = ("coordinator", "relay", "worker", "validator", "trainer", "diloco")
-_ROLE_ONLY = {"model", "tasks", "coordinator", "relay", "trainer"}
+# Extras named after a role command, and the smaller extras each one installs (pyproject.toml; tested).
+ROLE_EXTRAS = {
+    "coordinator": {"coordinator"},
+    "relay": {"relay"},
+    "worker": {"model", "tasks", "relay"},
+    "validator": {"model", "tasks", "relay"},
+    "trainer": {"model", "tasks", "relay", "trainer"},
+    "diloco": {"model"},
+}
 
 
 def missing_extra(command: str | None, module: str) -> str | None:
-    """The extra to install when `command` failed to import `module`; None when no extra provides it."""
+    """The extra to install when `command` failed to import `module`; None when no extra provides it.
+
+    The command's own extra when it has one that covers the module, else the module's opt-in extra
+    (postgres, s3, ...), else `all`, which holds every role's dependencies.
+    """
     extra = MODULE_EXTRAS.get(module)
-    if extra is None or extra not in _ROLE_ONLY:
-        return extra
-    return command if command in ROLE_EXTRAS else "all"
+    if extra is None:
+        return None
+    if extra in ROLE_EXTRAS.get(command or "", set()):
+        return command
+    return "all" if any(extra in extras for extras in ROLE_EXTRAS.values()) else extra
 
 
 class _RoleSummary(TyperCommand):

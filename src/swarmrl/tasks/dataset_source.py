@@ -138,7 +138,9 @@ def load_dataset_tasks(config: DatasetSourceConfig) -> list[Task]:
     try:
         import datasets
     except ImportError as exc:
-        raise TaskError("loading from the HF hub needs the `datasets` package") from exc
+        raise TaskError(
+            "loading from the HF hub needs the `datasets` package: pip install 'swarmrl[hub]'"
+        ) from exc
     split = config.hf_split if config.limit is None else f"{config.hf_split}[:{config.limit}]"
     hub = datasets.load_dataset(config.hf_dataset, split=split)
     return tasks_from_rows(

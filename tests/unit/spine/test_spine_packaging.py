@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from swarmrl.cli import MODULE_EXTRAS, ROLE_EXTRAS
+from swarmrl.cli import MODULE_EXTRAS, ROLE_EXTRAS, missing_extra
 
 REPO = Path(__file__).resolve().parents[3]
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
@@ -83,8 +83,27 @@ def test_role_extras_cover_what_their_roles_import():
     for role in ("worker", "validator", "trainer"):
         assert {"torch", "transformers", "aiohttp", "reasoning-gym", "math-verify"} <= closure(role)
     assert {"fastapi", "uvicorn", "sqlalchemy"} <= closure("coordinator")
-    assert set(ROLE_EXTRAS) <= set(EXTRAS)
+    for role, extras in ROLE_EXTRAS.items():
+        for extra in extras - {role}:
+            assert closure(extra) <= closure(role), (role, extra)
     assert set().union(*(closure(role) for role in ROLE_EXTRAS)) <= closure("all")
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "extra"),
+    [
+        ("worker", "torch", "worker"),
+        ("trainer", "matplotlib", "trainer"),
+        ("relay", "aiohttp", "relay"),
+        ("coordinator", "torch", "all"),  # the coordinator's extra has no torch: never suggest it
+        ("rl", "torch", "all"),
+        ("worker", "wandb", "metrics"),
+        ("coordinator", "psycopg", "postgres"),
+        ("worker", "not_a_dependency", None),
+    ],
+)
+def test_the_suggested_extra(command, module, extra):
+    assert missing_extra(command, module) == extra
 
 
 @pytest.mark.parametrize(("module", "extra"), sorted(MODULE_EXTRAS.items()))
