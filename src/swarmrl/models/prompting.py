@@ -13,7 +13,9 @@ Two formats:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -87,7 +89,7 @@ def prompt_format(tokenizer: PreTrainedTokenizerBase, settings: PromptSection) -
 def stop_token_ids(
     tokenizer: PreTrainedTokenizerBase, settings: PromptSection, chat: bool
 ) -> tuple[int, ...]:
-    """End of turn (chat), EOS, then `settings.stop_tokens`, each once and in that order."""
+    """End of turn (chat), EOS, the model's generation EOS list, then `settings.stop_tokens`, each once."""
     ids: list[int] = []
     if chat:
         end_of_turn = _end_of_turn_id(tokenizer, settings)
@@ -95,6 +97,7 @@ def stop_token_ids(
             ids.append(end_of_turn)
     if tokenizer.eos_token_id is not None:
         ids.append(tokenizer.eos_token_id)
+    ids += _generation_eos_ids(tokenizer)
     for token in settings.stop_tokens:
         ids.append(_single_token_id(tokenizer, token))
     if not ids:
@@ -115,6 +118,28 @@ def _end_of_turn_id(tokenizer: PreTrainedTokenizerBase, settings: PromptSection)
     first = tokenizer(after, add_special_tokens=False).input_ids[:1]
     special = set(tokenizer.all_special_ids)
     return first[0] if first and first[0] in special else None
+
+
+def _generation_eos_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """`eos_token_id` of the generation_config.json saved beside the tokenizer (a checkpoint directory).
+
+    Models list every token that ends an answer there (Qwen: <|im_end|> and <|endoftext|>; Llama 3:
+    <|end_of_text|>, <|eom_id|>, <|eot_id|>). Worker and validator load the tokenizer from the same
+    checkpoint, so both see the same list.
+    """
+    if not tokenizer.name_or_path:
+        return []
+    path = Path(tokenizer.name_or_path) / "generation_config.json"
+    if not path.is_file():
+        return []
+    try:
+        eos = json.loads(path.read_text()).get("eos_token_id")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise PromptError(f"{path}: unreadable generation config ({exc})") from exc
+    eos = [eos] if isinstance(eos, int) else eos or []
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(tokenizer) for i in eos):
+        raise PromptError(f"{path}: eos_token_id {eos!r} is not a list of this tokenizer's token ids")
+    return list(eos)
 
 
 def _single_token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int:

@@ -1,6 +1,8 @@
 """Prompts through a real chat template: the ids match transformers' `apply_chat_template`, stops include
 the template's end-of-turn token, and the plain format of base models stays byte-for-byte what it was."""
 
+import json
+
 import pytest
 
 from swarmrl.config import ConfigError, PromptSection, load_config
@@ -194,3 +196,27 @@ def test_chat_template_kwargs_reach_the_template(qwen3_like):
     )
     prompts = prompt_format(tokenizer, PromptSection(chat_template_kwargs={"mode": "/brief"}))
     assert prompts.text("q").endswith("<|im_start|>assistant\n/brief")
+
+
+def saved(tokenizer, directory, generation_config: dict):
+    """The tokenizer as a checkpoint directory holds it, beside the model's generation_config.json."""
+    from transformers import AutoTokenizer
+
+    tokenizer.save_pretrained(directory)
+    (directory / "generation_config.json").write_text(json.dumps(generation_config))
+    return AutoTokenizer.from_pretrained(directory, local_files_only=True)
+
+
+def test_the_models_generation_eos_list_stops_too(qwen25_base_like, tmp_path):
+    im_end = qwen25_base_like.convert_tokens_to_ids(IM_END)
+    bos, eos = qwen25_base_like.bos_token_id, qwen25_base_like.eos_token_id
+    loaded = saved(qwen25_base_like, tmp_path, {"eos_token_id": [eos, bos]})
+    assert prompt_format(loaded, PromptSection()).stop_token_ids == (im_end, eos, bos)
+    assert prompt_format(loaded, PromptSection(format="plain")).stop_token_ids == (eos, bos)
+
+
+@pytest.mark.parametrize("eos", [10**6, [1, "x"], "2", True])
+def test_a_bad_generation_eos_list_is_a_prompt_error(plain, tmp_path, eos):
+    loaded = saved(plain, tmp_path, {"eos_token_id": eos})
+    with pytest.raises(PromptError, match="eos_token_id"):
+        prompt_format(loaded, PromptSection())
