@@ -26,7 +26,7 @@ from swarmrl.config import RunConfig, load_config
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.models.prompting import render_prompt
+from swarmrl.models.prompting import prompt_format
 from swarmrl.tasks.registry import build_tasks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,10 +79,12 @@ def trl_run(config: RunConfig, start: Path, steps: int, output: Path) -> float:
     tokenizer.padding_side = "left"
     model = load_model(start)
     tasks = build_tasks(config.tasks)
+    prompts = prompt_format(tokenizer, config.prompt)
     rows = []
     for i in range(PROMPTS * steps):
         task = tasks[i]
-        prompt = tokenizer.bos_token + render_prompt(config.prompt.template, task.prompt)
+        # The text of the very ids swarmrl's workers send (BOS included for a plain prompt).
+        prompt = tokenizer.decode(prompts.ids(task.prompt))
         rows.append({"prompt": prompt, "answer": task.verification_info["answer"]})
     scorer = reasoning_gym.create_dataset("spell_backward", seed=0, size=1)
 

@@ -25,6 +25,7 @@ from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model
+from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutHeader, write_rollouts
 from swarmrl.validator.rollout_checks import validate_file
 from swarmrl.validator.service import local_context
@@ -63,12 +64,7 @@ def main() -> None:
                 config.run.seed,
             )
             prompts = assigned_prompts(
-                spec,
-                context.tasks,
-                context.tokenizer,
-                config.prompt.template,
-                config.prompt.add_bos,
-                config.tasks,
+                spec, context.tasks, prompt_format(context.tokenizer, config.prompt), config.tasks
             )
             started = time.perf_counter()
             rows = generate_batch(engine, spec, prompts, params)

@@ -2,17 +2,184 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.logging import RichHandler
+from typer.core import TyperCommand, TyperGroup
 
 from swarmrl.config import ConfigError, RunConfig, load_config
+from swarmrl.logs import LOG_FORMAT_ENV, LogFormat, configure_logging
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+@dataclass(frozen=True)
+class RoleCommand:
+    """A command that lives with its role; imported only when it runs or its own help is asked for."""
+
+    summary: str  # the line `swarmrl --help` lists (a test keeps it equal to the command's own)
+    load: Callable[[], typer.Typer]
+
+
+def _one(module: str, function: str) -> Callable[[], typer.Typer]:
+    def load() -> typer.Typer:
+        single = typer.Typer(add_completion=False)
+        single.command()(getattr(importlib.import_module(module), function))
+        return single
+
+    return load
+
+
+def _group(module: str, help: str, commands: dict[str, str]) -> Callable[[], typer.Typer]:
+    def load() -> typer.Typer:
+        loaded = importlib.import_module(module)
+        group = typer.Typer(help=help, no_args_is_help=True, add_completion=False)
+        for name, function in commands.items():
+            group.command(name)(getattr(loaded, function))
+        return group
+
+    return load
+
+
+def _typer(module: str, attribute: str) -> Callable[[], typer.Typer]:
+    return lambda: getattr(importlib.import_module(module), attribute)
+
+
+# Each pulls in what its role needs (sqlalchemy, aiohttp, torch ...); `swarmrl --help` and the light roles
+# (coordinator, relay, admin) must not pay for the others.
+ROLE_COMMANDS = {
+    "coordinator": RoleCommand(
+        "Run the coordinator: identities, heartbeats, step counter, task seeds, uploads, verdicts, ledger.",
+        _one("swarmrl.coordinator.cli", "coordinator"),
+    ),
+    "admin": RoleCommand(
+        "Operator commands against a running coordinator (admin token from the environment).",
+        _typer("swarmrl.coordinator.cli", "admin"),
+    ),
+    "diloco": RoleCommand(
+        "Run DiLoCo (or DDP) with N local workers on gloo and print eval loss, bytes and compute utilisation.",
+        _one("swarmrl.diloco.cli", "diloco"),
+    ),
+    "diloco-replica": RoleCommand(
+        "One elastic DiLoCo replica on torchft (start a lighthouse first: `torchft_lighthouse --min_replicas 2`).",
+        _one("swarmrl.diloco.cli", "diloco_replica"),
+    ),
+    "tasks": RoleCommand(
+        "Inspect and filter task sources.",
+        _group(
+            "swarmrl.tasks.cli",
+            "Inspect and filter task sources.",
+            {"preview": "preview_generator", "filter-band": "filter_band"},
+        ),
+    ),
+    "relay": RoleCommand(
+        "Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them.",
+        _one("swarmrl.shardcast.cli", "relay"),
+    ),
+    "shardcast": RoleCommand(
+        "Checkpoint broadcast: origin, publish, fetch.",
+        _group(
+            "swarmrl.shardcast.cli",
+            "Checkpoint broadcast: origin, publish, fetch.",
+            {"origin": "origin", "publish": "publish", "fetch": "fetch"},
+        ),
+    ),
+}
+
+
+# Modules of optional dependencies → the extra that installs them (see pyproject.toml; a test keeps them in step).
+MODULE_EXTRAS = {
+    "torch": "model",
+    "transformers": "model",
+    "tokenizers": "model",
+    "safetensors": "model",
+    "math_verify": "tasks",
+    "reasoning_gym": "tasks",
+    "fastapi": "coordinator",
+    "uvicorn": "coordinator",
+    "sqlalchemy": "coordinator",
+    "aiohttp": "relay",
+    "matplotlib": "trainer",
+    "psycopg": "postgres",
+    "datasets": "hub",
+    "boto3": "s3",
+    "tensorboard": "metrics",
+    "wandb": "metrics",
+    "torchft": "elastic",
+}
+# Extras named after a role command, and the smaller extras each one installs (pyproject.toml; tested).
+ROLE_EXTRAS = {
+    "coordinator": {"coordinator"},
+    "relay": {"relay"},
+    "worker": {"model", "tasks", "relay"},
+    "validator": {"model", "tasks", "relay"},
+    "trainer": {"model", "tasks", "relay", "trainer"},
+    "diloco": {"model"},
+}
+
+
+def missing_extra(command: str | None, module: str) -> str | None:
+    """The extra to install when `command` failed to import `module`; None when no extra provides it.
+
+    The command's own extra when it has one that covers the module, else the module's opt-in extra
+    (postgres, s3, ...), else `all`, which holds every role's dependencies.
+    """
+    extra = MODULE_EXTRAS.get(module)
+    if extra is None:
+        return None
+    if extra in ROLE_EXTRAS.get(command or "", set()):
+        return command
+    return "all" if any(extra in extras for extras in ROLE_EXTRAS.values()) else extra
+
+
+class _RoleSummary(TyperCommand):
+    """Stands in for a role command in `swarmrl --help` (and command suggestions) until it is run."""
+
+
+class _RolesGroup(TyperGroup):
+    """The top-level group: role commands are listed from their summaries and imported when they run."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, role in ROLE_COMMANDS.items():
+            self.commands.setdefault(name, _RoleSummary(name, help=role.summary))
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            _explain_missing(ctx.invoked_subcommand, exc)
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        if isinstance(command, _RoleSummary):
+            try:
+                command = typer.main.get_command(ROLE_COMMANDS[name].load())
+            except ModuleNotFoundError as exc:
+                _explain_missing(name, exc)
+            command.name = name
+            self.commands[name] = command
+        return name, command, rest
+
+
+def _explain_missing(command: str | None, exc: ModuleNotFoundError) -> NoReturn:
+    """Name the extra that provides the missing module; re-raise when no extra does (a real bug)."""
+    module = (exc.name or "").split(".")[0]
+    extra = missing_extra(command, module)
+    if extra is None:
+        raise exc
+    typer.echo(
+        f"swarmrl {command} needs {module}, which this installation lacks: pip install 'swarmrl[{extra}]'",
+        err=True,
+    )
+    raise typer.Exit(1) from exc
+
+
+app = typer.Typer(cls=_RolesGroup, add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console()
 
 ConfigArg = Annotated[str | None, typer.Argument(help="run config TOML, optionally written @path")]
@@ -21,14 +188,17 @@ DryRun = Annotated[bool, typer.Option("--dry-run", help="print the resolved conf
 
 
 @app.callback()
-def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(message)s",
-        handlers=[RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=True)],
-    )
-    for noisy in ("httpx", "transformers", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug messages too")] = False,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            envvar=LOG_FORMAT_ENV,
+            help="rich (terminal), plain or json lines (logger, pid); auto: rich on a TTY, plain elsewhere",
+        ),
+    ] = "auto",
+) -> None:
+    configure_logging(log_format, logging.DEBUG if verbose else logging.INFO)
 
 
 def _config(path: str | None, overrides: list[str] | None, dry_run: bool) -> RunConfig:
@@ -70,19 +240,20 @@ def demo(
 @app.command()
 def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = False) -> None:
     """Asynchronous RL on this machine: a trainer and N workers sharing a run directory (resumes if present)."""
+    cfg = _config(config, overrides, dry_run)
     from swarmrl.launch.local import run_local
     from swarmrl.launch.prepare import prepare_run
 
-    cfg = _config(config, overrides, dry_run)
     run_local(cfg, prepare_run(cfg), console=console)
 
 
 @app.command()
 def sft(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = False) -> None:
     """Warm-start a policy by supervised training on task demonstrations; writes checkpoints/step_0."""
+    cfg = _config(config, overrides, dry_run)
     from swarmrl.launch.prepare import prepare_run
 
-    rundir = prepare_run(_config(config, overrides, dry_run))
+    rundir = prepare_run(cfg)
     console.print(f"starting policy: {rundir.checkpoints / 'step_0'}")
 
 
@@ -209,10 +380,10 @@ def filter_tasks(
     dry_run: DryRun = False,
 ) -> None:
     """Offline difficulty filter: write each task's solve rate under a policy (keep a band with tasks.solve_rate_band)."""
+    cfg = _config(config, overrides, dry_run)
     from swarmrl.launch.filter import run_filter, solve_rate_histogram
     from swarmrl.launch.prepare import prepare_run
 
-    cfg = _config(config, overrides, dry_run)
     policy = checkpoint or prepare_run(cfg).checkpoints / "step_0"
     rated = run_filter(cfg, policy, output, num_tasks, k)
     lo, hi = cfg.tasks.solve_rate_band or (0.1, 0.8)
@@ -278,32 +449,6 @@ def validator_calibrate(
     from swarmrl.launch.calibration import run_calibration
 
     run_calibration(_config(config, overrides, False), completions, safety, output, console)
-
-
-def _register_role_commands() -> None:
-    """Commands whose functions live with their role (each package's cli.py)."""
-    from swarmrl.coordinator.cli import admin, coordinator
-    from swarmrl.diloco.cli import diloco, diloco_replica
-    from swarmrl.shardcast.cli import fetch, origin, publish, relay
-    from swarmrl.tasks.cli import filter_band, preview_generator
-
-    app.command("coordinator")(coordinator)
-    app.add_typer(admin, name="admin")
-    app.command("diloco")(diloco)
-    app.command("diloco-replica")(diloco_replica)
-    tasks_app = typer.Typer(help="Inspect and filter task sources.", no_args_is_help=True)
-    tasks_app.command("preview")(preview_generator)
-    tasks_app.command("filter-band")(filter_band)
-    app.add_typer(tasks_app, name="tasks")
-    app.command("relay")(relay)
-    shardcast_app = typer.Typer(help="Checkpoint broadcast: origin, publish, fetch.", no_args_is_help=True)
-    shardcast_app.command("origin")(origin)
-    shardcast_app.command("publish")(publish)
-    shardcast_app.command("fetch")(fetch)
-    app.add_typer(shardcast_app, name="shardcast")
-
-
-_register_role_commands()
 
 
 if __name__ == "__main__":

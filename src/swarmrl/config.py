@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from swarmrl.models.tiny import TinyModelSpec
 
@@ -50,11 +50,57 @@ class ModelSection(Section):
     )
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="training and inference dtype")
     attn_implementation: Literal["sdpa", "eager"] = Field("sdpa", description="attention kernel")
+    chat_template: Literal["none", "chatml"] = Field(
+        "none",
+        description="chat template of the tokenizer trained for a tiny model: 'chatml' is Qwen-style ChatML "
+        "with <think> reasoning (use with prompt.format 'chat' or 'auto'); ignored with `path`",
+    )
 
 
 class PromptSection(Section):
-    template: str = Field("{question}\nAnswer:", description="turns a task prompt into the model's input")
-    add_bos: bool = Field(True, description="prefix the tokenizer's BOS token")
+    """How a task's text becomes the model's input; see `swarmrl.models.prompting`."""
+
+    format: Literal["auto", "chat", "plain"] = Field(
+        "auto",
+        description="'chat': the tokenizer's chat template (instruct and reasoning models); 'plain': "
+        "`template` as text (base models); 'auto': chat when the tokenizer has a chat template, else plain",
+    )
+    template: str = Field(
+        "{question}\nAnswer:", description="plain format: the whole prompt, {question} is the task's prompt"
+    )
+    add_bos: bool = Field(
+        True, description="plain format: prefix the tokenizer's BOS token (a chat template places its own)"
+    )
+    user_template: str = Field(
+        "{question}", description="chat format: the user turn, {question} is the task's prompt"
+    )
+    system: str | None = Field(
+        None, description="chat format: the system prompt; unset leaves the template's default (if any)"
+    )
+    enable_thinking: bool | None = Field(
+        None,
+        description="chat format: the template's thinking switch (Qwen3: false pre-fills an empty "
+        "<think></think>); unset leaves the template's default",
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="chat format: further variables the chat template reads"
+    )
+    stop_tokens: list[str] = Field(
+        default_factory=list,
+        description="more tokens that end a completion, besides EOS and the chat template's end-of-turn token",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> PromptSection:
+        for name in ("template", "user_template"):
+            if "{question}" not in getattr(self, name):
+                raise ValueError(f"prompt.{name} must contain {{question}}")
+        reserved = {"enable_thinking", "messages", "add_generation_prompt", "tokenize"} & set(
+            self.chat_template_kwargs
+        )
+        if reserved:
+            raise ValueError(f"prompt.chat_template_kwargs may not set {sorted(reserved)}")
+        return self
 
 
 class SFTSection(Section):

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformers import PreTrainedTokenizerBase
-
 from swarmrl.inference.engine import GenerationRequest, InferenceEngine, SamplingParams
-from swarmrl.models.prompting import encode_prompt, render_prompt
+from swarmrl.models.prompting import PromptFormat
 from swarmrl.rollouts.assignment import sample_seed
 from swarmrl.tasks.config import TasksConfig
 from swarmrl.tasks.reward import RewardRequest, compute_rewards
@@ -27,25 +25,23 @@ class EvalResult:
 
 def evaluate(
     engine: InferenceEngine,
-    tokenizer: PreTrainedTokenizerBase,
     tasks: list[Task],
     *,
-    template: str,
-    add_bos: bool,
+    prompts: PromptFormat,
     tasks_config: TasksConfig,
     params: SamplingParams,
     samples_per_task: int = 1,
 ) -> EvalResult:
     requests, reward_tasks = [], []
     for slot, task in enumerate(tasks):
-        ids = encode_prompt(tokenizer, render_prompt(template, task.prompt), add_bos)
+        ids = prompts.ids(task.prompt)
         for sample in range(samples_per_task):
             requests.append(GenerationRequest(ids, sample_seed(_EVAL_SEED, slot, sample)))
             reward_tasks.append(task)
     generations = engine.generate(requests, params)
     rewards = compute_rewards(
         [
-            RewardRequest(task, completion_text(tokenizer, g.completion_ids), len(g.completion_ids))
+            RewardRequest(task, completion_text(prompts.tokenizer, g.completion_ids), len(g.completion_ids))
             for task, g in zip(reward_tasks, generations, strict=True)
         ],
         config=tasks_config,

@@ -13,6 +13,7 @@ from swarmrl.config import RunConfig
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_tokenizer
+from swarmrl.models.prompting import prompt_format
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.checkpoint import checkpoint_dir
 from swarmrl.validator.calibrate import Calibration, calibrate
@@ -31,9 +32,7 @@ def run_calibration(
     result = calibrate(
         policy,
         build_tasks(config.tasks),
-        load_tokenizer(policy),
-        template=config.prompt.template,
-        add_bos=config.prompt.add_bos,
+        prompt_format(load_tokenizer(policy), config.prompt),
         params=params,
         completions=completions,
         safety=safety,

@@ -18,6 +18,7 @@ from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model, load_tokenizer
+from swarmrl.models.prompting import prompt_format
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.tasks.registry import heldout_sources
 from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
@@ -25,8 +26,10 @@ from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 
 def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalResult:
     path = checkpoint_dir(rundir.checkpoints, step)
-    tokenizer = load_tokenizer(path)
-    engine = TorchEngine(load_model(path, config.model.dtype), policy_step=step)
+    prompts = prompt_format(load_tokenizer(path), config.prompt)
+    engine = TorchEngine(
+        load_model(path, config.model.dtype), eos_token_id=prompts.stop_token_ids, policy_step=step
+    )
     sources = heldout_sources(config.tasks)
     if not sources:
         raise ValueError("held-out evaluation needs a reasoning-gym source")
@@ -38,10 +41,8 @@ def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalRes
     )
     return evaluate(
         engine,
-        tokenizer,
         tasks,
-        template=config.prompt.template,
-        add_bos=config.prompt.add_bos,
+        prompts=prompts,
         tasks_config=config.tasks,
         params=params,
         samples_per_task=config.eval.samples_per_task,

@@ -13,7 +13,7 @@ from swarmrl.config import RunConfig
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.models.prompting import encode_prompt, render_prompt
+from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts.assignment import sample_seed
 from swarmrl.tasks.dataset_source import write_tasks_jsonl
 from swarmrl.tasks.registry import build_tasks
@@ -28,16 +28,12 @@ _FILTER_SEED = 0xF117E2
 def measure_solve_rates(config: RunConfig, checkpoint: Path, num_tasks: int, k: int) -> list[Task]:
     """The first `num_tasks` training tasks, each with the solve rate of k seeded samples of the policy."""
     tokenizer = load_tokenizer(checkpoint)
-    engine = TorchEngine(load_model(checkpoint, config.model.dtype))
+    prompts = prompt_format(tokenizer, config.prompt)
+    engine = TorchEngine(load_model(checkpoint, config.model.dtype), eos_token_id=prompts.stop_token_ids)
     source = build_tasks(config.tasks)
     tasks = [source[i] for i in range(min(num_tasks, len(source)))]
     requests = [
-        GenerationRequest(
-            encode_prompt(
-                tokenizer, render_prompt(config.prompt.template, task.prompt), config.prompt.add_bos
-            ),
-            sample_seed(_FILTER_SEED, slot, sample),
-        )
+        GenerationRequest(prompts.ids(task.prompt), sample_seed(_FILTER_SEED, slot, sample))
         for slot, task in enumerate(tasks)
         for sample in range(k)
     ]

@@ -23,7 +23,8 @@ from swarmrl.models import (
     save_pretrained_atomic,
     train_tokenizer,
 )
-from swarmrl.models.prompting import render_prompt
+from swarmrl.models.prompting import fill, prompt_format
+from swarmrl.models.tokenizer import CHATML_THINK_TEMPLATE
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.task import TaskSource
@@ -35,12 +36,16 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, float], None]
 
 
-def demonstrations(tasks: TaskSource, template: str, limit: int) -> list[tuple[str, str]]:
+_CHAT_TEMPLATES = {"none": None, "chatml": CHATML_THINK_TEMPLATE}
+
+
+def demonstrations(tasks: TaskSource, limit: int) -> list[tuple[str, str]]:
+    """(task prompt, demonstration) of the first `limit` tasks that have a demonstration."""
     pairs = []
     for i in range(min(limit, len(tasks))):
         task = tasks[i]
         if task.demonstration is not None:
-            pairs.append((render_prompt(template, task.prompt), " " + task.demonstration))
+            pairs.append((task.prompt, task.demonstration))
     return pairs
 
 
@@ -63,25 +68,33 @@ def build_start_policy(config: RunConfig, destination: Path, progress: Progress 
     else:
         torch.manual_seed(config.run.seed)
         tasks = build_tasks(config.tasks)
-        pairs = demonstrations(tasks, config.prompt.template, config.sft.num_examples)
+        pairs = demonstrations(tasks, config.sft.num_examples)
         if config.sft.steps and not pairs:
             raise ValueError("SFT needs tasks with demonstrations; these sources have none")
-        texts = [prompt + answer for prompt, answer in pairs] or [
+        chat_template = _CHAT_TEMPLATES[config.model.chat_template]
+        if chat_template is None or config.prompt.format == "plain":
+            # A plain prompt ends like "Answer:"; the demonstration follows after a space.
+            pairs = [(question, " " + answer) for question, answer in pairs]
+            around = config.prompt.template
+        else:
+            around = config.prompt.user_template
+        texts = [fill(around, question) + answer for question, answer in pairs] or [
             tasks[i].prompt for i in range(min(2000, len(tasks)))
         ]
-        tokenizer = train_tokenizer(texts, vocab_size=config.model.tokenizer_vocab_size)
+        tokenizer = train_tokenizer(
+            texts, vocab_size=config.model.tokenizer_vocab_size, chat_template=chat_template
+        )
         model = build_tiny_model(config.model.tiny, tokenizer, config.model.attn_implementation)
         if config.sft.steps:
             run_sft(
                 model,
-                tokenizer,
+                prompt_format(tokenizer, config.prompt),
                 pairs,
                 steps=config.sft.steps,
                 batch_size=config.sft.batch_size,
                 lr=config.sft.lr,
                 weight_decay=config.sft.weight_decay,
                 warmup_steps=config.sft.warmup_steps,
-                add_bos=config.prompt.add_bos,
                 seed=config.run.seed,
                 progress=progress,
             )

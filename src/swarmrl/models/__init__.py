@@ -1,14 +1,25 @@
-"""Causal language models and tokenizers: load any HF model directory, or build a tiny one for tests and demos."""
+"""Causal language models and tokenizers: load any HF model directory, or build a tiny one for tests and demos.
 
-from swarmrl.models.loading import (
-    ModelLoadError,
-    load_model,
-    load_tokenizer,
-    policy_vocab_size,
-    save_pretrained_atomic,
-)
-from swarmrl.models.tiny import TinyModelSpec, Vocabulary, build_tiny_model
-from swarmrl.models.tokenizer import SPECIAL_TOKENS, train_tokenizer
+Names are imported on first use, so reading a config (which needs `TinyModelSpec`) does not load torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "ModelLoadError": "swarmrl.models.loading",
+    "load_model": "swarmrl.models.loading",
+    "load_tokenizer": "swarmrl.models.loading",
+    "policy_vocab_size": "swarmrl.models.loading",
+    "save_pretrained_atomic": "swarmrl.models.loading",
+    "TinyModelSpec": "swarmrl.models.tiny",
+    "Vocabulary": "swarmrl.models.tiny",
+    "build_tiny_model": "swarmrl.models.tiny",
+    "SPECIAL_TOKENS": "swarmrl.models.tokenizer",
+    "train_tokenizer": "swarmrl.models.tokenizer",
+}
 
 __all__ = [
     "SPECIAL_TOKENS",
@@ -22,3 +33,22 @@ __all__ = [
     "save_pretrained_atomic",
     "train_tokenizer",
 ]
+
+if TYPE_CHECKING:
+    from swarmrl.models.loading import (
+        ModelLoadError,
+        load_model,
+        load_tokenizer,
+        policy_vocab_size,
+        save_pretrained_atomic,
+    )
+    from swarmrl.models.tiny import TinyModelSpec, Vocabulary, build_tiny_model
+    from swarmrl.models.tokenizer import SPECIAL_TOKENS, train_tokenizer
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

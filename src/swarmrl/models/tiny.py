@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import BaseModel, Field
-from transformers import (
-    LlamaConfig,
-    LlamaForCausalLM,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-    Qwen3Config,
-    Qwen3ForCausalLM,
-)
 
-_ARCHITECTURES = {
-    "qwen2": (Qwen2Config, Qwen2ForCausalLM),
-    "qwen3": (Qwen3Config, Qwen3ForCausalLM),
-    "llama": (LlamaConfig, LlamaForCausalLM),
-}
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass(frozen=True)
@@ -59,10 +45,26 @@ def build_tiny_model(
     attn_implementation: str = "sdpa",
 ) -> PreTrainedModel:
     """A randomly initialised model whose vocabulary and special tokens match a tokenizer (or `Vocabulary`)."""
+    # torch and transformers load here, not at import: the run config embeds `TinyModelSpec`.
+    import torch
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+        Qwen3Config,
+        Qwen3ForCausalLM,
+    )
+
+    architectures = {
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+        "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+        "llama": (LlamaConfig, LlamaForCausalLM),
+    }
     vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.of(vocabulary)
     if spec.hidden_size % spec.num_heads or spec.num_heads % spec.num_kv_heads:
         raise ValueError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
-    config_cls, model_cls = _ARCHITECTURES[spec.arch]
+    config_cls, model_cls = architectures[spec.arch]
     config = config_cls(
         vocab_size=vocab.size,
         hidden_size=spec.hidden_size,

@@ -9,28 +9,71 @@ from transformers import PreTrainedTokenizerFast
 
 PAD, BOS, EOS = "<|pad|>", "<|bos|>", "<|eos|>"
 SPECIAL_TOKENS = (PAD, BOS, EOS)
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+THINK_START, THINK_END = "<think>", "</think>"
+
+# A ChatML template with Qwen3's reasoning conventions: the answer turn of the last assistant message keeps
+# its <think> block (earlier ones drop it), and `enable_thinking=false` pre-fills an empty one so the model
+# answers directly. A system turn is written only when the conversation has one.
+CHATML_THINK_TEMPLATE = """\
+{%- for message in messages %}
+    {%- set content = message.content if message.content is string else '' %}
+    {%- if message.role == 'assistant' %}
+        {%- set reasoning = '' %}
+        {%- if '</think>' in content %}
+            {%- set reasoning = content.split('</think>')[0].split('<think>')[-1].strip('\\n') %}
+            {%- set content = content.split('</think>')[-1].lstrip('\\n') %}
+        {%- endif %}
+        {{- '<|im_start|>assistant\\n' }}
+        {%- if loop.last and reasoning %}
+            {{- '<think>\\n' + reasoning + '\\n</think>\\n\\n' }}
+        {%- endif %}
+        {{- content + '<|im_end|>\\n' }}
+    {%- else %}
+        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- endif %}
+{%- endif %}
+"""
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int = 512, min_frequency: int = 2
+    texts: Iterable[str], vocab_size: int = 512, min_frequency: int = 2, chat_template: str | None = None
 ) -> PreTrainedTokenizerFast:
-    """A byte-level BPE over `texts`; every byte is in the alphabet, so any string encodes."""
+    """A byte-level BPE over `texts`; every byte is in the alphabet, so any string encodes.
+
+    With `chat_template` the tokenizer is shaped like a Qwen instruct one: <|im_start|> and <|im_end|> are
+    special tokens, <|im_end|> is EOS, and <think> / </think> are single ordinary tokens (not stripped when
+    a completion is decoded, so the answer extraction can find them).
+    """
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     # No prefix space: digits and operators of short task prompts stay their own tokens.
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
+    chat_specials = [IM_START, IM_END] if chat_template is not None else []
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=[*SPECIAL_TOKENS, *chat_specials],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(
+    if chat_template is not None:
+        tokenizer.add_tokens([THINK_START, THINK_END])
+    wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token=PAD,
         bos_token=BOS,
-        eos_token=EOS,
+        eos_token=IM_END if chat_template is not None else EOS,
         clean_up_tokenization_spaces=False,
     )
+    if chat_template is not None:
+        wrapped.add_special_tokens({"additional_special_tokens": chat_specials})
+        wrapped.chat_template = chat_template
+    return wrapped

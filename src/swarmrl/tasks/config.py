@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 TARGET_SHORT = [1000, 2000, 3000, 4000, 5000]
+# Columns that hold a task's solve rate: ours (`swarmrl filter`), then INTELLECT-2-RL-Dataset's.
+SOLVE_RATE_FIELDS = ("solve_rate", "solve_rate_qwen_r1_distill_7b")
 TARGET_LONG = [2000, 4000, 6000, 8000, 10000]
 
 
@@ -67,11 +69,20 @@ class DatasetSourceConfig(_Strict):
     weight: float = Field(1.0, gt=0, description="Relative sampling weight when sources are mixed.")
     default_task_type: str | None = Field(None, description="task_type for rows that lack the column.")
     limit: int | None = Field(None, ge=1, description="Keep only the first `limit` rows.")
+    solve_rate_fields: list[str] = Field(
+        default_factory=lambda: list(SOLVE_RATE_FIELDS),
+        min_length=1,
+        description="Columns holding a task's solve rate, the first one a row has wins: 'solve_rate' (written "
+        "by `swarmrl filter`), 'solve_rate_qwen_r1_distill_7b' (PrimeIntellect/INTELLECT-2-RL-Dataset); add "
+        "your dataset's own, e.g. 'avg@8_qwen3_4b_instruct_2507'.",
+    )
 
     @model_validator(mode="after")
     def _one_location(self) -> DatasetSourceConfig:
         if (self.path is None) == (self.hf_dataset is None):
             raise ValueError("set exactly one of path or hf_dataset")
+        if any(not name for name in self.solve_rate_fields):
+            raise ValueError("solve_rate_fields may not hold an empty name")
         return self
 
 

@@ -1,4 +1,7 @@
-"""Datasets in the INTELLECT-2 layout: prompt, verification_info (JSON), task_type, solve_rate.
+"""Datasets in the INTELLECT-2 layout: prompt, verification_info (JSON), task_type and a solve rate.
+
+The solve rate is read from the first of `solve_rate_fields` a row has: `solve_rate` as `swarmrl filter` writes
+it, or the published INTELLECT-2-RL-Dataset's `solve_rate_qwen_r1_distill_7b`.
 
 Local JSONL (optionally gzipped) and parquet files are read with the standard library and pyarrow; the HF
 hub is reached through `datasets`, imported only when asked for (it needs the network).
@@ -8,16 +11,23 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from swarmrl.tasks.config import DatasetSourceConfig
+from swarmrl.tasks.config import SOLVE_RATE_FIELDS, DatasetSourceConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.task import ListTaskSource, Task, TaskSource
 
 
-def row_to_task(row: dict[str, Any], *, where: str, default_id: str, default_task_type: str | None) -> Task:
+def row_to_task(
+    row: dict[str, Any],
+    *,
+    where: str,
+    default_id: str,
+    default_task_type: str | None,
+    solve_rate_fields: Sequence[str] = SOLVE_RATE_FIELDS,
+) -> Task:
     """One dataset row as a Task; TaskError naming `where` (file and row) and the field when malformed."""
     if not isinstance(row, dict):
         raise TaskError(f"{where}: row is not an object")
@@ -38,15 +48,7 @@ def row_to_task(row: dict[str, Any], *, where: str, default_id: str, default_tas
     if not isinstance(task_type, str) or not task_type:
         raise TaskError(f"{where}: field 'task_type' is missing")
     task_type = {"verifiable_math": "math", "verifiable_code": "code"}.get(task_type, task_type)
-    solve_rate = row.get("solve_rate")
-    if solve_rate is not None:
-        if (
-            isinstance(solve_rate, bool)
-            or not isinstance(solve_rate, int | float)
-            or not 0 <= solve_rate <= 1
-        ):
-            raise TaskError(f"{where}: field 'solve_rate' must be a number in [0, 1], got {solve_rate!r}")
-        solve_rate = float(solve_rate)
+    solve_rate = _solve_rate(row, solve_rate_fields, where)
     task_id = row.get("task_id") or row.get("problem_id") or default_id
     demonstration = row.get("demonstration") or row.get("gold_standard_solution")
     if demonstration is not None and not isinstance(demonstration, str):
@@ -55,6 +57,18 @@ def row_to_task(row: dict[str, Any], *, where: str, default_id: str, default_tas
         return Task(str(task_id), prompt, task_type, info, solve_rate, demonstration)
     except TaskError as exc:
         raise TaskError(f"{where}: {exc}") from exc
+
+
+def _solve_rate(row: dict[str, Any], fields: Sequence[str], where: str) -> float | None:
+    """The value of the first of `fields` the row holds (None when it has none, or only nulls)."""
+    for field in fields:
+        value = row.get(field)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise TaskError(f"{where}: field {field!r} must be a number in [0, 1], got {value!r}")
+        return float(value)
+    return None
 
 
 def read_rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -91,6 +105,7 @@ def tasks_from_rows(
     origin: str,
     default_task_type: str | None = None,
     limit: int | None = None,
+    solve_rate_fields: Sequence[str] = SOLVE_RATE_FIELDS,
 ) -> list[Task]:
     tasks = []
     for index, row in enumerate(rows):
@@ -102,6 +117,7 @@ def tasks_from_rows(
                 where=f"{origin} row {index}",
                 default_id=f"{name}/{index}",
                 default_task_type=default_task_type,
+                solve_rate_fields=solve_rate_fields,
             )
         )
     return tasks
@@ -117,11 +133,14 @@ def load_dataset_tasks(config: DatasetSourceConfig) -> list[Task]:
             origin=str(path),
             default_task_type=config.default_task_type,
             limit=config.limit,
+            solve_rate_fields=config.solve_rate_fields,
         )
     try:
         import datasets
     except ImportError as exc:
-        raise TaskError("loading from the HF hub needs the `datasets` package") from exc
+        raise TaskError(
+            "loading from the HF hub needs the `datasets` package: pip install 'swarmrl[hub]'"
+        ) from exc
     split = config.hf_split if config.limit is None else f"{config.hf_split}[:{config.limit}]"
     hub = datasets.load_dataset(config.hf_dataset, split=split)
     return tasks_from_rows(
@@ -129,6 +148,7 @@ def load_dataset_tasks(config: DatasetSourceConfig) -> list[Task]:
         name=config.name,
         origin=f"hf://{config.hf_dataset}",
         default_task_type=config.default_task_type,
+        solve_rate_fields=config.solve_rate_fields,
     )
 
 

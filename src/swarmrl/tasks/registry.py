@@ -87,12 +87,30 @@ def build_tasks(config: TasksConfig) -> TaskSource:
     """The run's task source: every configured source, band-filtered if asked, mixed by weight."""
     sources: list[TaskSource] = [build_source(c) for c in config.sources]
     if config.solve_rate_band is not None:
-        sources = [filter_by_solve_rate(s, *config.solve_rate_band) for s in sources]
-        if any(len(s) == 0 for s in sources):
-            raise TaskError("the solve-rate band removed every task of some source")
+        kept = [filter_by_solve_rate(s, *config.solve_rate_band) for s in sources]
+        for source_config, source, band in zip(config.sources, sources, kept, strict=True):
+            if len(band) == 0:
+                raise TaskError(_empty_band_reason(source_config, source, config.solve_rate_band))
+        sources = kept
     if len(sources) == 1:
         return sources[0]
     return MixedTaskSource(sources, [c.weight for c in config.sources], config.mix_seed)
+
+
+def _empty_band_reason(
+    config: ReasoningGymSourceConfig | DatasetSourceConfig, source: TaskSource, band: tuple[float, float]
+) -> str:
+    if any(source[i].solve_rate is not None for i in range(len(source))):
+        return f"the solve-rate band {list(band)} removed every task of source {source.name!r}"
+    if isinstance(config, DatasetSourceConfig):
+        return (
+            f"source {source.name!r} has no solve rates: none of its rows holds any of the fields "
+            f"{config.solve_rate_fields}; name the dataset's column in solve_rate_fields"
+        )
+    return (
+        f"source {source.name!r} has no solve rates (reasoning-gym tasks carry none): measure them with "
+        "`swarmrl filter` and load the written file as a dataset source"
+    )
 
 
 def heldout_sources(config: TasksConfig) -> list[TaskSource]:

@@ -7,9 +7,9 @@ import random
 from collections.abc import Sequence
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel
 
-from swarmrl.models.prompting import encode_completion, encode_prompt
+from swarmrl.models.prompting import PromptFormat
 from swarmrl.trainer.optim import build_optimizer
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def sft_batch(
 
 def run_sft(
     model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
+    prompts: PromptFormat,
     demonstrations: Sequence[tuple[str, str]],
     *,
     steps: int,
@@ -41,14 +41,12 @@ def run_sft(
     lr: float,
     weight_decay: float,
     warmup_steps: int,
-    add_bos: bool,
     seed: int,
     progress=None,
 ) -> list[float]:
-    """Train on (prompt text, demonstration text) pairs; returns the loss of every step."""
+    """Train on (task prompt, demonstration text) pairs, prompted as in RL; returns the loss of every step."""
     examples = [
-        (encode_prompt(tokenizer, prompt, add_bos), encode_completion(tokenizer, answer))
-        for prompt, answer in demonstrations
+        (prompts.ids(question), prompts.completion_ids(answer)) for question, answer in demonstrations
     ]
     if not examples:
         raise ValueError("SFT needs at least one demonstration")
@@ -58,7 +56,7 @@ def run_sft(
     losses = []
     for step in range(steps):
         input_ids, mask, labels = sft_batch(
-            rng.sample(examples, min(batch_size, len(examples))), tokenizer.pad_token_id
+            rng.sample(examples, min(batch_size, len(examples))), prompts.tokenizer.pad_token_id
         )
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)

@@ -29,7 +29,7 @@ from swarmrl.inference.engine import Generation, GenerationRequest, SamplingPara
 from swarmrl.inference.prefill import prefill
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model
-from swarmrl.models.prompting import encode_prompt, render_prompt
+from swarmrl.models.prompting import PromptFormat
 from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import build_proofs_batch, verify_proofs_batch
 from swarmrl.validator.config import ValidatorConfig
@@ -113,9 +113,13 @@ ATTACKS = (
 
 
 def _generate(
-    model: torch.nn.Module, requests: list[GenerationRequest], params: SamplingParams, batch: int, eos: int
+    model: torch.nn.Module,
+    requests: list[GenerationRequest],
+    params: SamplingParams,
+    batch: int,
+    stop_token_ids: tuple[int, ...],
 ) -> list[Generation]:
-    engine = TorchEngine(model, eos_token_id=eos)
+    engine = TorchEngine(model, eos_token_id=stop_token_ids)
     return [
         g
         for start in range(0, len(requests), batch)
@@ -134,7 +138,6 @@ def measure(
     generations: list[Generation],
     proofs: list[list[bytes]],
     params: SamplingParams,
-    eos: int,
     settings: ValidatorConfig,
 ) -> list[Measured]:
     """The validator's view of each committed completion, recomputed with `policy` (on any device)."""
@@ -145,7 +148,6 @@ def measure(
         temperature=params.temperature,
         top_p=params.top_p,
         seeds=[g.seed for g in generations],
-        eos_token_id=eos,
         batch_size=settings.prefill_batch_size,
     )
     reports = verify_proofs_batch(
@@ -199,10 +201,8 @@ class Calibration:
 def calibrate(
     policy_path,
     tasks: TaskSource,
-    tokenizer,
+    prompts: PromptFormat,
     *,
-    template: str,
-    add_bos: bool,
     params: SamplingParams,
     completions: int = 64,
     safety: float = 4.0,
@@ -213,13 +213,9 @@ def calibrate(
     progress: Callable[[str], None] = lambda _: None,
 ) -> Calibration:
     settings = settings or ValidatorConfig()
-    eos = tokenizer.eos_token_id
+    stops = prompts.stop_token_ids
     requests = [
-        GenerationRequest(
-            encode_prompt(tokenizer, render_prompt(template, tasks[i % len(tasks)].prompt), add_bos),
-            10_000 + i,
-        )
-        for i in range(completions)
+        GenerationRequest(prompts.ids(tasks[i % len(tasks)].prompt), 10_000 + i) for i in range(completions)
     ]
     policy = load_model(policy_path).eval()
     threads_before = torch.get_num_threads()
@@ -230,10 +226,10 @@ def calibrate(
             progress(f"honest {setting.name}")
             torch.set_num_threads(threads)
             worker_model = load_model(policy_path, attn_implementation=attn)
-            generations = _generate(worker_model, requests, params, batch, eos)
+            generations = _generate(worker_model, requests, params, batch, stops)
             torch.set_num_threads(threads_before)
             source = f"honest:{setting.name}"
-            measured += measure(source, policy, generations, commit(generations), params, eos, settings)
+            measured += measure(source, policy, generations, commit(generations), params, settings)
         for attack in ATTACKS:
             progress(f"attack {attack.name}")
             model = attack.model(policy) if attack.model else policy
@@ -242,12 +238,12 @@ def calibrate(
                 if attack.temperature is None
                 else dataclasses.replace(params, temperature=attack.temperature)
             )
-            generations = _generate(model, requests, sampled, 8, eos)
+            generations = _generate(model, requests, sampled, 8, stops)
             if attack.temperature is not None:
                 # The cheater reports logprobs as if it sampled at the run's temperature.
-                generations = _with_logprobs_at(policy, generations, params, eos)
+                generations = _with_logprobs_at(policy, generations, params)
             proofs = commit(generations, attack.flip_sign)
-            measured += measure(f"attack:{attack.name}", policy, generations, proofs, params, eos, settings)
+            measured += measure(f"attack:{attack.name}", policy, generations, proofs, params, settings)
     finally:
         torch.set_num_threads(threads_before)
     honest = [m for m in measured if m.source.startswith("honest:")]
@@ -261,7 +257,7 @@ def calibrate(
 
 
 def _with_logprobs_at(
-    policy: torch.nn.Module, generations: list[Generation], params: SamplingParams, eos: int
+    policy: torch.nn.Module, generations: list[Generation], params: SamplingParams
 ) -> list[Generation]:
     results = prefill(
         policy,
@@ -270,7 +266,6 @@ def _with_logprobs_at(
         temperature=params.temperature,
         top_p=params.top_p,
         seeds=None,
-        eos_token_id=eos,
     )
     return [
         dataclasses.replace(g, logprobs=r.logprobs.tolist())

@@ -23,6 +23,7 @@ from transformers import PreTrainedTokenizerBase
 from swarmrl.config import RunConfig
 from swarmrl.inference.errors import InferenceError
 from swarmrl.inference.prefill import PrefillResult, prefill
+from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
 from swarmrl.rollouts.assignment import sample_seed
 from swarmrl.tasks.task import TaskSource
@@ -137,8 +138,8 @@ def validate_file(
         passed.append("assigned_prompts")
         _sampling_params(rows, context)
         passed.append("sampling_params")
-        eos = context.tokenizer.eos_token_id
-        _termination_format(rows, eos, context.config.worker.max_new_tokens)
+        stops = set(prompt_format(context.tokenizer, context.config.prompt).stop_token_ids)
+        _termination_format(rows, stops, context.config.worker.max_new_tokens)
         passed.append("termination_format")
         seeded = context.settings.seeded_replay
         try:
@@ -149,7 +150,6 @@ def validate_file(
                 temperature=context.config.worker.temperature,
                 top_p=context.config.worker.top_p,
                 seeds=[r.sample_seed for r in rows] if seeded else None,
-                eos_token_id=eos,
                 batch_size=context.settings.prefill_batch_size,
             )
         except InferenceError as exc:
@@ -191,12 +191,7 @@ def _assigned_prompts(
         context.task_seed(header.node_id, step, header.batch_index),
     )
     prompts = assigned_prompts(
-        spec,
-        context.tasks,
-        context.tokenizer,
-        context.config.prompt.template,
-        context.config.prompt.add_bos,
-        context.config.tasks,
+        spec, context.tasks, prompt_format(context.tokenizer, context.config.prompt), context.config.tasks
     )
     if len(rows) != len(prompts) * worker.group_size:
         raise CheckFailed(
@@ -238,13 +233,14 @@ def _sampling_params(rows: list[RolloutRow], context: ValidationContext) -> None
             )
 
 
-def _termination_format(rows: list[RolloutRow], eos: int, max_new_tokens: int) -> None:
+def _termination_format(rows: list[RolloutRow], stops: set[int], max_new_tokens: int) -> None:
+    """'eos' rows end with their only stop token (EOS, end of turn, ...); 'length' rows are full and hold none."""
     for i, row in enumerate(rows):
-        early = eos in row.completion_ids[:-1]
-        if row.finish_reason == "eos" and (row.completion_ids[-1] != eos or early):
+        early = not stops.isdisjoint(row.completion_ids[:-1])
+        if row.finish_reason == "eos" and (row.completion_ids[-1] not in stops or early):
             raise CheckFailed("termination_format", f"row {i}: 'eos' completion must end with its only EOS")
         if row.finish_reason == "length" and (
-            len(row.completion_ids) != max_new_tokens or eos in row.completion_ids
+            len(row.completion_ids) != max_new_tokens or not stops.isdisjoint(row.completion_ids)
         ):
             raise CheckFailed(
                 "termination_format",
@@ -290,8 +286,8 @@ def _logprobs(rows: list[RolloutRow], results: list[PrefillResult], settings: Va
 def _termination(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
     for i, (row, result) in enumerate(zip(rows, results, strict=True)):
         if row.finish_reason == "eos":
-            assert result.eos_probs is not None
-            p = float(result.eos_probs[-1])
+            # The last token is the stop token the worker emitted (termination_format checked it).
+            p = float(result.token_probs[-1])
             if p <= settings.min_eos_probability:
                 raise CheckFailed("termination", f"row {i}: stops where the model gives EOS only p={p:.3g}")
 

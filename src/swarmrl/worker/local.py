@@ -17,6 +17,7 @@ from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
+from swarmrl.models.prompting import prompt_format
 from swarmrl.rundir import RunDir
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
@@ -46,6 +47,7 @@ def run_local_worker(config: RunConfig, index: int) -> int:
     rundir = RunDir(config.run.directory)
     identity = Identity.load_or_create(worker_key_path(rundir, index))
     tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
+    stop_token_ids = prompt_format(tokenizer, config.prompt).stop_token_ids
     tasks = build_tasks(config.tasks)
     params = SamplingParams(
         max_new_tokens=config.worker.max_new_tokens,
@@ -60,7 +62,9 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             policy = wait_for_policy(rundir, step - config.worker.async_level)
             if engine is None:
                 engine = TorchEngine(
-                    load_model(checkpoint_dir(rundir.checkpoints, policy)), policy_step=policy
+                    load_model(checkpoint_dir(rundir.checkpoints, policy)),
+                    eos_token_id=stop_token_ids,
+                    policy_step=policy,
                 )
             elif policy > engine.policy_step:
                 engine.load_weights(checkpoint_dir(rundir.checkpoints, policy), policy_step=policy)

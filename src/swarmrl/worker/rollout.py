@@ -10,7 +10,7 @@ from transformers import PreTrainedTokenizerBase
 from swarmrl.config import RunConfig
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import GenerationRequest, InferenceEngine, SamplingParams
-from swarmrl.models.prompting import encode_prompt, render_prompt
+from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.rollouts import RolloutHeader, RolloutRow, write_rollouts
 from swarmrl.rollouts.assignment import assigned_prompt_indices, batch_seed, sample_seed
 from swarmrl.tasks.config import TasksConfig
@@ -63,9 +63,7 @@ class AssignedPrompt:
 def assigned_prompts(
     spec: BatchSpec,
     tasks: TaskSource,
-    tokenizer: PreTrainedTokenizerBase,
-    template: str,
-    add_bos: bool,
+    prompt: PromptFormat,
     tasks_config: TasksConfig,
 ) -> list[AssignedPrompt]:
     """The prompts of a batch, exactly as the node must send them to its model."""
@@ -78,8 +76,7 @@ def assigned_prompts(
         if length.mode != "none":
             target = sample_target_length(length.targets, spec.run_seed, spec.seed, slot)
             question = add_length_instruction(question, target, length.prompt_suffix)
-        ids = encode_prompt(tokenizer, render_prompt(template, question), add_bos)
-        prompts.append(AssignedPrompt(slot, index, task, target, ids))
+        prompts.append(AssignedPrompt(slot, index, task, target, prompt.ids(question)))
     return prompts
 
 
@@ -129,9 +126,7 @@ def write_batch(
     identity: Identity,
 ) -> list[RolloutRow]:
     """Generate the batch `spec` assigns with the engine's policy and write it to `path`, signed."""
-    prompts = assigned_prompts(
-        spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
-    )
+    prompts = assigned_prompts(spec, tasks, prompt_format(tokenizer, config.prompt), config.tasks)
     rows = generate_batch(engine, spec, prompts, params)
     header = RolloutHeader(spec.run_id, spec.node_id, engine.policy_step, spec.batch_index)
     write_rollouts(path, header, rows, identity)

@@ -13,6 +13,7 @@ from swarmrl.inference.prefill import prefill
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import Vocabulary, build_tiny_model, load_model, load_tokenizer
+from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutHeader, RolloutLimits, write_rollouts
 from swarmrl.rollouts.assignment import batch_seed
 from swarmrl.tasks.registry import build_tasks
@@ -65,9 +66,7 @@ def honest_rows(world, *, step=0, batch=0, model=None, temperature=None, assigne
         worker.group_size,
         config.run.seed,
     )
-    prompts = assigned_prompts(
-        spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
-    )
+    prompts = assigned_prompts(spec, tasks, prompt_format(tokenizer, config.prompt), config.tasks)
     params = SamplingParams(
         max_new_tokens=worker.max_new_tokens, temperature=temperature or worker.temperature
     )
@@ -269,9 +268,7 @@ def test_no_false_rejects_over_512_honest_rollouts(world, context, tmp_path):
                 worker.group_size,
                 config.run.seed,
             )
-            prompts = assigned_prompts(
-                spec, tasks, tokenizer, config.prompt.template, config.prompt.add_bos, config.tasks
-            )
+            prompts = assigned_prompts(spec, tasks, prompt_format(tokenizer, config.prompt), config.tasks)
             rows = generate_batch(engine, spec, prompts, params)
             torch.set_num_threads(threads_before)
             verdict = validate_file(

@@ -9,7 +9,7 @@ from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.launch.filter import run_filter
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.models.prompting import encode_prompt, render_prompt
+from swarmrl.models.prompting import prompt_format
 from swarmrl.tasks import reward as reward_module
 from swarmrl.tasks.config import DatasetSourceConfig
 from swarmrl.tasks.registry import build_tasks
@@ -31,12 +31,10 @@ class ContainsAnswerInitial:
 def uninformative_fraction(config: RunConfig, checkpoint, tasks) -> float:
     """Fresh groups of G samples (seeds unrelated to the filter's): share with all-equal rewards."""
     tokenizer = load_tokenizer(checkpoint)
+    prompts = prompt_format(tokenizer, config.prompt)
     engine = TorchEngine(load_model(checkpoint))
     requests = [
-        GenerationRequest(
-            encode_prompt(tokenizer, render_prompt(config.prompt.template, t.prompt), True),
-            10_000 + slot * G + i,
-        )
+        GenerationRequest(prompts.ids(t.prompt), 10_000 + slot * G + i)
         for slot, t in enumerate(tasks)
         for i in range(G)
     ]

@@ -5,6 +5,7 @@ from integration.spine.spine_helpers import tiny_config
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_tokenizer
+from swarmrl.models.prompting import prompt_format
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.checkpoint import checkpoint_dir
 from swarmrl.validator.calibrate import ATTACKS, TOLERANCE_FLOOR, calibrate
@@ -16,9 +17,7 @@ def test_calibration_separates_honest_settings_from_every_attack(tmp_path):
     result = calibrate(
         policy,
         build_tasks(config.tasks),
-        load_tokenizer(policy),
-        template=config.prompt.template,
-        add_bos=config.prompt.add_bos,
+        prompt_format(load_tokenizer(policy), config.prompt),
         params=SamplingParams(max_new_tokens=8, temperature=1.0),
         completions=16,
         thread_counts=(1, 2),
