@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
+from trainer_testkit import tiny_model
 
 from swarmrl.models.logprobs import LogprobInputError, split_lm, token_logprobs
-from trainer_testkit import tiny_model
 
 torch.set_num_threads(1)
 
