@@ -32,18 +32,11 @@ class MicroBatch:
     sequence_ids: Tensor  # [R, C-1] long, sequence of each target, -1 off the mask
     advantages: Tensor  # [R, C-1] float32, the sequence's advantage on each of its targets
     engine_logprobs: Tensor  # [R, C-1] float32, what the inference engine reported (0 off the mask)
-    old_logprobs: Tensor | None = None  # [R, C-1] π_old, filled in by the trainer when needed
-    ref_logprobs: Tensor | None = None  # [R, C-1] reference policy, with a KL term
+    row_indices: tuple[int, ...] = ()  # per sequence of this micro-batch: its index in the step's rows
 
     def to(self, device: torch.device) -> MicroBatch:
-        return replace(
-            self,
-            **{
-                f.name: getattr(self, f.name).to(device)
-                for f in fields(self)
-                if getattr(self, f.name) is not None
-            },
-        )
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(self, **{k: v.to(device) for k, v in moved.items() if isinstance(v, Tensor)})
 
     @property
     def real_tokens(self) -> int:
@@ -102,6 +95,7 @@ def plan_step(
     rows_per_micro = max(1, micro_batch_tokens // capacity)
     planned: list[Minibatch] = []
     packed_rows = 0
+    offset = 0
     for part in _even_parts(list(rows), min(minibatches, len(rows))):
         bins = pack_sequences([len(r.prompt_ids) + len(r.completion_ids) for r in part], capacity)
         packed_rows += len(bins)
@@ -110,12 +104,13 @@ def plan_step(
         planned.append(
             Minibatch(
                 micro_batches=[
-                    _micro_batch(part, group, capacity, pad_token_id) for group in groups[rank::world]
+                    _micro_batch(part, offset, group, capacity, pad_token_id) for group in groups[rank::world]
                 ],
                 total_tokens=sum(len(r.completion_ids) for r in part),
                 total_sequences=sum(1 for r in part if r.completion_ids),
             )
         )
+        offset += len(part)
     return StepBatch(planned, temperatures.pop(), packed_rows, capacity)
 
 
@@ -126,7 +121,7 @@ def _even_parts(items: list[ScoredRow], parts: int) -> list[list[ScoredRow]]:
 
 
 def _micro_batch(
-    part: list[ScoredRow], bins: list[list[int]], capacity: int, pad_token_id: int
+    part: list[ScoredRow], offset: int, bins: list[list[int]], capacity: int, pad_token_id: int
 ) -> MicroBatch:
     if not bins:
         # Padding for rank balance: one row of padding whose targets are all off the mask.
@@ -158,4 +153,5 @@ def _micro_batch(
         sequence_ids=packed.target_sequence_ids,
         advantages=packed.per_target_token(torch.tensor([r.advantage for r in rows], dtype=torch.float32)),
         engine_logprobs=packed.per_completion_token([r.logprobs for r in rows]),
+        row_indices=tuple(offset + i for i in members),
     )

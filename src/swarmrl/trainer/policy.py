@@ -44,8 +44,7 @@ class PackedPolicy(nn.Module):
         self.autocast_dtype = autocast_dtype
         use_attention(model, attention)
         if activation_checkpointing:
-            # Non-reentrant: works under FSDP2 and with inputs that do not require grad.
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            enable_activation_checkpointing(model)
 
     def forward(
         self,
@@ -96,3 +95,13 @@ class PackedPolicy(nn.Module):
             temperature,
             with_entropy,
         )
+
+
+def enable_activation_checkpointing(model: nn.Module) -> None:
+    """Recompute each transformer block in backward (transformers' own per-layer checkpointing)."""
+    # Non-reentrant: works under FSDP2 and when the block inputs do not require grad.
+    options = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x renamed it
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=options)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)

@@ -59,7 +59,8 @@ def scored_rows(
 ) -> list[ScoredRow]:
     """Rows as the trainer receives them; engine logprobs a little off so corrections have work to do."""
     generator = torch.Generator().manual_seed(seed)
-    advantages = advantages if advantages is not None else ADVANTAGES.tolist()
+    if advantages is None:
+        advantages = [ADVANTAGES[i % len(ADVANTAGES)].item() for i in range(len(examples))]
     return [
         ScoredRow(
             prompt_ids=list(prompt),
