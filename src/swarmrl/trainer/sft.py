@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from swarmrl.models.logprobs import DEFAULT_CHUNK_TOKENS, split_lm, token_logprobs
 from swarmrl.models.prompting import encode_completion, encode_prompt
 from swarmrl.trainer.optim import build_optimizer
 
@@ -29,6 +30,25 @@ def sft_batch(
         labels[i, len(prompt) : len(ids)] = torch.tensor(completion)
         mask[i, : len(ids)] = 1
     return input_ids, mask, labels
+
+
+def sft_loss(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    labels: torch.Tensor,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+) -> torch.Tensor:
+    """Mean negative log-likelihood of the labelled tokens (transformers' `labels` loss), with the head and
+    log-softmax chunked so the [tokens, vocab] logits never exist."""
+    backbone, head = split_lm(model)
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    targets = labels[:, 1:]
+    scored = targets != -100
+    logprobs = token_logprobs(
+        hidden[:, :-1][scored], head, targets[scored], chunk_tokens=chunk_tokens
+    ).logprobs
+    return -logprobs.mean()
 
 
 def run_sft(
@@ -60,7 +80,7 @@ def run_sft(
         input_ids, mask, labels = sft_batch(
             rng.sample(examples, min(batch_size, len(examples))), tokenizer.pad_token_id
         )
-        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        loss = sft_loss(model, input_ids, mask, labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -11,6 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from trainer_testkit import tiny_model
 
 from swarmrl.models.logprobs import LogprobInputError, split_lm, token_logprobs
+from swarmrl.trainer.sft import sft_batch, sft_loss
 
 torch.set_num_threads(1)
 
@@ -144,3 +145,16 @@ def test_split_lm_refuses_a_model_that_rescales_its_logits() -> None:
     model.config.final_logit_softcapping = 30.0
     with pytest.raises(LogprobInputError, match="final_logit_softcapping"):
         split_lm(model)
+
+
+def test_sft_loss_matches_transformers_labels_loss_and_its_gradient() -> None:
+    examples = [([3, 4, 5], [6, 7, 8, 9]), ([10, 11], [12]), ([13], [14, 15, 16])]
+    input_ids, mask, labels = sft_batch(examples, pad_token_id=0)
+    expected_model, model = tiny_model("sdpa"), tiny_model("sdpa")
+    expected = expected_model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+    expected.backward()
+    got = sft_loss(model, input_ids, mask, labels, chunk_tokens=3)
+    got.backward()
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    for (name, param), reference in zip(model.named_parameters(), expected_model.parameters(), strict=True):
+        torch.testing.assert_close(param.grad, reference.grad, rtol=1e-5, atol=1e-7, msg=name)
