@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from collections.abc import Sequence
@@ -64,23 +65,31 @@ def run_sft(
     add_bos: bool,
     seed: int,
     progress=None,
+    device: torch.device | None = None,
 ) -> list[float]:
-    """Train on (prompt text, demonstration text) pairs; returns the loss of every step."""
+    """Train on (prompt text, demonstration text) pairs; returns the loss of every step.
+
+    Runs on the GPU when there is one (bf16 autocast over fp32 master weights), and hands the model back on
+    the CPU, where it was.
+    """
+    device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     examples = [
         (encode_prompt(tokenizer, prompt, add_bos), encode_completion(tokenizer, answer))
         for prompt, answer in demonstrations
     ]
     if not examples:
         raise ValueError("SFT needs at least one demonstration")
+    model.to(device).train()
     optimizer, scheduler = build_optimizer(model, lr, weight_decay, (0.9, 0.95), warmup_steps)
     rng = random.Random(seed)
-    model.train()
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    )
     losses = []
     for step in range(steps):
-        input_ids, mask, labels = sft_batch(
-            rng.sample(examples, min(batch_size, len(examples))), tokenizer.pad_token_id
-        )
-        loss = sft_loss(model, input_ids, mask, labels)
+        batch = sft_batch(rng.sample(examples, min(batch_size, len(examples))), tokenizer.pad_token_id)
+        with autocast:
+            loss = sft_loss(model, *(t.to(device) for t in batch))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -89,5 +98,5 @@ def run_sft(
         losses.append(float(loss.detach()))
         if progress is not None:
             progress(step + 1, losses[-1])
-    model.eval()
+    model.to("cpu").eval()
     return losses
