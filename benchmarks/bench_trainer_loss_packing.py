@@ -4,8 +4,9 @@
    against the textbook masked PPO-clip GRPO loss most trainers write inline (TRL's formula), forward +
    backward on [B, T] logprobs.
 2. Packing: one forward + backward of a tiny Qwen2 over variable-length sequences, right-padded to the
-   longest (what `trainer.batch.collate` and TRL do) against first-fit-decreasing packed rows with the
-   block-diagonal causal mask. Reports padding share and wall time.
+   longest (what the trainer did before it packed, and what TRL does) against first-fit-decreasing packed
+   rows with the block-diagonal causal mask (what `trainer.batch.plan_step` feeds the train loop). Reports
+   padding share and wall time.
 
 Run: .venv/bin/python benchmarks/bench_trainer_loss_packing.py [--threads 1]
 """

@@ -46,6 +46,7 @@ from swarmrl.trainer.parallel import (
     world,
 )
 from swarmrl.trainer.policy import PackedPolicy
+from swarmrl.trainer.weight_sync import WeightSink, push_weights
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +216,13 @@ def run_trainer(
     publish: Publisher | None = None,
     *,
     stop_after_steps: int | None = None,
+    weight_sink: WeightSink | None = None,
 ) -> int:
-    """Train from the newest resumable state to `config.trainer.steps`; returns the last step written."""
+    """Train from the newest resumable state to `config.trainer.steps`; returns the last step written.
+
+    `weight_sink` (an engine sharing this process and GPU) gets each new policy in place, before the
+    checkpoint is written.
+    """
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
     torch.manual_seed(config.run.seed)
@@ -250,7 +256,7 @@ def run_trainer(
     policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
     try:
-        return _train_loop(config, policy, collect, publish, sink, step, stop_after_steps)
+        return _train_loop(config, policy, collect, publish, sink, step, stop_after_steps, weight_sink)
     finally:
         if sink is not None:
             sink.close()
@@ -275,6 +281,7 @@ def _train_loop(
     sink: MetricsSink | None,
     step: int,
     stop_after_steps: int | None,
+    weight_sink: WeightSink | None = None,
 ) -> int:
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
@@ -291,6 +298,8 @@ def _train_loop(
         planned = plan_policy_step(rows, config.trainer, policy.module, tokenizer.pad_token_id)
         metrics = train_step(policy.module, optimizer, scheduler, planned, config, policy.ref_module)
         step += 1
+        if weight_sink is not None:
+            push_weights(model, weight_sink, step)
         weights = full_model_state(model)
         optimizer_state = full_optimizer_state(model, optimizer)
         if rank == 0:
