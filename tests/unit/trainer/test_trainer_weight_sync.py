@@ -28,22 +28,22 @@ def test_engine_weights_are_updated_in_their_own_storage_and_dtype() -> None:
         assert torch.equal(engine[name], param.detach().to(torch.bfloat16))
 
 
-def test_a_model_of_another_shape_is_refused_before_any_copy() -> None:
-    other = Qwen2ForCausalLM(
-        Qwen2Config(
-            vocab_size=64,
-            hidden_size=48,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-        )
+def model(hidden_size: int = 32, layers: int = 2) -> Qwen2ForCausalLM:
+    config = Qwen2Config(
+        vocab_size=64,
+        hidden_size=hidden_size,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
     )
+    return Qwen2ForCausalLM(config)
+
+
+def test_a_model_of_another_shape_is_refused_before_any_copy() -> None:
     with pytest.raises(WeightSyncError, match="shape"):
-        InPlaceCopy(other, like=tiny_model())
-    deeper = tiny_model()
-    deeper.model.layers.append(deeper.model.layers[0].__class__(deeper.config, 2))
+        InPlaceCopy(model(hidden_size=48), like=model())
     with pytest.raises(WeightSyncError, match="no weights for"):
-        InPlaceCopy(deeper, like=tiny_model())
+        InPlaceCopy(model(layers=3), like=model())
     with pytest.raises(WeightSyncError, match="has no parameter"):
-        InPlaceCopy(tiny_model(), like=deeper)
+        InPlaceCopy(model(), like=model(layers=3))
