@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from types import SimpleNamespace
 
 import pytest
@@ -158,3 +159,24 @@ def test_sft_loss_matches_transformers_labels_loss_and_its_gradient() -> None:
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
     for (name, param), reference in zip(model.named_parameters(), expected_model.parameters(), strict=True):
         torch.testing.assert_close(param.grad, reference.grad, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_validator_prefill_gives_the_same_scores_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    prefill_module = importlib.import_module("swarmrl.inference.prefill")  # the package exports the function
+
+    model = tiny_model("sdpa").eval()
+    prompts = [[3, 4, 5], [10, 11], [13]]
+    completions = [[6, 7, 8, 9], [12], [14, 15, 16, 17, 18]]
+
+    def run(chunk_tokens: int):
+        monkeypatch.setattr(prefill_module, "DEFAULT_CHUNK_TOKENS", chunk_tokens)
+        return prefill_module.prefill(
+            model, prompts, completions, temperature=0.8, top_p=0.9, seeds=[1, 2, 3], eos_token_id=2
+        )
+
+    whole, chunked = run(10_000), run(3)
+    for a, b in zip(whole, chunked, strict=True):
+        for field in ("logprobs", "token_probs", "entropy", "eos_probs", "choice_margins"):
+            torch.testing.assert_close(getattr(b, field), getattr(a, field), rtol=1e-5, atol=1e-6)
+        assert torch.equal(a.replayed_ids, b.replayed_ids)
+        assert torch.equal(a.hidden_states, b.hidden_states)
