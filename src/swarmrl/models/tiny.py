@@ -68,7 +68,9 @@ def build_tiny_model(
     """A randomly initialised model whose vocabulary and special tokens match a tokenizer (or `Vocabulary`)."""
     vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.of(vocabulary)
     if (not spec.head_dim and spec.hidden_size % spec.num_heads) or spec.num_heads % spec.num_kv_heads:
-        raise ValueError("hidden_size must divide by num_heads (or set head_dim), and num_heads by num_kv_heads")
+        raise ValueError(
+            "hidden_size must divide by num_heads (or set head_dim), and num_heads by num_kv_heads"
+        )
     if spec.vocab_size and spec.vocab_size < vocab.size:
         raise ValueError(f"vocab_size {spec.vocab_size} is smaller than the tokenizer's {vocab.size}")
     config_cls, model_cls = _ARCHITECTURES[spec.arch]
