@@ -199,6 +199,11 @@ class RunConfig(Section):
                     setattr(self, name, model.model_validate(value or {}))
                 except ValidationError as exc:
                     raise ConfigError(f"[{name}] {exc}") from exc
+        if self.trainer.pack_length and self.trainer.pack_length <= self.worker.max_new_tokens:
+            raise ConfigError(
+                f"trainer.pack_length {self.trainer.pack_length} cannot hold a prompt and a completion of "
+                f"worker.max_new_tokens {self.worker.max_new_tokens} tokens"
+            )
         if self.loss.max_tokens is None:
             # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
             self.loss.max_tokens = self.worker.max_new_tokens

@@ -59,3 +59,8 @@ def test_intellect2_config_carries_the_paper_recipe() -> None:
 def test_a_row_longer_than_a_micro_batch_is_refused_when_the_config_loads() -> None:
     with pytest.raises(ConfigError, match="pack_length 4096 exceeds micro_batch_tokens 2048"):
         load_config(None, ["trainer.pack_length=4096", "trainer.micro_batch_tokens=2048"])
+
+
+def test_packed_rows_too_short_for_a_completion_are_refused_when_the_config_loads() -> None:
+    with pytest.raises(ConfigError, match="pack_length 16 cannot hold"):
+        load_config(None, ["trainer.pack_length=16", "worker.max_new_tokens=16"])
