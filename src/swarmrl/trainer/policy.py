@@ -14,7 +14,6 @@ autocast only where FSDP does not already cast).
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -22,8 +21,6 @@ from torch import Tensor, nn
 from swarmrl.models.logprobs import DEFAULT_CHUNK_TOKENS, split_lm, token_logprobs
 from swarmrl.trainer.attention import AttentionKind, document_mask, use_attention
 from swarmrl.trainer.batch import MicroBatch
-
-Precision = Literal["fp32", "bf16"]
 
 
 class PackedPolicy(nn.Module):
@@ -87,6 +84,7 @@ class PackedPolicy(nn.Module):
         return logprobs, entropy
 
     def score(self, micro: MicroBatch, temperature: float, with_entropy: bool = False):
+        """`forward` on a planned micro-batch (through `__call__`, so FSDP's hooks run)."""
         return self(
             micro.input_ids,
             micro.position_ids,
