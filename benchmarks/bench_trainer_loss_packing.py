@@ -4,8 +4,12 @@
    against the textbook masked PPO-clip GRPO loss most trainers write inline (TRL's formula), forward +
    backward on [B, T] logprobs.
 2. Packing: one forward + backward of a tiny Qwen2 over variable-length sequences, right-padded to the
-   longest (what `trainer.batch.collate` and TRL do) against first-fit-decreasing packed rows with the
-   block-diagonal causal mask. Reports padding share and wall time.
+   longest (what the trainer did before it packed, and what TRL does) against first-fit-decreasing packed
+   rows with the block-diagonal causal mask (what `trainer.batch.plan_step` feeds the train loop). Reports
+   padding share and wall time.
+3. LM head: token logprobs + entropy, forward + backward, through the plain full-vocabulary log-softmax
+   (what the trainer did before) against `swarmrl.models.logprobs.token_logprobs` in chunks. Reports wall
+   time and the largest tensor either path creates (forward and backward), measured with a dispatch mode.
 
 Run: .venv/bin/python benchmarks/bench_trainer_loss_packing.py [--threads 1]
 """
@@ -19,8 +23,10 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from swarmrl.models.logprobs import token_logprobs
 from swarmrl.trainer.loss_config import LossConfig
 from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.packing import block_causal_mask, pack_examples
@@ -136,6 +142,50 @@ def bench_packing(num_sequences: int, repeats: int) -> None:
     )
 
 
+class _LargestTensor(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in out if isinstance(out, tuple | list) else [out]:
+            if isinstance(tensor, torch.Tensor):
+                self.bytes = max(self.bytes, tensor.numel() * tensor.element_size())
+        return out
+
+
+def bench_head(tokens: int, hidden: int, vocab: int, chunk_tokens: int, repeats: int) -> None:
+    generator = torch.Generator().manual_seed(2)
+    head = torch.nn.Linear(hidden, vocab, bias=False)
+    states = torch.randn(tokens, hidden, generator=generator).requires_grad_(True)
+    targets = torch.randint(0, vocab, (tokens,), generator=generator)
+
+    def anchor() -> None:
+        log_probs = F.log_softmax(head(states).float(), dim=-1)
+        chosen = log_probs.gather(-1, targets[:, None]).squeeze(-1)
+        (chosen - (log_probs.exp() * log_probs).sum(-1)).sum().backward()
+
+    def ours() -> None:
+        scores = token_logprobs(states, head, targets, with_entropy=True, chunk_tokens=chunk_tokens)
+        (scores.logprobs + scores.entropy).sum().backward()
+
+    largest = []
+    for fn in (anchor, ours):
+        with _LargestTensor() as probe:
+            fn()
+        largest.append(probe.bytes)
+    anchor_s, ours_s = median_seconds(anchor, repeats), median_seconds(ours, repeats)
+    print(f"LM head logprobs + entropy fwd+bwd, {tokens} tokens x vocab {vocab} (hidden {hidden})")
+    print(
+        f"  anchor (full fp32 log-softmax)      largest tensor {largest[0] / 2**20:7.1f} MiB, {anchor_s * 1e3:8.1f} ms"
+    )
+    print(
+        f"  swarmrl chunks of {chunk_tokens:<5d}            largest tensor {largest[1] / 2**20:7.1f} MiB, "
+        f"{ours_s * 1e3:8.1f} ms   time swarmrl/anchor {ours_s / anchor_s:.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
@@ -144,6 +194,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     bench_loss(rows=64, width=2048, repeats=args.repeats)
     bench_packing(num_sequences=64, repeats=args.repeats)
+    bench_head(tokens=2048, hidden=256, vocab=32768, chunk_tokens=256, repeats=args.repeats)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,9 @@ from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.rollouts import ScoredRow
-from swarmrl.trainer.batch import collate
 from swarmrl.trainer.checkpoint import checkpoint_dir, save_checkpoint
 from swarmrl.trainer.optim import build_optimizer
-from swarmrl.trainer.train import train_step
+from swarmrl.trainer.train import build_policy, plan_policy_step, train_step
 from swarmrl.validator.calibrate import commit, measure
 from swarmrl.validator.config import ValidatorConfig
 
@@ -99,14 +98,15 @@ def train_rows(generations) -> list[ScoredRow]:
 
 def time_train_step(path: str, rows: list[ScoredRow], pad_id: int, device: str) -> tuple[float, dict]:
     config = RunConfig()
-    model = load_model(path).to(device).train()
+    model = load_model(path)
+    policy = build_policy(model, config.trainer, torch.device(device)).train()
     optimizer, scheduler = build_optimizer(model, 1e-4, 0.0, (0.9, 0.99), 0)
-    batch = collate(rows, pad_id).to(torch.device(device))
-    train_step(model, optimizer, scheduler, batch, config)  # warm-up
+    batch = plan_policy_step(rows, config.trainer, policy, pad_id)
+    train_step(policy, optimizer, scheduler, batch, config, device=torch.device(device))  # warm-up
     if device == "cuda":
         torch.cuda.synchronize()
     started = time.perf_counter()
-    metrics = train_step(model, optimizer, scheduler, batch, config)
+    metrics = train_step(policy, optimizer, scheduler, batch, config, device=torch.device(device))
     if device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started

@@ -132,6 +132,43 @@ class TrainerSection(Section):
         600.0, gt=0, description="give up when no usable rollouts arrive this long"
     )
     keep_checkpoints: int = Field(0, ge=0, description="model checkpoints kept on disk (0 keeps all)")
+    micro_batch_tokens: int = Field(
+        16384,
+        ge=2,
+        description="tokens per forward/backward pass (packed rows x pack_length); gradients accumulate "
+        "over the micro-batches of a minibatch, normalised by the minibatch's global counts",
+    )
+    pack_length: int = Field(
+        0,
+        ge=0,
+        description="row length sequences are packed into (first-fit decreasing); 0: micro_batch_tokens "
+        "with flex attention, else twice the step's longest sequence (dense masks grow with its square)",
+    )
+    attention: Literal["auto", "sdpa", "eager", "flex"] = Field(
+        "auto",
+        description="attention over packed rows with per-document masks: flex (FlexAttention block mask, "
+        "CUDA only), sdpa or eager (dense block-diagonal mask); auto = flex on CUDA, else sdpa",
+    )
+    precision: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="bf16: mixed precision, bf16 compute with fp32 master weights and optimizer state",
+    )
+    activation_checkpointing: bool = Field(
+        False, description="recompute each transformer block in backward instead of storing activations"
+    )
+    logprob_chunk_tokens: int = Field(
+        1024,
+        ge=1,
+        description="tokens per chunk of the fused LM head + log-softmax (memory: chunk x vocab x 4 bytes)",
+    )
+
+    @model_validator(mode="after")
+    def _pack_fits_micro_batch(self) -> TrainerSection:
+        if self.pack_length > self.micro_batch_tokens:
+            raise ValueError(
+                f"pack_length {self.pack_length} exceeds micro_batch_tokens {self.micro_batch_tokens}"
+            )
+        return self
 
 
 class WorkerSection(Section):
@@ -208,6 +245,11 @@ class RunConfig(Section):
                     setattr(self, name, model.model_validate(value or {}))
                 except ValidationError as exc:
                     raise ConfigError(f"[{name}] {exc}") from exc
+        if self.trainer.pack_length and self.trainer.pack_length <= self.worker.max_new_tokens:
+            raise ConfigError(
+                f"trainer.pack_length {self.trainer.pack_length} cannot hold a prompt and a completion of "
+                f"worker.max_new_tokens {self.worker.max_new_tokens} tokens"
+            )
         if self.loss.max_tokens is None:
             # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
             self.loss.max_tokens = self.worker.max_new_tokens

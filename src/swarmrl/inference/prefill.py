@@ -17,6 +17,7 @@ from swarmrl.inference.engine import HIDDEN_STATE_DTYPE
 from swarmrl.inference.errors import InvalidRequestError
 from swarmrl.inference.lm_parts import CausalLMParts, padded_position_ids, split_causal_lm
 from swarmrl.inference.sampler import choice_margins, choose, int64_tensor, sampling_log_probs
+from swarmrl.models.logprobs import DEFAULT_CHUNK_TOKENS, token_chunks
 
 
 @dataclass
@@ -140,20 +141,29 @@ def _prefill_batch(
     hidden = _final_hidden(parts, input_ids.to(device), attention_mask.to(device))
     scored = scored.to(device)
     flat_hidden = hidden[scored]  # [N, H], rows in (pair, completion index) order
-    logits = parts.head(flat_hidden)
     targets = torch.tensor([t for c in completions for t in c], dtype=torch.long, device=device)
-    log_probs = sampling_log_probs(logits, temperature, top_p)
-    chosen = log_probs.gather(-1, targets[:, None]).squeeze(-1)
-    entropy = _entropy(log_probs)
-    eos_probs = log_probs[:, eos_token_id].exp() if eos_token_id is not None else None
-    replayed = margins = None
+    flat_seeds = positions = None
     if seeds is not None:
         flat_seeds = torch.tensor(
             [s for s, c in zip(seeds, completion_lengths, strict=True) for _ in range(c)]
         )
         positions = torch.tensor([i for c in completion_lengths for i in range(c)], dtype=torch.int64)
-        replayed = choose(logits, flat_seeds, positions, temperature, top_p)[0]
-        margins = choice_margins(logits, targets, flat_seeds, positions, temperature, top_p)
+    # The head's [N, vocab] logits are made a chunk of tokens at a time (models/logprobs.py's budget).
+    chunks = [
+        _score_tokens(
+            parts.head(flat_hidden[rows]),
+            targets[rows],
+            flat_seeds[rows] if flat_seeds is not None else None,
+            positions[rows] if positions is not None else None,
+            temperature=temperature,
+            top_p=top_p,
+            eos_token_id=eos_token_id,
+        )
+        for rows in list(token_chunks(len(targets), DEFAULT_CHUNK_TOKENS)) or [slice(0, 0)]
+    ]
+    chosen, entropy, eos_probs, replayed, margins = (
+        torch.cat(column) if column[0] is not None else None for column in zip(*chunks, strict=True)
+    )
 
     results = []
     offsets = [0]
@@ -177,6 +187,27 @@ def _prefill_batch(
             )
         )
     return results
+
+
+def _score_tokens(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    seeds: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    *,
+    temperature: float,
+    top_p: float,
+    eos_token_id: int | None,
+) -> tuple[torch.Tensor, ...]:
+    """(chosen logprob, entropy, π(EOS) or None, replayed id or None, margin or None) of a chunk of tokens."""
+    log_probs = sampling_log_probs(logits, temperature, top_p)
+    chosen = log_probs.gather(-1, targets[:, None]).squeeze(-1)
+    eos_probs = log_probs[:, eos_token_id].exp() if eos_token_id is not None else None
+    replayed = margins = None
+    if seeds is not None:
+        replayed = choose(logits, seeds, positions, temperature, top_p)[0]
+        margins = choice_margins(logits, targets, seeds, positions, temperature, top_p)
+    return chosen, _entropy(log_probs), eos_probs, replayed, margins
 
 
 def _final_hidden(

@@ -36,6 +36,13 @@ class TinyModelSpec(BaseModel):
     intermediate_size: int = Field(0, ge=0, description="MLP width; 0 means 4 × hidden_size")
     max_position_embeddings: int = Field(512, ge=16, description="longest sequence the rotary table covers")
     tie_word_embeddings: bool = Field(True, description="share the input embedding and the LM head")
+    head_dim: int = Field(0, ge=0, description="width of one attention head; 0 means hidden_size / num_heads")
+    vocab_size: int = Field(
+        0,
+        ge=0,
+        description="rows of the embedding and LM head; 0 means the tokenizer's size. A published shape's "
+        "larger vocabulary (Qwen: 151936) keeps the real LM-head cost; ids the tokenizer lacks decode to ''",
+    )
     seed: int = Field(0, description="initialisation seed")
 
 
@@ -62,17 +69,21 @@ def build_tiny_model(
         "llama": (LlamaConfig, LlamaForCausalLM),
     }
     vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.of(vocabulary)
-    if spec.hidden_size % spec.num_heads or spec.num_heads % spec.num_kv_heads:
-        raise ValueError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
+    if (not spec.head_dim and spec.hidden_size % spec.num_heads) or spec.num_heads % spec.num_kv_heads:
+        raise ValueError(
+            "hidden_size must divide by num_heads (or set head_dim), and num_heads by num_kv_heads"
+        )
+    if spec.vocab_size and spec.vocab_size < vocab.size:
+        raise ValueError(f"vocab_size {spec.vocab_size} is smaller than the tokenizer's {vocab.size}")
     config_cls, model_cls = architectures[spec.arch]
     config = config_cls(
-        vocab_size=vocab.size,
+        vocab_size=spec.vocab_size or vocab.size,
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size or 4 * spec.hidden_size,
         num_hidden_layers=spec.num_layers,
         num_attention_heads=spec.num_heads,
         num_key_value_heads=spec.num_kv_heads,
-        head_dim=spec.hidden_size // spec.num_heads,
+        head_dim=spec.head_dim or spec.hidden_size // spec.num_heads,
         max_position_embeddings=spec.max_position_embeddings,
         tie_word_embeddings=spec.tie_word_embeddings,
         bos_token_id=vocab.bos_token_id,

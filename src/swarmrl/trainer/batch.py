@@ -1,78 +1,157 @@
-"""Turn scored rollout rows into padded training tensors, and per-token logprobs of a model on them."""
+"""Scored rollout rows → the packed micro-batches of one policy step.
+
+A policy step's rows split into `minibatches` (one optimizer step each, as INTELLECT-2's 8 per step). Each
+minibatch is packed first-fit decreasing into rows of `pack_length` tokens, and its rows are grouped into
+micro-batches of about `micro_batch_tokens` tokens (one forward + backward each; gradients accumulate).
+Micro-batches are dealt round-robin to data-parallel ranks, padded with empty ones so every rank runs the
+same number of passes (FSDP's collectives must match). Every rank plans from the same rows, so each knows
+the minibatch's global token and sequence counts without communicating: the loss of each micro-batch is
+normalised by those, and the accumulated gradient does not depend on how the minibatch was split.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 
 import torch
-import torch.nn.functional as F
+from torch import Tensor
 
 from swarmrl.rollouts import ScoredRow
+from swarmrl.trainer.packing import PackingError, lay_out_rows, pack_sequences
 
 
-@dataclass
-class TrainBatch:
-    input_ids: torch.Tensor  # [B, S] prompt ‖ completion, right-padded
-    attention_mask: torch.Tensor  # [B, S]
-    completion_mask: torch.Tensor  # [B, S-1] 1 where target token S+1 is a completion token
-    advantages: torch.Tensor  # [B]
-    engine_logprobs: torch.Tensor  # [B, S-1] logprobs the inference engine reported (0 off-mask)
+@dataclass(frozen=True)
+class MicroBatch:
+    """Packed rows of whole sequences; target-aligned tensors ([R, C-1]) score token t + 1 from position t."""
+
+    input_ids: Tensor  # [R, C] long
+    position_ids: Tensor  # [R, C] long, restarting at 0 for every sequence
+    document_ids: Tensor  # [R, C] long, index of the sequence within this micro-batch, -1 on padding
+    loss_mask: Tensor  # [R, C-1] bool, True where the target is a completion token
+    sequence_ids: Tensor  # [R, C-1] long, sequence of each target, -1 off the mask
+    advantages: Tensor  # [R, C-1] float32, the sequence's advantage on each of its targets
+    engine_logprobs: Tensor  # [R, C-1] float32, what the inference engine reported (0 off the mask)
+    row_indices: tuple[int, ...] = ()  # per sequence of this micro-batch: its index in the step's rows
+
+    def to(self, device: torch.device) -> MicroBatch:
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(self, **{k: v.to(device) for k, v in moved.items() if isinstance(v, Tensor)})
+
+    @property
+    def real_tokens(self) -> int:
+        return int((self.document_ids >= 0).sum())
+
+
+@dataclass(frozen=True)
+class Minibatch:
+    """One optimizer step: this rank's micro-batches and the whole minibatch's counts (all ranks)."""
+
+    micro_batches: list[MicroBatch]
+    total_tokens: int  # scored completion tokens
+    total_sequences: int
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    minibatches: list[Minibatch]
     temperature: float
+    packed_rows: int  # rows over every rank, for the padding metric
+    pack_length: int
 
-    def __len__(self) -> int:
-        return self.input_ids.shape[0]
-
-    def to(self, device: torch.device) -> TrainBatch:
-        return TrainBatch(
-            self.input_ids.to(device),
-            self.attention_mask.to(device),
-            self.completion_mask.to(device),
-            self.advantages.to(device),
-            self.engine_logprobs.to(device),
-            self.temperature,
-        )
-
-    def select(self, index: torch.Tensor | slice) -> TrainBatch:
-        return TrainBatch(
-            self.input_ids[index],
-            self.attention_mask[index],
-            self.completion_mask[index],
-            self.advantages[index],
-            self.engine_logprobs[index],
-            self.temperature,
-        )
+    @property
+    def padding_fraction(self) -> float:
+        real = sum(m.real_tokens for mb in self.minibatches for m in mb.micro_batches)
+        slots = sum(m.input_ids.numel() for mb in self.minibatches for m in mb.micro_batches)
+        return 1.0 - real / slots if slots else 0.0
 
 
-def collate(rows: list[ScoredRow], pad_token_id: int) -> TrainBatch:
-    """Right-pad prompt ‖ completion; position t of the masks scores the token at t + 1."""
+def plan_step(
+    rows: Sequence[ScoredRow],
+    *,
+    pad_token_id: int,
+    minibatches: int,
+    micro_batch_tokens: int,
+    pack_length: int | None = None,
+    rank: int = 0,
+    world: int = 1,
+) -> StepBatch:
+    """This rank's packed micro-batches for the policy step made of `rows` (the same list on every rank).
+
+    `pack_length` None: twice the longest sequence (so a long sequence can share its row with short ones),
+    at most `micro_batch_tokens` — right for dense masks, whose cost grows with the square of the row.
+    """
+    if not rows:
+        raise PackingError("a policy step needs at least one row")
+    if not 0 <= rank < world:
+        raise PackingError(f"rank {rank} outside a world of {world}")
     temperatures = {round(row.temperature, 6) for row in rows}
     if len(temperatures) != 1:
-        raise ValueError(f"a training batch mixes sampling temperatures {sorted(temperatures)}")
-    width = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
-    input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-    completion_mask = torch.zeros((len(rows), width - 1), dtype=torch.float32)
-    engine_logprobs = torch.zeros((len(rows), width - 1), dtype=torch.float32)
-    for i, row in enumerate(rows):
-        p, c = len(row.prompt_ids), len(row.completion_ids)
-        input_ids[i, : p + c] = torch.tensor(row.prompt_ids + row.completion_ids)
-        attention_mask[i, : p + c] = 1
-        completion_mask[i, p - 1 : p + c - 1] = 1.0
-        engine_logprobs[i, p - 1 : p + c - 1] = torch.tensor(row.logprobs)
-    advantages = torch.tensor([row.advantage for row in rows], dtype=torch.float32)
-    return TrainBatch(
-        input_ids, attention_mask, completion_mask, advantages, engine_logprobs, temperatures.pop()
+        raise PackingError(f"a training batch mixes sampling temperatures {sorted(temperatures)}")
+    longest = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
+    capacity = pack_length or max(longest, min(2 * longest, micro_batch_tokens))
+    if longest > capacity:
+        raise PackingError(f"a sequence of {longest} tokens is longer than pack_length {capacity}")
+    rows_per_micro = max(1, micro_batch_tokens // capacity)
+    planned: list[Minibatch] = []
+    packed_rows = 0
+    offset = 0
+    for part in _even_parts(list(rows), min(minibatches, len(rows))):
+        bins = pack_sequences([len(r.prompt_ids) + len(r.completion_ids) for r in part], capacity)
+        packed_rows += len(bins)
+        groups = [bins[i : i + rows_per_micro] for i in range(0, len(bins), rows_per_micro)]
+        groups += [[] for _ in range(-len(groups) % world)]
+        planned.append(
+            Minibatch(
+                micro_batches=[
+                    _micro_batch(part, offset, group, capacity, pad_token_id) for group in groups[rank::world]
+                ],
+                total_tokens=sum(len(r.completion_ids) for r in part),
+                total_sequences=sum(1 for r in part if r.completion_ids),
+            )
+        )
+        offset += len(part)
+    return StepBatch(planned, temperatures.pop(), packed_rows, capacity)
+
+
+def _even_parts(items: list[ScoredRow], parts: int) -> list[list[ScoredRow]]:
+    """`parts` contiguous slices whose sizes differ by at most one."""
+    bounds = [round(i * len(items) / parts) for i in range(parts + 1)]
+    return [items[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _micro_batch(
+    part: list[ScoredRow], offset: int, bins: list[list[int]], capacity: int, pad_token_id: int
+) -> MicroBatch:
+    if not bins:
+        # Padding for rank balance: one row of padding whose targets are all off the mask.
+        ids = torch.full((1, capacity), pad_token_id, dtype=torch.long)
+        off = torch.zeros((1, capacity - 1), dtype=torch.bool)
+        return MicroBatch(
+            input_ids=ids,
+            position_ids=torch.arange(capacity).unsqueeze(0),
+            document_ids=torch.full((1, capacity), -1, dtype=torch.long),
+            loss_mask=off,
+            sequence_ids=torch.full((1, capacity - 1), -1, dtype=torch.long),
+            advantages=torch.zeros(off.shape),
+            engine_logprobs=torch.zeros(off.shape),
+        )
+    members = [i for b in bins for i in b]
+    local = {index: position for position, index in enumerate(members)}
+    rows = [part[i] for i in members]
+    packed = lay_out_rows(
+        [(r.prompt_ids, r.completion_ids) for r in rows],
+        [[local[i] for i in b] for b in bins],
+        capacity,
+        pad_token_id,
     )
-
-
-def token_logprobs(
-    model: torch.nn.Module, batch: TrainBatch, *, with_entropy: bool = False
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log π(token_{t+1} | ≤ t) on logits divided by the sampling temperature, [B, S-1]."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
-    logits = logits / batch.temperature
-    log_probs = F.log_softmax(logits, dim=-1)
-    targets = batch.input_ids[:, 1:].unsqueeze(-1)
-    chosen = log_probs.gather(-1, targets).squeeze(-1)
-    entropy = -(log_probs.exp() * log_probs).sum(-1) if with_entropy else None
-    return chosen, entropy
+    return MicroBatch(
+        input_ids=packed.input_ids,
+        position_ids=packed.position_ids,
+        document_ids=packed.sequence_ids,
+        loss_mask=packed.loss_mask,
+        sequence_ids=packed.target_sequence_ids,
+        advantages=packed.per_target_token(torch.tensor([r.advantage for r in rows], dtype=torch.float32)),
+        engine_logprobs=packed.per_completion_token([r.logprobs for r in rows]),
+        row_indices=tuple(offset + i for i in members),
+    )

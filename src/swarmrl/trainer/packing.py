@@ -1,12 +1,13 @@
 """Sequence packing: several prompt ‖ completion sequences share one row of fixed capacity.
 
 Packing saves the compute padding wastes, but a causal LM must not let a token attend to the sequence
-packed before it. Two ways to keep packed sequences isolated:
+packed before it. Position ids restart at 0 at each sequence start, and attention is masked per document:
 
-- position ids reset to 0 at each sequence start plus flash-attention's varlen kernels (`cu_seqlens`,
-  `max_seqlen`);
-- an explicit 4D block-diagonal causal mask (`block_causal_mask`) passed as `attention_mask`, with the
-  position ids, for the eager or sdpa attention implementations of transformers.
+- an explicit 4D block-diagonal causal mask (`block_causal_mask`) for transformers' eager or sdpa
+  attention (CPU, or GPU without FlexAttention);
+- a FlexAttention block mask over the same document ids (`swarmrl.trainer.attention`), which skips the
+  masked blocks instead of computing them — the GPU path;
+- `cu_seqlens` / `max_seqlen` for flash-attention's varlen kernels, where a user has them.
 
 Position ids alone are not enough with eager or sdpa attention (checked with transformers 5.23, with and
 without a 2D mask): attention crosses sequence borders and the logprobs of later sequences change.
@@ -116,13 +117,26 @@ def pack_examples(
     examples: Sequence[tuple[Sequence[int], Sequence[int]]], capacity: int, pad_token_id: int
 ) -> PackedBatch:
     """Pack (prompt_ids, completion_ids) pairs into rows of `capacity` tokens (first-fit decreasing)."""
-    for index, (prompt, _) in enumerate(examples):
-        if not prompt:
-            raise PackingError(
-                f"example {index} has an empty prompt: its first completion token has no context"
-            )
+    _check_prompts(examples)
+    rows = pack_sequences([len(prompt) + len(completion) for prompt, completion in examples], capacity)
+    return lay_out_rows(examples, rows, capacity, pad_token_id)
+
+
+def lay_out_rows(
+    examples: Sequence[tuple[Sequence[int], Sequence[int]]],
+    rows: Sequence[Sequence[int]],
+    capacity: int,
+    pad_token_id: int,
+) -> PackedBatch:
+    """The packed tensors of `examples` placed as `rows` says (lists of example indices, each used once)."""
+    _check_prompts(examples)
     lengths = [len(prompt) + len(completion) for prompt, completion in examples]
-    rows = pack_sequences(lengths, capacity)
+    placed = sorted(i for members in rows for i in members)
+    if placed != list(range(len(examples))):
+        raise PackingError(f"rows must place each of the {len(examples)} examples exactly once")
+    for r, members in enumerate(rows):
+        if sum(lengths[i] for i in members) > capacity:
+            raise PackingError(f"row {r} holds more than the capacity of {capacity} tokens")
     input_ids = torch.full((len(rows), capacity), pad_token_id, dtype=torch.long)
     position_ids = torch.zeros((len(rows), capacity), dtype=torch.long)
     sequence_ids = torch.full((len(rows), capacity), -1, dtype=torch.long)
@@ -161,21 +175,32 @@ def pack_examples(
         target_sequence_ids=target_sequence_ids,
         cu_seqlens=cu_seqlens,
         max_seqlen=max(segment_lengths, default=0),
-        rows=rows,
+        rows=[list(members) for members in rows],
         completion_spans=[spans[i] for i in range(len(examples))],
     )
 
 
-def block_causal_mask(sequence_ids: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-    """[R, 1, C, C] additive mask: 0 where query q may attend key k (k ≤ q, same sequence), else dtype's min.
+def _check_prompts(examples: Sequence[tuple[Sequence[int], Sequence[int]]]) -> None:
+    for index, (prompt, _) in enumerate(examples):
+        if not prompt:
+            raise PackingError(
+                f"example {index} has an empty prompt: its first completion token has no context"
+            )
 
-    Padding (id -1) attends causally to padding only, so no query row is fully masked (that would give NaN in
-    softmax). Pass it as `attention_mask` with `position_ids` to a transformers causal LM using eager or sdpa
-    attention; a 4D mask is used as given.
+
+def block_causal_mask(sequence_ids: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """[R, 1, C, C] mask where query q may attend key k iff k ≤ q in the same sequence.
+
+    Boolean for `dtype=torch.bool` (True = attend; what sdpa takes), else additive: 0 where allowed, dtype's
+    min elsewhere (what eager attention adds to its scores). Padding (id -1) attends causally to padding only,
+    so no query row is fully masked (that would give NaN in softmax). Pass it as `attention_mask` with
+    `position_ids` to a transformers causal LM; a 4D mask is used as given.
     """
     length = sequence_ids.shape[-1]
     causal = torch.ones(length, length, dtype=torch.bool, device=sequence_ids.device).tril()
     same_sequence = sequence_ids.unsqueeze(-1) == sequence_ids.unsqueeze(-2)
     allowed = (causal & same_sequence).unsqueeze(1)
+    if dtype == torch.bool:
+        return allowed
     blocked = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=sequence_ids.device)
     return torch.where(allowed, torch.zeros((), dtype=dtype, device=sequence_ids.device), blocked)

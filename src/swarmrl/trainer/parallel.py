@@ -6,6 +6,7 @@ full, unsharded state: rank 0 writes what every worker and relay downloads, and 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -16,7 +17,7 @@ from torch.distributed.checkpoint.state_dict import (
     get_optimizer_state_dict,
     set_optimizer_state_dict,
 )
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
@@ -31,17 +32,23 @@ def is_distributed() -> bool:
     return world()[1] > 1
 
 
-def shard_model(model: torch.nn.Module) -> torch.nn.Module:
-    """Shard each transformer block, then the root (embeddings, final norm, head); in place."""
+def shard_model(
+    root: torch.nn.Module, blocks: Iterable[torch.nn.Module], *, bf16: bool = False
+) -> torch.nn.Module:
+    """Shard each transformer block, then the root (embeddings, final norm, head and whatever the root's
+    forward adds); in place. With `bf16`, parameters are gathered in bf16 for compute and gradients reduced
+    in fp32 into the fp32 shards (the master weights)."""
     if not is_distributed():
-        return model
-    blocks = getattr(getattr(model, "model", None), "layers", None)
-    if blocks is None:
-        raise TypeError(f"{type(model).__name__} has no .model.layers to shard block by block")
+        return root
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if bf16
+        else MixedPrecisionPolicy()
+    )
     for block in blocks:
-        fully_shard(block)
-    fully_shard(model)
-    return model
+        fully_shard(block, mp_policy=policy)
+    fully_shard(root, mp_policy=policy)
+    return root
 
 
 def full_model_state(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel
 
+from swarmrl.models.logprobs import DEFAULT_CHUNK_TOKENS, split_lm, token_logprobs
 from swarmrl.models.prompting import PromptFormat
 from swarmrl.trainer.optim import build_optimizer
 
@@ -31,6 +33,25 @@ def sft_batch(
     return input_ids, mask, labels
 
 
+def sft_loss(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    labels: torch.Tensor,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+) -> torch.Tensor:
+    """Mean negative log-likelihood of the labelled tokens (transformers' `labels` loss), with the head and
+    log-softmax chunked so the [tokens, vocab] logits never exist."""
+    backbone, head = split_lm(model)
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    targets = labels[:, 1:]
+    scored = targets != -100
+    logprobs = token_logprobs(
+        hidden[:, :-1][scored], head, targets[scored], chunk_tokens=chunk_tokens
+    ).logprobs
+    return -logprobs.mean()
+
+
 def run_sft(
     model: PreTrainedModel,
     prompts: PromptFormat,
@@ -43,22 +64,30 @@ def run_sft(
     warmup_steps: int,
     seed: int,
     progress=None,
+    device: torch.device | None = None,
 ) -> list[float]:
-    """Train on (task prompt, demonstration text) pairs, prompted as in RL; returns the loss of every step."""
+    """Train on (task prompt, demonstration text) pairs, prompted as in RL; returns the loss of every step.
+
+    Runs on the GPU when there is one (bf16 autocast over fp32 master weights), and hands the model back on
+    the CPU, where it was.
+    """
+    device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     examples = [
         (prompts.ids(question), prompts.completion_ids(answer)) for question, answer in demonstrations
     ]
     if not examples:
         raise ValueError("SFT needs at least one demonstration")
+    model.to(device).train()
     optimizer, scheduler = build_optimizer(model, lr, weight_decay, (0.9, 0.95), warmup_steps)
     rng = random.Random(seed)
-    model.train()
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    )
     losses = []
     for step in range(steps):
-        input_ids, mask, labels = sft_batch(
-            rng.sample(examples, min(batch_size, len(examples))), prompts.tokenizer.pad_token_id
-        )
-        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        batch = sft_batch(rng.sample(examples, min(batch_size, len(examples))), prompts.tokenizer.pad_token_id)
+        with autocast:
+            loss = sft_loss(model, *(t.to(device) for t in batch))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -67,5 +96,5 @@ def run_sft(
         losses.append(float(loss.detach()))
         if progress is not None:
             progress(step + 1, losses[-1])
-    model.eval()
+    model.to("cpu").eval()
     return losses

@@ -16,11 +16,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from swarmrl.config import RunConfig
+from swarmrl.config import RunConfig, TrainerSection
 from swarmrl.models import load_model, load_tokenizer
+from swarmrl.models.logprobs import split_lm
 from swarmrl.rollouts import ScoredRow
 from swarmrl.rundir import RunDir
-from swarmrl.trainer.batch import TrainBatch, collate, token_logprobs
+from swarmrl.trainer.attention import resolve_attention
+from swarmrl.trainer.batch import StepBatch, plan_step
 from swarmrl.trainer.checkpoint import (
     checkpoint_dir,
     latest_checkpoint,
@@ -37,11 +39,14 @@ from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.parallel import (
     full_model_state,
     full_optimizer_state,
+    is_distributed,
     load_optimizer_state,
     shard_model,
     to_float,
     world,
 )
+from swarmrl.trainer.policy import PackedPolicy
+from swarmrl.trainer.weight_sync import WeightSink, push_weights
 
 log = logging.getLogger(__name__)
 
@@ -49,56 +54,125 @@ Collector = Callable[[int], tuple[list[ScoredRow], CollectStats]]
 Publisher = Callable[[int], None]
 
 
+# Metrics of `policy_loss` that are already normalised by the minibatch's global counts: they add up over
+# micro-batches and ranks. The others are means over a micro-batch's tokens and are weighted by its share.
+_ADDITIVE_METRICS = ("loss", "policy_loss", "entropy", "kl_ref")
+
+
 def train_step(
-    model: torch.nn.Module,
+    policy: PackedPolicy,
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
-    batch: TrainBatch,
+    step: StepBatch,
     config: RunConfig,
-    ref_model: torch.nn.Module | None = None,
+    ref_policy: PackedPolicy | None = None,
+    device: torch.device | None = None,
 ) -> dict[str, float]:
-    """One policy step: π_old recomputed once, then several optimizer steps over minibatches.
+    """One policy step: π_old recomputed once, then one optimizer step per minibatch, each accumulating the
+    gradients of its micro-batches.
 
-    With a single minibatch the weights are still π_old during the one forward pass, so π_old is that pass's
+    With a single minibatch the weights are still π_old during its forward passes, so π_old is those passes'
     detached log-probabilities instead of a second forward.
     """
+    device = device or train_device()
     loss_cfg = config.loss
-    num_minibatches = min(config.trainer.optimizer_steps_per_policy_step, len(batch))
-    model.eval()
+    world_size = world()[1]
+    temperature = step.temperature
+    model_parameters = list(policy.model.parameters())
+    policy.eval()
     with torch.no_grad():
         # π_old without dropout: the ratio must be exactly 1 before the first update.
-        old_logprobs = token_logprobs(model, batch)[0] if num_minibatches > 1 else None
-        ref_logprobs = token_logprobs(ref_model, batch)[0] if ref_model is not None else None
-    model.train()
-    order = torch.arange(len(batch), device=batch.input_ids.device).chunk(num_minibatches)
+        old = _score_all(policy, step, device) if len(step.minibatches) > 1 else None
+        ref = _score_all(ref_policy, step, device) if ref_policy is not None else None
+    policy.train()
     totals: dict[str, float] = {}
-    for index in order:
-        minibatch = batch.select(index)
-        logprobs, entropy = token_logprobs(model, minibatch, with_entropy=loss_cfg.entropy_coef > 0)
-        out = policy_loss(
-            logprobs,
-            logprobs.detach() if old_logprobs is None else old_logprobs[index],
-            minibatch.advantages,
-            minibatch.completion_mask,
-            config=loss_cfg,
-            engine_logprobs=minibatch.engine_logprobs,
-            ref_logprobs=ref_logprobs[index] if ref_logprobs is not None else None,
-            entropy=entropy,
-        )
+    for i, minibatch in enumerate(step.minibatches):
         optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.trainer.max_grad_norm)
+        sums: dict[str, torch.Tensor] = {}
+        for j, micro in enumerate(minibatch.micro_batches):
+            micro = micro.to(device)
+            logprobs, entropy = policy.score(micro, temperature, with_entropy=loss_cfg.entropy_coef > 0)
+            out = policy_loss(
+                logprobs,
+                logprobs.detach() if old is None else old[i][j],
+                micro.advantages,
+                micro.loss_mask,
+                config=loss_cfg,
+                engine_logprobs=micro.engine_logprobs,
+                ref_logprobs=ref[i][j] if ref is not None else None,
+                entropy=entropy,
+                sequence_ids=micro.sequence_ids,
+                total_sequences=minibatch.total_sequences,
+                total_tokens=minibatch.total_tokens,
+            )
+            # Each rank's loss is its share of the global sum; FSDP averages gradients over ranks.
+            (out.loss * world_size).backward()
+            share = micro.loss_mask.sum() / max(minibatch.total_tokens, 1)
+            for key, value in {"loss": out.loss.detach(), **out.metrics}.items():
+                weighted = value.float() * (1.0 if key in _ADDITIVE_METRICS else share)
+                sums[key] = sums[key] + weighted if key in sums else weighted
+        names = sorted(sums)
+        reduced = torch.stack([sums[k] for k in names])
+        if is_distributed():
+            dist.all_reduce(reduced)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model_parameters, config.trainer.max_grad_norm)
         optimizer.step()
         scheduler.step()
-        step_metrics = {
-            "loss": float(out.loss.detach()),
-            "grad_norm": to_float(grad_norm),
-            **{k: float(v) for k, v in out.metrics.items()},
-        }
-        for key, value in step_metrics.items():
-            totals[key] = totals.get(key, 0.0) + value / len(order)
+        for key, value in zip(names, reduced.tolist(), strict=True):
+            totals[key] = totals.get(key, 0.0) + value / len(step.minibatches)
+        totals["grad_norm"] = totals.get("grad_norm", 0.0) + to_float(grad_norm) / len(step.minibatches)
     totals["lr"] = scheduler.get_last_lr()[0]
+    totals["packed_rows"] = float(step.packed_rows)
+    totals["pack_length"] = float(step.pack_length)
+    totals["padding_fraction"] = step.padding_fraction
     return totals
+
+
+def _score_all(policy: PackedPolicy, step: StepBatch, device: torch.device) -> list[list[torch.Tensor]]:
+    """Detached log-probabilities of every micro-batch of the step, in the step's layout."""
+    return [
+        [policy.score(micro.to(device), step.temperature)[0] for micro in minibatch.micro_batches]
+        for minibatch in step.minibatches
+    ]
+
+
+def plan_policy_step(
+    rows: list[ScoredRow], trainer: TrainerSection, policy: PackedPolicy, pad_token_id: int
+) -> StepBatch:
+    """This rank's micro-batches of a policy step, packed for the policy's attention backend."""
+    rank, world_size = world()
+    # FlexAttention skips masked blocks, so rows as long as a micro-batch cost nothing extra; dense masks
+    # grow with the square of the row, so they keep rows short by default.
+    pack_length = trainer.pack_length or (trainer.micro_batch_tokens if policy.attention == "flex" else None)
+    return plan_step(
+        rows,
+        pad_token_id=pad_token_id,
+        minibatches=trainer.optimizer_steps_per_policy_step,
+        micro_batch_tokens=trainer.micro_batch_tokens,
+        pack_length=pack_length,
+        rank=rank,
+        world=world_size,
+    )
+
+
+def build_policy(
+    model: torch.nn.Module, trainer: TrainerSection, device: torch.device, *, for_training: bool = True
+) -> PackedPolicy:
+    """Wrap (and under torchrun shard) a model loaded in fp32 the way the trainer config asks."""
+    bf16 = trainer.precision == "bf16"
+    sharded = is_distributed()
+    policy = PackedPolicy(
+        model.to(device),
+        attention=resolve_attention(trainer.attention, device),
+        chunk_tokens=trainer.logprob_chunk_tokens,
+        autocast_dtype=torch.bfloat16 if bf16 and not sharded else None,
+        activation_checkpointing=trainer.activation_checkpointing and for_training,
+    )
+    backbone, _ = split_lm(model)
+    blocks = getattr(backbone, "layers", None)
+    if sharded and blocks is None:
+        raise TypeError(f"{type(backbone).__name__} has no .layers to shard block by block")
+    return shard_model(policy, blocks or [], bf16=bf16)
 
 
 def train_device() -> torch.device:
@@ -142,8 +216,13 @@ def run_trainer(
     publish: Publisher | None = None,
     *,
     stop_after_steps: int | None = None,
+    weight_sink: WeightSink | None = None,
 ) -> int:
-    """Train from the newest resumable state to `config.trainer.steps`; returns the last step written."""
+    """Train from the newest resumable state to `config.trainer.steps`; returns the last step written.
+
+    `weight_sink` (an engine sharing this process and GPU) gets each new policy in place, before the
+    checkpoint is written.
+    """
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
     torch.manual_seed(config.run.seed)
@@ -154,8 +233,10 @@ def run_trainer(
     state_steps = saved_trainer_steps(rundir.trainer_state)
     step = state_steps[-1] if state_steps else 0
     device = train_device()
-    model = shard_model(load_model(checkpoint_dir(rundir.checkpoints, step), config.model.dtype).to(device))
-    model.train()
+    # fp32 master weights whatever the inference dtype; `trainer.precision` decides the compute dtype.
+    model = load_model(checkpoint_dir(rundir.checkpoints, step), "float32")
+    policy_module = build_policy(model, config.trainer, device)
+    policy_module.train()
     optimizer, scheduler = build_optimizer(
         model,
         config.trainer.lr,
@@ -168,15 +249,14 @@ def run_trainer(
         load_optimizer_state(model, optimizer, state["optimizer"] if rank == 0 else None)
         restore_scheduler_and_rng(state, scheduler)
         log.info("resumed at step %d", step)
-    ref_model = None
+    ref_policy = None
     if config.loss.kl_coef > 0:
-        ref_model = shard_model(
-            load_model(checkpoint_dir(rundir.checkpoints, 0), config.model.dtype).to(device)
-        ).eval()
-    policy = _Policy(model, tokenizer, optimizer, scheduler, ref_model)
+        ref_model = load_model(checkpoint_dir(rundir.checkpoints, 0), "float32")
+        ref_policy = build_policy(ref_model, config.trainer, device, for_training=False).eval()
+    policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
     try:
-        return _train_loop(config, policy, collect, publish, sink, step, stop_after_steps)
+        return _train_loop(config, policy, collect, publish, sink, step, stop_after_steps, weight_sink)
     finally:
         if sink is not None:
             sink.close()
@@ -186,11 +266,11 @@ def run_trainer(
 class _Policy:
     """What the loop updates and saves each step."""
 
-    model: torch.nn.Module
+    module: PackedPolicy  # what runs forward (the FSDP root when sharded); its .model is what is saved
     tokenizer: Any
     optimizer: torch.optim.Optimizer
     scheduler: Any
-    ref_model: torch.nn.Module | None
+    ref_module: PackedPolicy | None
 
 
 def _train_loop(
@@ -201,11 +281,12 @@ def _train_loop(
     sink: MetricsSink | None,
     step: int,
     stop_after_steps: int | None,
+    weight_sink: WeightSink | None = None,
 ) -> int:
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
     model, tokenizer, optimizer, scheduler = (
-        policy.model,
+        policy.module.model,
         policy.tokenizer,
         policy.optimizer,
         policy.scheduler,
@@ -214,16 +295,11 @@ def _train_loop(
     while step < config.trainer.steps:
         rows, stats = _collect_on_rank0(collect, step, rank, world_size)
         started = time.monotonic()
-        shard = rows[rank::world_size]
-        metrics = train_step(
-            model,
-            optimizer,
-            scheduler,
-            collate(shard, tokenizer.pad_token_id).to(train_device()),
-            config,
-            policy.ref_model,
-        )
+        planned = plan_policy_step(rows, config.trainer, policy.module, tokenizer.pad_token_id)
+        metrics = train_step(policy.module, optimizer, scheduler, planned, config, policy.ref_module)
         step += 1
+        if weight_sink is not None:
+            push_weights(model, weight_sink, step)
         weights = full_model_state(model)
         optimizer_state = full_optimizer_state(model, optimizer)
         if rank == 0:
