@@ -23,7 +23,9 @@ def groups(*specs: tuple[int, int]) -> tuple[list[PromptGroup], list[Sequence]]:
     return made, sequences
 
 
-def scheduler(num_blocks: int = 64, block_size: int = 4, max_num_seqs: int = 8, tokens: int = 64) -> Scheduler:
+def scheduler(
+    num_blocks: int = 64, block_size: int = 4, max_num_seqs: int = 8, tokens: int = 64
+) -> Scheduler:
     return Scheduler(BlockManager(num_blocks, block_size), max_num_seqs, tokens)
 
 
@@ -112,7 +114,11 @@ def test_the_token_budget_splits_prefills_but_always_admits_one_prompt() -> None
     made, sequences = groups((10, 1), (10, 1), (40, 1))
     sched.add(made)
     steps = [sched.schedule() for _ in range(3)]
-    assert [[i.token_ids for i in s.items] for s in steps] == [[made[0].prompt_ids], [made[1].prompt_ids], [made[2].prompt_ids]]
+    assert [[i.token_ids for i in s.items] for s in steps] == [
+        [made[0].prompt_ids],
+        [made[1].prompt_ids],
+        [made[2].prompt_ids],
+    ]
 
 
 def test_sequences_that_outgrow_the_pool_are_preempted_and_recomputed() -> None:
@@ -122,7 +128,9 @@ def test_sequences_that_outgrow_the_pool_are_preempted_and_recomputed() -> None:
     sched.add(made)
     steps = run(sched, new_tokens=6)
     assert sched.stats.preemptions > 0
-    recomputes = [item for step in steps if isinstance(step, PrefillStep) for item in step.items if item.sequence]
+    recomputes = [
+        item for step in steps if isinstance(step, PrefillStep) for item in step.items if item.sequence
+    ]
     assert recomputes, "a preempted sequence is prefilled again"
     for item in recomputes:
         # It is rerun over prompt and completion so far, and samples its next token from the last position.
@@ -139,7 +147,9 @@ def test_cached_prompts_are_evicted_when_nothing_else_can_run() -> None:
     sched.add(made)
     steps = run(sched, new_tokens=6)
     assert sched.stats.preemptions == 1
-    group_prefills = [item for step in steps if isinstance(step, PrefillStep) for item in step.items if item.group]
+    group_prefills = [
+        item for step in steps if isinstance(step, PrefillStep) for item in step.items if item.group
+    ]
     assert len(group_prefills) == 2, "the evicted prompt is prefilled again for its last member"
     assert all(s.state is SequenceState.FINISHED for s in sequences)
     assert sched.blocks.num_free == 5

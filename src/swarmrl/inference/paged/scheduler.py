@@ -112,9 +112,7 @@ class Scheduler:
             needs_prefill = entry.table is None
             tokens = len(entry.prompt_ids) if needs_prefill else 0
             prompt_blocks = self.blocks.blocks_for(tokens)
-            count = min(
-                self.max_num_seqs - len(self.running), len(entry.pending), spare - prompt_blocks
-            )
+            count = min(self.max_num_seqs - len(self.running), len(entry.pending), spare - prompt_blocks)
             if (items and tokens > tokens_left) or count < 1:
                 break
             if needs_prefill:
