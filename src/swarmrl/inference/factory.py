@@ -26,7 +26,8 @@ def build_engine(
     if isinstance(config, PagedEngineConfig) and not llama_layers.supports(model):
         log.warning("%s is not a Llama-family model: generating with the padded engine", type(model).__name__)
         config = TorchEngineConfig(
-            max_batch_size=config.max_num_seqs, capture_prompt_hidden_states=config.capture_prompt_hidden_states
+            max_batch_size=config.max_num_seqs,
+            capture_prompt_hidden_states=config.capture_prompt_hidden_states,
         )
     if isinstance(config, PagedEngineConfig):
         return PagedEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)

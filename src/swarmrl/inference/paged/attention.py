@@ -52,7 +52,7 @@ class DecodeInputs:
     """The per-step inputs of a decoding step: what the runner fills (and a CUDA graph reads)."""
 
     def __init__(self, max_batch: int, max_blocks: int, pool: KVPool) -> None:
-        device = pool.keys.device
+        device = pool.hidden.device
         self.tables = torch.full((max_batch, max_blocks), pool.null_block, dtype=torch.int32, device=device)
         self.seq_lens = torch.ones(max_batch, dtype=torch.int32, device=device)  # context incl. this token
 
@@ -60,9 +60,9 @@ class DecodeInputs:
 class GatherDecodeAttention:
     def __init__(self, pool: KVPool, shape: AttentionShape, inputs: DecodeInputs) -> None:
         self.pool, self.shape, self.inputs = pool, shape, inputs
-        self._offsets = torch.arange(pool.block_size, device=pool.keys.device)
+        self._offsets = torch.arange(pool.block_size, device=pool.hidden.device)
         self._slots = self._offsets
-        self._mask = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=pool.keys.device)
+        self._mask = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=pool.hidden.device)
 
     def prepare(self, batch: int, width: int | None = None) -> None:
         """Slots and length mask of rows [:batch] over block columns [:width] (default: all), for every layer."""
@@ -106,7 +106,7 @@ class FlexDecodeAttention:
         self._block_mask_type = BlockMask
         self.pool, self.shape, self.inputs, self._flex = pool, shape, inputs, flex
         max_batch, max_blocks = inputs.tables.shape
-        device = pool.keys.device
+        device = pool.hidden.device
         self._group = shape.num_heads // shape.num_kv_heads
         self._full_count = torch.zeros((max_batch, 1, 1), dtype=torch.int32, device=device)
         self._last_count = torch.ones((max_batch, 1, 1), dtype=torch.int32, device=device)

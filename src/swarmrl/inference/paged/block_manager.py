@@ -36,6 +36,7 @@ class BlockManager:
         # A stack: the most recently freed block is reused first, so the memory a run touches stays small
         # (CPU pools are allocated lazily by the OS).
         self._free = list(range(num_blocks - 1, -1, -1))
+        self.highest_used = -1  # the highest block id ever handed out
 
     @property
     def num_free(self) -> int:
@@ -59,6 +60,8 @@ class BlockManager:
         table = [self._free.pop() for _ in range(count)]
         for block in table:
             self._ref_counts[block] = 1
+        if table:
+            self.highest_used = max(self.highest_used, *table)
         return table
 
     def share(self, table: Sequence[int]) -> list[int]:

@@ -70,6 +70,7 @@ class PagedEngine:
         results: list[Generation | None] = [None] * len(requests)
         while scheduler.has_work:
             step = scheduler.schedule()
+            self.runner.pool.zero_through(blocks.highest_used)
             if isinstance(step, PrefillStep):
                 sampled, logits = (
                     step.starts + [i.sequence for i in step.items if i.sequence],

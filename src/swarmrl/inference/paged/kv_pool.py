@@ -1,6 +1,6 @@
 """The per-slot memory of the paged engine: keys and values of every layer, and captured hidden states.
 
-Slot s belongs to block s // block_size. Keys and values are stored heads-major per layer, [Hkv, slots, D],
+Slot s belongs to block s // block_size. Keys and values are stored heads-major, one [Hkv, slots, D] tensor per layer,
 which is the layout FlexAttention reads ([1, Hkv, slots, D] per layer) and the one the decode gather slices.
 One extra block past the manager's blocks is scratch: rows that pad a CUDA-graph batch write there.
 The hidden-state pool holds the bf16 final hidden state of every position (what TOPLOC commits to), so a
@@ -32,14 +32,40 @@ class PoolShape:
 
 
 class KVPool:
-    def __init__(self, shape: PoolShape, num_blocks: int, block_size: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        shape: PoolShape,
+        num_blocks: int,
+        block_size: int,
+        device: torch.device,
+        *,
+        zero_all: bool = False,
+    ) -> None:
         self.shape, self.num_blocks, self.block_size = shape, num_blocks, block_size
         slots = (num_blocks + 1) * block_size
-        kv = (shape.num_layers, shape.num_kv_heads, slots, shape.head_dim)
-        # Never zeroed: every slot is written before it is read (masked reads of unwritten slots are discarded).
-        self.keys = torch.empty(kv, dtype=shape.dtype, device=device)
-        self.values = torch.empty(kv, dtype=shape.dtype, device=device)
+        kv = (shape.num_kv_heads, slots, shape.head_dim)
+        # One allocation per layer and tensor: attention kernels get unaliased inputs without storage offsets
+        # (a compiled FlexAttention reused across pools misread offset views of one big tensor).
+        self.keys = [torch.empty(kv, dtype=shape.dtype, device=device) for _ in range(shape.num_layers)]
+        self.values = [torch.empty(kv, dtype=shape.dtype, device=device) for _ in range(shape.num_layers)]
         self.hidden = torch.empty((slots, shape.hidden_size), dtype=HIDDEN_STATE_DTYPE, device=device)
+        # Attention reads masked slots too (a partial block's tail, the scratch block; FlexAttention's unfused
+        # path every slot) and multiplies them by a zero weight, which is NaN where the memory holds a NaN
+        # pattern. Blocks are zeroed before first use: all at once (`zero_all`), or lazily, so a CPU pool only
+        # commits the memory a run reaches.
+        self._zeroed_blocks = num_blocks if zero_all else 0
+        self._zero_slots(0 if zero_all else self.null_slot, slots)
+
+    def zero_through(self, block: int) -> None:
+        """Make sure blocks [0, block] hold no uninitialised memory (blocks are handed out lowest first)."""
+        if block >= self._zeroed_blocks:
+            self._zero_slots(self._zeroed_blocks * self.block_size, (block + 1) * self.block_size)
+            self._zeroed_blocks = block + 1
+
+    def _zero_slots(self, start: int, stop: int) -> None:
+        for cache in (*self.keys, *self.values):
+            cache[:, start:stop].zero_()
+        self.hidden[start:stop].zero_()
 
     @property
     def null_block(self) -> int:
@@ -64,9 +90,9 @@ class KVPool:
         offsets = torch.arange(self.block_size)
         source = (torch.tensor([c.source for c in copies])[:, None] * self.block_size + offsets).flatten()
         target = (torch.tensor([c.target for c in copies])[:, None] * self.block_size + offsets).flatten()
-        source, target = source.to(self.keys.device), target.to(self.keys.device)
-        self.keys.index_copy_(2, target, self.keys.index_select(2, source))
-        self.values.index_copy_(2, target, self.values.index_select(2, source))
+        source, target = source.to(self.hidden.device), target.to(self.hidden.device)
+        for cache in (*self.keys, *self.values):
+            cache.index_copy_(1, target, cache.index_select(1, source))
         self.hidden.index_copy_(0, target, self.hidden.index_select(0, source))
 
     def slots(self, table: Sequence[int], start: int, stop: int) -> torch.Tensor:

@@ -80,7 +80,13 @@ class ModelRunner:
         default_block = _FLEX_BLOCK_SIZE if self.attention_kind == "flex" else _GATHER_BLOCK_SIZE
         self.block_size = config.block_size or default_block
         self.max_batch = config.max_num_seqs
-        self.pool = KVPool(self.model.pool_shape, self._pool_blocks(), self.block_size, self.device)
+        self.pool = KVPool(
+            self.model.pool_shape,
+            self._pool_blocks(),
+            self.block_size,
+            self.device,
+            zero_all=self.attention_kind == "flex",  # flex's block lists are not its only reads everywhere
+        )
         max_positions = self.model.parts.max_positions or self.pool.num_blocks * self.block_size
         self.max_blocks = min(-(-max_positions // self.block_size), self.pool.num_blocks)
         self.inputs = DecodeInputs(self.max_batch, self.max_blocks, self.pool)
