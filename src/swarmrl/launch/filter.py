@@ -11,7 +11,7 @@ from pathlib import Path
 
 from swarmrl.config import RunConfig
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
-from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import encode_prompt, render_prompt
 from swarmrl.rollouts.assignment import sample_seed
@@ -28,7 +28,7 @@ _FILTER_SEED = 0xF117E2
 def measure_solve_rates(config: RunConfig, checkpoint: Path, num_tasks: int, k: int) -> list[Task]:
     """The first `num_tasks` training tasks, each with the solve rate of k seeded samples of the policy."""
     tokenizer = load_tokenizer(checkpoint)
-    engine = TorchEngine(load_model(checkpoint, config.model.dtype))
+    engine = build_engine(config.engine, load_model(checkpoint, config.model.dtype))
     source = build_tasks(config.tasks)
     tasks = [source[i] for i in range(min(num_tasks, len(source)))]
     requests = [

@@ -14,8 +14,8 @@ import torch
 
 from swarmrl.config import RunConfig
 from swarmrl.identity import Identity
-from swarmrl.inference.engine import SamplingParams
-from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.inference.engine import InferenceEngine, SamplingParams
+from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.rundir import RunDir
 from swarmrl.tasks.registry import build_tasks
@@ -52,15 +52,15 @@ def run_local_worker(config: RunConfig, index: int) -> int:
         temperature=config.worker.temperature,
         top_p=config.worker.top_p,
     )
-    engine: TorchEngine | None = None
+    engine: InferenceEngine | None = None
     files = 0
     step = _first_open_step(rundir, config.trainer.steps)
     try:
         while step < config.trainer.steps:
             policy = wait_for_policy(rundir, step - config.worker.async_level)
             if engine is None:
-                engine = TorchEngine(
-                    load_model(checkpoint_dir(rundir.checkpoints, policy)), policy_step=policy
+                engine = build_engine(
+                    config.engine, load_model(checkpoint_dir(rundir.checkpoints, policy)), policy_step=policy
                 )
             elif policy > engine.policy_step:
                 engine.load_weights(checkpoint_dir(rundir.checkpoints, policy), policy_step=policy)
