@@ -27,6 +27,8 @@ def check_requests(
         ids = request.prompt_ids
         if len(ids) == 0:
             raise InvalidRequestError(f"request {index}: empty prompt")
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+            raise InvalidRequestError(f"request {index}: prompt token ids must be ints")
         if min(ids) < 0 or max(ids) >= vocab:
             raise InvalidRequestError(f"request {index}: prompt token id outside the vocabulary [0, {vocab})")
         if not _INT64_MIN <= request.seed <= _INT64_MAX:

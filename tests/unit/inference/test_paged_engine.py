@@ -222,6 +222,8 @@ def test_a_bfloat16_model_generates_what_its_prefill_replays() -> None:
         (GenerationRequest([], seed=0), PARAMS),
         (GenerationRequest([1, 10_000], seed=0), PARAMS),
         (GenerationRequest([1, -1], seed=0), PARAMS),
+        (GenerationRequest(["input_ids", 2], seed=0), PARAMS),
+        (GenerationRequest([1.0, 2], seed=0), PARAMS),
         (GenerationRequest([1, 2], seed=1 << 63), PARAMS),
         (GenerationRequest([1] * 500, seed=0), SamplingParams(max_new_tokens=100)),
         (GenerationRequest([1, 2], seed=0), SamplingParams(max_new_tokens=4, stop_token_ids=(99_999,))),
