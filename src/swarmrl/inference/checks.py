@@ -19,6 +19,15 @@ def eos_token_ids(eos: int | Sequence[int] | None, vocab_size: int) -> tuple[int
     return ids
 
 
+def stop_ids(eos_ids: tuple[int, ...], params: SamplingParams) -> tuple[int, ...]:
+    """Token ids that end a completion under `params`."""
+    return tuple(sorted({*([] if params.ignore_eos else eos_ids), *params.stop_token_ids}))
+
+
+def new_token_limit(request: GenerationRequest, params: SamplingParams) -> int:
+    return request.max_new_tokens if request.max_new_tokens is not None else params.max_new_tokens
+
+
 def check_requests(
     requests: Sequence[GenerationRequest], params: SamplingParams, parts: CausalLMParts
 ) -> None:
@@ -33,6 +42,10 @@ def check_requests(
             raise InvalidRequestError(f"request {index}: prompt token id outside the vocabulary [0, {vocab})")
         if not _INT64_MIN <= request.seed <= _INT64_MAX:
             raise InvalidRequestError(f"request {index}: seed {request.seed} does not fit in int64")
+        if request.max_new_tokens is not None and not 1 <= request.max_new_tokens <= params.max_new_tokens:
+            raise InvalidRequestError(
+                f"request {index}: max_new_tokens {request.max_new_tokens} outside [1, {params.max_new_tokens}]"
+            )
         if max_positions is not None and len(ids) + params.max_new_tokens > max_positions:
             raise InvalidRequestError(
                 f"request {index}: {len(ids)} prompt + {params.max_new_tokens} new tokens exceed the model's "

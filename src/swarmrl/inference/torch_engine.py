@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache
 
-from swarmrl.inference.checks import check_requests, eos_token_ids
+from swarmrl.inference.checks import check_requests, eos_token_ids, new_token_limit, stop_ids
 from swarmrl.inference.config import TorchEngineConfig
 from swarmrl.inference.engine import HIDDEN_STATE_DTYPE, Generation, GenerationRequest, SamplingParams
 from swarmrl.inference.kv_cache import PreallocatedLayer, generation_cache
@@ -83,7 +83,8 @@ class TorchEngine:
         self, requests: Sequence[GenerationRequest], params: SamplingParams
     ) -> list[Generation]:
         device = self._parts.head.weight.device
-        steps = params.max_new_tokens
+        limits = torch.tensor([new_token_limit(r, params) for r in requests])
+        steps = int(limits.max())
         input_ids, attention_mask = _left_padded([r.prompt_ids for r in requests], device)
         cache = generation_cache(self.model.config, input_ids.shape[1] + steps)
         prompt_hidden = self._parts.backbone(
@@ -96,7 +97,7 @@ class TorchEngine:
 
         out = _Outputs.empty(len(requests), steps, self._parts.hidden_size)
         seeds = torch.tensor([r.seed for r in requests], dtype=torch.int64)
-        stop_ids = torch.tensor(sorted({*self.eos_token_ids, *params.stop_token_ids}), device=device)
+        stops = torch.tensor(stop_ids(self.eos_token_ids, params), dtype=torch.long, device=device)
         rows = torch.arange(len(requests))  # original index of each row still decoding
         next_position = attention_mask.sum(dim=1)
         hidden = prompt_hidden[:, -1]
@@ -107,10 +108,11 @@ class TorchEngine:
             out.tokens[rows, step] = tokens.cpu()
             out.logprobs[rows, step] = logprobs.cpu()
             out.hidden_states[rows, step] = hidden.to(HIDDEN_STATE_DTYPE).cpu()
-            done = torch.isin(tokens, stop_ids)
+            stopped = torch.isin(tokens, stops)
+            done = stopped | (limits[rows] == step + 1).to(device)
             if done.any():
                 out.lengths[rows[done.cpu()]] = step + 1
-                out.stopped[rows[done.cpu()]] = True
+                out.stopped[rows[stopped.cpu()]] = True
                 keep = (~done).nonzero().squeeze(1)
                 if len(keep) == 0:
                     break

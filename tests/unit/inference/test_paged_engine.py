@@ -249,3 +249,23 @@ def test_the_factory_builds_the_paged_engine_and_falls_back_for_other_architectu
     settings.update(use_sliding_window=True, sliding_window=6, layer_types=["sliding_attention"] * 2)
     model = type(tiny_model())(type(tiny_model().config)(**settings)).eval()
     assert isinstance(build_engine(PagedEngineConfig(), model), TorchEngine)
+
+
+def test_per_request_lengths_and_ignored_eos_in_both_engines() -> None:
+    base = requests(4, seed=13, group=2)
+    batch = [GenerationRequest(r.prompt_ids, r.seed, max_new_tokens=2 + i) for i, r in enumerate(base)]
+    free = paged().generate(base, PARAMS)
+    eos = free[0].completion_ids[1]
+    params = SamplingParams(max_new_tokens=16, ignore_eos=True)
+    for engine in (
+        PagedEngine(tiny_model(), PagedEngineConfig(block_size=4), eos_token_id=eos),
+        TorchEngine(tiny_model(), eos_token_id=eos),
+    ):
+        got = engine.generate(batch, params)
+        assert [len(g.completion_ids) for g in got] == [2 + i for i in range(len(batch))]
+        assert all(g.finish_reason == "length" for g in got)
+        assert [g.completion_ids for g in got] == [f.completion_ids[: 2 + i] for i, f in enumerate(free)]
+        stopped = engine.generate(batch, SamplingParams(max_new_tokens=16))
+        assert stopped[0].completion_ids == free[0].completion_ids[:2] and stopped[0].finish_reason == "eos"
+    with pytest.raises(InvalidRequestError, match="max_new_tokens"):
+        paged().generate([GenerationRequest([5, 6], 0, max_new_tokens=17)], PARAMS)

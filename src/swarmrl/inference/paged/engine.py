@@ -10,12 +10,14 @@ the sequence finishes: completion token i's is position P − 1 + i's, as in the
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from swarmrl.inference.checks import check_requests, eos_token_ids
+from swarmrl.inference.checks import check_requests, eos_token_ids, new_token_limit, stop_ids
 from swarmrl.inference.config import PagedEngineConfig
 from swarmrl.inference.engine import Generation, GenerationRequest, SamplingParams
 from swarmrl.inference.errors import InvalidRequestError
@@ -25,6 +27,15 @@ from swarmrl.inference.paged.scheduler import PrefillStep, Scheduler, SchedulerS
 from swarmrl.inference.paged.sequence import PromptGroup
 from swarmrl.inference.paged.sequence import Sequence as Seq
 from swarmrl.inference.weights import load_policy_weights
+
+
+@dataclass
+class StepTiming:
+    """Wall time of the last `generate` by step kind (each step ends on a host sync, so times are exact)."""
+
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    decode_rows: int = 0  # tokens sampled by decoding steps (their batch sizes summed)
 
 
 class PagedEngine:
@@ -45,6 +56,7 @@ class PagedEngine:
         eos = eos_token_id if eos_token_id is not None else model.config.eos_token_id
         self.eos_token_ids = eos_token_ids(eos, self.runner.model.parts.vocab_size)
         self.last_stats = SchedulerStats()
+        self.last_timing = StepTiming()
 
     def load_weights(self, source: Mapping[str, torch.Tensor] | str | Path, *, policy_step: int) -> None:
         # In place: the runner and its captured graphs read the same parameter tensors.
@@ -58,17 +70,21 @@ class PagedEngine:
         for index, request in enumerate(requests):
             # The most a sequence ever holds: every position but its last, plus one block while preempted
             # work is recomputed.
-            need = blocks.blocks_for(len(request.prompt_ids) + params.max_new_tokens) + 1
+            limit = new_token_limit(request, params)
+            need = blocks.blocks_for(len(request.prompt_ids) + limit) + 1
             if need > blocks.num_blocks:
                 raise InvalidRequestError(
-                    f"request {index}: {len(request.prompt_ids)} prompt + {params.max_new_tokens} new tokens "
+                    f"request {index}: {len(request.prompt_ids)} prompt + {limit} new tokens "
                     f"need {need} KV blocks, the cache holds {blocks.num_blocks}; grant the engine more memory"
                 )
         scheduler = Scheduler(blocks, self.config.max_num_seqs, self.config.max_num_batched_tokens)
         scheduler.add(self._groups(requests))
-        stop_ids = {*self.eos_token_ids, *params.stop_token_ids}
+        stops = set(stop_ids(self.eos_token_ids, params))
+        limits = [new_token_limit(request, params) for request in requests]
         results: list[Generation | None] = [None] * len(requests)
+        timing = StepTiming()
         while scheduler.has_work:
+            started = time.perf_counter()
             step = scheduler.schedule()
             self.runner.pool.zero_through(blocks.highest_used)
             if isinstance(step, PrefillStep):
@@ -86,14 +102,19 @@ class PagedEngine:
             for sequence, token, logprob in zip(sampled, tokens, logprobs, strict=True):
                 sequence.completion_ids.append(token)
                 sequence.logprobs.append(logprob)
-                if token in stop_ids:
+                if token in stops:
                     finished.append((sequence, "eos"))
-                elif len(sequence.completion_ids) == params.max_new_tokens:
+                elif len(sequence.completion_ids) == limits[sequence.index]:
                     finished.append((sequence, "length"))
+            if isinstance(step, PrefillStep):
+                timing.prefill_seconds += time.perf_counter() - started
+            else:
+                timing.decode_seconds += time.perf_counter() - started
+                timing.decode_rows += len(sampled)
             for sequence, reason in finished:
                 results[sequence.index] = self._collect(sequence, reason)
                 scheduler.finish(sequence, reason)
-        self.last_stats = scheduler.stats
+        self.last_stats, self.last_timing = scheduler.stats, timing
         return [r for r in results if r is not None]
 
     def _groups(self, requests: Sequence[GenerationRequest]) -> list[PromptGroup]:
