@@ -36,15 +36,17 @@ class PrefillAttention:
         for q_s, k_s, v_s in zip(
             q.split(self.lengths), k.split(self.lengths), v.split(self.lengths), strict=True
         ):
+            # 4-D [1, heads, L, D]: the fused (flash) kernels take nothing else and would fall back to one
+            # that materialises the L × L scores.
             out = F.scaled_dot_product_attention(
-                q_s.transpose(0, 1),
-                k_s.transpose(0, 1),
-                v_s.transpose(0, 1),
+                q_s.transpose(0, 1)[None],
+                k_s.transpose(0, 1)[None],
+                v_s.transpose(0, 1)[None],
                 is_causal=True,
                 scale=self.shape.scaling,
                 enable_gqa=self.shape.grouped,
             )
-            outputs.append(out.transpose(0, 1))
+            outputs.append(out[0].transpose(0, 1))
         return torch.cat(outputs) if len(outputs) > 1 else outputs[0]
 
 
