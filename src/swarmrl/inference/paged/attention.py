@@ -94,7 +94,13 @@ class GatherDecodeAttention:
 
 
 class FlexDecodeAttention:
-    """Paged decode attention through FlexAttention; one block mask per batch size, built once."""
+    """Paged decode attention through FlexAttention; one block mask per batch size, built once.
+
+    Every block of a row is listed as a partial block (the mask function decides), not split into full
+    blocks and a last partial one: with full blocks, FlexAttention's decoding kernel splits the work over the
+    whole pool's length instead of the row's, leaving all but one split idle (vLLM's flex backend does the
+    same). The block lists are as wide as the pool, as torch's own PagedAttention makes them.
+    """
 
     def __init__(
         self,
@@ -110,12 +116,14 @@ class FlexDecodeAttention:
         max_batch, max_blocks = inputs.tables.shape
         device = pool.hidden.device
         self._group = shape.num_heads // shape.num_kv_heads
-        self._full_count = torch.zeros((max_batch, 1, 1), dtype=torch.int32, device=device)
-        self._last_count = torch.ones((max_batch, 1, 1), dtype=torch.int32, device=device)
-        self._last_block = torch.zeros((max_batch, 1, 1, 1), dtype=torch.int32, device=device)
-        # Row b's logical index of each physical block (−1: not in row b), so the mask is exact even where
-        # every position is evaluated (FlexAttention's eager path ignores the block lists).
-        self._logical = torch.full((max_batch, pool.num_blocks + 1), -1, dtype=torch.int32, device=device)
+        pool_blocks = pool.num_blocks + 1
+        self._count = torch.ones((max_batch, 1, 1), dtype=torch.int32, device=device)
+        self._indices = torch.full(
+            (max_batch, 1, 1, pool_blocks), pool.null_block, dtype=torch.int32, device=device
+        )
+        # Row b's logical index of each physical block (−1: not in row b), so the mask is exact wherever it is
+        # evaluated (FlexAttention's unfused path ignores the block lists and evaluates it everywhere).
+        self._logical = torch.full((max_batch, pool_blocks), -1, dtype=torch.int32, device=device)
         self._columns = torch.arange(max_blocks, dtype=torch.int32, device=device).expand(max_batch, -1)
         self._masks: dict[int, object] = {}
         self._batch = 0
@@ -123,9 +131,8 @@ class FlexDecodeAttention:
     def prepare(self, batch: int, width: int | None = None) -> None:
         """Block lists and the logical map of rows [:batch] from the inputs; tensor ops only (graph-safe)."""
         tables, seq_lens = self.inputs.tables[:batch], self.inputs.seq_lens[:batch]
-        blocks = (seq_lens + self.pool.block_size - 1) // self.pool.block_size
-        self._full_count[:batch, 0, 0] = blocks - 1
-        self._last_block[:batch, 0, 0, 0] = tables.gather(1, (blocks - 1).long()[:, None])[:, 0]
+        self._count[:batch, 0, 0] = (seq_lens + self.pool.block_size - 1) // self.pool.block_size
+        self._indices[:batch, 0, 0, : tables.shape[1]] = tables
         logical = self._logical[:batch]
         logical.fill_(-1)
         # Columns past a row's blocks hold the scratch block; their logical index lies past the row's length.
@@ -161,10 +168,8 @@ class FlexDecodeAttention:
 
         slots = (self.pool.num_blocks + 1) * block
         return self._block_mask_type.from_kv_blocks(
-            self._last_count[:batch],
-            self._last_block[:batch],
-            self._full_count[:batch],
-            self.inputs.tables[:batch, None, None, :],
+            self._count[:batch],
+            self._indices[:batch],
             BLOCK_SIZE=(128, block),
             mask_mod=inside,
             seq_lengths=(self._group, slots),
