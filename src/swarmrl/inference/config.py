@@ -53,6 +53,12 @@ class PagedEngineConfig(BaseModel):
     cpu_kv_cache_gib: float = Field(
         1.0, gt=0, description="CPU: memory for the KV cache and captured hidden states, in GiB"
     )
+    kv_blocks: int | None = Field(
+        None,
+        ge=1,
+        description="a fixed number of KV blocks instead of sizing the cache from the memory grant (engines with "
+        "equal pools share compiled kernels)",
+    )
     share_prompts: bool = Field(
         True,
         description="requests with the same prompt prefill it once and share its KV blocks (GRPO groups)",

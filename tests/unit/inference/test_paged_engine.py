@@ -237,6 +237,7 @@ def test_requests_the_engine_cannot_honour_are_rejected(
 
 
 def test_a_request_larger_than_the_granted_cache_is_refused_up_front() -> None:
+    assert paged(kv_blocks=7).runner.pool.num_blocks == 7
     engine = paged(cpu_kv_cache_gib=2e-6)  # a handful of 4-slot blocks
     with pytest.raises(InvalidRequestError, match="KV blocks"):
         engine.generate([GenerationRequest(list(range(3, 40)), seed=0)], PARAMS)

@@ -7,6 +7,7 @@ Run by `make test-gpu` on a machine with a CUDA device; skipped elsewhere.
 from __future__ import annotations
 
 import copy
+import gc
 
 import pytest
 import torch
@@ -42,8 +43,9 @@ def requests(count: int = 12, seed: int = 0, group: int = 2) -> list[GenerationR
 
 
 def cuda_engine(model: torch.nn.Module | None = None, **config: object) -> PagedEngine:
+    """A small engine; equal pools (fixed kv_blocks) let every engine of the file share compiled kernels."""
     model = model if model is not None else copy.deepcopy(tiny_model()).cuda()
-    return PagedEngine(model, PagedEngineConfig(**{"max_num_seqs": 16, "gpu_memory_fraction": 0.3, **config}))
+    return PagedEngine(model, PagedEngineConfig(**{"max_num_seqs": 16, "kv_blocks": 512, **config}))
 
 
 def assert_same(expected, got, atol: float = 1e-4) -> None:
@@ -101,11 +103,21 @@ def test_the_compiled_sampler_picks_what_the_eager_sampler_picks() -> None:
 
 
 def test_the_kv_pool_follows_gpu_memory_fraction() -> None:
-    small, large = cuda_engine(gpu_memory_fraction=0.2), cuda_engine(gpu_memory_fraction=0.4)
-    assert large.runner.pool.num_blocks > small.runner.pool.num_blocks
+    def blocks(fraction: float) -> int:
+        engine = cuda_engine(kv_blocks=None, gpu_memory_fraction=fraction, cuda_graphs=False)
+        count = engine.runner.pool.num_blocks
+        del engine
+        gc.collect()
+        torch.cuda.empty_cache()
+        return count
+
+    small, large = blocks(0.2), blocks(0.4)
     free, total = torch.cuda.mem_get_info()
+    block_bytes = cuda_engine(cuda_graphs=False).runner.pool.shape.bytes_per_slot() * 128
+    # Twice the grant: about 0.2 of the device more for the pool (less only by what else was allocated).
+    assert large - small == pytest.approx(0.2 * total / block_bytes, rel=0.05)
     with pytest.raises(InferenceError, match="gpu_memory_fraction"):
-        cuda_engine(gpu_memory_fraction=max(1e-3, (total - free) / total / 2))
+        cuda_engine(kv_blocks=None, gpu_memory_fraction=max(1e-3, (total - free) / total / 2))
 
 
 def test_a_bf16_qwen3_shape_on_cuda_verifies_on_the_cpu_validator_and_proves_on_device() -> None:

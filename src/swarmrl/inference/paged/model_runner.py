@@ -231,6 +231,8 @@ class ModelRunner:
 
     def _pool_blocks(self) -> int:
         block_bytes = self.model.pool_shape.bytes_per_slot() * self.block_size
+        if self.config.kv_blocks is not None:
+            return self.config.kv_blocks
         if self.device.type != "cuda":
             return max(1, int(self.config.cpu_kv_cache_gib * 2**30) // block_bytes)
         torch.cuda.empty_cache()
