@@ -10,7 +10,7 @@ TORCH     := torch==2.13.0
 WHEELS    := $(wildcard /opt/wheels)
 FINDLINKS := $(if $(WHEELS),--find-links $(WHEELS),--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple)
 
-.PHONY: install install-bench postgres sandbox-deps test test-fast demo demo-swarm bench lint clean
+.PHONY: install install-bench postgres sandbox-deps test test-fast test-gpu demo demo-swarm bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -48,6 +48,11 @@ test: install postgres sandbox-deps
 
 test-fast: install sandbox-deps
 	$(PY) -m pytest -q -m "not slow" tests
+
+# The tests that need a CUDA device (marked gpu: compiled FlexAttention, CUDA graphs, the compiled sampler,
+# device-side TOPLOC). On a GPU machine without this venv: make test-gpu NO_INSTALL=1 PY=python3
+test-gpu: $(if $(NO_INSTALL),,install)
+	$(PY) -m pytest -q -p no:cacheprovider -m gpu tests/unit/inference tests/unit/toploc
 
 demo: install sandbox-deps
 	$(VENV)/bin/swarmrl demo @configs/demo.toml

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from swarmrl.inference.config import EngineConfig, PagedEngineConfig
 from swarmrl.models.tiny import TinyModelSpec
 
 if TYPE_CHECKING:
@@ -233,6 +234,9 @@ class RunConfig(Section):
     eval: EvalSection = Field(default_factory=EvalSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
     swarm: SwarmSection = Field(default_factory=SwarmSection)
+    engine: EngineConfig = Field(
+        default_factory=PagedEngineConfig, description="the workers' inference engine"
+    )
     tasks: Any = None
     loss: Any = None
     coordinator: Any = None

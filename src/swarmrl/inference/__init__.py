@@ -1,6 +1,6 @@
 """Generation engines with seeded sampling and hidden-state capture, and the prefill that checks them."""
 
-from swarmrl.inference.config import EngineConfig, TorchEngineConfig
+from swarmrl.inference.config import EngineConfig, PagedEngineConfig, TorchEngineConfig
 from swarmrl.inference.engine import (
     HIDDEN_STATE_DTYPE,
     FinishReason,
@@ -16,6 +16,7 @@ from swarmrl.inference.errors import (
     WeightLoadError,
 )
 from swarmrl.inference.factory import build_engine
+from swarmrl.inference.paged.engine import PagedEngine
 from swarmrl.inference.prefill import PrefillResult, completion_logprobs, prefill
 from swarmrl.inference.sampler import (
     choice_margins,
@@ -35,6 +36,8 @@ __all__ = [
     "InferenceEngine",
     "InferenceError",
     "InvalidRequestError",
+    "PagedEngine",
+    "PagedEngineConfig",
     "PrefillResult",
     "SamplingParams",
     "TorchEngine",

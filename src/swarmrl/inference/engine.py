@@ -24,6 +24,7 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     stop_token_ids: tuple[int, ...] = ()  # in addition to the engine's EOS token
+    ignore_eos: bool = False  # run every completion to its length (benchmarks); stop_token_ids still stop
 
     def __post_init__(self) -> None:
         check_sampling_params(self.temperature, self.top_p)
@@ -37,6 +38,7 @@ class GenerationRequest:
 
     prompt_ids: list[int]
     seed: int  # int64; every token choice is a function of (seed, completion position, logits)
+    max_new_tokens: int | None = None  # this request's own limit, at most the sampling params' (None: theirs)
 
 
 @dataclass

@@ -2,17 +2,40 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+
 import torch
 
-from swarmrl.inference.config import EngineConfig
+from swarmrl.inference import llama_layers
+from swarmrl.inference.config import EngineConfig, PagedEngineConfig, TorchEngineConfig
 from swarmrl.inference.engine import InferenceEngine
+from swarmrl.inference.paged.engine import PagedEngine
 from swarmrl.inference.torch_engine import TorchEngine
+
+log = logging.getLogger(__name__)
 
 
 def build_engine(
-    config: EngineConfig, model: torch.nn.Module, *, eos_token_id: int | None = None, policy_step: int = 0
+    config: EngineConfig,
+    model: torch.nn.Module,
+    *,
+    eos_token_id: int | Sequence[int] | None = None,
+    policy_step: int = 0,
 ) -> InferenceEngine:
-    """The engine for `config.kind`, serving `model` (a HF causal LM) at `policy_step`."""
-    if config.kind == "torch":
+    """The engine for `config.kind`, serving `model` (a HF causal LM) at `policy_step`.
+
+    The paged engine runs Llama-family layers itself; any other architecture is served by the padded engine,
+    which calls the model's own forward.
+    """
+    if isinstance(config, PagedEngineConfig) and not llama_layers.supports(model):
+        log.warning("%s is not a Llama-family model: generating with the padded engine", type(model).__name__)
+        config = TorchEngineConfig(
+            max_batch_size=config.max_num_seqs,
+            capture_prompt_hidden_states=config.capture_prompt_hidden_states,
+        )
+    if isinstance(config, PagedEngineConfig):
+        return PagedEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)
+    if isinstance(config, TorchEngineConfig):
         return TorchEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)
-    raise ValueError(f"unknown engine kind {config.kind!r}")
+    raise ValueError(f"unknown engine config {config!r}")

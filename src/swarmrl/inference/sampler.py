@@ -25,6 +25,7 @@ mass, which carries no information for RL, so for T = 0 the reported logprobs ar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -87,8 +88,18 @@ def noise_bits(
     if seeds.shape != positions.shape:
         raise InvalidRequestError(f"{seeds.numel()} seeds for {positions.numel()} positions")
     stream_key = mix64(mix64(seeds ^ _NOISE_DOMAIN) + positions * _GAMMA)
-    counters = torch.arange(1, vocab_size + 1, dtype=torch.int64, device=seeds.device) * _GAMMA
-    return mix64(stream_key[:, None] + counters[None, :])
+    return mix64(stream_key[:, None] + _counters(vocab_size, seeds.device)[None, :])
+
+
+@functools.lru_cache(maxsize=8)
+@torch.compiler.disable
+def _counters(vocab_size: int, device: torch.device) -> torch.Tensor:
+    """[V] (token + 1) · γ mod 2^64, computed eagerly once per vocabulary and device.
+
+    Kept out of compiled graphs: inductor folds arange × constant into index arithmetic, which does not wrap
+    mod 2^64 (seen on CPU: different noise, different tokens).
+    """
+    return torch.arange(1, vocab_size + 1, dtype=torch.int64, device=device) * _GAMMA
 
 
 def gumbel_noise(

@@ -13,18 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 from transformers import DynamicCache
 
+from swarmrl.inference.checks import check_requests, eos_token_ids, new_token_limit, stop_ids
 from swarmrl.inference.config import TorchEngineConfig
 from swarmrl.inference.engine import HIDDEN_STATE_DTYPE, Generation, GenerationRequest, SamplingParams
-from swarmrl.inference.errors import InvalidRequestError, WeightLoadError
 from swarmrl.inference.kv_cache import PreallocatedLayer, generation_cache
 from swarmrl.inference.lean_decode import LeanDecoder
 from swarmrl.inference.lm_parts import padded_position_ids, split_causal_lm
 from swarmrl.inference.sampler import choose
-
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+from swarmrl.inference.weights import load_policy_weights
 
 
 @dataclass
@@ -64,15 +62,12 @@ class TorchEngine:
         self.policy_step = policy_step
         self._parts = split_causal_lm(model)
         eos = eos_token_id if eos_token_id is not None else model.config.eos_token_id
-        eos_ids = (eos,) if isinstance(eos, int) else tuple(eos or ())
-        if not eos_ids or not all(isinstance(t, int) and 0 <= t < self._parts.vocab_size for t in eos_ids):
-            raise InvalidRequestError(f"the engine needs EOS token ids inside the vocabulary, got {eos!r}")
-        self.eos_token_ids = eos_ids
+        self.eos_token_ids = eos_token_ids(eos, self._parts.vocab_size)
         use_lean = self.config.decode_path == "lean" and LeanDecoder.supports(model)
         self._lean_decoder = LeanDecoder(model) if use_lean else None
 
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Generation]:
-        self._check(requests, params)
+        check_requests(requests, params, self._parts)
         size = self.config.max_batch_size
         generations: list[Generation] = []
         for start in range(0, len(requests), size):
@@ -80,48 +75,16 @@ class TorchEngine:
         return generations
 
     def load_weights(self, source: Mapping[str, torch.Tensor] | str | Path, *, policy_step: int) -> None:
-        state = _read_checkpoint(Path(source)) if isinstance(source, str | Path) else dict(source)
-        expected = set(self.model.state_dict())
-        unknown = sorted(set(state) - expected)
-        # Tied heads are saved once: the LM head may be absent when it is the input embedding.
-        tied = {"lm_head.weight"} if getattr(self.model.config, "tie_word_embeddings", False) else set()
-        missing = sorted(expected - set(state) - tied)
-        if unknown or missing:
-            raise WeightLoadError(
-                f"weights do not fit the model: missing {missing[:5]}, unknown {unknown[:5]}"
-            )
-        try:
-            self.model.load_state_dict(state, strict=False)
-        except RuntimeError as exc:
-            raise WeightLoadError(f"weights do not fit the model: {exc}") from exc
+        load_policy_weights(self.model, source)
         self.policy_step = policy_step
-
-    def _check(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> None:
-        vocab, max_positions = self._parts.vocab_size, self._parts.max_positions
-        for index, request in enumerate(requests):
-            ids = request.prompt_ids
-            if len(ids) == 0:
-                raise InvalidRequestError(f"request {index}: empty prompt")
-            if min(ids) < 0 or max(ids) >= vocab:
-                raise InvalidRequestError(
-                    f"request {index}: prompt token id outside the vocabulary [0, {vocab})"
-                )
-            if not _INT64_MIN <= request.seed <= _INT64_MAX:
-                raise InvalidRequestError(f"request {index}: seed {request.seed} does not fit in int64")
-            if max_positions is not None and len(ids) + params.max_new_tokens > max_positions:
-                raise InvalidRequestError(
-                    f"request {index}: {len(ids)} prompt + {params.max_new_tokens} new tokens exceed the model's "
-                    f"{max_positions} positions"
-                )
-        if any(not 0 <= token < vocab for token in params.stop_token_ids):
-            raise InvalidRequestError(f"stop token ids {params.stop_token_ids} outside the vocabulary")
 
     @torch.inference_mode()
     def _generate_batch(
         self, requests: Sequence[GenerationRequest], params: SamplingParams
     ) -> list[Generation]:
         device = self._parts.head.weight.device
-        steps = params.max_new_tokens
+        limits = torch.tensor([new_token_limit(r, params) for r in requests])
+        steps = int(limits.max())
         input_ids, attention_mask = _left_padded([r.prompt_ids for r in requests], device)
         cache = generation_cache(self.model.config, input_ids.shape[1] + steps)
         prompt_hidden = self._parts.backbone(
@@ -134,7 +97,7 @@ class TorchEngine:
 
         out = _Outputs.empty(len(requests), steps, self._parts.hidden_size)
         seeds = torch.tensor([r.seed for r in requests], dtype=torch.int64)
-        stop_ids = torch.tensor(sorted({*self.eos_token_ids, *params.stop_token_ids}), device=device)
+        stops = torch.tensor(stop_ids(self.eos_token_ids, params), dtype=torch.long, device=device)
         rows = torch.arange(len(requests))  # original index of each row still decoding
         next_position = attention_mask.sum(dim=1)
         hidden = prompt_hidden[:, -1]
@@ -145,10 +108,11 @@ class TorchEngine:
             out.tokens[rows, step] = tokens.cpu()
             out.logprobs[rows, step] = logprobs.cpu()
             out.hidden_states[rows, step] = hidden.to(HIDDEN_STATE_DTYPE).cpu()
-            done = torch.isin(tokens, stop_ids)
+            stopped = torch.isin(tokens, stops)
+            done = stopped | (limits[rows] == step + 1).to(device)
             if done.any():
                 out.lengths[rows[done.cpu()]] = step + 1
-                out.stopped[rows[done.cpu()]] = True
+                out.stopped[rows[stopped.cpu()]] = True
                 keep = (~done).nonzero().squeeze(1)
                 if len(keep) == 0:
                     break
@@ -212,16 +176,3 @@ def _left_padded(prompts: Sequence[Sequence[int]], device: torch.device) -> tupl
         input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
         attention_mask[row, width - len(prompt) :] = 1
     return input_ids.to(device), attention_mask.to(device)
-
-
-def _read_checkpoint(directory: Path) -> dict[str, torch.Tensor]:
-    files = sorted(directory.glob("*.safetensors")) if directory.is_dir() else []
-    if not files:
-        raise WeightLoadError(f"{directory}: no *.safetensors weights")
-    state: dict[str, torch.Tensor] = {}
-    for file in files:
-        try:
-            state.update(load_file(file))
-        except Exception as exc:  # safetensors raises its own SafetensorError besides OSError
-            raise WeightLoadError(f"{file}: unreadable safetensors file: {exc}") from exc
-    return state

@@ -14,7 +14,7 @@ from rich.table import Table
 from swarmrl.config import RunConfig
 from swarmrl.evaluation import EvalResult, evaluate
 from swarmrl.inference.engine import SamplingParams
-from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.inference.factory import build_engine
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model, load_tokenizer
@@ -27,8 +27,8 @@ from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalResult:
     path = checkpoint_dir(rundir.checkpoints, step)
     prompts = prompt_format(load_tokenizer(path), config.prompt)
-    engine = TorchEngine(
-        load_model(path, config.model.dtype), eos_token_id=prompts.stop_token_ids, policy_step=step
+    engine = build_engine(
+        config.engine, load_model(path, config.model.dtype), eos_token_id=prompts.stop_token_ids, policy_step=step
     )
     sources = heldout_sources(config.tasks)
     if not sources:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from swarmrl.config import RunConfig
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
-from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts.assignment import sample_seed
@@ -29,7 +29,9 @@ def measure_solve_rates(config: RunConfig, checkpoint: Path, num_tasks: int, k: 
     """The first `num_tasks` training tasks, each with the solve rate of k seeded samples of the policy."""
     tokenizer = load_tokenizer(checkpoint)
     prompts = prompt_format(tokenizer, config.prompt)
-    engine = TorchEngine(load_model(checkpoint, config.model.dtype), eos_token_id=prompts.stop_token_ids)
+    engine = build_engine(
+        config.engine, load_model(checkpoint, config.model.dtype), eos_token_id=prompts.stop_token_ids
+    )
     source = build_tasks(config.tasks)
     tasks = [source[i] for i in range(min(num_tasks, len(source)))]
     requests = [

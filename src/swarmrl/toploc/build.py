@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from swarmrl.toploc.device_points import device_points
 from swarmrl.toploc.encoding import DEFAULT_TOPK, encode_rows
 from swarmrl.toploc.errors import HiddenStatesError
 from swarmrl.toploc.field import injective_moduli, interpolate
@@ -58,15 +59,17 @@ def build_proofs_batch(
     counts: list[int] = []
     groups: dict[int, list] = {}
     for owner, (completion, prompt) in enumerate(zip(completion_hidden, prompts, strict=True)):
-        states = check_hidden_states(completion, prompt)
-        counts.append(
-            len(
-                chunk_spans(
-                    states.completion_bits.shape[0], chunk_size=chunk_size, commit_prompt=prompt is not None
-                )
-            )
+        on_device = isinstance(completion, torch.Tensor) and completion.is_cuda
+        states = None if on_device else check_hidden_states(completion, prompt)
+        tokens = completion.shape[0] if states is None else states.completion_bits.shape[0]
+        counts.append(len(chunk_spans(tokens, chunk_size=chunk_size, commit_prompt=prompt is not None)))
+        # States on a GPU are selected there: only the chunks' points cross to the host.
+        selected = (
+            device_points(completion, prompt, chunk_size=chunk_size, topk=topk)
+            if states is None
+            else select_points(states, chunk_size=chunk_size, topk=topk)
         )
-        for points in select_points(states, chunk_size=chunk_size, topk=topk):
+        for points in selected:
             groups.setdefault(points.indices.shape[1], []).append((owner, points))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     moduli = np.zeros(int(offsets[-1]), dtype=np.int64)

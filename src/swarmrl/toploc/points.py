@@ -15,7 +15,7 @@ from swarmrl.toploc.selection import top_magnitude_indices
 
 # Magnitudes with all exponent bits set are inf or NaN; they outrank every finite value, so if a chunk holds
 # any, its top-k holds one and checking the selected points is enough.
-_NON_FINITE_MAGNITUDE = 0x7F80
+NON_FINITE_MAGNITUDE = 0x7F80
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def select_points(states: HiddenStates, *, chunk_size: int, topk: int) -> list[C
 def _points(proof_positions: np.ndarray, rows: np.ndarray, k: int) -> ChunkPoints:
     indices = top_magnitude_indices(rows, k)
     patterns = np.take_along_axis(rows, indices, axis=1).astype(np.int64) & 0xFFFF
-    if ((patterns & 0x7FFF) >= _NON_FINITE_MAGNITUDE).any():
+    if ((patterns & 0x7FFF) >= NON_FINITE_MAGNITUDE).any():
         raise HiddenStatesError(
             "hidden states hold inf or NaN (after rounding to bf16); refusing to use them"
         )

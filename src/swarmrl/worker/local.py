@@ -14,8 +14,8 @@ import torch
 
 from swarmrl.config import RunConfig
 from swarmrl.identity import Identity
-from swarmrl.inference.engine import SamplingParams
-from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.inference.engine import InferenceEngine, SamplingParams
+from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rundir import RunDir
@@ -54,14 +54,15 @@ def run_local_worker(config: RunConfig, index: int) -> int:
         temperature=config.worker.temperature,
         top_p=config.worker.top_p,
     )
-    engine: TorchEngine | None = None
+    engine: InferenceEngine | None = None
     files = 0
     step = _first_open_step(rundir, config.trainer.steps)
     try:
         while step < config.trainer.steps:
             policy = wait_for_policy(rundir, step - config.worker.async_level)
             if engine is None:
-                engine = TorchEngine(
+                engine = build_engine(
+                    config.engine,
                     load_model(checkpoint_dir(rundir.checkpoints, policy)),
                     eos_token_id=stop_token_ids,
                     policy_step=policy,

@@ -1,0 +1,1 @@
+"""The paged engine: block manager, scheduler, model runner and the engine that drives them."""

@@ -1,0 +1,82 @@
+"""The committed points of every chunk, selected where the hidden states already are (a GPU).
+
+Same points, in the same order, as `points.select_points` on the host: top-k by |x| over each chunk's
+flattened bf16 patterns, ties broken by the lower flat index. One int64 sort key per element,
+(0x7FFF − |x| bits) << 32 | index, makes that order total, so `torch.topk` of the smallest keys is exact
+whatever the device's tie handling. Only [chunks, k] indices and patterns cross to the host, instead of every
+hidden state; interpolation stays on the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from swarmrl.toploc.errors import HiddenStatesError
+from swarmrl.toploc.points import NON_FINITE_MAGNITUDE, ChunkPoints
+
+_INDEX_BITS = 32
+# Elements keyed at once (8 bytes each): bounds the temporaries on long completions.
+_ELEMENTS_PER_PASS = 1 << 26
+
+
+def device_points(
+    completion: torch.Tensor, prompt: torch.Tensor | None, *, chunk_size: int, topk: int
+) -> list[ChunkPoints]:
+    """`select_points` for states [C, H] (and [P, H]) on any device; rounds to bf16 like the host path."""
+    _check(completion, "completion hidden states")
+    if prompt is not None:
+        _check(prompt, "prompt hidden states")
+        if prompt.shape[1] != completion.shape[1]:
+            raise HiddenStatesError(
+                f"prompt hidden size {prompt.shape[1]} differs from completion hidden size {completion.shape[1]}"
+            )
+    groups: list[tuple[np.ndarray, torch.Tensor]] = []
+    offset = 0
+    if prompt is not None:
+        groups.append((np.array([0]), _bits(prompt).reshape(1, -1)))
+        offset = 1
+    bits = _bits(completion)
+    hidden = bits.shape[1]
+    full_chunks, tail_tokens = divmod(bits.shape[0], chunk_size)
+    if full_chunks:
+        rows = bits[: full_chunks * chunk_size].reshape(full_chunks, chunk_size * hidden)
+        groups.append((offset + np.arange(full_chunks), rows))
+    if tail_tokens:
+        groups.append((np.array([offset + full_chunks]), bits[full_chunks * chunk_size :].reshape(1, -1)))
+    return [_points(positions, rows, min(topk, rows.shape[1])) for positions, rows in groups]
+
+
+def _points(proof_positions: np.ndarray, rows: torch.Tensor, k: int) -> ChunkPoints:
+    per_pass = max(1, _ELEMENTS_PER_PASS // rows.shape[1])
+    indices, patterns = [], []
+    for start in range(0, rows.shape[0], per_pass):
+        block = rows[start : start + per_pass].to(torch.int64) & 0xFFFF  # raw patterns, unsigned
+        magnitude = block & 0x7FFF
+        flat = torch.arange(block.shape[1], device=block.device, dtype=torch.int64)
+        key = ((0x7FFF - magnitude) << _INDEX_BITS) | flat
+        chosen = torch.topk(key, k, dim=1, largest=False, sorted=True).values & ((1 << _INDEX_BITS) - 1)
+        indices.append(chosen)
+        patterns.append(block.gather(1, chosen))
+    index_array = torch.cat(indices).cpu().numpy()
+    pattern_array = torch.cat(patterns).cpu().numpy()
+    if ((pattern_array & 0x7FFF) >= NON_FINITE_MAGNITUDE).any():
+        raise HiddenStatesError(
+            "hidden states hold inf or NaN (after rounding to bf16); refusing to use them"
+        )
+    return ChunkPoints(proof_positions=proof_positions, indices=index_array, patterns=pattern_array)
+
+
+def _bits(values: torch.Tensor) -> torch.Tensor:
+    return values.detach().to(torch.bfloat16).contiguous().view(torch.int16)
+
+
+def _check(values: torch.Tensor, name: str) -> None:
+    if not isinstance(values, torch.Tensor):
+        raise HiddenStatesError(f"{name} must be a torch.Tensor, got {type(values).__name__}")
+    if values.dim() != 2:
+        raise HiddenStatesError(f"{name} must be 2-D [tokens, hidden], got shape {tuple(values.shape)}")
+    if values.numel() == 0:
+        raise HiddenStatesError(f"{name} are empty (shape {tuple(values.shape)}): nothing to commit")
+    if not values.is_floating_point():
+        raise HiddenStatesError(f"{name} must be floating point, got {values.dtype}")
