@@ -13,7 +13,14 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from swarmrl.coordinator import routes_admin, routes_nodes, routes_read, routes_work
+from swarmrl.coordinator import (
+    routes_admin,
+    routes_leases,
+    routes_nodes,
+    routes_read,
+    routes_trainer,
+    routes_work,
+)
 from swarmrl.coordinator.bodylimit import BodySizeLimit
 from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import make_engine, make_sessionmaker, migrate
@@ -94,7 +101,7 @@ def create_app(
         limiter=TokenBuckets(config.requests_per_minute, clock),
     )
     app.state.engine = engine
-    for module in (routes_admin, routes_nodes, routes_work, routes_read):
+    for module in (routes_admin, routes_nodes, routes_leases, routes_work, routes_trainer, routes_read):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit_bytes=config.max_request_body_bytes)

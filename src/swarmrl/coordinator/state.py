@@ -35,6 +35,17 @@ class Metrics:
         self.verdicts = Counter(
             "swarmrl_coordinator_verdicts", "verdicts recorded", ["outcome"], registry=self.registry
         )
+        self.units_leased = Counter(
+            "swarmrl_coordinator_units_leased", "work units leased to nodes", registry=self.registry
+        )
+        self.orphans_purged = Counter(
+            "swarmrl_coordinator_orphan_uploads_purged",
+            "uploaded files never submitted, deleted when their slot expired",
+            registry=self.registry,
+        )
+        self.orphan_bytes_purged = Counter(
+            "swarmrl_coordinator_orphan_bytes_purged", "bytes of those files", registry=self.registry
+        )
 
 
 @dataclass
@@ -48,4 +59,8 @@ class ServiceState:
     limiter: TokenBuckets
     metrics: Metrics = field(default_factory=Metrics)
     nonce_purged_at: float = 0.0
+    orphans_purged_at: float = 0.0
     purge_lock: threading.Lock = field(default_factory=threading.Lock)
+    # Serialises the read-count-then-grant of work leases inside this process (the unique index on active
+    # units guards against a second coordinator process; its IntegrityError is retried).
+    lease_lock: threading.Lock = field(default_factory=threading.Lock)

@@ -311,3 +311,10 @@ def coordinator_backend(
             yield process
         finally:
             process.kill()
+
+
+def leased_submit(client, run_id: str, data: bytes, *, rows: int = 1, tokens: int = 1):
+    """What a well-behaved node does for one file: lease a unit (or take the first it holds), upload `data` as
+    that unit's file and submit it. Returns the SubmissionInfo."""
+    unit = client.lease_work(run_id, max_units=1).units[0]
+    return client.upload_and_submit(run_id, unit.step, unit.batch_index, data, rows, tokens)

@@ -16,12 +16,13 @@ from swarmrl.coordinator.db import LedgerEntry, Membership, Node, Run, Step, Sub
 from swarmrl.coordinator.health import health_of
 
 
-def run_state(run: Run, step: Step | None) -> RunState:
+def run_state(run: Run, step: Step | None, *, drained: bool = False) -> RunState:
     return RunState(
         run_id=run.run_id,
         trainer_public_key=run.trainer_public_key,
         async_level=run.async_level,
         current_step=run.current_step,
+        status="drained" if run.status == "draining" and drained else run.status,
         manifest_sha256=step.manifest_sha256 if step else None,
         manifest_url=step.manifest_url if step else None,
     )
@@ -72,6 +73,10 @@ def submission_info(submission: Submission) -> SubmissionInfo:
         status=submission.status,
         submitted_at=submission.submitted_at,
         file_path=f"/v1/submissions/{submission.id}/file",
+        batch_index=submission.batch_index,
+        checked=submission.checked,
+        used_step=submission.used_step,
+        use_outcome=submission.use_outcome,
     )
 
 
