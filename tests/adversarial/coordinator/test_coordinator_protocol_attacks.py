@@ -11,74 +11,28 @@ from __future__ import annotations
 
 import hashlib
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-from swarmrl.coordinator.app import create_app
-from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import FakeClock, leased_submit, serve_in_thread
+from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
 from swarmrl.identity import Identity
 
-ADMIN = "t"
 BASE = dict(default_step_units=50, uploads_per_hour=1000, requests_per_minute=100_000)
-
-
-class World:
-    """One run on an in-process coordinator with an injected clock: trainer, validator, admin, nodes."""
-
-    def __init__(self, tmp_path: Path, **config) -> None:
-        self.clock = FakeClock()
-        tmp_path.mkdir(parents=True, exist_ok=True)
-        self.storage = tmp_path / "store"
-        self.app = create_app(
-            db_url=f"sqlite:///{tmp_path / 'c.db'}",
-            storage=self.storage,
-            admin_token=ADMIN,
-            config=CoordinatorConfig(**{**BASE, **config}),
-            clock=self.clock,
-        )
-        self.server = serve_in_thread(self.app)
-        self.url = self.server.url
-        self.admin = self.client(admin_token=ADMIN)
-        self.trainer, self.validator = self.client(Identity.generate()), self.client(Identity.generate())
-        self.admin.create_run("r", self.trainer.node_id)
-        self.admin.add_validator("r", self.validator.node_id)
-
-    def client(self, identity: Identity | None = None, **kw) -> CoordinatorClient:
-        return CoordinatorClient(self.url, identity, clock=self.clock, max_retries=0, **kw)
-
-    def node(self) -> CoordinatorClient:
-        node = self.client(Identity.generate())
-        node.register()
-        node.join("r")
-        return node
-
-    def close(self) -> None:
-        self.server.stop()
-        self.app.state.engine.dispose()
-
-    def wait(self, seconds: float, *nodes: CoordinatorClient) -> None:
-        """Let `seconds` pass on the service's clock while `nodes` keep heartbeating."""
-        while seconds > 0:
-            step = min(seconds, 9.0)
-            self.clock.advance(step)
-            seconds -= step
-            for node in nodes:
-                node.heartbeat("r")
 
 
 @pytest.fixture
 def make_world(tmp_path):
-    worlds: list[World] = []
+    worlds: list[ClockedCoordinator] = []
 
-    def make(**config) -> World:
-        worlds.append(World(tmp_path / str(len(worlds)), **config))
+    def make(**config) -> ClockedCoordinator:
+        worlds.append(
+            ClockedCoordinator(tmp_path / str(len(worlds)), CoordinatorConfig(**{**BASE, **config}))
+        )
         return worlds[-1]
 
     try:
@@ -162,9 +116,7 @@ def test_orphan_uploads_are_deleted_when_their_slot_expires_and_a_run_has_a_quot
         slot = node.request_upload("r", 0, unit.batch_index, hashlib.sha256(blob).hexdigest(), len(blob))
         node.upload(slot, blob)  # ... and never submitted
     assert len(list(world.storage.rglob("*.parquet"))) == 3
-    _refused(
-        lambda: node.request_upload("r", 0, units[3].batch_index, "ab" * 32, 1), 507, "storage_quota"
-    )
+    _refused(lambda: node.request_upload("r", 0, units[3].batch_index, "ab" * 32, 1), 507, "storage_quota")
     metrics = httpx.get(f"{world.url}/metrics").text
     assert 'swarmrl_coordinator_storage_bytes{run="r"} 12288' in metrics
 

@@ -25,7 +25,7 @@ def root(tmp_path_factory):
     return tmp_path_factory.mktemp("swarm")  # shared: the SFT start policy is built once and cached
 
 
-def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0) -> Swarm:
+def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0, validators: int = 1) -> Swarm:
     config = tiny_config(
         root,
         name,
@@ -33,10 +33,15 @@ def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0) -> S
         "trainer.max_wait_seconds=120",
         f"swarm.honest_workers={honest}",
         f"swarm.cheating_workers={cheaters}",
+        f"swarm.validators={validators}",
         "swarm.poll_seconds=0.2",
         "coordinator.heartbeat_interval_s=2.0",
         "coordinator.dead_after_missed=10",
         "coordinator.unhealthy_after_missed=3",
+        "coordinator.lease_initial_unit_s=3.0",
+        "coordinator.lease_target_s=6.0",
+        "coordinator.lease_grace_s=10.0",
+        "coordinator.validation_lease_s=20.0",
     )
     return start_swarm(config, prepare_run(config))
 

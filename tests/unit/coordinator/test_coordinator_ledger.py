@@ -3,7 +3,7 @@ from sqlalchemy.orm import Session
 
 from swarmrl.coordinator import ledger
 from swarmrl.coordinator.api import LedgerBalance
-from swarmrl.coordinator.db import LedgerEntry, Run, Submission, make_engine, migrate
+from swarmrl.coordinator.db import Run, Submission, make_engine, migrate
 
 A, B = "aa" * 32, "bb" * 32
 
