@@ -187,6 +187,19 @@ class WorkUnitInfo(BaseModel):
     expires_at: float = Field(description="upload slot must be requested by then, or the unit is re-leased")
 
 
+class UnitInfo(BaseModel):
+    """One lease of one unit, as the coordinator records it."""
+
+    id: int
+    step: int
+    batch_index: int
+    node_id: str
+    status: Literal["leased", "submitted", "accepted", "rejected", "expired", "voided"]
+    leased_at: float
+    expires_at: float
+    submission_id: int | None
+
+
 class WorkLease(BaseModel):
     run_id: str
     units: list[WorkUnitInfo] = Field(description="every unit this node holds, oldest first")
@@ -212,6 +225,7 @@ class NodeWork(BaseModel):
 
     node_id: str
     leased: int = Field(0, description="units ever leased")
+    held: int = Field(0, description="units leased now, waiting for their file")
     expired: int = Field(0, description="units dropped: deadline passed without a file")
     generated: int = Field(0, description="files submitted")
     generated_rows: int = Field(0, description="completions in them")
@@ -256,6 +270,7 @@ class SubmissionInfo(BaseModel):
     file_path: str
     batch_index: int | None = None
     checked: bool = Field(True, description="False: accepted unchecked by the spot-check draw")
+    judge_key: str | None = Field(None, description="the validator that holds (or held) its validation lease")
     used_step: int | None = None
     use_outcome: UseOutcome | None = None
 

@@ -29,6 +29,7 @@ from swarmrl.coordinator.api import (
     StepInfo,
     StepWork,
     SubmissionInfo,
+    UnitInfo,
     UploadReceipt,
     UploadSlotInfo,
     ValidationLease,
@@ -403,6 +404,12 @@ class CoordinatorClient:
         while page := self.work(run_id, after_node=rows[-1].node_id if rows else ""):
             rows += page
         return rows
+
+    def units(
+        self, run_id: str, *, step: int | None = None, node_id: str | None = None, after_id: int = 0
+    ) -> list[UnitInfo]:
+        params = {"step": step, "node_id": node_id, "after_id": after_id or None}
+        return self._call(list[UnitInfo], "GET", f"/v1/runs/{run_id}/units", signed=False, params=params)
 
     def step_work(self, run_id: str, step: int) -> StepWork:
         return self._call(StepWork, "GET", f"/v1/runs/{run_id}/steps/{step}/work", signed=False)

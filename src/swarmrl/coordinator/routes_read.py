@@ -24,10 +24,11 @@ from swarmrl.coordinator.api import (
     StepWork,
     SubmissionInfo,
     SubmissionStatus,
+    UnitInfo,
     VerdictInfo,
 )
 from swarmrl.coordinator.auth import state_of
-from swarmrl.coordinator.db import Ban, Membership, Node, Run, Submission, Verdict
+from swarmrl.coordinator.db import Ban, Membership, Node, Run, Submission, Verdict, WorkUnit
 from swarmrl.coordinator.db import Step as StepRow
 from swarmrl.coordinator.errors import NotFoundError
 from swarmrl.coordinator.health import Health, health_of
@@ -41,6 +42,7 @@ from swarmrl.coordinator.views import (
     node_info,
     step_info,
     submission_info,
+    unit_info,
     verdict_info,
 )
 
@@ -192,6 +194,28 @@ def get_work(
         return node_work(
             session, run_id, node_id=node_id, after_node=after_node, limit=state.config.list_limit
         )
+
+
+@router.get("/v1/runs/{run_id}/units", response_model=list[UnitInfo])
+def list_units(
+    run_id: RunId,
+    request: Request,
+    step: Step | None = None,
+    node_id: HexKey | None = None,
+    after_id: int = AfterId,
+) -> list[UnitInfo]:
+    """Every lease of every unit (paged by id): who held which (step, batch index), and what became of it."""
+    state = state_of(request)
+    with state.sessions() as session, session.begin():
+        get_run(session, run_id)
+        expire_lapsed(session, run_id, state.config, state.clock())
+        query = select(WorkUnit).where(WorkUnit.run_id == run_id, WorkUnit.id > after_id)
+        if step is not None:
+            query = query.where(WorkUnit.step == step)
+        if node_id is not None:
+            query = query.where(WorkUnit.node_id == node_id)
+        rows = session.scalars(query.order_by(WorkUnit.id).limit(state.config.list_limit))
+        return [unit_info(u) for u in rows]
 
 
 @router.get("/v1/runs/{run_id}/steps/{step}/work", response_model=StepWork)

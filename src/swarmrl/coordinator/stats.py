@@ -53,12 +53,17 @@ def node_work(
         return []
     works = {node: NodeWork(node_id=node, unit_seconds=speed) for node, speed in page.items()}
     units = session.execute(
-        select(WorkUnit.node_id, func.count(), _count_if(WorkUnit.status == "expired"))
+        select(
+            WorkUnit.node_id,
+            func.count(),
+            _count_if(WorkUnit.status == "expired"),
+            _count_if(WorkUnit.status == "leased"),
+        )
         .where(WorkUnit.run_id == run_id, WorkUnit.node_id.in_(page))
         .group_by(WorkUnit.node_id)
     )
-    for node, leased, expired in units:
-        works[node].leased, works[node].expired = leased, expired
+    for node, leased, expired, held in units:
+        works[node].leased, works[node].expired, works[node].held = leased, expired, held
     accepted = Submission.status == "accepted"
     trained = Submission.use_outcome == "trained"
     files = session.execute(

@@ -9,10 +9,11 @@ from swarmrl.coordinator.api import (
     RunState,
     StepInfo,
     SubmissionInfo,
+    UnitInfo,
     VerdictInfo,
 )
 from swarmrl.coordinator.config import CoordinatorConfig
-from swarmrl.coordinator.db import LedgerEntry, Membership, Node, Run, Step, Submission, Verdict
+from swarmrl.coordinator.db import LedgerEntry, Membership, Node, Run, Step, Submission, Verdict, WorkUnit
 from swarmrl.coordinator.health import health_of
 
 
@@ -75,6 +76,7 @@ def submission_info(submission: Submission) -> SubmissionInfo:
         file_path=f"/v1/submissions/{submission.id}/file",
         batch_index=submission.batch_index,
         checked=submission.checked,
+        judge_key=submission.judge_key,
         used_step=submission.used_step,
         use_outcome=submission.use_outcome,
     )
@@ -105,4 +107,17 @@ def ledger_entry_info(entry: LedgerEntry) -> LedgerEntryInfo:
         status=entry.status,
         credited_at=entry.credited_at,
         unlock_at=entry.unlock_at,
+    )
+
+
+def unit_info(unit: WorkUnit) -> UnitInfo:
+    return UnitInfo(
+        id=unit.id,
+        step=unit.step,
+        batch_index=unit.batch_index,
+        node_id=unit.node_id,
+        status=unit.status,
+        leased_at=unit.leased_at,
+        expires_at=unit.expires_at,
+        submission_id=unit.submission_id,
     )

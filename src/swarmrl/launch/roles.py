@@ -108,6 +108,7 @@ def _swarm_endpoints(
         rundir,
         units_per_step=-(-config.trainer.prompts_per_step // config.worker.prompts_per_batch),
         last_step=config.trainer.steps - 1,
+        async_level=config.worker.async_level,
     )
     return source, lambda step: origin.publish(None, step)
 

@@ -52,7 +52,9 @@ class AcceptedSubmissions:
     rundir: RunDir
     units_per_step: int = 8  # first guess of the files a step uses; each closed step refines it
     last_step: int | None = None  # closing this step drains the run instead of opening the next
+    async_level: int = 2
     files_per_step: float | None = field(default=None, init=False)
+    _demanded: set[int] = field(default_factory=set, init=False)  # steps whose demand this trainer set
 
     def directory(self, step: int) -> Path:
         return self.rundir.root / "accepted" / f"step_{step}"
@@ -61,12 +63,23 @@ class AcceptedSubmissions:
         return self.files_per_step if self.files_per_step is not None else float(self.units_per_step)
 
     def open_step(self, step: int) -> None:
+        if step in self._demanded:  # opened by closing the step before, with its demand
+            return
         current = self.client.run_state(self.run_id).current_step
-        demand = next_demand(self._estimate(), 0)
         if current < step:
-            self.client.publish_step(self.run_id, step, units=demand)
+            self.client.publish_step(self.run_id, step, units=self._demand(step))
         elif current == step:  # the first step, or a trainer resumed on the open step
-            self.client.set_demand(self.run_id, step, demand)
+            self.client.set_demand(self.run_id, step, self._demand(step))
+        self._demanded.add(step)
+
+    def _demand(self, step: int) -> int:
+        """Units `step` should lease: a step's worth of files, less accepted files waiting for it and units of
+        the steps before it still in flight (they carry over when they land)."""
+        waiting = len(self.client.training_feed(self.run_id, step))
+        for earlier in range(max(0, step - self.async_level), step):
+            work = self.client.step_work(self.run_id, earlier)
+            waiting += work.leased + work.submitted
+        return next_demand(self._estimate(), waiting)
 
     def new_files(self, step: int, seen: set[str]) -> list[Path]:
         paths = []
@@ -128,10 +141,8 @@ class AcceptedSubmissions:
         if self.last_step is not None and step >= self.last_step:
             self.client.drain(self.run_id)
             return
-        waiting = len(self.client.training_feed(self.run_id, step + 1))
-        in_flight = self.client.step_work(self.run_id, step)
-        demand = next_demand(self.files_per_step, waiting + in_flight.leased + in_flight.submitted)
-        self.client.publish_step(self.run_id, step + 1, units=demand)
+        self.client.publish_step(self.run_id, step + 1, units=self._demand(step + 1))
+        self._demanded.add(step + 1)
 
     def should_stop(self) -> bool:
         return self.rundir.should_stop()

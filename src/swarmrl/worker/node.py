@@ -45,6 +45,7 @@ Cheat = Literal["half-layers"]
 _FATAL = {"banned", "unknown_run", "poor_standing"}
 # Refusals an honest node can meet (missed heartbeats while starved of CPU, a coordinator restart): join again.
 _REJOIN = {"ejected", "not_member"}
+MAX_BACKOFF = 8  # most poll intervals between lease requests while the step is full
 
 
 class NodeEjected(Exception):
@@ -168,6 +169,7 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     log_book = WorkLog(options.work_dir / "work.json")
     tokenizer = None
     submitted = 0
+    full_streak = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
     try:
         while not options.stop.is_set():
             if heartbeat.fatal is not None:
@@ -176,6 +178,7 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                 break
             try:
                 lease = client.lease_work(options.run_id)
+                full_streak = 0
             except CoordinatorError as exc:
                 if exc.kind == "run_draining":
                     log.info("the run is draining: no more work")
@@ -186,7 +189,8 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                     client.join(options.run_id)
                 elif exc.kind != "step_full":
                     log.warning("no lease: %s", exc)
-                options.stop.wait(options.poll_seconds)
+                full_streak = full_streak + 1 if exc.kind == "step_full" else 0
+                options.stop.wait(options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1)))
                 continue
             for unit in lease.units:
                 if options.stop.is_set() or (
