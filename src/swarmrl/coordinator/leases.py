@@ -58,6 +58,31 @@ def lease_size(unit_seconds: float | None, standing: Standing, config: Coordinat
     return max(1, units)
 
 
+def fair_share(step_units: int, live_members: int) -> int:
+    """Most units one node may take of a step: the step's units spread over the nodes that are alive, so the
+    first node to ask does not take them all and generate them one after another while the others idle."""
+    return max(1, math.ceil(step_units / max(1, live_members)))
+
+
+def live_members(session: Session, run_id: str, config: CoordinatorConfig, now: float) -> int:
+    """Active members of the run that are not yet unhealthy (heartbeat within the grace)."""
+    unhealthy_before = (
+        now - config.heartbeat_grace_s - config.unhealthy_after_missed * config.heartbeat_interval_s
+    )
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Membership)
+            .where(
+                Membership.run_id == run_id,
+                Membership.status == "active",
+                Membership.last_seen > unhealthy_before,
+            )
+        )
+        or 0
+    )
+
+
 def unit_deadlines(
     now: float, units: int, unit_seconds: float | None, config: CoordinatorConfig
 ) -> list[float]:
@@ -76,18 +101,20 @@ def updated_speed(previous: float | None, measured: float, smoothing: float) -> 
 
 
 def expire_lapsed(session: Session, run_id: str, config: CoordinatorConfig, now: float) -> int:
-    """Leased units past their deadline, or held by a node that left, was ejected or is dead, expire."""
+    """Leased units past their deadline, of a step the run's async window has left behind (their file would
+    be refused), or held by a node that left, was ejected or is dead, expire."""
     dead_before = now - config.heartbeat_grace_s - config.dead_after_missed * config.heartbeat_interval_s
     gone = select(Membership.node_id).where(
         Membership.run_id == run_id,
         or_(Membership.status != "active", Membership.last_seen <= dead_before),
     )
+    oldest_step = select(Run.current_step - Run.async_level).where(Run.run_id == run_id).scalar_subquery()
     result = session.execute(
         update(WorkUnit)
         .where(
             WorkUnit.run_id == run_id,
             WorkUnit.status == "leased",
-            or_(WorkUnit.expires_at < now, WorkUnit.node_id.in_(gone)),
+            or_(WorkUnit.expires_at < now, WorkUnit.step < oldest_step, WorkUnit.node_id.in_(gone)),
         )
         .values(status="expired", ended_at=now)
         .execution_options(synchronize_session=False)

@@ -73,8 +73,15 @@ def _lease(state: ServiceState, run_id: str, node_id: str, max_units: int | None
                     f"step {run.current_step} has all the work it needs in flight; ask again later",
                     kind="step_full",
                 )
+            share = leases.fair_share(
+                leases.step_demand(run, config) + config.lease_slack_units,
+                leases.live_members(session, run_id, config, now),
+            )
             size = min(
-                available, leases.lease_size(member.unit_seconds, standing, config), max_units or available
+                available,
+                share,
+                leases.lease_size(member.unit_seconds, standing, config),
+                max_units or available,
             )
             held = leases.grant(
                 session, run, node_id, leases.unit_deadlines(now, size, member.unit_seconds, config), now

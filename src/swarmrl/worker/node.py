@@ -45,7 +45,7 @@ Cheat = Literal["half-layers"]
 _FATAL = {"banned", "unknown_run", "poor_standing"}
 # Refusals an honest node can meet (missed heartbeats while starved of CPU, a coordinator restart): join again.
 _REJOIN = {"ejected", "not_member"}
-MAX_BACKOFF = 8  # most poll intervals between lease requests while the step is full
+MAX_BACKOFF = 4  # most poll intervals between lease requests while the step is full
 
 
 class NodeEjected(Exception):

@@ -231,3 +231,16 @@ def test_spot_check_mode_judges_a_fraction_and_one_caught_forgery_costs_everythi
     (balance,) = world.admin.ledger("r").balances
     assert (balance.pending_tokens, balance.wiped_tokens) == (0, 10 * len(unchecked))
     assert world.trainer.training_feed("r", 0) == []
+
+
+def test_a_unit_whose_step_left_the_async_window_expires(make):
+    world = make(default_step_units=4)
+    node = world.node()
+    (unit,) = node.lease_work("r", max_units=1).units
+    for step in (1, 2):
+        world.trainer.publish_step("r", step, units=4)
+    assert node.lease_work("r").units == [unit]  # step 0 is still inside the window of step 2
+    world.trainer.publish_step("r", 3, units=4)
+    (fresh,) = node.lease_work("r", max_units=1).units  # its file would be refused: the unit lapsed
+    assert fresh.step == 3
+    assert [u.status for u in world.admin.units("r", step=0)] == ["expired"]

@@ -7,6 +7,7 @@ from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Run, WorkUnit, make_engine, migrate
 from swarmrl.coordinator.leases import (
     Standing,
+    fair_share,
     free_batch_indices,
     lease_size,
     unit_deadlines,
@@ -32,6 +33,13 @@ def test_lease_size_is_what_the_node_finishes_in_the_target_time():
     assert lease_size(25.0, GOOD, CONFIG) == 2
     assert lease_size(500.0, GOOD, CONFIG) == 1  # a slow node still gets one unit
     assert lease_size(0.0, GOOD, CONFIG) == 4  # a zero measurement is timer noise, floored
+
+
+def test_a_step_is_shared_among_the_live_nodes():
+    assert fair_share(5, 4) == 2  # the first node to ask does not take four of five units
+    assert fair_share(5, 1) == 5
+    assert fair_share(3, 10) == 1
+    assert fair_share(3, 0) == 3
 
 
 def test_deadlines_scale_with_the_nodes_speed_and_stagger_across_the_lease():
