@@ -273,6 +273,7 @@ class SubmissionInfo(BaseModel):
     judge_key: str | None = Field(None, description="the validator that holds (or held) its validation lease")
     used_step: int | None = None
     use_outcome: UseOutcome | None = None
+    used_rows: int | None = Field(None, description="completions the step that trained on it read")
 
 
 class ValidationLease(BaseModel):

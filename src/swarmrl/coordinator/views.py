@@ -79,6 +79,7 @@ def submission_info(submission: Submission) -> SubmissionInfo:
         judge_key=submission.judge_key,
         used_step=submission.used_step,
         use_outcome=submission.use_outcome,
+        used_rows=submission.used_rows,
     )
 
 

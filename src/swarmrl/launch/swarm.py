@@ -263,6 +263,8 @@ class NodeRecord:
     trained: int = 0
     trained_rows: int = 0
     stale_rows: int = 0
+    unread_rows: int = 0  # accepted, and no step read the file (the run ended first)
+    remainder_rows: int = 0  # the rest of a file a step stopped reading when it was full
     credited_rows: int = 0
     credited_tokens: int = 0
     wiped_tokens: int = 0
@@ -316,6 +318,10 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
                 record.credited_rows += submission.rows
                 if submission.use_outcome == "stale":
                     record.stale_rows += submission.rows
+                elif submission.use_outcome is None:
+                    record.unread_rows += submission.rows
+                elif submission.use_outcome == "trained":
+                    record.remainder_rows += submission.rows - (submission.used_rows or 0)
         verdicts = _all_pages(
             lambda after: client.verdicts(run_id, after_id=after), lambda v: v.submission_id
         )
@@ -460,6 +466,8 @@ class SwarmResult:
                 "credited_rows",
                 "trained_rows",
                 "stale_rows",
+                "remainder_rows",
+                "unread_rows",
                 "rejected",
                 "expired",
             )
@@ -472,6 +480,8 @@ class SwarmResult:
             "trained": total["trained_rows"],
             "not_trained_stale": total["stale_rows"],
             "not_trained_over_full": total["credited_rows"] - total["trained_rows"] - total["stale_rows"],
+            "over_full_remainder_of_a_file": total["remainder_rows"],
+            "over_full_unread_at_the_end": total["unread_rows"],
             "never_submitted": total["worker_generated_rows"] - total["generated_rows"],
             "credited_fraction": total["credited_rows"] / generated,
             "trained_fraction": total["trained_rows"] / generated,
@@ -528,7 +538,9 @@ def run_swarm_demo(
         f"sampled reward {state.rewards[0]:.3f} → {state.rewards[-1]:.3f} over {len(state.rewards)} steps · "
         f"honest completions: {work['generated']} generated, {work['credited_fraction']:.1%} judged and "
         f"credited, {work['trained_fraction']:.1%} trained on (not trained: {work['not_trained_stale']} stale, "
-        f"{work['not_trained_over_full']} over-full) · honest files rejected: {work['honest_files_rejected']} · "
+        f"{work['not_trained_over_full']} over-full: {work['over_full_remainder_of_a_file']} the rest of a file read "
+        f"when its step filled, {work['over_full_unread_at_the_end']} unread at the end) · "
+        f"honest files rejected: {work['honest_files_rejected']} · "
         f"judged twice: {len(result.judged_twice())} · cheaters banned: {len(banned)}/{len(result.cheaters)} "
         f"(rejected by {sorted({c for r in result.cheaters for c in state.reject_checks[r.name]})}) · "
         f"{result.seconds:.0f}s"
