@@ -10,8 +10,10 @@ Part 2 (`--part swarm`): `--nodes` simulated nodes (default 1,000) against the c
 started on 127.0.0.1 (the tests' helper). Every node heartbeats every `--heartbeat-s` (INTELLECT-2: 10 s) and
 asks for a work lease every `--lease-s`, on a fixed schedule (open loop: a slow answer does not slow the
 offered load, and latency is measured from the moment the request was due, so queueing counts). Then a closed
-loop of `--threads` senders measures the most requests per second. CPU seconds of the coordinator, of
-Postgres and of this load generator are read from /proc to name the bottleneck.
+loop of `--threads` senders measures the most requests per second. Latency is shown as the node sees it (from
+the moment the request was due) and as the coordinator's own histogram saw it (app entry to response, bucket-
+interpolated); CPU seconds of the coordinator, of Postgres and of this load generator are read from /proc to
+name the bottleneck.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.config import CoordinatorConfig
@@ -244,6 +247,39 @@ def closed_loop(nodes, run_id: str, seconds: float, threads: int) -> tuple[int, 
     return sum(counts), time.monotonic() - started
 
 
+SERVER_ROUTES = {"heartbeat": "/v1/runs/{run_id}/heartbeat", "lease": "/v1/runs/{run_id}/leases"}
+
+
+def _server_histograms(url: str) -> dict[str, dict[float, float]]:
+    """Cumulative bucket counts of the coordinator's own request-latency histogram, per bench request kind."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    out: dict[str, dict[float, float]] = {kind: {} for kind in SERVER_ROUTES}
+    for family in text_string_to_metric_families(text):
+        if family.name != "swarmrl_coordinator_request_seconds":
+            continue
+        for sample in family.samples:
+            for kind, route in SERVER_ROUTES.items():
+                if sample.name.endswith("_bucket") and sample.labels.get("route") == route:
+                    out[kind][float(sample.labels["le"])] = sample.value
+    return out
+
+
+def _histogram_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
+    """The q-quantile (ms) of what was observed between two scrapes, interpolated inside its bucket."""
+    buckets = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in buckets]
+    target = q * counts[-1]
+    lower, below = 0.0, 0.0
+    for bound, cumulative in zip(buckets, counts, strict=True):
+        if cumulative >= target:
+            if bound == float("inf"):
+                return lower * 1000
+            share = (target - below) / (cumulative - below) if cumulative > below else 1.0
+            return (lower + share * (bound - lower)) * 1000
+        lower, below = bound, cumulative
+    return lower * 1000
+
+
 def _percentiles(values: list[float]) -> tuple[float, float]:
     cuts = statistics.quantiles(values, n=100, method="inclusive")
     return cuts[49] * 1000, cuts[98] * 1000
@@ -273,10 +309,12 @@ def swarm_part(args: argparse.Namespace) -> None:
                 list(pool.map(lambda n: (n.register(), n.join("swarm")), nodes))
             setup = time.monotonic() - setup
             cpu_before = (_cpu_seconds(coordinator.process.pid), _postgres_cpu_seconds(), time.process_time())
+            server_before = _server_histograms(coordinator.url)
             started = time.monotonic()
             recorder = open_loop(nodes, "swarm", args.seconds, args.heartbeat_s, args.lease_s, args.threads)
             wall = time.monotonic() - started
             cpu_after = (_cpu_seconds(coordinator.process.pid), _postgres_cpu_seconds(), time.process_time())
+            server_after = _server_histograms(coordinator.url)
             requests, closed_s = closed_loop(nodes, "swarm", args.closed_seconds, args.threads)
             units = admin.step_work("swarm", 0)
         finally:
@@ -289,10 +327,18 @@ def swarm_part(args: argparse.Namespace) -> None:
         f"{args.nodes} nodes on Postgres · setup (register + join) {setup:.1f}s · open loop {wall:.0f}s at "
         f"{offered:.0f} requests/s offered (heartbeat every {args.heartbeat_s:g}s, lease every {args.lease_s:g}s)"
     )
-    print(f"{'request':<12}{'count':>8}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}")
+    print(
+        f"{'request':<12}{'count':>8}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}"
+        f"{'server p50':>12}{'server p99':>12}"
+    )
     for kind, values in sorted(recorder.latency.items()):
         p50, p99 = _percentiles(values)
-        print(f"{kind:<12}{len(values):>8}{p50:>10.1f}{p99:>10.1f}{max(values) * 1000:>10.1f}")
+        before, after = server_before[kind], server_after[kind]
+        server = [_histogram_quantile(before, after, q) for q in (0.5, 0.99)]
+        print(
+            f"{kind:<12}{len(values):>8}{p50:>10.1f}{p99:>10.1f}{max(values) * 1000:>10.1f}"
+            f"{server[0]:>12.1f}{server[1]:>12.1f}"
+        )
     p50, p99 = _percentiles([v for values in recorder.latency.values() for v in values])
     print(f"{'all':<12}{total:>8}{p50:>10.1f}{p99:>10.1f}")
     print(f"served {total / wall:.1f} requests/s; answers: {recorder.outcomes}")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -26,6 +26,7 @@ from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import make_engine, make_sessionmaker, migrate
 from swarmrl.coordinator.errors import ApiError
 from swarmrl.coordinator.ratelimit import TokenBuckets
+from swarmrl.coordinator.request_metrics import RequestMetrics
 from swarmrl.coordinator.state import ServiceState
 from swarmrl.coordinator.storage import LocalStorage, Storage, StorageError
 
@@ -105,13 +106,6 @@ def create_app(
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit_bytes=config.max_request_body_bytes)
-
-    @app.middleware("http")
-    async def count_requests(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        app.state.coordinator.metrics.requests.labels(status=str(response.status_code)).inc()
-        return response
+    app.add_middleware(RequestMetrics, metrics=app.state.coordinator.metrics)
 
     return app

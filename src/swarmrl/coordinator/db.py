@@ -314,7 +314,10 @@ def make_engine(db_url: str) -> Engine:
         engine = create_engine(db_url, connect_args={"check_same_thread": False, "timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(db_url, pool_pre_ping=True, pool_size=8, max_overflow=8)
+    # No pre-ping: it costs a round trip on every checkout (two per request). A connection that died with the
+    # server fails its request with OperationalError → 503, which the client retries, and SQLAlchemy drops
+    # the dead connections from the pool on that error.
+    return create_engine(db_url, pool_pre_ping=False, pool_size=8, max_overflow=8)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -134,15 +134,19 @@ def standing_of(session: Session, run_id: str, node_id: str) -> Standing:
     return Standing(expired=rows.get("expired", 0), delivered=delivered)
 
 
-def held_units(session: Session, run_id: str, node_id: str) -> list[WorkUnit]:
-    """The node's units still waiting for their file, oldest first."""
-    return list(
-        session.scalars(
-            select(WorkUnit)
-            .where(WorkUnit.run_id == run_id, WorkUnit.node_id == node_id, WorkUnit.status == "leased")
-            .order_by(WorkUnit.step, WorkUnit.batch_index)
-        )
+def held_units(
+    session: Session, run_id: str, node_id: str, *, now: float | None = None, oldest_step: int | None = None
+) -> list[WorkUnit]:
+    """The node's units still waiting for their file, oldest first; with `now` and `oldest_step`, only those
+    `expire_lapsed` would keep (for a read that does not sweep first)."""
+    query = select(WorkUnit).where(
+        WorkUnit.run_id == run_id, WorkUnit.node_id == node_id, WorkUnit.status == "leased"
     )
+    if now is not None:
+        query = query.where(WorkUnit.expires_at >= now)
+    if oldest_step is not None:
+        query = query.where(WorkUnit.step >= oldest_step)
+    return list(session.scalars(query.order_by(WorkUnit.step, WorkUnit.batch_index)))
 
 
 def step_demand(run: Run, config: CoordinatorConfig) -> int:

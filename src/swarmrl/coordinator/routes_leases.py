@@ -22,7 +22,8 @@ from swarmrl.coordinator.api import (
     WorkUnitInfo,
 )
 from swarmrl.coordinator.auth import SignedCaller, state_of
-from swarmrl.coordinator.db import Submission
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.db import Membership, Run, Submission, WorkUnit
 from swarmrl.coordinator.errors import ConflictError, ForbiddenError
 from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.state import ServiceState
@@ -32,6 +33,9 @@ router = APIRouter()
 
 GRANT_ATTEMPTS = 4  # another coordinator process may take the same free index; the unique index refuses one
 CANDIDATES = 16
+# Grants sweep lapsed units at most this often per run: the sweep is the costliest query of a grant, and a
+# unit swept a second late only delays its re-issue by that second.
+SWEEP_EVERY_S = 1.0
 
 
 @router.post("/v1/runs/{run_id}/leases", response_model=WorkLease, tags=["work"])
@@ -39,68 +43,92 @@ def lease_work(run_id: RunId, body: LeaseRequest, request: Request, who: SignedC
     """The units this node holds, or a new lease on units of the open step."""
     node_id = who.require_node()
     state = state_of(request)
+    held = _held(state, run_id, node_id)
+    if held is not None:  # the common answer, read-only: no lock, no write
+        return held
     with state.lease_lock:
         for attempt in range(GRANT_ATTEMPTS):
             try:
-                return _lease(state, run_id, node_id, body.max_units)
+                return _grant(state, run_id, node_id, body.max_units)
             except IntegrityError:
                 if attempt == GRANT_ATTEMPTS - 1:
                     raise
     raise AssertionError("unreachable")
 
 
-def _lease(state: ServiceState, run_id: str, node_id: str, max_units: int | None) -> WorkLease:
+def _answer(run: Run, member: Membership, units: list[WorkUnit], config: CoordinatorConfig) -> WorkLease:
+    return WorkLease(
+        run_id=run.run_id,
+        units=[
+            WorkUnitInfo(
+                step=unit.step,
+                batch_index=unit.batch_index,
+                seed=task_seed(run.run_id, member.node_id, unit.step, unit.batch_index, run.run_secret),
+                expires_at=unit.expires_at,
+            )
+            for unit in units
+        ],
+        min_policy_step=max(0, run.current_step - run.async_level),
+        unit_seconds=leases.expected_seconds(member.unit_seconds, config),
+    )
+
+
+def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
+    """The node's live units (not past their deadline, step still inside the window), if it holds any."""
+    now = state.clock()
+    with state.sessions() as session, session.begin():
+        run = get_run(session, run_id)
+        member = active_member(session, run_id, node_id, state.config, now)
+        units = leases.held_units(
+            session, run_id, node_id, now=now, oldest_step=run.current_step - run.async_level
+        )
+        return _answer(run, member, units, state.config) if units else None
+
+
+def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None) -> WorkLease:
     config = state.config
     now = state.clock()
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id, for_update=True)
         member = active_member(session, run_id, node_id, config, now)
-        leases.expire_lapsed(session, run_id, config, now)
-        held = leases.held_units(session, run_id, node_id)
-        if not held:
-            if run.status != "open":
-                raise ConflictError(f"run {run_id!r} is draining: no new work", kind="run_draining")
-            standing = leases.standing_of(session, run_id, node_id)
-            if not standing.allows_lease(config):
-                raise ForbiddenError(
-                    f"this node let {standing.expired} of {standing.expired + standing.delivered} leased units "
-                    f"expire (over {config.standing_max_drop_fraction:.0%}): no more leases in this run",
-                    kind="poor_standing",
-                )
-            available = leases.open_units(session, run, config)
-            if available == 0:
-                raise ConflictError(
-                    f"step {run.current_step} has all the work it needs in flight; ask again later",
-                    kind="step_full",
-                )
-            share = leases.fair_share(
-                leases.step_demand(run, config) + config.lease_slack_units,
-                leases.live_members(session, run_id, config, now),
-            )
-            size = min(
-                available,
-                share,
-                leases.lease_size(member.unit_seconds, standing, config),
-                max_units or available,
-            )
-            held = leases.grant(
-                session, run, node_id, leases.unit_deadlines(now, size, member.unit_seconds, config), now
-            )
-            state.metrics.units_leased.inc(len(held))
-        return WorkLease(
-            run_id=run_id,
-            units=[
-                WorkUnitInfo(
-                    step=unit.step,
-                    batch_index=unit.batch_index,
-                    seed=task_seed(run_id, node_id, unit.step, unit.batch_index, run.run_secret),
-                    expires_at=unit.expires_at,
-                )
-                for unit in held
-            ],
-            min_policy_step=max(0, run.current_step - run.async_level),
-            unit_seconds=leases.expected_seconds(member.unit_seconds, config),
+        if now - state.units_swept_at.get(run_id, float("-inf")) >= SWEEP_EVERY_S:
+            leases.expire_lapsed(session, run_id, config, now)
+            state.units_swept_at[run_id] = now
+        held = leases.held_units(
+            session, run_id, node_id, now=now, oldest_step=run.current_step - run.async_level
         )
+        if held:  # another request of this node was granted while this one waited for the lock
+            return _answer(run, member, held, config)
+        if run.status != "open":
+            raise ConflictError(f"run {run_id!r} is draining: no new work", kind="run_draining")
+        standing = leases.standing_of(session, run_id, node_id)
+        if not standing.allows_lease(config):
+            raise ForbiddenError(
+                f"this node let {standing.expired} of {standing.expired + standing.delivered} leased units "
+                f"expire (over {config.standing_max_drop_fraction:.0%}): no more leases in this run",
+                kind="poor_standing",
+            )
+        available = leases.open_units(session, run, config)
+        if available == 0:
+            raise ConflictError(
+                f"step {run.current_step} has all the work it needs in flight; ask again later",
+                kind="step_full",
+            )
+        share = leases.fair_share(
+            leases.step_demand(run, config) + config.lease_slack_units,
+            leases.live_members(session, run_id, config, now),
+        )
+        size = min(
+            available,
+            share,
+            leases.lease_size(member.unit_seconds, standing, config),
+            max_units or available,
+        )
+        held = leases.grant(
+            session, run, node_id, leases.unit_deadlines(now, size, member.unit_seconds, config), now
+        )
+        state.metrics.units_leased.inc(len(held))
+        return _answer(run, member, held, config)
 
 
 @router.post("/v1/runs/{run_id}/validation-leases", response_model=ValidationLease, tags=["validator"])
