@@ -229,7 +229,7 @@ def demo(
         from swarmrl.launch.swarm import run_swarm_demo
 
         result = run_swarm_demo(cfg, console)
-        if any(r.rejected for r in result.honest) or not all(r.banned for r in result.cheaters):
+        if result.failures():
             raise typer.Exit(1)
         return
     from swarmrl.launch.demo import run_demo
@@ -335,6 +335,12 @@ def worker(
         str | None, typer.Option(help="misbehave on purpose (demo and tests): half-layers")
     ] = None,
     max_batches: Annotated[int | None, typer.Option(help="stop after this many submissions")] = None,
+    slowdown: Annotated[
+        float,
+        typer.Option(
+            min=1.0, help="simulate a slower machine (demo and tests): each unit takes N times as long"
+        ),
+    ] = 1.0,
 ) -> None:
     """An inference worker: of a local run (--run-dir), or a permissionless node of a swarm (--coordinator)."""
     if coordinator_url is None:
@@ -347,7 +353,9 @@ def worker(
     cfg, run_id = _node_args(run_id, config, key, relay, work_dir)
     if cheat not in (None, "half-layers"):
         raise typer.BadParameter(f"unknown cheat {cheat!r}", param_hint="--cheat")
-    options = NodeOptions(coordinator_url, run_id, key, relay, work_dir, cheat=cheat, max_batches=max_batches)
+    options = NodeOptions(
+        coordinator_url, run_id, key, relay, work_dir, cheat=cheat, max_batches=max_batches, slowdown=slowdown
+    )
     _stop_on_sigterm(options.stop)
     try:
         submitted = run_node(cfg, options)

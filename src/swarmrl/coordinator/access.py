@@ -11,8 +11,9 @@ from swarmrl.coordinator.errors import ConflictError, ForbiddenError, NotFoundEr
 from swarmrl.coordinator.health import Health, health_of
 
 
-def get_run(session: Session, run_id: str) -> Run:
-    run = session.get(Run, run_id)
+def get_run(session: Session, run_id: str, *, for_update: bool = False) -> Run:
+    """`for_update` locks the row until the transaction ends (Postgres; SQLite serialises writers anyway)."""
+    run = session.get(Run, run_id, with_for_update=for_update)
     if run is None:
         raise NotFoundError(f"no run {run_id!r}", kind="unknown_run")
     return run

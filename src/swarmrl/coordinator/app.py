@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from swarmrl.coordinator import routes_admin, routes_nodes, routes_read, routes_work
+from swarmrl.coordinator import (
+    routes_admin,
+    routes_leases,
+    routes_nodes,
+    routes_read,
+    routes_trainer,
+    routes_work,
+)
 from swarmrl.coordinator.bodylimit import BodySizeLimit
 from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import make_engine, make_sessionmaker, migrate
 from swarmrl.coordinator.errors import ApiError
 from swarmrl.coordinator.ratelimit import TokenBuckets
+from swarmrl.coordinator.request_metrics import RequestMetrics
 from swarmrl.coordinator.state import ServiceState
 from swarmrl.coordinator.storage import LocalStorage, Storage, StorageError
 
@@ -94,17 +102,10 @@ def create_app(
         limiter=TokenBuckets(config.requests_per_minute, clock),
     )
     app.state.engine = engine
-    for module in (routes_admin, routes_nodes, routes_work, routes_read):
+    for module in (routes_admin, routes_nodes, routes_leases, routes_work, routes_trainer, routes_read):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit_bytes=config.max_request_body_bytes)
-
-    @app.middleware("http")
-    async def count_requests(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        app.state.coordinator.metrics.requests.labels(status=str(response.status_code)).inc()
-        return response
+    app.add_middleware(RequestMetrics, metrics=app.state.coordinator.metrics)
 
     return app

@@ -20,15 +20,21 @@ from swarmrl.coordinator.api import (
     LedgerView,
     MemberInfo,
     NodeInfo,
+    NodeWork,
     Ok,
+    OutcomeReceipt,
     RunCreated,
     RunState,
     SeedInfo,
     StepInfo,
+    StepWork,
     SubmissionInfo,
+    UnitInfo,
     UploadReceipt,
     UploadSlotInfo,
+    ValidationLease,
     VerdictInfo,
+    WorkLease,
 )
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.signing import sign_request
@@ -198,14 +204,17 @@ class CoordinatorClient:
         )
         return info.seed
 
-    # --- worker: upload and submit -------------------------------------------------------------------------
-    def request_upload(self, run_id: str, step: int, sha256: str, size_bytes: int) -> UploadSlotInfo:
-        return self._call(
-            UploadSlotInfo,
-            "POST",
-            f"/v1/runs/{run_id}/uploads",
-            json_body={"step": step, "sha256": sha256, "size_bytes": size_bytes},
-        )
+    # --- worker: lease, upload and submit -------------------------------------------------------------------
+    def lease_work(self, run_id: str, *, max_units: int | None = None) -> WorkLease:
+        """The units this node holds, or new ones of the open step; refused with step_full, run_draining or
+        poor_standing when there is no work for it."""
+        return self._call(WorkLease, "POST", f"/v1/runs/{run_id}/leases", json_body={"max_units": max_units})
+
+    def request_upload(
+        self, run_id: str, step: int, batch_index: int, sha256: str, size_bytes: int
+    ) -> UploadSlotInfo:
+        body = {"step": step, "batch_index": batch_index, "sha256": sha256, "size_bytes": size_bytes}
+        return self._call(UploadSlotInfo, "POST", f"/v1/runs/{run_id}/uploads", json_body=body)
 
     def upload(self, slot: UploadSlotInfo, data: bytes) -> UploadReceipt:
         """To the coordinator (signed), or straight to the storage backend when the slot has a presigned URL."""
@@ -228,16 +237,20 @@ class CoordinatorClient:
         return self._call(SubmissionInfo, "POST", f"/v1/runs/{run_id}/submissions", json_body=body)
 
     def upload_and_submit(
-        self, run_id: str, step: int, file: str | Path | bytes, rows: int, tokens: int
+        self, run_id: str, step: int, batch_index: int, file: str | Path | bytes, rows: int, tokens: int
     ) -> SubmissionInfo:
-        """Slot → upload → submit for one rollout file (a path or its bytes)."""
+        """Slot → upload → submit for the rollout file (a path or its bytes) of a leased unit."""
         data = file if isinstance(file, bytes) else Path(file).read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
-        slot = self.request_upload(run_id, step, sha256, len(data))
+        slot = self.request_upload(run_id, step, batch_index, sha256, len(data))
         self.upload(slot, data)
         return self.submit(run_id, slot.slot_id, sha256, step, rows, tokens)
 
     # --- validator -----------------------------------------------------------------------------------------
+    def lease_validation(self, run_id: str) -> ValidationLease:
+        """The file this validator holds (renewed), or the oldest unheld pending one; `submission` None: none."""
+        return self._call(ValidationLease, "POST", f"/v1/runs/{run_id}/validation-leases", json_body={})
+
     def pending_submissions(
         self, run_id: str, *, step: int | None = None, after_id: int = 0
     ) -> list[SubmissionInfo]:
@@ -269,10 +282,55 @@ class CoordinatorClient:
 
     # --- trainer -------------------------------------------------------------------------------------------
     def publish_step(
-        self, run_id: str, step: int, manifest_sha256: str | None = None, manifest_url: str | None = None
+        self,
+        run_id: str,
+        step: int,
+        manifest_sha256: str | None = None,
+        manifest_url: str | None = None,
+        *,
+        units: int | None = None,
     ) -> StepInfo:
-        body = {"step": step, "manifest_sha256": manifest_sha256, "manifest_url": manifest_url}
+        body = {
+            "step": step,
+            "manifest_sha256": manifest_sha256,
+            "manifest_url": manifest_url,
+            "units": units,
+        }
         return self._call(StepInfo, "POST", f"/v1/runs/{run_id}/steps", json_body=body)
+
+    def set_demand(self, run_id: str, step: int, units: int) -> StepWork:
+        return self._call(
+            StepWork, "PUT", f"/v1/runs/{run_id}/demand", json_body={"step": step, "units": units}
+        )
+
+    def training_feed(self, run_id: str, step: int, *, after_id: int = 0) -> list[SubmissionInfo]:
+        return self._call(
+            list[SubmissionInfo],
+            "GET",
+            f"/v1/runs/{run_id}/feed",
+            params={"step": step, "after_id": after_id or None},
+        )
+
+    def report_outcomes(
+        self,
+        run_id: str,
+        step: int,
+        *,
+        trained: list[tuple[int, int]] = (),
+        stale: list[int] = (),
+        refused: list[int] = (),
+    ) -> OutcomeReceipt:
+        """`trained`: (submission id, rows read) of the files step `step` trained on."""
+        body = {
+            "trained": [{"id": i, "rows": rows} for i, rows in trained],
+            "stale": list(stale),
+            "refused": list(refused),
+        }
+        return self._call(OutcomeReceipt, "POST", f"/v1/runs/{run_id}/steps/{step}/outcomes", json_body=body)
+
+    def drain(self, run_id: str) -> RunState:
+        """End the run: no new work; it reads `drained` once every submitted file has its verdict."""
+        return self._call(RunState, "POST", f"/v1/runs/{run_id}/drain", json_body={})
 
     def accepted_submissions(self, run_id: str, step: int, *, after_id: int = 0) -> list[SubmissionInfo]:
         return self._call(
@@ -329,10 +387,32 @@ class CoordinatorClient:
             params={"step": step, "after_id": after_id or None},
         )
 
-    def ledger(self, run_id: str, *, node_id: str | None = None) -> LedgerView:
-        return self._call(
-            LedgerView, "GET", f"/v1/runs/{run_id}/ledger", signed=False, params={"node_id": node_id}
-        )
+    def ledger(
+        self, run_id: str, *, node_id: str | None = None, after_id: int = 0, after_node: str = ""
+    ) -> LedgerView:
+        params = {"node_id": node_id, "after_id": after_id or None, "after_node": after_node or None}
+        return self._call(LedgerView, "GET", f"/v1/runs/{run_id}/ledger", signed=False, params=params)
+
+    def work(self, run_id: str, *, node_id: str | None = None, after_node: str = "") -> list[NodeWork]:
+        """Per-node counts: units leased and expired, files generated, judged, accepted, trained."""
+        params = {"node_id": node_id, "after_node": after_node or None}
+        return self._call(list[NodeWork], "GET", f"/v1/runs/{run_id}/work", signed=False, params=params)
+
+    def all_work(self, run_id: str) -> list[NodeWork]:
+        """Every page of `work`."""
+        rows: list[NodeWork] = []
+        while page := self.work(run_id, after_node=rows[-1].node_id if rows else ""):
+            rows += page
+        return rows
+
+    def units(
+        self, run_id: str, *, step: int | None = None, node_id: str | None = None, after_id: int = 0
+    ) -> list[UnitInfo]:
+        params = {"step": step, "node_id": node_id, "after_id": after_id or None}
+        return self._call(list[UnitInfo], "GET", f"/v1/runs/{run_id}/units", signed=False, params=params)
+
+    def step_work(self, run_id: str, step: int) -> StepWork:
+        return self._call(StepWork, "GET", f"/v1/runs/{run_id}/steps/{step}/work", signed=False)
 
 
 def _error_from(response: httpx.Response) -> CoordinatorError:

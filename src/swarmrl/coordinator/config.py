@@ -47,7 +47,59 @@ class CoordinatorConfig(BaseModel):
         100 * MIB, ge=1, description="largest rollout file a node may upload (bytes)"
     )
     uploads_per_hour: int = Field(120, ge=1, description="upload slots one node may open per rolling hour")
-    upload_slot_ttl_s: float = Field(900.0, gt=0, description="seconds an unused upload slot stays valid")
+    upload_slot_ttl_s: float = Field(
+        900.0, gt=0, description="seconds an upload slot stays valid; its file must have arrived by then"
+    )
+    upload_min_bytes_per_s: float = Field(
+        256 * 1024,
+        gt=0,
+        description="slowest upload accepted: a transfer must end within clock_skew_s + size / this rate "
+        "of its signed start (and before its slot expires)",
+    )
+    storage_quota_bytes: int = Field(
+        64 * 1024 * MIB, ge=1, description="bytes of uploaded files one run may hold; more gets 507"
+    )
+    # --- work leases (rationed generation) ------------------------------------------------------------------
+    default_step_units: int = Field(
+        8, ge=1, description="work units leased for a step whose trainer has not said how many it wants"
+    )
+    lease_slack_units: int = Field(
+        1, ge=0, description="units leased beyond the trainer's demand (stragglers, rejections in flight)"
+    )
+    lease_initial_unit_s: float = Field(
+        120.0, gt=0, description="seconds per unit assumed for a node whose speed was not measured yet"
+    )
+    lease_target_s: float = Field(
+        300.0, gt=0, description="a lease holds about as many units as the node finishes in this long"
+    )
+    lease_max_units: int = Field(4, ge=1, description="most units one lease holds")
+    lease_deadline_factor: float = Field(
+        2.0, ge=1.0, description="a unit's deadline allows this many times the node's measured time"
+    )
+    lease_grace_s: float = Field(30.0, ge=0, description="seconds added to every unit's deadline")
+    speed_smoothing: float = Field(
+        0.3, gt=0, le=1, description="weight of the newest measurement in a node's seconds-per-unit average"
+    )
+    standing_drop_grace: int = Field(
+        8, ge=0, description="expired units a node may drop before its drop rate costs it standing"
+    )
+    standing_max_drop_fraction: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="past the grace, a node that dropped more than this fraction of its units gets no lease",
+    )
+    # --- validation --------------------------------------------------------------------------------------------
+    validation_lease_s: float = Field(
+        300.0, gt=0, description="seconds a validator holds a file before another validator may take it"
+    )
+    spot_check_fraction: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="fraction of files judged (1: all); the rest are accepted unchecked, and any hard "
+        "rejection bans the node and wipes its unpaid credit",
+    )
     credit_unlock_window_s: float = Field(
         86400.0, ge=0, description="accepted work stays pending (can still be wiped) this long, then unlocks"
     )

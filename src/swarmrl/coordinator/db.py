@@ -13,19 +13,26 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Column,
     Engine,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
     UniqueConstraint,
     create_engine,
     event,
+    false,
+    inspect,
     select,
+    text,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from swarmrl.coordinator import schema_v1
 from swarmrl.coordinator.errors import SchemaVersionError
 
 KEY = String(64)
@@ -51,6 +58,10 @@ class Run(Base):
     current_step: Mapped[int] = mapped_column(Integer, default=0)
     run_secret: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[float] = mapped_column(Float)
+    # open: work is leased · draining: no new leases, what was submitted is still judged (v2)
+    status: Mapped[str] = mapped_column(String(16), default="open", server_default="open")
+    # Work units the trainer wants for the open step; None: the coordinator's default (v2).
+    step_units: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Validator(Base):
@@ -79,6 +90,8 @@ class Membership(Base):
     last_seen: Mapped[float] = mapped_column(Float)
     heartbeats: Mapped[int] = mapped_column(BigInteger, default=0)
     policy_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Measured seconds per work unit (moving average over its submissions); sizes its leases (v2).
+    unit_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Nonce(Base):
@@ -109,6 +122,9 @@ class UploadSlot(Base):
     expires_at: Mapped[float] = mapped_column(Float)
     uploaded: Mapped[bool] = mapped_column(Boolean, default=False)
     storage_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    batch_index: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the leased unit (v2)
+    submitted: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # v2
+    purged_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # orphan bytes deleted (v2)
 
 
 class Submission(Base):
@@ -123,8 +139,19 @@ class Submission(Base):
     rows: Mapped[int] = mapped_column(Integer)
     tokens: Mapped[int] = mapped_column(BigInteger)
     storage_key: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16), index=True)  # pending | accepted | rejected
+    # pending | accepted | rejected | voided (v2: the node was hard-invalidated before it was paid)
+    status: Mapped[str] = mapped_column(String(16), index=True)
     submitted_at: Mapped[float] = mapped_column(Float)
+    # v2 ---------------------------------------------------------------------------------------------------
+    batch_index: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the leased unit it fills
+    checked: Mapped[bool] = mapped_column(
+        Boolean, default=True, server_default=true()
+    )  # False: spot-check skip
+    judge_key: Mapped[str | None] = mapped_column(KEY, nullable=True)  # validator holding its lease
+    judge_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    used_step: Mapped[int | None] = mapped_column(Integer, nullable=True)  # training step that read it
+    use_outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)  # trained | stale | refused
+    used_rows: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Verdict(Base):
@@ -153,6 +180,47 @@ class LedgerEntry(Base):
     settled_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+ACTIVE_UNIT_STATES = ("leased", "submitted", "accepted")
+
+
+class WorkUnit(Base):
+    """One lease of one unit of work: (step, batch index) of a run, held by one node until `expires_at`.
+
+    leased → submitted → accepted | rejected | voided, or leased → expired | voided. A unit in an active state
+    holds its (step, batch index): the partial unique index makes "never leased to two nodes at once" a
+    property of the database, not of the request handler. An expired or rejected unit frees its index, and
+    the next lease of that step re-issues it (v2)."""
+
+    __tablename__ = "work_units"
+    __table_args__ = (
+        Index(
+            "uq_work_units_active",
+            "run_id",
+            "step",
+            "batch_index",
+            unique=True,
+            sqlite_where=text("status IN ('leased', 'submitted', 'accepted')"),
+            postgresql_where=text("status IN ('leased', 'submitted', 'accepted')"),
+        ),
+        Index("ix_work_units_run_status_expiry", "run_id", "status", "expires_at"),
+        Index("ix_work_units_run_node", "run_id", "node_id"),
+        Index("ix_work_units_run_step", "run_id", "step"),
+        Index("ix_work_units_lease", "lease_id"),
+        Index("ix_work_units_submission", "submission_id"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"))
+    step: Mapped[int] = mapped_column(Integer)
+    batch_index: Mapped[int] = mapped_column(Integer)
+    node_id: Mapped[str] = mapped_column(KEY)
+    lease_id: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))
+    leased_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    submission_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
 class Ban(Base):
     __tablename__ = "bans"
     node_id: Mapped[str] = mapped_column(KEY, primary_key=True)
@@ -161,11 +229,50 @@ class Ban(Base):
 
 
 def _create_v1(engine: Engine) -> None:
-    Base.metadata.create_all(engine)
+    schema_v1.metadata.create_all(engine)
 
+
+def _add_columns(engine: Engine, table: str, names: list[str]) -> None:
+    """ALTER TABLE ADD COLUMN for each of the ORM's `names` the table lacks (a half-applied upgrade re-runs)."""
+    have = {c["name"] for c in inspect(engine).get_columns(table)}
+    columns: dict[str, Column] = Base.metadata.tables[table].c
+    with engine.begin() as connection:
+        for name in names:
+            if name in have:
+                continue
+            column = columns[name]
+            ddl = f"ALTER TABLE {table} ADD COLUMN {name} {column.type.compile(dialect=engine.dialect)}"
+            if column.server_default is not None:
+                default = column.server_default.arg
+                rendered = (
+                    f"'{default}'" if isinstance(default, str) else default.compile(dialect=engine.dialect)
+                )
+                ddl += f" DEFAULT {rendered} NOT NULL"
+            connection.execute(text(ddl))
+
+
+def _upgrade_v2(engine: Engine) -> None:
+    """Work leases, validation leases, spot checks, run draining, training outcomes, orphan upload purge."""
+    _add_columns(engine, "runs", ["status", "step_units"])
+    _add_columns(engine, "memberships", ["unit_seconds"])
+    _add_columns(engine, "upload_slots", ["batch_index", "submitted", "purged_at"])
+    _add_columns(
+        engine,
+        "submissions",
+        ["batch_index", "checked", "judge_key", "judge_until", "used_step", "use_outcome", "used_rows"],
+    )
+    Base.metadata.create_all(engine, tables=[WorkUnit.__table__])
+    for index in V2_INDEXES:
+        index.create(engine, checkfirst=True)
+
+
+V2_INDEXES = (
+    Index("ix_submissions_run_step_status", Submission.run_id, Submission.step, Submission.status),
+    Index("ix_upload_slots_expires_at", UploadSlot.expires_at),
+)
 
 # version → upgrade from version-1. A new column or table is a new entry here, never an edit of an old one.
-MIGRATIONS: dict[int, Callable[[Engine], None]] = {1: _create_v1}
+MIGRATIONS: dict[int, Callable[[Engine], None]] = {1: _create_v1, 2: _upgrade_v2}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
@@ -207,7 +314,10 @@ def make_engine(db_url: str) -> Engine:
         engine = create_engine(db_url, connect_args={"check_same_thread": False, "timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(db_url, pool_pre_ping=True, pool_size=8, max_overflow=8)
+    # No pre-ping: it costs a round trip on every checkout (two per request). A connection that died with the
+    # server fails its request with OperationalError → 503, which the client retries, and SQLAlchemy drops
+    # the dead connections from the pool on that error.
+    return create_engine(db_url, pool_pre_ping=False, pool_size=8, max_overflow=8)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -1,14 +1,19 @@
-"""Credit for accepted work: pending until the invalidation window passes, then unlocked; hard rejects wipe it."""
+"""Credit for accepted work: pending until the invalidation window passes, then unlocked; hard rejects wipe it.
+
+Credit is the validated tokens of an accepted file (the validator refuses a file whose claimed rows and tokens
+are not its own), whether or not the trainer ever reads it: a node is paid for the work the swarm asked of it.
+Totals are sums in the database over every entry; only the list of entries is paged.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.coordinator.api import LedgerBalance
 from swarmrl.coordinator.db import LedgerEntry, Submission
+
+LEDGER_STATES = ("pending", "unlocked", "wiped")
 
 
 def settle(session: Session, run_id: str, now: float) -> int:
@@ -36,30 +41,55 @@ def credit(session: Session, submission: Submission, now: float, window_s: float
     return entry
 
 
-def wipe_pending(session: Session, run_id: str, node_id: str, now: float) -> int:
-    """Hard invalidation: every still-pending credit of the node in this run is forfeited."""
-    result = session.execute(
-        update(LedgerEntry)
-        .where(LedgerEntry.run_id == run_id, LedgerEntry.node_id == node_id, LedgerEntry.status == "pending")
-        .values(status="wiped", settled_at=now)
-    )
+def wipe_pending(session: Session, run_id: str | None, node_id: str, now: float) -> int:
+    """Hard invalidation: every still-pending credit of the node (in `run_id`, or in every run) is forfeited."""
+    query = update(LedgerEntry).where(LedgerEntry.node_id == node_id, LedgerEntry.status == "pending")
+    if run_id is not None:
+        query = query.where(LedgerEntry.run_id == run_id)
+    result = session.execute(query.values(status="wiped", settled_at=now))
     return result.rowcount or 0
 
 
-def entries_of(session: Session, run_id: str, node_id: str | None, limit: int) -> list[LedgerEntry]:
-    query = select(LedgerEntry).where(LedgerEntry.run_id == run_id)
+def entries_of(
+    session: Session, run_id: str, node_id: str | None, limit: int, after_id: int = 0
+) -> list[LedgerEntry]:
+    query = select(LedgerEntry).where(LedgerEntry.run_id == run_id, LedgerEntry.id > after_id)
     if node_id is not None:
         query = query.where(LedgerEntry.node_id == node_id)
     return list(session.scalars(query.order_by(LedgerEntry.id).limit(limit)))
 
 
-def balances(entries: Iterable[LedgerEntry]) -> list[LedgerBalance]:
-    """Per-node totals by status, sorted by node id."""
-    totals: dict[str, LedgerBalance] = {}
-    for entry in entries:
-        balance = totals.setdefault(entry.node_id, LedgerBalance(node_id=entry.node_id))
-        setattr(balance, f"{entry.status}_tokens", getattr(balance, f"{entry.status}_tokens") + entry.tokens)
-        setattr(
-            balance, f"{entry.status}_samples", getattr(balance, f"{entry.status}_samples") + entry.samples
+def balances(
+    session: Session,
+    run_id: str,
+    node_id: str | None = None,
+    *,
+    after_node: str = "",
+    limit: int | None = None,
+) -> list[LedgerBalance]:
+    """Per-node totals by status over every entry of the run, sorted by node id (paged by node)."""
+    nodes = select(LedgerEntry.node_id).where(LedgerEntry.run_id == run_id, LedgerEntry.node_id > after_node)
+    if node_id is not None:
+        nodes = nodes.where(LedgerEntry.node_id == node_id)
+    nodes = nodes.group_by(LedgerEntry.node_id).order_by(LedgerEntry.node_id)
+    if limit is not None:
+        nodes = nodes.limit(limit)
+    page = list(session.scalars(nodes))
+    if not page:
+        return []
+    totals = {node: LedgerBalance(node_id=node) for node in page}
+    sums = session.execute(
+        select(
+            LedgerEntry.node_id,
+            LedgerEntry.status,
+            func.coalesce(func.sum(LedgerEntry.tokens), 0),
+            func.coalesce(func.sum(LedgerEntry.samples), 0),
         )
-    return [totals[k] for k in sorted(totals)]
+        .where(LedgerEntry.run_id == run_id, LedgerEntry.node_id.in_(page))
+        .group_by(LedgerEntry.node_id, LedgerEntry.status)
+    )
+    for node, status, tokens, samples in sums:
+        if status in LEDGER_STATES:
+            setattr(totals[node], f"{status}_tokens", int(tokens))
+            setattr(totals[node], f"{status}_samples", int(samples))
+    return [totals[node] for node in page]

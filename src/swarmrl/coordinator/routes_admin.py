@@ -5,8 +5,6 @@ from __future__ import annotations
 import secrets
 
 from fastapi import APIRouter, Request
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from swarmrl.coordinator.access import get_run, require_trainer_or_admin
 from swarmrl.coordinator.api import (
@@ -23,8 +21,9 @@ from swarmrl.coordinator.api import (
     StepInfo,
 )
 from swarmrl.coordinator.auth import AdminCaller, SignedCaller, state_of
-from swarmrl.coordinator.db import Ban, Membership, Run, Step, Validator
+from swarmrl.coordinator.db import Ban, Run, Step, Validator
 from swarmrl.coordinator.errors import ConflictError, NotFoundError
+from swarmrl.coordinator.penalties import ban_node
 from swarmrl.coordinator.views import run_state, step_info
 
 router = APIRouter()
@@ -43,6 +42,7 @@ def create_run(body: CreateRun, request: Request, _: AdminCaller) -> RunCreated:
             current_step=0,
             run_secret=body.run_secret if body.run_secret is not None else secrets.token_hex(32),
             created_at=state.clock(),
+            status="open",
         )
         session.add(run)
     return RunCreated(**run_state(run, None).model_dump(), run_secret=run.run_secret)
@@ -69,6 +69,7 @@ def set_step(run_id: RunId, body: SetStep, request: Request, _: AdminCaller) -> 
 
 @router.post("/v1/admin/bans", response_model=Ok, tags=["admin"])
 def ban(body: BanRequest, request: Request, _: AdminCaller) -> Ok:
+    """Ban a key from every run; its pending and unpaid work is voided (see `penalties`)."""
     state = state_of(request)
     with state.sessions() as session, session.begin():
         ban_node(session, body.node_id, body.reason, state.clock())
@@ -86,17 +87,10 @@ def unban(node_id: HexKey, request: Request, _: AdminCaller) -> Ok:
     return Ok()
 
 
-def ban_node(session: Session, node_id: str, reason: str, now: float) -> None:
-    if session.get(Ban, node_id) is None:
-        session.add(Ban(node_id=node_id, reason=reason, banned_at=now))
-    for member in session.scalars(select(Membership).where(Membership.node_id == node_id)):
-        if member.status == "active":
-            member.status = "ejected"
-
-
 @router.post("/v1/runs/{run_id}/steps", response_model=StepInfo, tags=["trainer"])
 def publish_step(run_id: RunId, body: PublishStep, request: Request, who: SignedCaller) -> StepInfo:
-    """The trainer announces checkpoint `step` (manifest hash and URL) and moves the step counter to it."""
+    """The trainer announces checkpoint `step` (manifest hash and URL), moves the step counter to it and says how
+    many work units the step wants."""
     state = state_of(request)
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
@@ -121,4 +115,5 @@ def publish_step(run_id: RunId, body: PublishStep, request: Request, who: Signed
         )
         session.add(step)
         run.current_step = body.step
+        run.step_units = body.units
         return step_info(step)

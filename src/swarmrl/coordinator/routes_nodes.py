@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
+from swarmrl.coordinator import janitor
 from swarmrl.coordinator.access import (
     active_member,
     get_run,
@@ -28,6 +29,7 @@ from swarmrl.coordinator.auth import SignedCaller, state_of
 from swarmrl.coordinator.db import Membership, Node
 from swarmrl.coordinator.errors import ApiError, ConflictError, ForbiddenError
 from swarmrl.coordinator.health import Health, health_of
+from swarmrl.coordinator.leases import ever_leased
 from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.views import member_info, node_info
 
@@ -86,6 +88,7 @@ def heartbeat(run_id: RunId, body: Heartbeat, request: Request, who: SignedCalle
     node_id = who.require_node()
     state = state_of(request)
     now = state.clock()
+    janitor.maybe_purge(state, now)  # heartbeats are the steady beat that keeps storage swept
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
         member = active_member(session, run_id, node_id, state.config, now)
@@ -127,7 +130,8 @@ def seed(
         Query(description="whose seed; only validators, the trainer and admin may ask for another node's"),
     ] = None,
 ) -> SeedInfo:
-    """The seed for (node, step, batch): a node may only learn its own, and only once the step has opened."""
+    """The seed for (node, step, batch): a node may only learn the seeds of units leased to it (its leases carry
+    them); validators, the trainer and the admin may ask for any node's."""
     state = state_of(request)
     with state.sessions() as session:
         run = get_run(session, run_id)
@@ -146,6 +150,10 @@ def seed(
             if step > run.current_step:
                 raise ConflictError(
                     f"step {step} has not opened (current {run.current_step})", kind="future_step"
+                )
+            if not ever_leased(session, run_id, target, step, batch_index):
+                raise ForbiddenError(
+                    f"unit ({step}, {batch_index}) was not leased to this node", kind="not_leased"
                 )
         value = task_seed(run_id, target, step, batch_index, run.run_secret)
     return SeedInfo(run_id=run_id, node_id=target, step=step, batch_index=batch_index, seed=value)

@@ -9,39 +9,47 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import func, select
 
-from swarmrl.coordinator import ledger
+from swarmrl.coordinator import janitor, ledger
 from swarmrl.coordinator.access import get_run
 from swarmrl.coordinator.api import (
     HexKey,
     LedgerView,
     MemberInfo,
     NodeInfo,
+    NodeWork,
     RunId,
     RunState,
     Step,
     StepInfo,
+    StepWork,
     SubmissionInfo,
     SubmissionStatus,
+    UnitInfo,
     VerdictInfo,
 )
 from swarmrl.coordinator.auth import state_of
-from swarmrl.coordinator.db import Ban, Membership, Node, Run, Submission, Verdict
+from swarmrl.coordinator.db import Ban, Membership, Node, Run, Submission, Verdict, WorkUnit
 from swarmrl.coordinator.db import Step as StepRow
 from swarmrl.coordinator.errors import NotFoundError
 from swarmrl.coordinator.health import Health, health_of
+from swarmrl.coordinator.leases import expire_lapsed
+from swarmrl.coordinator.metrics_text import gauge, merge_run_metrics, run_metrics
+from swarmrl.coordinator.routes_trainer import current_state
+from swarmrl.coordinator.stats import node_work, step_work
 from swarmrl.coordinator.views import (
     ledger_entry_info,
     member_info,
     node_info,
-    run_state,
     step_info,
     submission_info,
+    unit_info,
     verdict_info,
 )
 
 router = APIRouter(tags=["read"])
 
 AfterId = Query(0, ge=0, le=2**62, description="return rows with a larger id (paging)")
+AfterNode = Query("", max_length=64, description="return nodes with a larger id (paging)")
 
 
 @router.get("/healthz")
@@ -52,9 +60,8 @@ def healthz() -> dict[str, str]:
 @router.get("/v1/runs/{run_id}", response_model=RunState)
 def get_run_state(run_id: RunId, request: Request) -> RunState:
     state = state_of(request)
-    with state.sessions() as session:
-        run = get_run(session, run_id)
-        return run_state(run, session.get(StepRow, (run_id, run.current_step)))
+    with state.sessions() as session, session.begin():
+        return current_state(session, get_run(session, run_id), state.config, state.clock())
 
 
 @router.get("/v1/runs/{run_id}/steps", response_model=list[StepInfo])
@@ -154,44 +161,104 @@ def list_verdicts(
 
 
 @router.get("/v1/runs/{run_id}/ledger", response_model=LedgerView)
-def get_ledger(run_id: RunId, request: Request, node_id: HexKey | None = None) -> LedgerView:
-    """Per-node balances (pending / unlocked / wiped) and the entries behind them, settled to now."""
+def get_ledger(
+    run_id: RunId,
+    request: Request,
+    node_id: HexKey | None = None,
+    after_id: int = AfterId,
+    after_node: str = AfterNode,
+) -> LedgerView:
+    """Per-node balances (pending / unlocked / wiped) summed over every entry, settled to now, and one page of
+    the entries behind them."""
     state = state_of(request)
+    limit = state.config.list_limit
     with state.sessions() as session, session.begin():
         get_run(session, run_id)
         ledger.settle(session, run_id, state.clock())
-        entries = ledger.entries_of(session, run_id, node_id, state.config.list_limit)
-        return LedgerView(balances=ledger.balances(entries), entries=[ledger_entry_info(e) for e in entries])
+        entries = ledger.entries_of(session, run_id, node_id, limit, after_id)
+        return LedgerView(
+            balances=ledger.balances(session, run_id, node_id, after_node=after_node, limit=limit),
+            entries=[ledger_entry_info(e) for e in entries],
+        )
+
+
+@router.get("/v1/runs/{run_id}/work", response_model=list[NodeWork])
+def get_work(
+    run_id: RunId, request: Request, node_id: HexKey | None = None, after_node: str = AfterNode
+) -> list[NodeWork]:
+    """Per-node counts of units leased and expired, files generated, judged, accepted, trained (paged by node)."""
+    state = state_of(request)
+    with state.sessions() as session, session.begin():
+        get_run(session, run_id)
+        expire_lapsed(session, run_id, state.config, state.clock())
+        return node_work(
+            session, run_id, node_id=node_id, after_node=after_node, limit=state.config.list_limit
+        )
+
+
+@router.get("/v1/runs/{run_id}/units", response_model=list[UnitInfo])
+def list_units(
+    run_id: RunId,
+    request: Request,
+    step: Step | None = None,
+    node_id: HexKey | None = None,
+    after_id: int = AfterId,
+) -> list[UnitInfo]:
+    """Every lease of every unit (paged by id): who held which (step, batch index), and what became of it."""
+    state = state_of(request)
+    with state.sessions() as session, session.begin():
+        get_run(session, run_id)
+        expire_lapsed(session, run_id, state.config, state.clock())
+        query = select(WorkUnit).where(WorkUnit.run_id == run_id, WorkUnit.id > after_id)
+        if step is not None:
+            query = query.where(WorkUnit.step == step)
+        if node_id is not None:
+            query = query.where(WorkUnit.node_id == node_id)
+        rows = session.scalars(query.order_by(WorkUnit.id).limit(state.config.list_limit))
+        return [unit_info(u) for u in rows]
+
+
+@router.get("/v1/runs/{run_id}/steps/{step}/work", response_model=StepWork)
+def get_step_work(run_id: RunId, step: Step, request: Request) -> StepWork:
+    """Units of `step` by state, and how many the step still leases."""
+    state = state_of(request)
+    with state.sessions() as session, session.begin():
+        run = get_run(session, run_id)
+        expire_lapsed(session, run_id, state.config, state.clock())
+        return step_work(session, run, step, state.config)
 
 
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
+    """Prometheus text: the service's counters, node health, submissions, and per run its storage, the open
+    step's units and every node's work counts."""
     state = state_of(request)
     now = state.clock()
-    lines = [generate_latest(state.metrics.registry).decode()]
-    with state.sessions() as session:
+    janitor.maybe_purge(state, now)
+    with state.sessions() as session, session.begin():
         by_health = {h.value: 0 for h in Health}
         for member in session.scalars(select(Membership).where(Membership.status == "active")):
             by_health[health_of(member.last_seen, now, state.config).value] += 1
         counts = dict(
             session.execute(select(Submission.status, func.count()).group_by(Submission.status)).all()
         )
-        runs = session.scalar(select(func.count()).select_from(Run)) or 0
-    lines.append(
-        "# HELP swarmrl_coordinator_nodes active run members by health\n"
-        "# TYPE swarmrl_coordinator_nodes gauge\n"
+        runs = list(session.scalars(select(Run).order_by(Run.run_id)))
+        per_run = [run_metrics(session, run, state.config, now) for run in runs]
+    text = [generate_latest(state.metrics.registry).decode()]
+    text.append(
+        gauge(
+            "swarmrl_coordinator_nodes",
+            "active run members by health",
+            [({"health": h}, n) for h, n in by_health.items()],
+        )
     )
-    lines += [f'swarmrl_coordinator_nodes{{health="{h}"}} {n}\n' for h, n in by_health.items()]
-    lines.append(
-        "# HELP swarmrl_coordinator_submissions_by_status submissions by status\n"
-        "# TYPE swarmrl_coordinator_submissions_by_status gauge\n"
+    text.append(
+        gauge(
+            "swarmrl_coordinator_submissions_by_status",
+            "submissions by status",
+            [({"status": s}, counts.get(s, 0)) for s in ("pending", "accepted", "rejected", "voided")],
+        )
     )
-    lines += [
-        f'swarmrl_coordinator_submissions_by_status{{status="{s}"}} {counts.get(s, 0)}\n'
-        for s in ("pending", "accepted", "rejected")
-    ]
-    lines.append(
-        f"# HELP swarmrl_coordinator_runs runs\n# TYPE swarmrl_coordinator_runs gauge\n"
-        f"swarmrl_coordinator_runs {runs}\n"
-    )
-    return Response("".join(lines), media_type=CONTENT_TYPE_LATEST)
+    text.append(gauge("swarmrl_coordinator_runs", "runs", [({}, len(runs))]))
+    text.extend(merge_run_metrics(per_run))
+    return Response("".join(text), media_type=CONTENT_TYPE_LATEST)

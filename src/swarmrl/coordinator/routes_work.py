@@ -1,20 +1,24 @@
-"""Work: upload slots, file uploads, submissions, verdicts, and what the trainer reads back."""
+"""Work: upload slots, file uploads, submissions and verdicts.
+
+Every upload and submission fills a unit the node holds a live lease on (`leases.py`); a submission for a
+unit it does not hold is refused. The upload of a file must end by its slot's deadline, which allows the
+signed start `clock_skew_s` plus the declared size at `upload_min_bytes_per_s`.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import secrets
 from pathlib import Path
-from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from swarmrl.coordinator import ledger
+from swarmrl.coordinator import janitor, leases, ledger
 from swarmrl.coordinator.access import (
     active_member,
     get_run,
@@ -26,7 +30,6 @@ from swarmrl.coordinator.api import (
     RowId,
     RunId,
     SlotId,
-    Step,
     SubmissionInfo,
     SubmitWork,
     UploadReceipt,
@@ -36,9 +39,10 @@ from swarmrl.coordinator.api import (
     VerdictRequest,
 )
 from swarmrl.coordinator.auth import SignedCaller, authenticate_node, state_of
-from swarmrl.coordinator.db import Membership, Node, Run, Submission, UploadSlot, Verdict
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.db import Run, Submission, UploadSlot, Verdict, WorkUnit
 from swarmrl.coordinator.errors import ApiError, AuthError, ConflictError, NotFoundError, RateLimitError
-from swarmrl.coordinator.routes_admin import ban_node
+from swarmrl.coordinator.penalties import hard_invalidate
 from swarmrl.coordinator.signing import RequestSignatureError, parse_signed_headers
 from swarmrl.coordinator.state import ServiceState
 from swarmrl.coordinator.storage import StorageError
@@ -47,6 +51,8 @@ from swarmrl.coordinator.views import submission_info, verdict_info
 router = APIRouter(tags=["work"])
 
 HOUR_S = 3600.0
+_SPOT_CHECK = secrets.SystemRandom()  # unpredictable to nodes: a draw they could foresee checks nothing
+SLOTS_PER_UNIT = 3  # an upload retried a few times, not a unit kept alive by opening slot after slot
 
 
 def _check_step_window(run: Run, step: int) -> None:
@@ -60,8 +66,14 @@ def _check_step_window(run: Run, step: int) -> None:
         )
 
 
-def storage_key(run_id: str, step: int, node_id: str, sha256: str) -> str:
-    return f"runs/{run_id}/step_{step}/{node_id}/{sha256}.parquet"
+def storage_key(run_id: str, step: int, node_id: str, sha256: str, slot_id: str) -> str:
+    """One key per slot: deleting an orphan can never remove the same bytes submitted through another slot."""
+    return f"runs/{run_id}/step_{step}/{node_id}/{sha256}-{slot_id}.parquet"
+
+
+def transfer_seconds(size_bytes: int, config: CoordinatorConfig) -> float:
+    """How long an upload of this size may take from its signed start."""
+    return config.clock_skew_s + size_bytes / config.upload_min_bytes_per_s
 
 
 @router.post("/v1/runs/{run_id}/uploads", status_code=201, response_model=UploadSlotInfo)
@@ -76,10 +88,41 @@ def request_upload(run_id: RunId, body: UploadRequest, request: Request, who: Si
             kind="too_large",
             status=413,
         )
+    janitor.maybe_purge(state, now)
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
         active_member(session, run_id, node_id, config, now)
         _check_step_window(run, body.step)
+        unit = leases.live_unit(session, run_id, node_id, body.step, body.batch_index, now)
+        if unit is None:
+            raise ConflictError(
+                f"this node holds no live lease on unit ({body.step}, {body.batch_index}); lease work first",
+                kind="not_leased",
+            )
+        slots_of_unit = session.scalar(
+            select(func.count())
+            .select_from(UploadSlot)
+            .where(
+                UploadSlot.run_id == run_id,
+                UploadSlot.node_id == node_id,
+                UploadSlot.step == body.step,
+                UploadSlot.batch_index == body.batch_index,
+                UploadSlot.created_at >= unit.leased_at,
+            )
+        )
+        if (slots_of_unit or 0) >= SLOTS_PER_UNIT:
+            raise RateLimitError(
+                f"unit ({body.step}, {body.batch_index}) already had {SLOTS_PER_UNIT} upload slots",
+                kind="upload_rate_limited",
+            )
+        held = janitor.held_bytes(session, run_id, now)
+        if held + body.size_bytes > config.storage_quota_bytes:
+            raise ApiError(
+                f"run {run_id!r} holds {held} bytes; {body.size_bytes} more would pass its quota of "
+                f"{config.storage_quota_bytes}",
+                kind="storage_quota",
+                status=507,
+            )
         recent = session.scalar(
             select(func.count())
             .select_from(UploadSlot)
@@ -94,13 +137,17 @@ def request_upload(run_id: RunId, body: UploadRequest, request: Request, who: Si
             run_id=run_id,
             node_id=node_id,
             step=body.step,
+            batch_index=body.batch_index,
             sha256=body.sha256,
             size_bytes=body.size_bytes,
             created_at=now,
-            expires_at=now + config.upload_slot_ttl_s,
+            expires_at=now + min(config.upload_slot_ttl_s, transfer_seconds(body.size_bytes, config)),
             uploaded=False,
+            submitted=False,
         )
-        key = storage_key(run_id, body.step, node_id, body.sha256)
+        # The unit lives while its file is in transit, and a little after for the submit.
+        unit.expires_at = max(unit.expires_at, slot.expires_at + config.lease_grace_s)
+        key = storage_key(run_id, body.step, node_id, body.sha256, slot.slot_id)
         upload_url = state.storage.upload_url(key, body.size_bytes, body.sha256)
         if upload_url is not None:
             slot.storage_key = key  # the node puts the bytes there itself; submit checks they arrived
@@ -141,19 +188,30 @@ async def upload(slot_id: SlotId, request: Request) -> UploadReceipt:
         raise ApiError(
             f"upload of {declared} bytes exceeds the declared {slot.size_bytes}", kind="too_large", status=413
         )
+    # The transfer must end by the slot's deadline and within what its size allows from the signed start:
+    # a signature is fresh for clock_skew_s, not for however long a client chooses to trickle.
+    deadline = min(slot.expires_at, started + transfer_seconds(slot.size_bytes, state.config))
     staged = state.staging_dir / f"{slot_id}.{secrets.token_hex(8)}.part"
     digest = hashlib.sha256()
     size = 0
     try:
         with open(staged, "wb") as f:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > slot.size_bytes:
-                    raise ApiError(
-                        f"upload exceeds the declared {slot.size_bytes} bytes", kind="too_large", status=413
-                    )
-                digest.update(chunk)
-                f.write(chunk)
+            try:
+                async with asyncio.timeout(max(0.0, deadline - state.clock())):
+                    async for chunk in request.stream():
+                        size += len(chunk)
+                        if size > slot.size_bytes:
+                            raise ApiError(
+                                f"upload exceeds the declared {slot.size_bytes} bytes",
+                                kind="too_large",
+                                status=413,
+                            )
+                        digest.update(chunk)
+                        f.write(chunk)
+            except TimeoutError:
+                raise _too_slow(size, slot.size_bytes) from None
+        if state.clock() > deadline:
+            raise _too_slow(size, slot.size_bytes)
         body_sha256 = digest.hexdigest()
         await authenticate_node(request, body_sha256, now=started)
         if size != slot.size_bytes or body_sha256 != slot.sha256:
@@ -163,12 +221,20 @@ async def upload(slot_id: SlotId, request: Request) -> UploadReceipt:
                 kind="sha256_mismatch",
                 status=422,
             )
-        key = storage_key(slot.run_id, slot.step, slot.node_id, slot.sha256)
+        key = storage_key(slot.run_id, slot.step, slot.node_id, slot.sha256, slot_id)
         await run_in_threadpool(_store, state, slot_id, staged, key)
     finally:
         if os.path.exists(staged):
             os.unlink(staged)
     return UploadReceipt(slot_id=slot_id, sha256=body_sha256, size_bytes=size)
+
+
+def _too_slow(received: int, declared: int) -> ApiError:
+    return ApiError(
+        f"upload did not finish by its deadline ({received} of {declared} bytes received)",
+        kind="upload_deadline",
+        status=408,
+    )
 
 
 def _open_slot(state: ServiceState, slot_id: str, node_id: str, now: float) -> UploadSlot:
@@ -209,14 +275,16 @@ def _store(state: ServiceState, slot_id: str, staged: Path, key: str) -> None:
 
 @router.post("/v1/runs/{run_id}/submissions", status_code=201, response_model=SubmissionInfo)
 def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller) -> SubmissionInfo:
-    """Claim an uploaded file as work for `step`: (sha256, rows, tokens). Credit waits for a verdict."""
+    """Claim an uploaded file as the work of its leased unit: (sha256, rows, tokens). Credit waits for a verdict
+    (or, in spot-check mode, is given at once to the files the draw leaves unchecked)."""
     node_id = who.require_node()
     state = state_of(request)
+    config = state.config
     now = state.clock()
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
         require_registered(session, node_id)
-        active_member(session, run_id, node_id, state.config, now)
+        member = active_member(session, run_id, node_id, config, now)
         slot = session.get(UploadSlot, body.slot_id)
         if slot is None or slot.node_id != node_id or slot.run_id != run_id:
             raise NotFoundError("no upload slot with that id for this node and run", kind="unknown_slot")
@@ -234,6 +302,8 @@ def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller)
             is not None
         ):
             raise ConflictError("this file was already submitted", kind="duplicate_submission")
+        unit = _unit_of_slot(session, slot, now)
+        checked = config.spot_check_fraction >= 1.0 or _SPOT_CHECK.random() < config.spot_check_fraction
         submission = Submission(
             run_id=run_id,
             node_id=node_id,
@@ -243,14 +313,38 @@ def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller)
             rows=body.rows,
             tokens=body.tokens,
             storage_key=slot.storage_key,
-            status="pending",
+            status="pending" if checked else "accepted",
             submitted_at=now,
+            batch_index=slot.batch_index,
+            checked=checked,
         )
         session.add(submission)
         session.flush()
+        member.unit_seconds = leases.updated_speed(
+            member.unit_seconds, leases.seconds_for(session, unit, now), config.speed_smoothing
+        )
+        unit.status = "submitted" if checked else "accepted"
+        unit.submission_id, unit.ended_at = submission.id, now
+        slot.submitted = True
+        if not checked:
+            ledger.credit(session, submission, now, config.credit_unlock_window_s)
         info = submission_info(submission)
     state.metrics.submissions.inc()
     return info
+
+
+def _unit_of_slot(session, slot: UploadSlot, now: float) -> WorkUnit:
+    """The live unit this slot's file fills; the slot was opened under it, the submit must come before it lapses."""
+    unit = None
+    if slot.batch_index is not None:
+        unit = leases.live_unit(session, slot.run_id, slot.node_id, slot.step, slot.batch_index, now)
+    if unit is None:
+        raise ConflictError(
+            f"no live lease on unit ({slot.step}, {slot.batch_index}) for this node: it expired, was voided "
+            "or was never held",
+            kind="lease_expired",
+        )
+    return unit
 
 
 @router.get(
@@ -277,7 +371,9 @@ def submission_file(submission_id: RowId, request: Request, who: SignedCaller) -
 def post_verdict(
     submission_id: RowId, body: VerdictRequest, request: Request, who: SignedCaller
 ) -> VerdictInfo:
-    """Accept (credit pending until the window passes) or reject (soft: drop; hard: wipe, eject, maybe ban)."""
+    """Accept (credit pending until the window passes) or reject (soft: drop; hard: void the node's unpaid
+    work, eject, maybe ban). One verdict per file: a file another validator holds a live lease on, a decided
+    file and a voided file are refused."""
     state = state_of(request)
     config = state.config
     now = state.clock()
@@ -286,9 +382,22 @@ def post_verdict(
         if submission is None:
             raise NotFoundError(f"no submission {submission_id}", kind="unknown_submission")
         validator_key = require_validator(session, submission.run_id, who)
+        if submission.status == "voided":
+            raise ConflictError(
+                f"submission {submission_id} was voided: its node was hard-invalidated or banned",
+                kind="voided",
+            )
         if submission.status != "pending":
             raise ConflictError(
                 f"submission {submission_id} is already {submission.status}", kind="already_decided"
+            )
+        if (
+            submission.judge_key not in (None, validator_key)
+            and submission.judge_until is not None
+            and submission.judge_until >= now
+        ):
+            raise ConflictError(
+                f"another validator holds the lease on submission {submission_id}", kind="lease_held"
             )
         severity = None if body.accept else config.severity_of(body.check)
         verdict = Verdict(
@@ -303,52 +412,18 @@ def post_verdict(
         )
         session.add(verdict)
         ledger.settle(session, submission.run_id, now)
+        submission.status = "accepted" if body.accept else "rejected"
+        submission.judge_key, submission.judge_until = validator_key, None
+        unit = session.scalar(select(WorkUnit).where(WorkUnit.submission_id == submission.id))
+        if unit is not None:
+            unit.status, unit.ended_at = submission.status, now
         if body.accept:
-            submission.status = "accepted"
             ledger.credit(session, submission, now, config.credit_unlock_window_s)
-        else:
-            submission.status = "rejected"
-            if severity == "hard":
-                _hard_invalidate(session, submission, config.hard_rejects_before_ban, now)
+        elif severity == "hard":
+            # Spot-checking judges only a fraction of files, so one caught forgery must cost everything.
+            threshold = 1 if config.spot_check_fraction < 1.0 else config.hard_rejects_before_ban
+            session.flush()
+            hard_invalidate(session, submission, threshold, now)
         info = verdict_info(verdict, submission)
     state.metrics.verdicts.labels(outcome="accept" if body.accept else f"reject_{severity}").inc()
     return info
-
-
-def _hard_invalidate(session: Session, submission: Submission, rejects_before_ban: int, now: float) -> None:
-    ledger.wipe_pending(session, submission.run_id, submission.node_id, now)
-    node = session.get(Node, submission.node_id)
-    if node is not None:
-        node.hard_rejects += 1
-        if node.hard_rejects >= rejects_before_ban:
-            ban_node(session, node.node_id, f"{node.hard_rejects} hard rejections", now)
-            return
-    member = session.get(Membership, (submission.run_id, submission.node_id))
-    if member is not None and member.status == "active":
-        member.status = "ejected"
-
-
-@router.get("/v1/runs/{run_id}/steps/{step}/accepted", response_model=list[SubmissionInfo], tags=["trainer"])
-def accepted_for_step(
-    run_id: RunId,
-    step: Step,
-    request: Request,
-    who: SignedCaller,
-    after_id: Annotated[int, Query(ge=0, le=2**62)] = 0,
-) -> list[SubmissionInfo]:
-    """Accepted submissions of `step` (ids above `after_id`), for the trainer to train on."""
-    state = state_of(request)
-    with state.sessions() as session:
-        require_privileged(session, get_run(session, run_id), who)
-        rows = session.scalars(
-            select(Submission)
-            .where(
-                Submission.run_id == run_id,
-                Submission.step == step,
-                Submission.status == "accepted",
-                Submission.id > after_id,
-            )
-            .order_by(Submission.id)
-            .limit(state.config.list_limit)
-        )
-        return [submission_info(s) for s in rows]

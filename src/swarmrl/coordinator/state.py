@@ -7,12 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from sqlalchemy.orm import Session, sessionmaker
 
 from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.ratelimit import TokenBuckets
 from swarmrl.coordinator.storage import Storage
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 @dataclass
@@ -35,6 +37,24 @@ class Metrics:
         self.verdicts = Counter(
             "swarmrl_coordinator_verdicts", "verdicts recorded", ["outcome"], registry=self.registry
         )
+        self.latency = Histogram(
+            "swarmrl_coordinator_request_seconds",
+            "time from the request reaching the app to its response, by route",
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.units_leased = Counter(
+            "swarmrl_coordinator_units_leased", "work units leased to nodes", registry=self.registry
+        )
+        self.orphans_purged = Counter(
+            "swarmrl_coordinator_orphan_uploads_purged",
+            "uploaded files never submitted, deleted when their slot expired",
+            registry=self.registry,
+        )
+        self.orphan_bytes_purged = Counter(
+            "swarmrl_coordinator_orphan_bytes_purged", "bytes of those files", registry=self.registry
+        )
 
 
 @dataclass
@@ -48,4 +68,9 @@ class ServiceState:
     limiter: TokenBuckets
     metrics: Metrics = field(default_factory=Metrics)
     nonce_purged_at: float = 0.0
+    orphans_purged_at: float = 0.0
     purge_lock: threading.Lock = field(default_factory=threading.Lock)
+    # Serialises the read-count-then-grant of work leases inside this process (the unique index on active
+    # units guards against a second coordinator process; its IntegrityError is retried).
+    lease_lock: threading.Lock = field(default_factory=threading.Lock)
+    units_swept_at: dict[str, float] = field(default_factory=dict)  # run id → last sweep of lapsed units

@@ -39,6 +39,10 @@ class Storage(ABC):
         """A local path to the object's bytes (a cached copy for remote stores)."""
 
     @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove the object; an absent one is not an error."""
+
+    @abstractmethod
     def staging_dir(self) -> Path:
         """Where uploads through the coordinator are written before `put` (same filesystem, so `put` moves)."""
 
@@ -73,6 +77,9 @@ class LocalStorage(Storage):
 
     def get(self, key: str) -> bytes:
         return self.path(key).read_bytes()
+
+    def delete(self, key: str) -> None:
+        self._resolve(key).unlink(missing_ok=True)
 
     def path(self, key: str) -> Path:
         target = self._resolve(key)
@@ -118,6 +125,11 @@ class S3Storage(Storage):
 
     def get(self, key: str) -> bytes:
         return self.path(key).read_bytes()
+
+    def delete(self, key: str) -> None:
+        validate_key(key)
+        self.client.delete_object(Bucket=self.bucket, Key=key)
+        self.cache.delete(key)
 
     def path(self, key: str) -> Path:
         try:

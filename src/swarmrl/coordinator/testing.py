@@ -311,3 +311,73 @@ def coordinator_backend(
             yield process
         finally:
             process.kill()
+
+
+def leased_submit(client, run_id: str, data: bytes, *, rows: int = 1, tokens: int = 1):
+    """What a well-behaved node does for one file: lease a unit (or take the first it holds), upload `data` as
+    that unit's file and submit it. Returns the SubmissionInfo."""
+    unit = client.lease_work(run_id, max_units=1).units[0]
+    return client.upload_and_submit(run_id, unit.step, unit.batch_index, data, rows, tokens)
+
+
+class ClockedCoordinator:
+    """One run ("r") on an in-process coordinator whose clock the test moves: admin, trainer, a validator, and
+    nodes on demand. `close()` stops the server."""
+
+    ADMIN = "admin-secret"
+
+    def __init__(self, workdir: Path, config: CoordinatorConfig | None = None, run_id: str = "r") -> None:
+        from swarmrl.coordinator.app import create_app
+        from swarmrl.identity import Identity
+
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.run_id = run_id
+        self.clock = FakeClock()
+        self.storage = workdir / "store"
+        self.app = create_app(
+            db_url=f"sqlite:///{workdir / 'c.db'}",
+            storage=self.storage,
+            admin_token=self.ADMIN,
+            config=config,
+            clock=self.clock,
+        )
+        self.server = serve_in_thread(self.app)
+        self.url = self.server.url
+        self.admin = self.client(admin_token=self.ADMIN)
+        self.trainer, self.validator = self.client(Identity.generate()), self.client(Identity.generate())
+        self.admin.create_run(run_id, self.trainer.node_id)
+        self.admin.add_validator(run_id, self.validator.node_id)
+
+    def client(self, identity=None, **kw):
+        from swarmrl.coordinator.client import CoordinatorClient
+
+        return CoordinatorClient(self.url, identity, clock=self.clock, max_retries=0, **kw)
+
+    def node(self):
+        """A registered member of the run."""
+        from swarmrl.identity import Identity
+
+        node = self.client(Identity.generate())
+        node.register()
+        node.join(self.run_id)
+        return node
+
+    def added_validator(self):
+        from swarmrl.identity import Identity
+
+        validator = self.client(Identity.generate())
+        self.admin.add_validator(self.run_id, validator.node_id)
+        return validator
+
+    def wait(self, seconds: float, *nodes) -> None:
+        """Let `seconds` pass on the service's clock while `nodes` keep heartbeating."""
+        while seconds > 0:
+            step = min(seconds, 9.0)
+            self.clock.advance(step)
+            seconds -= step
+            for node in nodes:
+                node.heartbeat(self.run_id)
+
+    def close(self) -> None:
+        self.server.stop()
+        self.app.state.engine.dispose()

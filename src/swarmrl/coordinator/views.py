@@ -9,19 +9,21 @@ from swarmrl.coordinator.api import (
     RunState,
     StepInfo,
     SubmissionInfo,
+    UnitInfo,
     VerdictInfo,
 )
 from swarmrl.coordinator.config import CoordinatorConfig
-from swarmrl.coordinator.db import LedgerEntry, Membership, Node, Run, Step, Submission, Verdict
+from swarmrl.coordinator.db import LedgerEntry, Membership, Node, Run, Step, Submission, Verdict, WorkUnit
 from swarmrl.coordinator.health import health_of
 
 
-def run_state(run: Run, step: Step | None) -> RunState:
+def run_state(run: Run, step: Step | None, *, drained: bool = False) -> RunState:
     return RunState(
         run_id=run.run_id,
         trainer_public_key=run.trainer_public_key,
         async_level=run.async_level,
         current_step=run.current_step,
+        status="drained" if run.status == "draining" and drained else run.status,
         manifest_sha256=step.manifest_sha256 if step else None,
         manifest_url=step.manifest_url if step else None,
     )
@@ -72,6 +74,12 @@ def submission_info(submission: Submission) -> SubmissionInfo:
         status=submission.status,
         submitted_at=submission.submitted_at,
         file_path=f"/v1/submissions/{submission.id}/file",
+        batch_index=submission.batch_index,
+        checked=submission.checked,
+        judge_key=submission.judge_key,
+        used_step=submission.used_step,
+        use_outcome=submission.use_outcome,
+        used_rows=submission.used_rows,
     )
 
 
@@ -100,4 +108,17 @@ def ledger_entry_info(entry: LedgerEntry) -> LedgerEntryInfo:
         status=entry.status,
         credited_at=entry.credited_at,
         unlock_at=entry.unlock_at,
+    )
+
+
+def unit_info(unit: WorkUnit) -> UnitInfo:
+    return UnitInfo(
+        id=unit.id,
+        step=unit.step,
+        batch_index=unit.batch_index,
+        node_id=unit.node_id,
+        status=unit.status,
+        leased_at=unit.leased_at,
+        expires_at=unit.expires_at,
+        submission_id=unit.submission_id,
     )

@@ -102,7 +102,15 @@ def _swarm_endpoints(
         # A fresh run (step 0), or a trainer killed between saving a checkpoint and publishing it.
         origin.publish(None, newest)
     write_text_atomic(origin_url_file(rundir), server.url)
-    return AcceptedSubmissions(client, config.run.id, rundir), lambda step: origin.publish(None, step)
+    source = AcceptedSubmissions(
+        client,
+        config.run.id,
+        rundir,
+        units_per_step=-(-config.trainer.prompts_per_step // config.worker.prompts_per_batch),
+        last_step=config.trainer.steps - 1,
+        async_level=config.worker.async_level,
+    )
+    return source, lambda step: origin.publish(None, step)
 
 
 def worker_role(run_dir: Path, index: int) -> int:

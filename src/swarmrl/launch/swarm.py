@@ -1,17 +1,20 @@
 """`swarmrl demo --swarm`: the whole INTELLECT-2 flow on this machine, every role its own process on 127.0.0.1.
 
     coordinator (FastAPI, SQLite in the run directory)
-      ▲ signed requests: register, heartbeat, seeds, uploads, submissions, verdicts, step counter
-    trainer ── shardcast origin ──► relay ──► workers (honest and cheating) ──► uploads ──► validator
-      ▲                                                                                    │ verdicts
-      └──────────────────────────── accepted submissions ◄──── coordinator ◄───────────────┘
+      ▲ signed requests: register, heartbeat, work leases, uploads, submissions, validation leases, verdicts
+    trainer ── shardcast origin ──► relay ──► workers (honest, slow, cheating) ──► uploads ──► validators
+      ▲                                                                                       │ verdicts
+      └──────────────────────────── accepted submissions ◄──── coordinator ◄──────────────────┘
 
-Everything a run leaves is under `<run>/`: `coordinator/` (database and uploaded files), `swarm/<node>/` (each
-node's own checkpoints, rollouts and verdicts), `accepted/` (what the trainer trained on), `logs/`.
+When the trainer has closed its last step the run drains: no new work is leased, and the validators judge
+every file submitted before the swarm stops. Everything a run leaves is under `<run>/`: `coordinator/`
+(database and uploaded files), `swarm/<node>/` (each node's own checkpoints, rollouts, `work.json` and
+verdicts), `accepted/` (what the trainer read), `logs/`, `swarm_result.json`.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import time
@@ -98,6 +101,10 @@ class Swarm:
         self.roles[name] = self.starters[name]()
         return self.roles[name]
 
+    @property
+    def validators(self) -> list[str]:
+        return [name for name in self.roles if name.startswith("validator")]
+
     def node_names(self) -> dict[str, str]:
         """node id → role name, for every key of this swarm."""
         return {self.identity(name).node_id: name for name in self.roles if self.key(name).exists()}
@@ -122,14 +129,15 @@ def start_swarm(config: RunConfig, rundir: RunDir) -> Swarm:
     config_file = str(rundir.root / "config.json")
     _start_coordinator(swarm)
     trainer = swarm.identity("trainer")
-    validator = swarm.identity("validator")
+    validators = validator_names(config.swarm.validators)
     with swarm.admin() as admin:
         try:
             admin.create_run(config.run.id, trainer.node_id, async_level=config.worker.async_level)
         except CoordinatorError as exc:
             if exc.status != 409:
                 raise
-        admin.add_validator(config.run.id, validator.node_id)
+        for name in validators:
+            admin.add_validator(config.run.id, swarm.identity(name).node_id)
 
     trainer_args = ["trainer", "--run-dir", str(rundir.root)]
     trainer_args += ["--coordinator", swarm.coordinator_url, "--key", str(swarm.key("trainer"))]
@@ -165,15 +173,23 @@ def start_swarm(config: RunConfig, rundir: RunDir) -> Swarm:
             args += ["--relay", url]
         return args
 
-    swarm.start("validator", _starter(swarm, "validator", node_args("validator", "validator")))
+    for name in validators:
+        swarm.start(name, _starter(swarm, name, node_args("validator", name)))
     for index in range(config.swarm.honest_workers):
         name = f"worker-{index}"
-        swarm.start(name, _starter(swarm, name, node_args("worker", name)))
+        args = node_args("worker", name)
+        if index < config.swarm.slow_workers:
+            args += ["--slowdown", str(config.swarm.slowdown)]
+        swarm.start(name, _starter(swarm, name, args))
     for index in range(config.swarm.cheating_workers):
         name = f"cheater-{index}"
         swarm.cheaters.add(name)
         swarm.start(name, _starter(swarm, name, [*node_args("worker", name), "--cheat", "half-layers"]))
     return swarm
+
+
+def validator_names(count: int) -> list[str]:
+    return ["validator"] if count == 1 else [f"validator-{i}" for i in range(count)]
 
 
 def _starter(swarm: Swarm, name: str, args: list[str]) -> Callable[[], RoleProcess]:
@@ -230,13 +246,30 @@ def _wait_healthy(swarm: Swarm, process: RoleProcess, timeout_s: float = 60.0) -
 
 @dataclass
 class NodeRecord:
+    """One worker as the coordinator counts it (units, files, rows), plus what the worker says it generated."""
+
     name: str
     node_id: str
+    leased: int = 0
+    expired: int = 0
+    generated: int = 0
+    generated_rows: int = 0
+    judged: int = 0
     accepted: int = 0
+    accepted_rows: int = 0
     rejected: int = 0
+    voided: int = 0
     pending: int = 0
+    trained: int = 0
+    trained_rows: int = 0
+    stale_rows: int = 0
+    unread_rows: int = 0  # accepted, and no step read the file (the run ended first)
+    remainder_rows: int = 0  # the rest of a file a step stopped reading when it was full
+    credited_rows: int = 0
     credited_tokens: int = 0
     wiped_tokens: int = 0
+    worker_generated_files: int = 0  # from the worker's own work.json
+    worker_generated_rows: int = 0
     banned: bool = False
     health: str = "-"
 
@@ -247,14 +280,23 @@ class SwarmSnapshot:
     rewards: list[float]
     nodes: dict[str, NodeRecord]
     reject_checks: dict[str, list[str]]  # role name → the checks that rejected its files
+    judged_by: dict[str, list[int]] = field(default_factory=dict)  # validator → submissions it judged
+    run_status: str = "open"
 
     @property
     def reward(self) -> float | None:
         return self.rewards[-1] if self.rewards else None
 
 
+def _all_pages(fetch, key) -> list:
+    rows: list = []
+    while page := fetch(key(rows[-1]) if rows else 0):
+        rows += page
+    return rows
+
+
 def snapshot(swarm: Swarm) -> SwarmSnapshot:
-    """What the coordinator's public read endpoints and the trainer's metrics say right now."""
+    """What the coordinator's public read endpoints, the trainer's metrics and the nodes' own files say now."""
     run_id = swarm.config.run.id
     names = swarm.node_names()
     nodes = {
@@ -265,24 +307,45 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
     by_id = {record.node_id: record for record in nodes.values()}
     reject_checks: dict[str, list[str]] = {name: [] for name in nodes}
     with CoordinatorClient(swarm.coordinator_url, max_retries=2) as client:
-        step = client.run_state(run_id).current_step
-        after = 0
-        while page := client.submissions(run_id, after_id=after):
-            for submission in page:
-                record = by_id.get(submission.node_id)
-                if record is not None:
-                    status = submission.status
-                    record.accepted += status == "accepted"
-                    record.rejected += status == "rejected"
-                    record.pending += status == "pending"
-            after = page[-1].id
-        after = 0
-        while page := client.verdicts(run_id, after_id=after):
-            for verdict in page:
-                record = by_id.get(verdict.node_id)
-                if record is not None and not verdict.accepted:
-                    reject_checks[record.name].append(verdict.check)
-            after = page[-1].submission_id
+        run = client.run_state(run_id)
+        submissions = _all_pages(lambda after: client.submissions(run_id, after_id=after), lambda s: s.id)
+        for submission in submissions:
+            record = by_id.get(submission.node_id)
+            if record is None:
+                continue
+            record.pending += submission.status == "pending"
+            if submission.status == "accepted":
+                record.credited_rows += submission.rows
+                if submission.use_outcome == "stale":
+                    record.stale_rows += submission.rows
+                elif submission.use_outcome is None:
+                    record.unread_rows += submission.rows
+                elif submission.use_outcome == "trained":
+                    record.remainder_rows += submission.rows - (submission.used_rows or 0)
+        verdicts = _all_pages(
+            lambda after: client.verdicts(run_id, after_id=after), lambda v: v.submission_id
+        )
+        for verdict in verdicts:
+            record = by_id.get(verdict.node_id)
+            if record is not None and not verdict.accepted:
+                reject_checks[record.name].append(verdict.check)
+        for work in client.all_work(run_id):
+            record = by_id.get(work.node_id)
+            if record is not None:
+                for name in (
+                    "leased",
+                    "expired",
+                    "generated",
+                    "generated_rows",
+                    "judged",
+                    "accepted",
+                    "accepted_rows",
+                    "rejected",
+                    "voided",
+                    "trained",
+                    "trained_rows",
+                ):
+                    setattr(record, name, getattr(work, name))
         for balance in client.ledger(run_id).balances:
             record = by_id.get(balance.node_id)
             if record is not None:
@@ -296,8 +359,18 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
                 record.banned = client.node(record.node_id).banned
             except CoordinatorError:
                 record.banned = False
+    for record in nodes.values():
+        log_book = swarm.swarm_dir / record.name / "work.json"
+        if log_book.exists():
+            counts = json.loads(log_book.read_text())
+            record.worker_generated_files = counts.get("generated_files", 0)
+            record.worker_generated_rows = counts.get("generated_rows", 0)
+    judged_by = {
+        name: sorted(int(p.stem) for p in (swarm.swarm_dir / name / "verdicts").glob("*.json"))
+        for name in swarm.validators
+    }
     rewards = [m["sampled_reward"] for m in swarm.rundir.read_metrics() if "sampled_reward" in m]
-    return SwarmSnapshot(step, rewards, nodes, reject_checks)
+    return SwarmSnapshot(run.current_step, rewards, nodes, reject_checks, judged_by, run.status)
 
 
 def swarm_table(state: SwarmSnapshot | None) -> Table:
@@ -305,16 +378,19 @@ def swarm_table(state: SwarmSnapshot | None) -> Table:
         return Table(title="starting the swarm…")
     reward = "-" if state.reward is None else f"{state.reward:.3f}"
     first = "-" if not state.rewards else f"{state.rewards[0]:.3f}"
-    table = Table(title=f"step {state.step} · sampled reward {first} → {reward}")
-    for column in ("node", "state", "accepted", "rejected", "pending", "credited tokens", "wiped", "banned"):
+    table = Table(title=f"step {state.step} ({state.run_status}) · sampled reward {first} → {reward}")
+    columns = ("node", "state", "leased", "expired", "generated", "judged", "accepted", "rejected", "pending")
+    for column in (*columns, "trained", "credited tokens", "wiped", "banned"):
         table.add_column(column, justify="right")
     for record in state.nodes.values():
         table.add_row(
             record.name,
             record.health,
-            str(record.accepted),
-            str(record.rejected),
-            str(record.pending),
+            *(
+                str(getattr(record, name))
+                for name in ("leased", "expired", "generated", "judged", "accepted", "rejected", "pending")
+            ),
+            str(record.trained),
             str(record.credited_tokens),
             str(record.wiped_tokens),
             "[red]yes[/red]" if record.banned else "no",
@@ -322,15 +398,21 @@ def swarm_table(state: SwarmSnapshot | None) -> Table:
     return table
 
 
-def supervise(swarm: Swarm, console: Console, timeout_s: float, interval_s: float = 2.0) -> SwarmSnapshot:
-    """Show the live table until the trainer finishes; raise if a needed role dies or time runs out."""
+def supervise(
+    swarm: Swarm, console: Console, timeout_s: float, interval_s: float = 2.0, drain_timeout_s: float = 300.0
+) -> SwarmSnapshot:
+    """Show the live table until the trainer finishes and the run has drained (every submitted file judged);
+    raise if a needed role dies or time runs out."""
     deadline = time.monotonic() + timeout_s
     state = None
     with Live(swarm_table(None), console=console, refresh_per_second=1, transient=False) as live:
-        while swarm.roles["trainer"].popen.poll() is None:
+        while swarm.roles["trainer"].popen.poll() is None or (state is None or state.run_status != "drained"):
             swarm.check_alive()
+            if swarm.roles["trainer"].popen.poll() is not None:
+                # The trainer is done: the validators finish judging what was submitted, within bounds.
+                deadline = min(deadline, time.monotonic() + drain_timeout_s)
             if time.monotonic() > deadline:
-                raise LaunchError(f"the swarm did not finish within {timeout_s:.0f}s")
+                raise LaunchError(f"the swarm did not finish (and drain) within {timeout_s:.0f}s")
             try:
                 state = snapshot(swarm)
                 live.update(swarm_table(state))
@@ -348,6 +430,11 @@ def stop_swarm(swarm: Swarm) -> None:
     swarm.group.stop()
 
 
+# What `make demo-swarm` must show of honest work (issue 14): judged and credited, and trained on.
+CREDITED_GOAL = 0.95
+TRAINED_GOAL = 0.85
+
+
 @dataclass
 class SwarmResult:
     snapshot: SwarmSnapshot
@@ -361,16 +448,78 @@ class SwarmResult:
     def cheaters(self) -> list[NodeRecord]:
         return [r for r in self.snapshot.nodes.values() if r.name.startswith("cheater-")]
 
+    def judged_twice(self) -> list[int]:
+        """Submissions more than one validator judged (each validator's own verdict records)."""
+        seen: dict[int, int] = {}
+        for ids in self.snapshot.judged_by.values():
+            for submission_id in ids:
+                seen[submission_id] = seen.get(submission_id, 0) + 1
+        return sorted(i for i, n in seen.items() if n > 1)
+
+    def honest_work(self) -> dict[str, float]:
+        """Honest completions, from generated (the workers' own count) to trained, and where the rest went."""
+        total = {
+            key: sum(getattr(r, key) for r in self.honest)
+            for key in (
+                "worker_generated_rows",
+                "generated_rows",
+                "credited_rows",
+                "trained_rows",
+                "stale_rows",
+                "remainder_rows",
+                "unread_rows",
+                "rejected",
+                "expired",
+            )
+        }
+        generated = total["worker_generated_rows"] or 1
+        return {
+            "generated": total["worker_generated_rows"],
+            "submitted": total["generated_rows"],
+            "judged_and_credited": total["credited_rows"],
+            "trained": total["trained_rows"],
+            "not_trained_stale": total["stale_rows"],
+            "not_trained_over_full": total["credited_rows"] - total["trained_rows"] - total["stale_rows"],
+            "over_full_remainder_of_a_file": total["remainder_rows"],
+            "over_full_unread_at_the_end": total["unread_rows"],
+            "never_submitted": total["worker_generated_rows"] - total["generated_rows"],
+            "credited_fraction": total["credited_rows"] / generated,
+            "trained_fraction": total["trained_rows"] / generated,
+            "honest_files_rejected": total["rejected"],
+            "units_expired": total["expired"],
+        }
+
+    def failures(self) -> list[str]:
+        """The demo's goals this run missed (empty: all met)."""
+        work = self.honest_work()
+        missed = []
+        if work["honest_files_rejected"]:
+            missed.append(f"{work['honest_files_rejected']} honest file(s) rejected")
+        if not all(r.banned for r in self.cheaters):
+            missed.append("a cheater was not banned")
+        if self.judged_twice():
+            missed.append(f"judged by two validators: {self.judged_twice()}")
+        if work["credited_fraction"] < CREDITED_GOAL:
+            missed.append(
+                f"{work['credited_fraction']:.1%} of honest completions credited (goal {CREDITED_GOAL:.0%})"
+            )
+        if work["trained_fraction"] < TRAINED_GOAL:
+            missed.append(
+                f"{work['trained_fraction']:.1%} of honest completions trained on (goal {TRAINED_GOAL:.0%})"
+            )
+        return missed
+
 
 def run_swarm_demo(
     config: RunConfig, console: Console | None = None, timeout_s: float = 3600.0
 ) -> SwarmResult:
-    """Prepare (SFT, cached), start every role, show the live table until the trainer finishes, stop all."""
+    """Prepare (SFT, cached), start every role, show the live table until the trainer finishes and the run has
+    drained, stop all, and write `swarm_result.json`."""
     from swarmrl.launch.prepare import prepare_run
 
     console = console or Console()
     if not console.is_terminal:
-        console.width = max(console.width, 110)  # a log file gets the whole table, not a squeezed one
+        console.width = max(console.width, 150)  # a log file gets the whole table, not a squeezed one
     started = time.monotonic()
     if config.run.directory.exists():
         shutil.rmtree(config.run.directory)
@@ -383,19 +532,30 @@ def run_swarm_demo(
     finally:
         stop_swarm(swarm)
     result = SwarmResult(state, time.monotonic() - started)
-    honest_rejects = sum(r.rejected for r in result.honest)
+    work = result.honest_work()
     banned = [r.name for r in result.cheaters if r.banned]
     console.print(
         f"sampled reward {state.rewards[0]:.3f} → {state.rewards[-1]:.3f} over {len(state.rewards)} steps · "
-        f"honest files rejected: {honest_rejects} · cheaters banned: {len(banned)}/{len(result.cheaters)} "
+        f"honest completions: {work['generated']} generated, {work['credited_fraction']:.1%} judged and "
+        f"credited, {work['trained_fraction']:.1%} trained on (not trained: {work['not_trained_stale']} stale, "
+        f"{work['not_trained_over_full']} over-full: {work['over_full_remainder_of_a_file']} the rest of a file read "
+        f"when its step filled, {work['over_full_unread_at_the_end']} unread at the end) · "
+        f"honest files rejected: {work['honest_files_rejected']} · "
+        f"judged twice: {len(result.judged_twice())} · cheaters banned: {len(banned)}/{len(result.cheaters)} "
         f"(rejected by {sorted({c for r in result.cheaters for c in state.reject_checks[r.name]})}) · "
         f"{result.seconds:.0f}s"
     )
+    for failure in result.failures():
+        console.print(f"[red]goal missed:[/red] {failure}")
     write_json_atomic(
         rundir.root / "swarm_result.json",
         {
             "seconds": result.seconds,
             "rewards": state.rewards,
+            "honest_work": work,
+            "judged_by": {name: len(ids) for name, ids in state.judged_by.items()},
+            "judged_twice": result.judged_twice(),
+            "goals_missed": result.failures(),
             "nodes": [asdict(r) for r in state.nodes.values()],
             "reject_checks": state.reject_checks,
         },

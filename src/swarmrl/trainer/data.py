@@ -39,6 +39,9 @@ class CollectStats:
     wait_seconds: float = 0.0
     sampled_reward_sum: float = 0.0  # over every row of every group offered, kept or dropped
     sampled_rows: int = 0
+    # file name → "trained" (rows offered to the step) | "stale" | "refused": what the step did with each file
+    outcomes: dict[str, str] = field(default_factory=dict)
+    rows_used: dict[str, int] = field(default_factory=dict)
 
     @property
     def dropped_fraction(self) -> float:
@@ -151,7 +154,15 @@ class RolloutFeed:
             time.sleep(self.poll_seconds)
         stats.wait_seconds = time.monotonic() - start
         stats.groups_seen, stats.groups_dropped = accumulator.seen, accumulator.dropped
-        self.source.close_step(step, {"files": stats.files, "groups": num_groups})
+        self.source.close_step(
+            step,
+            {
+                "files": stats.files,
+                "groups": num_groups,
+                "outcomes": stats.outcomes,
+                "rows_used": stats.rows_used,
+            },
+        )
         return [row for group in accumulator.groups for row in group], stats
 
     def _ingest(self, path, step: int, accumulator: OnlineFilter, stats: CollectStats) -> None:
@@ -159,11 +170,13 @@ class RolloutFeed:
             header, rows = read_rollouts(path, self.limits)
         except RolloutError as exc:
             stats.refused_files += 1
+            stats.outcomes[path.name] = "refused"
             log.warning("refusing %s: %s", path.name, exc)
             return
         oldest = step - self.async_level
         if header.policy_step < oldest:
             stats.refused_files += 1
+            stats.outcomes[path.name] = "stale"
             stats.stale_rows += len(rows)
             log.warning(
                 "refusing %s: policy step %d is older than step %d - async_level %d",
@@ -177,13 +190,17 @@ class RolloutFeed:
             groups = group_rows(self.scorer(rows), self.group_size)
         except RolloutError as exc:
             stats.refused_files += 1
+            stats.outcomes[path.name] = "refused"
             log.warning("refusing %s: %s", path.name, exc)
             return
         stats.files += 1
+        stats.outcomes[path.name] = "trained"
+        stats.rows_used[path.name] = 0
         stats.policy_lag.extend([step - header.policy_step] * len(groups))
         for group in groups:
             if accumulator.full:
                 break
             stats.sampled_reward_sum += sum(row.reward for row in group)
             stats.sampled_rows += len(group)
+            stats.rows_used[path.name] += len(group)
             accumulator.add(group, [row.reward for row in group])

@@ -1,25 +1,48 @@
-"""The trainer's side of a swarm: accepted submissions in, the step counter out.
+"""The trainer's side of a swarm: accepted submissions in; the step counter, the demand for work and what each
+step used out.
 
-The coordinator's step counter is the training step nodes generate for. Opening step k lets nodes work on it
-(with a policy no older than k - async_level); closing step k (all its groups collected) opens k + 1 at once,
-so nodes generate for k + 1 with policy k while the trainer trains step k. Only submissions a validator
-accepted are read; each file is downloaded once into `<run>/accepted/step_k/`, checked against the sha256 the
-worker committed to, and then scored again by the trainer's own trusted scorer.
+The coordinator's step counter is the training step nodes generate for. Opening step k lets nodes lease its
+units (with a policy no older than k - async_level); closing step k (all its groups collected) opens k + 1 at
+once, so nodes generate for k + 1 with policy k while the trainer trains step k. The trainer says how many
+units a step wants: about as many files as recent steps used, less the accepted files already waiting, more
+when it runs dry (every unit delivered and still not enough informative groups). It reads the coordinator's
+feed: accepted files of steps k - async_level .. k that no other step used, so work that arrived after its own
+step filled still trains while its policy is recent. Each file is downloaded once into
+`<run>/accepted/step_j/` (j: the step it was generated for), checked against the sha256 the worker committed to,
+and scored again by the trainer's own trusted scorer. Closing a step reports what it did with every file it
+read (trained, stale, refused); closing the last one drains the run, so what was submitted is still judged.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.rundir import RunDir, write_json_atomic
 
 log = logging.getLogger(__name__)
+
+DEMAND_SMOOTHING = 0.5  # weight of the last step in the files-per-step estimate
+
+
+def file_name(submission: SubmissionInfo) -> str:
+    return f"{submission.id:08d}-{submission.node_id[:16]}.parquet"
+
+
+def submission_id(name: str) -> int:
+    return int(name.split("-", 1)[0])
+
+
+def next_demand(files_per_step: float, waiting: int) -> int:
+    """Units to lease for the next step: what a step uses, less files already accepted or in flight for it."""
+    return max(1, math.ceil(files_per_step) - waiting)
 
 
 @dataclass
@@ -27,42 +50,99 @@ class AcceptedSubmissions:
     client: CoordinatorClient
     run_id: str
     rundir: RunDir
+    units_per_step: int = 8  # first guess of the files a step uses; each closed step refines it
+    last_step: int | None = None  # closing this step drains the run instead of opening the next
+    async_level: int = 2
+    files_per_step: float | None = field(default=None, init=False)
+    _demanded: set[int] = field(default_factory=set, init=False)  # steps whose demand this trainer set
 
     def directory(self, step: int) -> Path:
         return self.rundir.root / "accepted" / f"step_{step}"
 
+    def _estimate(self) -> float:
+        return self.files_per_step if self.files_per_step is not None else float(self.units_per_step)
+
     def open_step(self, step: int) -> None:
-        if self.client.run_state(self.run_id).current_step < step:
-            self.client.publish_step(self.run_id, step)
+        if step in self._demanded:  # opened by closing the step before, with its demand
+            return
+        current = self.client.run_state(self.run_id).current_step
+        if current < step:
+            self.client.publish_step(self.run_id, step, units=self._demand(step))
+        elif current == step:  # the first step, or a trainer resumed on the open step
+            self.client.set_demand(self.run_id, step, self._demand(step))
+        self._demanded.add(step)
+
+    def _demand(self, step: int) -> int:
+        """Units `step` should lease: a step's worth of files, less accepted files waiting for it and units of
+        the steps before it still in flight (they carry over when they land)."""
+        waiting = len(self.client.training_feed(self.run_id, step))
+        for earlier in range(max(0, step - self.async_level), step):
+            work = self.client.step_work(self.run_id, earlier)
+            waiting += work.leased + work.submitted
+        return next_demand(self._estimate(), waiting)
 
     def new_files(self, step: int, seen: set[str]) -> list[Path]:
         paths = []
         after_id = 0
-        while True:
-            page = self.client.accepted_submissions(self.run_id, step, after_id=after_id)
-            if not page:
-                return paths
+        while page := self.client.training_feed(self.run_id, step, after_id=after_id):
             for submission in page:
-                name = f"{submission.id:08d}-{submission.node_id[:16]}.parquet"
+                name = file_name(submission)
                 if name in seen:
                     continue
-                path = self.directory(step) / name
-                if not path.exists():
-                    try:
-                        data = self.client.fetch_submission(submission)
-                    except CoordinatorError as exc:
-                        log.warning("skipping submission %d: %s", submission.id, exc)
-                        continue
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    partial = path.with_name(f".{name}.part")
-                    partial.write_bytes(data)
-                    os.replace(partial, path)
-                paths.append(path)
+                path = self.directory(submission.step) / name
+                if path.exists() or self._download(submission, path):
+                    paths.append(path)
             after_id = page[-1].id
+        if not paths:
+            self._top_up(step)
+        return paths
+
+    def _download(self, submission: SubmissionInfo, path: Path) -> bool:
+        try:
+            data = self.client.fetch_submission(submission)
+        except CoordinatorError as exc:
+            log.warning("skipping submission %d: %s", submission.id, exc)
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.part")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+        return True
+
+    def _top_up(self, step: int) -> None:
+        """Nothing new, nothing in flight, nothing left to lease, and the step is not full: ask for one more."""
+        work = self.client.step_work(self.run_id, step)
+        if work.open_units == 0 and work.leased == 0 and work.submitted == 0:
+            try:
+                self.client.set_demand(self.run_id, step, work.demand + 1)
+            except CoordinatorError as exc:
+                if exc.kind != "not_open_step":  # the step moved on meanwhile
+                    raise
 
     def close_step(self, step: int, summary: dict[str, Any]) -> None:
-        write_json_atomic(self.directory(step) / "COMPLETE", summary)
-        self.client.publish_step(self.run_id, step + 1)
+        outcomes: dict[str, str] = summary.get("outcomes", {})
+        rows: dict[str, int] = summary.get("rows_used", {})
+        by_outcome = {
+            kind: [submission_id(n) for n, o in outcomes.items() if o == kind]
+            for kind in ("stale", "refused")
+        }
+        trained = [(submission_id(n), rows.get(n, 0)) for n, o in outcomes.items() if o == "trained"]
+        self.client.report_outcomes(self.run_id, step, trained=trained, **by_outcome)
+        used = float(len(trained))
+        estimate = self._estimate()
+        self.files_per_step = (
+            used
+            if self.files_per_step is None
+            else (DEMAND_SMOOTHING * used + (1 - DEMAND_SMOOTHING) * estimate)
+        )
+        write_json_atomic(
+            self.directory(step) / "COMPLETE", {k: summary[k] for k in ("files", "groups") if k in summary}
+        )
+        if self.last_step is not None and step >= self.last_step:
+            self.client.drain(self.run_id)
+            return
+        self.client.publish_step(self.run_id, step + 1, units=self._demand(step + 1))
+        self._demanded.add(step + 1)
 
     def should_stop(self) -> bool:
         return self.rundir.should_stop()

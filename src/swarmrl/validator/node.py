@@ -1,16 +1,19 @@
 """`swarmrl validator --coordinator URL`: the trusted validator of a swarm.
 
-Pulls pending submissions (the open step first, so the trainer is not kept waiting), downloads each file
-(checked against the sha256 the worker committed to), runs every check of `rollout_checks` with the policy
-of the file's step (fetched through shardcast like any node) and the seeds the coordinator assigned, and posts
-the verdict with a summary of the trusted rewards.
+Takes a validation lease on the oldest pending submission (no other validator judges that file while the
+lease lives; any number of validators run side by side), downloads the file (checked against the sha256 the
+worker committed to), runs every check of `rollout_checks` with the policy of the file's step (fetched through
+shardcast like any node) and the seed of the unit the file was leased for, and posts the verdict with a
+summary of the trusted rewards. It stops when the run has drained (every submitted file judged).
 
-Each verdict is written to `<work>/verdicts/<id>.json` before it is posted: a validator killed in between
-re-posts it after a restart instead of judging the file again (its replay check would call it a duplicate).
+Each verdict is written to `<work>/verdicts/<id>.json` before it is posted: a validator killed in between gets
+its lease back after a restart and re-posts the verdict instead of judging the file again (its replay check
+would call it a duplicate). Killed for good, its lease lapses and another validator takes the file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -30,7 +33,7 @@ from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_ver
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.validator.config import ValidatorConfig
-from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
+from swarmrl.validator.rollout_checks import CheckFailed, SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,8 @@ log = logging.getLogger(__name__)
 
 # Download failures that are a verdict on the submission, by the check name the coordinator's severities use.
 _UNREADABLE = {"sha256_mismatch": "upload_hash", "file_missing": "file_missing"}
+# Verdicts the coordinator no longer wants: another validator decided, the node's work was voided, the lease moved.
+_MOOT = {"already_decided", "voided", "lease_held"}
 
 
 class ValidatorStopped(Exception):
@@ -100,12 +105,21 @@ def swarm_context(
     )
 
 
-def next_submission(pending: list[SubmissionInfo], current_step: int) -> SubmissionInfo | None:
-    """The open step's work first (the trainer waits on it), then the newest older step, oldest file first.
-    Older work still gets its verdict (and its node its credit) when the validator has time."""
-    if not pending:
-        return None
-    return min(pending, key=lambda s: (s.step != current_step, -s.step, s.id))
+def leased_unit(context: ValidationContext, submission: SubmissionInfo) -> ValidationContext:
+    """The context for one file: it must fill the unit its submission was leased for, so the seed of any other
+    batch index is refused (a node holding two units cannot file one's best batch under the other)."""
+    if submission.batch_index is None:
+        return context
+
+    def seed(node: str, step: int, batch_index: int) -> int:
+        if batch_index != submission.batch_index:
+            raise CheckFailed(
+                "assigned_prompts",
+                f"the file claims batch {batch_index}; the unit leased for it is batch {submission.batch_index}",
+            )
+        return context.task_seed(node, step, batch_index)
+
+    return dataclasses.replace(context, task_seed=seed)
 
 
 def judge(
@@ -133,7 +147,7 @@ def judge(
         return record
     # No recorded verdict: any trace of this exact file in the replay table is from a judgement cut short.
     context.seen.forget(submission.sha256)
-    verdict = validate_file(path, submission.step, context, node_id=submission.node_id)
+    verdict = validate_file(path, submission.step, leased_unit(context, submission), node_id=submission.node_id)
     rows = verdict.scored_rows or []
     accept, check, reason = verdict.accepted, verdict.failed_check or "all", verdict.reason
     tokens = sum(len(r.completion_ids) for r in rows)
@@ -156,7 +170,7 @@ def judge(
 
 
 def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
-    """Judge submissions until stopped; returns how many verdicts were posted."""
+    """Judge submissions until stopped or the run has drained; returns how many verdicts were posted."""
     torch.set_num_threads(config.worker.torch_threads)
     identity = Identity.load_or_create(options.key)
     client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
@@ -165,13 +179,11 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     posted = 0
     try:
         while not options.stop.is_set():
-            run = client.run_state(options.run_id)
-            # The open step's own query first: a backlog of older work must not hide it behind a page limit.
-            pending = client.pending_submissions(options.run_id, step=run.current_step)
-            submission = next_submission(
-                pending or client.pending_submissions(options.run_id), run.current_step
-            )
+            submission = client.lease_validation(options.run_id).submission
             if submission is None:
+                if client.run_state(options.run_id).status == "drained":
+                    log.info("the run has drained: every submitted file has its verdict")
+                    break
                 options.stop.wait(options.poll_seconds)
                 continue
             record = judge(client, submission, context, options.work_dir)
@@ -184,8 +196,10 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
                     rewards_summary=record["rewards_summary"],
                 )
             except CoordinatorError as exc:
-                if exc.kind != "already_decided":
+                if exc.kind not in _MOOT:
                     raise
+                log.info("submission %d: verdict not needed (%s)", submission.id, exc.kind)
+                continue
             posted += 1
             log.info(
                 "submission %d (step %d, node %s…): %s",

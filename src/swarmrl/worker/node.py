@@ -1,11 +1,13 @@
 """`swarmrl worker --coordinator URL`: a permissionless inference node of a swarm.
 
-register → join → heartbeat (a background thread) → loop: read the open step from the coordinator, fetch the
-newest checkpoint through shardcast (every byte checked against the trainer's signed manifest), ask for the
-task seed of (step, batch index), generate with TOPLOC proofs, sign the file, upload it, submit it.
+register → join → heartbeat (a background thread) → loop: lease work from the coordinator (units of the open
+step, each with its seed and deadline; refused before any compute when the step has all it needs), fetch the
+newest checkpoint through shardcast (every byte checked against the trainer's signed manifest), generate each
+unit with TOPLOC proofs, sign the file, upload it, submit it.
 
-Network errors are retried with bounded back-off by the client; a refused submission (the step closed while
-the batch ran) only costs that batch. A ban or ejection ends the node with `NodeEjected`.
+Network errors are retried with bounded back-off by the client; a refused submission only costs that unit.
+A ban, an ejection or lost standing ends the node with `NodeEjected`; a draining run ends it normally.
+`<work>/work.json` counts what this node generated and what became of it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -23,24 +27,26 @@ from swarmrl.config import RunConfig
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
-from swarmrl.inference.engine import SamplingParams
-from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.inference.config import EngineConfig
+from swarmrl.inference.engine import InferenceEngine, SamplingParams
+from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
+from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.checkpoint import checkpoint_dir
 from swarmrl.worker.rollout import BatchSpec, write_batch
 
 log = logging.getLogger(__name__)
 
 Cheat = Literal["half-layers"]
 # Refusals after which this node may not carry on in the run.
-_FATAL = {"banned", "unknown_run"}
+_FATAL = {"banned", "unknown_run", "poor_standing"}
 # Refusals an honest node can meet (missed heartbeats while starved of CPU, a coordinator restart): join again.
 _REJOIN = {"ejected", "not_member"}
+MAX_BACKOFF = 4  # most poll intervals between lease requests while the step is full
 
 
 class NodeEjected(Exception):
@@ -57,6 +63,7 @@ class NodeOptions:
     cheat: Cheat | None = None
     max_batches: int | None = None
     poll_seconds: float = 0.5
+    slowdown: float = 1.0  # > 1 simulates a slower machine: each unit takes this many times as long
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -94,12 +101,17 @@ class Heartbeat(threading.Thread):
 
 
 class Policy:
-    """The newest checkpoint announced by the relays, installed under `<work>/checkpoints` and loaded once."""
+    """The newest checkpoint announced by the relays, installed under `<work>/checkpoints` and loaded once.
 
-    def __init__(self, options: NodeOptions, trainer_key: str, dtype: str) -> None:
-        self.options, self.trainer_key, self.dtype = options, trainer_key, dtype
+    The first checkpoint also gives the tokenizer, hence the prompt format and the tokens generation stops at.
+    """
+
+    def __init__(self, options: NodeOptions, trainer_key: str, config: RunConfig) -> None:
+        self.options, self.trainer_key = options, trainer_key
+        self.dtype, self.engine_config, self.prompt_settings = config.model.dtype, config.engine, config.prompt
         self.root = options.work_dir / "checkpoints"
-        self.engine: TorchEngine | None = None
+        self.engine: InferenceEngine | None = None
+        self.prompts: PromptFormat | None = None
         self.fetcher = CheckpointFetcher(options.relays, trainer_key, self.root, ClientConfig(), options.run_id)
 
     @property
@@ -116,13 +128,19 @@ class Policy:
         if found is None or (self.engine is not None and found[0] <= self.engine.policy_step):
             return
         newest, path = found
-        if self.engine is None:
-            self.engine = TorchEngine(self._load(path), policy_step=newest)
-        elif self.options.cheat is None:
+        if self.prompts is None:
+            self.prompts = prompt_format(load_tokenizer(path), self.prompt_settings)
+        if self.engine is not None and self.options.cheat is None:
             self.engine.load_weights(path, policy_step=newest)
         else:
-            self.engine = TorchEngine(self._load(path), policy_step=newest)
+            self.engine = self._build(self.engine_config, path, newest)
         log.info("policy step %d loaded", newest)
+
+    def _build(self, engine_config: EngineConfig, path: Path, step: int) -> InferenceEngine:
+        assert self.prompts is not None
+        return build_engine(
+            engine_config, self._load(path), eos_token_id=self.prompts.stop_token_ids, policy_step=step
+        )
 
     def _load(self, path: Path) -> torch.nn.Module:
         model = load_model(path, self.dtype)
@@ -135,7 +153,7 @@ class Policy:
 
 
 def run_node(config: RunConfig, options: NodeOptions) -> int:
-    """Produce and submit rollouts until stopped (or `max_batches`); returns the number of accepted submits."""
+    """Lease, generate and submit until stopped, the run drains, or `max_batches`; returns submits accepted."""
     torch.set_num_threads(config.worker.torch_threads)
     identity = Identity.load_or_create(options.key)
     client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
@@ -144,58 +162,90 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     run = client.run_state(options.run_id)
     heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
     heartbeat.start()
-    policy = Policy(options, run.trainer_public_key, config.model.dtype)
+    policy = Policy(options, run.trainer_public_key, config)
     tasks = build_tasks(config.tasks)
     params = SamplingParams(
         max_new_tokens=config.worker.max_new_tokens,
         temperature=config.worker.temperature,
         top_p=config.worker.top_p,
     )
-    counters = BatchCounters(options.work_dir / "batches.json")
-    tokenizer = None
+    log_book = WorkLog(options.work_dir / "work.json")
     submitted = 0
+    full_streak = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
     try:
         while not options.stop.is_set():
             if heartbeat.fatal is not None:
                 raise NodeEjected(str(heartbeat.fatal))
             if options.max_batches is not None and submitted >= options.max_batches:
                 break
-            run = client.run_state(options.run_id)
-            step = run.current_step
-            policy.refresh(ceiling=step)
-            if policy.engine is None or policy.engine.policy_step < step - run.async_level:
-                options.stop.wait(options.poll_seconds)
-                continue
-            heartbeat.policy_step = policy.step
-            if tokenizer is None:
-                tokenizer = load_tokenizer(checkpoint_dir(policy.root, policy.engine.policy_step))
-            batch_index = counters.take(step)
             try:
-                seed = client.task_seed(options.run_id, step, batch_index)
+                lease = client.lease_work(options.run_id)
+                full_streak = 0
+            except CoordinatorError as exc:
+                if exc.kind == "run_draining":
+                    log.info("the run is draining: no more work")
+                    break
+                if exc.kind in _FATAL:
+                    raise
+                if exc.kind in _REJOIN:
+                    client.join(options.run_id)
+                elif exc.kind != "step_full":
+                    log.warning("no lease: %s", exc)
+                full_streak = full_streak + 1 if exc.kind == "step_full" else 0
+                options.stop.wait(options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1)))
+                continue
+            for unit in lease.units:
+                if options.stop.is_set() or (
+                    options.max_batches is not None and submitted >= options.max_batches
+                ):
+                    break
+                if unit.expires_at < client.clock():
+                    log_book.count("lapsed_before_start")
+                    continue
+                policy.refresh(ceiling=unit.step)
+                if policy.engine is None or not (
+                    unit.step - run.async_level <= policy.engine.policy_step <= unit.step
+                ):
+                    options.stop.wait(options.poll_seconds)  # no policy for this unit yet: lease again, retry
+                    break
+                heartbeat.policy_step = policy.step
                 spec = BatchSpec(
                     options.run_id,
                     identity.node_id,
-                    step,
-                    batch_index,
+                    unit.step,
+                    unit.batch_index,
                     config.worker.prompts_per_batch,
                     config.worker.group_size,
                     config.run.seed,
-                    seed,
+                    unit.seed,
                 )
-                path = options.work_dir / "rollouts" / f"step_{step}" / f"b{batch_index:04d}.parquet"
-                rows = write_batch(policy.engine, spec, tasks, tokenizer, config, params, path, identity)
+                path = (
+                    options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
+                )
+                started = time.monotonic()
+                rows = write_batch(
+                    policy.engine, spec, tasks, policy.prompts.tokenizer, config, params, path, identity
+                )
+                log_book.generated(len(rows))
+                if options.slowdown > 1.0:
+                    options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
                 tokens = sum(len(r.completion_ids) for r in rows)
-                client.upload_and_submit(options.run_id, step, path, rows=len(rows), tokens=tokens)
+                try:
+                    client.upload_and_submit(
+                        options.run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens
+                    )
+                except CoordinatorError as exc:
+                    if exc.kind in _FATAL:
+                        raise
+                    log.warning("step %d batch %d not submitted: %s", unit.step, unit.batch_index, exc)
+                    log_book.count(f"refused_{exc.kind}")
+                    if exc.kind in _REJOIN:
+                        client.join(options.run_id)
+                    continue
                 submitted += 1
-            except CoordinatorError as exc:
-                if exc.kind in _FATAL:
-                    raise
-                log.warning("step %d batch %d not submitted: %s", step, batch_index, exc)
-                if exc.kind in _REJOIN:
-                    client.join(options.run_id)
-                options.stop.wait(options.poll_seconds)
+                log_book.count("submitted")
     except CoordinatorError as exc:
-        # A ban can land between any two calls (reading the step, joining again), not only on a submit.
+        # A ban can land between any two calls (leasing, joining again), not only on a submit.
         if exc.kind in _FATAL:
             raise NodeEjected(str(exc)) from exc
         raise
@@ -205,15 +255,21 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     return submitted
 
 
-class BatchCounters:
-    """The next batch index per step, kept on disk: a restarted node never reuses a (step, batch) seed."""
+class WorkLog:
+    """What this node generated and what became of it, kept on disk (`work.json`) for operators and the demo."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._next: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+        self.counts: Counter[str] = Counter(json.loads(path.read_text()) if path.exists() else {})
 
-    def take(self, step: int) -> int:
-        index = self._next.get(str(step), 0)
-        self._next[str(step)] = index + 1
-        write_json_atomic(self.path, self._next)
-        return index
+    def generated(self, rows: int) -> None:
+        self.counts["generated_files"] += 1
+        self.counts["generated_rows"] += rows
+        self._save()
+
+    def count(self, what: str) -> None:
+        self.counts[what] += 1
+        self._save()
+
+    def _save(self) -> None:
+        write_json_atomic(self.path, dict(self.counts))

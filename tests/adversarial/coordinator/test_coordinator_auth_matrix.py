@@ -174,7 +174,8 @@ def test_upload_signature_covers_the_file_bytes(service):
     node.register()
     node.join("r")
     data = b"rollout" * 10
-    slot = node.request_upload("r", 0, hashlib.sha256(data).hexdigest(), len(data))
+    unit = node.lease_work("r", max_units=1).units[0]
+    slot = node.request_upload("r", 0, unit.batch_index, hashlib.sha256(data).hexdigest(), len(data))
     headers = sign_request(identity, "PUT", slot.upload_path, b"something else" * 5)
     _expect(_send(service.url, "PUT", slot.upload_path, data, headers), 401, "bad_signature")
     thief = Identity.generate()

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import coordinator_backend
+from swarmrl.coordinator.testing import coordinator_backend, leased_submit
 from swarmrl.identity import Identity
 
 ADMIN = "admin-secret"
@@ -34,7 +34,7 @@ def fuzz_target(tmp_path_factory):
         member = CoordinatorClient(proc.url, MEMBER)
         member.register()
         member.join("r")
-        member.upload_and_submit("r", 0, b"seed file", rows=1, tokens=1)
+        leased_submit(member, "r", b"seed file")
         yield proc
 
 

@@ -8,7 +8,7 @@ from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Nonce
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import FakeClock, serve_in_thread
+from swarmrl.coordinator.testing import FakeClock, leased_submit, serve_in_thread
 from swarmrl.identity import Identity
 
 CONFIG = CoordinatorConfig(
@@ -75,7 +75,7 @@ def test_missed_heartbeats_make_a_node_unhealthy_then_dead_and_ejected(world):
 
 def test_credit_unlocks_after_the_window(world):
     clock, admin, validator, worker, _app = world
-    submission = worker.upload_and_submit("r", 0, b"rows", rows=3, tokens=33)
+    submission = leased_submit(worker, "r", b"rows", rows=3, tokens=33)
     validator.post_verdict(submission.id, accept=True, check="all")
     clock.advance(599.0)
     (balance,) = admin.ledger("r").balances
@@ -87,13 +87,13 @@ def test_credit_unlocks_after_the_window(world):
 
 def test_unlocked_credit_survives_a_later_hard_reject(world):
     clock, admin, validator, worker, _app = world
-    old = worker.upload_and_submit("r", 0, b"old", rows=1, tokens=10)
+    old = leased_submit(worker, "r", b"old", rows=1, tokens=10)
     validator.post_verdict(old.id, accept=True, check="all")
     clock.advance(3600.0)  # past the unlock window and the hourly upload limit
     worker.join("r")  # the node went silent meanwhile; join again
-    fresh = worker.upload_and_submit("r", 0, b"fresh", rows=1, tokens=5)
+    fresh = leased_submit(worker, "r", b"fresh", rows=1, tokens=5)
     validator.post_verdict(fresh.id, accept=True, check="all")
-    bad = worker.upload_and_submit("r", 0, b"bad", rows=1, tokens=7)
+    bad = leased_submit(worker, "r", b"bad", rows=1, tokens=7)
     validator.post_verdict(bad.id, accept=False, check="toploc")
     (balance,) = admin.ledger("r").balances
     assert (balance.unlocked_tokens, balance.wiped_tokens, balance.pending_tokens) == (10, 5, 0)
@@ -101,18 +101,20 @@ def test_unlocked_credit_survives_a_later_hard_reject(world):
 
 def test_upload_slots_expire_and_the_hourly_limit_rolls(world):
     clock, _, _, worker, _app = world
-    slot = worker.request_upload("r", 0, "00" * 32, 1)
-    worker.request_upload("r", 0, "11" * 32, 1)
+    unit = worker.lease_work("r", max_units=1).units[0]
+    slot = worker.request_upload("r", 0, unit.batch_index, "00" * 32, 1)
+    worker.request_upload("r", 0, unit.batch_index, "11" * 32, 1)
     with pytest.raises(CoordinatorError, match="upload_rate_limited"):
-        worker.request_upload("r", 0, "22" * 32, 1)
-    for _ in range(7):  # 63 s of a live node: the 60 s slot lapses
+        worker.request_upload("r", 0, unit.batch_index, "22" * 32, 1)
+    for _ in range(7):  # 63 s of a live node: the slot (60 s, less for a 1-byte file) lapses
         clock.advance(9.0)
         worker.heartbeat("r")
     with pytest.raises(CoordinatorError, match="slot_expired"):
         worker.upload(slot, b"\x00")
     clock.advance(3600.0)
     worker.join("r")
-    worker.request_upload("r", 0, "22" * 32, 1)
+    unit = worker.lease_work("r", max_units=1).units[0]  # the old unit lapsed with its node's silence
+    worker.request_upload("r", 0, unit.batch_index, "22" * 32, 1)
 
 
 def test_client_and_server_clocks_must_agree(world):

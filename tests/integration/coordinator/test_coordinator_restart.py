@@ -5,14 +5,14 @@ from hashlib import sha256
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.seeds import task_seed
-from swarmrl.coordinator.testing import start_coordinator
+from swarmrl.coordinator.testing import leased_submit, start_coordinator
 from swarmrl.identity import Identity
 
 ADMIN = "admin-secret"
 
 
-def test_accepted_work_and_ledger_survive_a_crash(tmp_path):
-    config = CoordinatorConfig(hard_rejects_before_ban=5)
+def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
+    config = CoordinatorConfig(hard_rejects_before_ban=5, default_step_units=20)
     trainer, validator_key = Identity.generate(), Identity.generate()
     workers = [Identity.generate() for _ in range(3)]
     first = start_coordinator(tmp_path, config=config, admin_token=ADMIN)
@@ -29,20 +29,23 @@ def test_accepted_work_and_ledger_survive_a_crash(tmp_path):
             worker.join("r")
             worker.heartbeat("r", policy_step=0)
             submissions += [
-                worker.upload_and_submit("r", 0, f"w{i}-{j}".encode() * 50, rows=2, tokens=100 + j)
+                leased_submit(worker, "r", f"w{i}-{j}".encode() * 50, rows=2, tokens=100 + j)
                 for j in range(2)
             ]
         validator.post_verdict(submissions[0].id, accept=True, check="all", rewards_summary={"mean": 1.0})
         validator.post_verdict(submissions[1].id, accept=True, check="all")
+        # A hard rejection voids the node's other, still pending file (submissions[3]).
         validator.post_verdict(submissions[2].id, accept=False, check="toploc", reason="proof mismatch")
         validator.post_verdict(submissions[4].id, accept=True, check="all")
+        judging = validator.lease_validation("r")  # a validator is mid-judgement of the last file
+        assert judging.submission.id == submissions[5].id
         before_ledger = admin.ledger("r")
         before_submissions = admin.submissions("r")
         before_verdicts = admin.verdicts("r")
+        late = CoordinatorClient(first.url, workers[2])
+        held = late.lease_work("r", max_units=1)
         late_file = b"z" * 10
-        slot = CoordinatorClient(first.url, workers[2]).request_upload(
-            "r", 0, sha256(late_file).hexdigest(), 10
-        )
+        slot = late.request_upload("r", 0, held.units[0].batch_index, sha256(late_file).hexdigest(), 10)
         seed_before = CoordinatorClient(first.url, workers[0]).task_seed("r", 0, 0)
     finally:
         first.kill()  # SIGKILL
@@ -57,24 +60,31 @@ def test_accepted_work_and_ledger_survive_a_crash(tmp_path):
             "accepted",
             "accepted",
             "rejected",
-            "pending",
+            "voided",
             "accepted",
             "pending",
         ]
         state = admin.run_state("r")
         assert (state.current_step, state.manifest_url) == (0, "http://relay/0")
         assert admin.node(workers[1].node_id).hard_rejects == 1
+        # The validation lease survived: the same validator gets the same file back; another one gets nothing.
+        other = CoordinatorClient(second.url, Identity.generate(), max_retries=0)
+        admin.add_validator("r", other.node_id)
+        assert other.lease_validation("r").submission is None
         validator = CoordinatorClient(second.url, validator_key, max_retries=0)
-        pending = validator.pending_submissions("r")
-        assert [p.id for p in pending] == [submissions[3].id, submissions[5].id]
-        assert validator.fetch_submission(pending[0]) == b"w1-1" * 50
-        validator.post_verdict(pending[0].id, accept=True, check="all")
+        assert validator.lease_validation("r").submission.id == submissions[5].id
+        assert validator.fetch_submission(judging.submission) == b"w2-1" * 50
+        validator.post_verdict(submissions[5].id, accept=True, check="all")
         trainer_client = CoordinatorClient(second.url, trainer)
         assert len(trainer_client.accepted_submissions("r", 0)) == 4
         assert validator.task_seed("r", 0, 0, node_id=workers[0].node_id) == seed_before
         assert task_seed("r", workers[0].node_id, 0, 0, run.run_secret) == seed_before
         late = CoordinatorClient(second.url, workers[2], max_retries=0)
         late.join("r")  # idempotent; keeps the test independent of how long the restart took
+        # The work lease survived: the same unit and seed (its deadline was extended by the upload slot).
+        (unit,) = late.lease_work("r").units
+        assert (unit.step, unit.batch_index, unit.seed) == (0, held.units[0].batch_index, held.units[0].seed)
+        assert unit.expires_at >= slot.expires_at
         late.upload(slot, late_file)  # a slot handed out before the crash is still honoured
         assert (
             late.submit("r", slot.slot_id, slot_sha := sha256(late_file).hexdigest(), 0, 1, 1).sha256

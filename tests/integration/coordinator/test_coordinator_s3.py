@@ -65,10 +65,12 @@ def test_worker_uploads_to_the_bucket_and_the_validator_reads_it_back(swarm):
     worker, validator, s3 = swarm
     data = b"PAR1 rollout bytes" * 50
     sha = hashlib.sha256(data).hexdigest()
-    slot = worker.request_upload("s3-run", 0, sha, len(data))
+    unit = worker.lease_work("s3-run", max_units=1).units[0]
+    slot = worker.request_upload("s3-run", 0, unit.batch_index, sha, len(data))
     assert slot.upload_url is not None and "X-Amz-Signature" in slot.upload_url
     worker.upload(slot, data)
-    stored = s3.get_object(Bucket="rollouts", Key=f"runs/s3-run/step_0/{worker.node_id}/{sha}.parquet")
+    key = f"runs/s3-run/step_0/{worker.node_id}/{sha}-{slot.slot_id}.parquet"
+    stored = s3.get_object(Bucket="rollouts", Key=key)
     assert stored["Body"].read() == data  # the bytes went to the store, not through the coordinator
     submission = worker.submit("s3-run", slot.slot_id, sha, 0, rows=8, tokens=64)
     assert submission.status == "pending"
@@ -79,7 +81,8 @@ def test_submit_before_the_upload_is_refused_and_other_bytes_never_pass_as_the_c
     worker, validator, _ = swarm
     data = b"honest rollout file" * 20
     sha = hashlib.sha256(data).hexdigest()
-    slot = worker.request_upload("s3-run", 0, sha, len(data))
+    unit = worker.lease_work("s3-run", max_units=1).units[0]
+    slot = worker.request_upload("s3-run", 0, unit.batch_index, sha, len(data))
     with pytest.raises(CoordinatorError) as refused:
         worker.submit("s3-run", slot.slot_id, sha, 0, rows=8, tokens=64)
     assert refused.value.kind == "not_uploaded"

@@ -11,13 +11,22 @@ from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.seeds import task_seed
-from swarmrl.coordinator.testing import POSTGRES_SKIP_REASON, coordinator_backend, postgres_available
+from swarmrl.coordinator.testing import (
+    POSTGRES_SKIP_REASON,
+    coordinator_backend,
+    leased_submit,
+    postgres_available,
+)
 from swarmrl.identity import Identity
 from swarmrl.rollouts.assignment import batch_seed
 
 ADMIN = "admin-secret"
 CONFIG = CoordinatorConfig(
-    upload_max_bytes=4096, uploads_per_hour=3, hard_rejects_before_ban=2, credit_unlock_window_s=3600.0
+    upload_max_bytes=4096,
+    uploads_per_hour=3,
+    hard_rejects_before_ban=2,
+    credit_unlock_window_s=3600.0,
+    default_step_units=40,
 )
 _run_ids = itertools.count()
 
@@ -66,12 +75,14 @@ def test_one_step_end_to_end(coordinator):
     swarm.trainer.publish_step(swarm.run_id, 0, "ab" * 32, "http://relay/step_0/manifest.json")
     assert swarm.trainer.run_state(swarm.run_id).manifest_sha256 == "ab" * 32
 
-    seed = worker.task_seed(swarm.run_id, 0, 0)
-    assert seed == task_seed(swarm.run_id, worker.node_id, 0, 0, swarm.run.run_secret)
-    assert swarm.validator.task_seed(swarm.run_id, 0, 0, node_id=worker.node_id) == seed
+    unit = worker.lease_work(swarm.run_id, max_units=1).units[0]
+    assert (unit.step, unit.batch_index) == (0, 0)
+    assert unit.seed == task_seed(swarm.run_id, worker.node_id, 0, 0, swarm.run.run_secret)
+    assert worker.task_seed(swarm.run_id, 0, 0) == unit.seed
+    assert swarm.validator.task_seed(swarm.run_id, 0, 0, node_id=worker.node_id) == unit.seed
 
     data = b"PAR1 rollout bytes" * 10
-    submission = worker.upload_and_submit(swarm.run_id, 0, data, rows=8, tokens=512)
+    submission = worker.upload_and_submit(swarm.run_id, 0, unit.batch_index, data, rows=8, tokens=512)
     assert (submission.status, submission.rows, submission.tokens) == ("pending", 8, 512)
     pending = swarm.validator.pending_submissions(swarm.run_id)
     assert [p.id for p in pending] == [submission.id]
@@ -100,11 +111,13 @@ def test_one_step_end_to_end(coordinator):
 def test_upload_cap_mismatch_and_duplicates(coordinator):
     swarm = Swarm(coordinator.url)
     worker = swarm.worker()
-    _refused(lambda: worker.request_upload(swarm.run_id, 0, "00" * 32, 4097), 413, "too_large")
+    _refused(lambda: worker.request_upload(swarm.run_id, 0, 0, "00" * 32, 4097), 413, "too_large")
 
     data = b"a" * 100
     sha = hashlib.sha256(data).hexdigest()
-    slot = worker.request_upload(swarm.run_id, 0, sha, len(data))
+    _refused(lambda: worker.request_upload(swarm.run_id, 0, 0, sha, len(data)), 409, "not_leased")
+    unit = worker.lease_work(swarm.run_id, max_units=1).units[0]
+    slot = worker.request_upload(swarm.run_id, 0, unit.batch_index, sha, len(data))
     _refused(lambda: worker.submit(swarm.run_id, slot.slot_id, sha, 0, 1, 1), 409, "not_uploaded")
     _refused(lambda: worker.upload(slot, b"b" * 100), 422, "sha256_mismatch")
     _refused(lambda: worker.upload(slot, b"a" * 101), 413, "too_large")
@@ -120,17 +133,23 @@ def test_upload_cap_mismatch_and_duplicates(coordinator):
 def test_upload_slots_are_rate_limited_per_node(coordinator):
     swarm = Swarm(coordinator.url)
     worker, neighbour = swarm.worker(), swarm.worker()
-    for i in range(CONFIG.uploads_per_hour):
-        worker.request_upload(swarm.run_id, 0, f"{i:064x}", 10)
-    _refused(lambda: worker.request_upload(swarm.run_id, 0, "ff" * 32, 10), 429, "upload_rate_limited")
-    neighbour.request_upload(swarm.run_id, 0, "ff" * 32, 10)
+    first, second = worker.lease_work(swarm.run_id, max_units=2).units
+    for i, unit in enumerate([first, first, second]):  # CONFIG.uploads_per_hour = 3
+        worker.request_upload(swarm.run_id, 0, unit.batch_index, f"{i:064x}", 10)
+    _refused(
+        lambda: worker.request_upload(swarm.run_id, 0, second.batch_index, "ff" * 32, 10),
+        429,
+        "upload_rate_limited",
+    )
+    unit = neighbour.lease_work(swarm.run_id, max_units=1).units[0]
+    neighbour.request_upload(swarm.run_id, 0, unit.batch_index, "ff" * 32, 10)
 
 
 def test_soft_reject_drops_only_that_submission(coordinator):
     swarm = Swarm(coordinator.url)
     worker = swarm.worker()
-    good = worker.upload_and_submit(swarm.run_id, 0, b"good", rows=2, tokens=20)
-    bad = worker.upload_and_submit(swarm.run_id, 0, b"late", rows=3, tokens=30)
+    good = leased_submit(worker, swarm.run_id, b"good", rows=2, tokens=20)
+    bad = leased_submit(worker, swarm.run_id, b"late", rows=3, tokens=30)
     swarm.validator.post_verdict(good.id, accept=True, check="all")
     verdict = swarm.validator.post_verdict(bad.id, accept=False, check="termination", reason="no EOS")
     assert verdict.severity == "soft"
@@ -144,9 +163,9 @@ def test_soft_reject_drops_only_that_submission(coordinator):
 def test_hard_rejects_wipe_eject_and_then_ban(coordinator):
     swarm = Swarm(coordinator.url)
     cheat, honest = swarm.worker(), swarm.worker()
-    first = cheat.upload_and_submit(swarm.run_id, 0, b"one", rows=4, tokens=40)
-    honest_work = honest.upload_and_submit(swarm.run_id, 0, b"honest", rows=1, tokens=10)
-    forged = cheat.upload_and_submit(swarm.run_id, 0, b"forged", rows=4, tokens=40)
+    first = leased_submit(cheat, swarm.run_id, b"one", rows=4, tokens=40)
+    honest_work = leased_submit(honest, swarm.run_id, b"honest", rows=1, tokens=10)
+    forged = leased_submit(cheat, swarm.run_id, b"forged", rows=4, tokens=40)
     swarm.validator.post_verdict(first.id, accept=True, check="all")
     swarm.validator.post_verdict(honest_work.id, accept=True, check="all")
     assert swarm.validator.post_verdict(forged.id, accept=False, check="toploc").severity == "hard"
@@ -158,7 +177,7 @@ def test_hard_rejects_wipe_eject_and_then_ban(coordinator):
     assert not swarm.admin.node(cheat.node_id).banned
 
     cheat.join(swarm.run_id)  # below the ban threshold a node may come back, with its credit gone
-    again = cheat.upload_and_submit(swarm.run_id, 0, b"forged again", rows=4, tokens=40)
+    again = leased_submit(cheat, swarm.run_id, b"forged again", rows=4, tokens=40)
     swarm.validator.post_verdict(again.id, accept=False, check="sampling")
     node = swarm.admin.node(cheat.node_id)
     assert (node.banned, node.hard_rejects) == (True, 2)
@@ -170,7 +189,7 @@ def test_hard_rejects_wipe_eject_and_then_ban(coordinator):
 def test_step_window_and_trainer_publication(coordinator):
     swarm = Swarm(coordinator.url, async_level=1)
     worker = swarm.worker()
-    _refused(lambda: worker.request_upload(swarm.run_id, 1, "00" * 32, 10), 409, "future_step")
+    _refused(lambda: worker.request_upload(swarm.run_id, 1, 0, "00" * 32, 10), 409, "future_step")
     _refused(lambda: worker.task_seed(swarm.run_id, 1, 0), 409, "future_step")
     _refused(lambda: worker.publish_step(swarm.run_id, 1), 403, "not_trainer")
     for step in (1, 2):
@@ -179,8 +198,11 @@ def test_step_window_and_trainer_publication(coordinator):
     _refused(lambda: swarm.trainer.publish_step(swarm.run_id, 2, "ee" * 32), 409, "step_published")
     _refused(lambda: swarm.trainer.publish_step(swarm.run_id, 1, "ee" * 32), 409, "step_published")
     _refused(lambda: swarm.trainer.publish_step(swarm.run_id, 0), 409, "step_behind")
-    _refused(lambda: worker.request_upload(swarm.run_id, 0, "00" * 32, 10), 409, "stale_step")
-    worker.request_upload(swarm.run_id, 1, "00" * 32, 10)
+    _refused(lambda: worker.request_upload(swarm.run_id, 0, 0, "00" * 32, 10), 409, "stale_step")
+    _refused(lambda: worker.request_upload(swarm.run_id, 1, 0, "00" * 32, 10), 409, "not_leased")
+    unit = worker.lease_work(swarm.run_id, max_units=1).units[0]
+    assert unit.step == 2  # only the open step is leased
+    worker.request_upload(swarm.run_id, 2, unit.batch_index, "00" * 32, 10)
     assert worker.heartbeat(swarm.run_id).min_policy_step == 1
     assert swarm.admin.step(swarm.run_id, 1).manifest_sha256 == f"{1:064x}"
     assert swarm.admin.set_step(swarm.run_id, 5).current_step == 5
@@ -189,7 +211,7 @@ def test_step_window_and_trainer_publication(coordinator):
 def test_roles_guard_files_seeds_and_verdicts(coordinator):
     swarm = Swarm(coordinator.url)
     worker, other = swarm.worker(), swarm.worker()
-    submission = worker.upload_and_submit(swarm.run_id, 0, b"mine", rows=1, tokens=1)
+    submission = leased_submit(worker, swarm.run_id, b"mine", rows=1, tokens=1)
     _refused(lambda: other.fetch_submission(submission.id), 403, "not_privileged")
     _refused(lambda: worker.post_verdict(submission.id, accept=True, check="all"), 403, "not_validator")
     _refused(lambda: other.task_seed(swarm.run_id, 0, 0, node_id=worker.node_id), 403, "not_own_seed")
@@ -210,7 +232,8 @@ def test_a_run_created_without_a_secret_uses_the_public_batch_seed(coordinator):
     worker = CoordinatorClient(coordinator.url, Identity.generate(), max_retries=0)
     worker.register()
     worker.join(run_id)
-    assert worker.task_seed(run_id, 0, 3) == batch_seed(run_id, worker.node_id, 0, 3)
+    unit = worker.lease_work(run_id, max_units=1).units[0]
+    assert unit.seed == batch_seed(run_id, worker.node_id, 0, unit.batch_index)
 
 
 def test_concurrent_workers_lose_nothing(coordinator):
@@ -223,7 +246,7 @@ def test_concurrent_workers_lose_nothing(coordinator):
         for j in range(CONFIG.uploads_per_hour):
             worker.heartbeat(swarm.run_id)
             ids.append(
-                worker.upload_and_submit(swarm.run_id, 0, f"{index}-{j}".encode() * 20, rows=1, tokens=10).id
+                leased_submit(worker, swarm.run_id, f"{index}-{j}".encode() * 20, rows=1, tokens=10).id
             )
         return ids
 

@@ -25,7 +25,7 @@ def root(tmp_path_factory):
     return tmp_path_factory.mktemp("swarm")  # shared: the SFT start policy is built once and cached
 
 
-def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0) -> Swarm:
+def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0, validators: int = 1) -> Swarm:
     config = tiny_config(
         root,
         name,
@@ -33,10 +33,15 @@ def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0) -> S
         "trainer.max_wait_seconds=120",
         f"swarm.honest_workers={honest}",
         f"swarm.cheating_workers={cheaters}",
+        f"swarm.validators={validators}",
         "swarm.poll_seconds=0.2",
         "coordinator.heartbeat_interval_s=2.0",
         "coordinator.dead_after_missed=10",
         "coordinator.unhealthy_after_missed=3",
+        "coordinator.lease_initial_unit_s=3.0",
+        "coordinator.lease_target_s=6.0",
+        "coordinator.lease_grace_s=10.0",
+        "coordinator.validation_lease_s=20.0",
     )
     return start_swarm(config, prepare_run(config))
 
@@ -62,8 +67,7 @@ def accepted_ids(swarm: Swarm) -> set[int]:
 def test_trains_on_accepted_work_only_and_bans_the_cheater(root):
     swarm = launch(root, "honest-and-cheater", steps=4, honest=2, cheaters=1)
     try:
-        supervise(swarm, quiet(), timeout_s=500, interval_s=1.0)
-        swarm.kill("validator")  # verdicts stop landing: the reads below see one state
+        supervise(swarm, quiet(), timeout_s=500, interval_s=1.0)  # returns once the run has drained
         state = snapshot(swarm)
         run_id = swarm.config.run.id
         with CoordinatorClient(swarm.coordinator_url) as client:
@@ -102,31 +106,76 @@ def test_trains_on_accepted_work_only_and_bans_the_cheater(root):
     assert not any(cheater.node_id[:16] in p.name for p in trained)
 
 
+def _wait_until(predicate, swarm: Swarm, what: str, timeout_s: float = 240.0):
+    deadline = time.monotonic() + timeout_s
+    while not (found := predicate()):
+        swarm.check_alive()
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return found
+
+
 def test_worker_relay_validator_and_coordinator_faults(root):
-    """Kill a worker for good; kill and restart the relay, the validator and the coordinator: the run finishes,
-    no accepted submission is lost, and no honest file is rejected (a restarted validator re-posts, never re-judges)."""
-    swarm = launch(root, "faults", steps=6, honest=2)
+    """Kill a worker mid-lease and a validator mid-judgement for good; restart the coordinator and the relay:
+    the run finishes, the worker's unit expires (re-leased while its step still wants work) and nothing else of
+    its is lost, the validator's file returns to the pool and gets exactly one verdict, no accepted submission
+    is lost, and no honest file is rejected."""
+    swarm = launch(root, "faults", steps=6, honest=2, validators=2)
+    run_id = swarm.config.run.id
+    client = CoordinatorClient(swarm.coordinator_url)
     try:
         wait_for_step(swarm, 1)
+        worker = swarm.identity("worker-0").node_id
+
+        def held() -> list:
+            return [u for u in client.units(run_id, node_id=worker) if u.status == "leased"]
+
+        _wait_until(held, swarm, "worker-0 to hold a unit")
         swarm.kill("worker-0")
+        lost = held()  # what it held when it died (a unit it had just submitted is not among them)
+        assert lost
+        delivered = {s.id for s in client.submissions(run_id, node_id=worker)}
+        judge = swarm.identity("validator-0").node_id
+        judged = _wait_until(
+            lambda: next(
+                (s for s in client.submissions(run_id, status="pending") if s.judge_key == judge), None
+            ),
+            swarm,
+            "validator-0 to hold a file",
+        )
+        swarm.kill("validator-0")
+        cut_short = client.submissions(run_id, status="pending", node_id=judged.node_id)
+        cut_short = any(s.id == judged.id for s in cut_short)  # False: it posted just before dying
         before = accepted_ids(swarm)
         restart_coordinator(swarm)
         assert before <= accepted_ids(swarm)
-        wait_for_step(swarm, 2)
+        wait_for_step(swarm, 3)
         swarm.kill("relay-0")
         time.sleep(1.0)
         swarm.restart("relay-0")
-        swarm.kill("validator")
-        swarm.restart("validator")
-        wait_for_step(swarm, 3)
         before = accepted_ids(swarm)
         supervise(swarm, quiet(), timeout_s=500, interval_s=1.0)
         state = snapshot(swarm)
         assert before <= accepted_ids(swarm)
+        units = [u for step in {u.step for u in lost} for u in client.units(run_id, step=step)]
+        verdicts = [v for v in client.verdicts(run_id) if v.submission_id == judged.id]
+        submissions = {s.id: s for s in client.submissions(run_id)}
     finally:
+        client.close()
         stop_swarm(swarm)
     assert len(swarm.rundir.read_metrics()) == 6
+    assert state.run_status == "drained" and not [s for s in submissions.values() if s.status == "pending"]
     assert all(record.rejected == 0 for record in state.nodes.values()), state.reject_checks
+    # The killed worker's units expired; a unit went to another node if its step still wanted work.
+    for held_unit in lost:
+        same = [u for u in units if (u.step, u.batch_index) == (held_unit.step, held_unit.batch_index)]
+        assert [u.status for u in same if u.node_id == worker] == ["expired"]
+        assert all(u.id > held_unit.id for u in same if u.node_id != worker)
+    assert all(submissions[i].status != "pending" for i in delivered)  # everything it delivered was judged
+    # The killed validator's file: exactly one verdict, by the validator still running if it was cut short.
+    (verdict,) = verdicts
+    if cut_short:
+        assert verdict.validator_key == swarm.identity("validator-1").node_id
 
 
 def test_trainer_killed_mid_run_resumes_from_its_last_checkpoint(root):

@@ -3,7 +3,7 @@ from sqlalchemy.orm import Session
 
 from swarmrl.coordinator import ledger
 from swarmrl.coordinator.api import LedgerBalance
-from swarmrl.coordinator.db import LedgerEntry, Run, Submission, make_engine, migrate
+from swarmrl.coordinator.db import Run, Submission, make_engine, migrate
 
 A, B = "aa" * 32, "bb" * 32
 
@@ -64,14 +64,31 @@ def test_wipe_takes_only_pending_credit_of_that_node(session):
     assert statuses == {(A, 100): "unlocked", (A, 30): "wiped", (B, 7): "pending"}
 
 
-def test_balances_sum_by_node_and_status():
-    entries = [
-        LedgerEntry(node_id=B, tokens=5, samples=1, status="pending"),
-        LedgerEntry(node_id=A, tokens=100, samples=4, status="unlocked"),
-        LedgerEntry(node_id=A, tokens=30, samples=2, status="wiped"),
-        LedgerEntry(node_id=A, tokens=1, samples=1, status="unlocked"),
-    ]
-    assert ledger.balances(entries) == [
+def test_balances_sum_by_node_and_status_over_every_entry(session):
+    for tokens, samples, node, status in [
+        (5, 1, B, "pending"),
+        (100, 4, A, "unlocked"),
+        (30, 2, A, "wiped"),
+        (1, 1, A, "unlocked"),
+    ]:
+        sub = _submission(session, node, tokens, samples, f"{tokens:064x}")
+        ledger.credit(session, sub, now=0.0, window_s=10.0).status = status
+    session.flush()
+    assert ledger.balances(session, "r") == [
         LedgerBalance(node_id=A, unlocked_tokens=101, unlocked_samples=5, wiped_tokens=30, wiped_samples=2),
         LedgerBalance(node_id=B, pending_tokens=5, pending_samples=1),
     ]
+    assert ledger.balances(session, "r", after_node=A) == [
+        LedgerBalance(node_id=B, pending_tokens=5, pending_samples=1)
+    ]
+    assert [b.node_id for b in ledger.balances(session, "r", limit=1)] == [A]
+
+
+def test_balances_are_not_cut_by_the_entry_page(session):
+    """Totals come from the database over every entry: 510 credits are 510, whatever the list limit."""
+    for i in range(510):
+        ledger.credit(session, _submission(session, A, 2, 1, f"{i:064x}"), now=0.0, window_s=10.0)
+    session.flush()
+    assert len(ledger.entries_of(session, "r", None, limit=500)) == 500
+    (balance,) = ledger.balances(session, "r")
+    assert (balance.pending_tokens, balance.pending_samples) == (1020, 510)

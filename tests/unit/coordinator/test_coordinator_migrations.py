@@ -18,6 +18,7 @@ TABLES = {
     "verdicts",
     "ledger",
     "bans",
+    "work_units",
 }
 
 

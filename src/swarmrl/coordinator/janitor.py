@@ -1,0 +1,71 @@
+"""Uploads nobody submitted, and the bytes a run holds.
+
+A slot's file that was never submitted is an orphan once the slot expires: its bytes are deleted (keys are free,
+so without this any node could fill the disk). The quota counts every byte a run holds or has reserved: files
+stored (submitted or waiting for their submit), plus the declared size of slots still open.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import func, or_, select
+
+from swarmrl.coordinator.db import UploadSlot
+from swarmrl.coordinator.state import ServiceState
+from swarmrl.coordinator.storage import StorageError
+
+log = logging.getLogger(__name__)
+
+PURGE_EVERY_S = 30.0
+PURGE_BATCH = 500
+
+
+def held_bytes(session, run_id: str, now: float) -> int:
+    """Bytes the run holds in storage or has reserved with open slots."""
+    total = session.scalar(
+        select(func.coalesce(func.sum(UploadSlot.size_bytes), 0)).where(
+            UploadSlot.run_id == run_id,
+            UploadSlot.purged_at.is_(None),
+            or_(UploadSlot.storage_key.is_not(None), UploadSlot.expires_at >= now),
+        )
+    )
+    return int(total or 0)
+
+
+def purge_orphans(state: ServiceState, now: float) -> int:
+    """Delete the bytes of expired, never-submitted slots; returns how many slots were purged."""
+    purged = 0
+    with state.sessions() as session, session.begin():
+        orphans = session.scalars(
+            select(UploadSlot)
+            .where(
+                UploadSlot.submitted.is_(False),
+                UploadSlot.purged_at.is_(None),
+                UploadSlot.storage_key.is_not(None),
+                UploadSlot.expires_at < now,
+            )
+            .limit(PURGE_BATCH)
+        )
+        for slot in orphans:
+            try:
+                state.storage.delete(slot.storage_key)
+            except (OSError, StorageError) as exc:
+                log.warning("could not delete orphan upload %s: %s", slot.storage_key, exc)
+                continue
+            slot.purged_at = now
+            purged += 1
+            state.metrics.orphans_purged.inc()
+            state.metrics.orphan_bytes_purged.inc(slot.size_bytes)
+    return purged
+
+
+def maybe_purge(state: ServiceState, now: float) -> None:
+    """At most once every PURGE_EVERY_S, by whichever request comes first."""
+    if now - state.orphans_purged_at < PURGE_EVERY_S or not state.purge_lock.acquire(blocking=False):
+        return
+    try:
+        state.orphans_purged_at = now
+        purge_orphans(state, now)
+    finally:
+        state.purge_lock.release()

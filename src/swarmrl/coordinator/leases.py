@@ -1,0 +1,252 @@
+"""Work leases: the coordinator rations generation to what the open step needs.
+
+A unit of work is (step, batch index); its seed is `task_seed(run, node, step, batch)`, so a node learns the
+seeds of the units it holds and of no other. The open step gets `demand + slack` active units (leased,
+submitted or accepted); a unit whose deadline passes, or whose node dies, expires and its batch index is
+re-issued to the next node that asks. A lease holds as many units as the node finishes in about
+`lease_target_s` at its measured speed, each with a deadline scaled to that speed, so a slow node gets one unit
+and time to finish it. Dropping units costs standing: past a grace, the dropped fraction shrinks a node's leases
+and then stops them (a node that generates many units and submits the ones it likes is this node).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.db import ACTIVE_UNIT_STATES, Membership, Run, WorkUnit
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A node's record in one run: units it let expire vs units it delivered."""
+
+    expired: int
+    delivered: int
+
+    @property
+    def drop_fraction(self) -> float:
+        total = self.expired + self.delivered
+        return self.expired / total if total else 0.0
+
+    def counts_against(self, config: CoordinatorConfig) -> bool:
+        return self.expired > config.standing_drop_grace
+
+    def allows_lease(self, config: CoordinatorConfig) -> bool:
+        return not (self.counts_against(config) and self.drop_fraction > config.standing_max_drop_fraction)
+
+
+MIN_UNIT_S = 0.5  # a measurement below this is timer noise, not a speed to size leases by
+
+
+def expected_seconds(unit_seconds: float | None, config: CoordinatorConfig) -> float:
+    """Seconds the node is expected to take per unit: measured, or the configured guess before any."""
+    return config.lease_initial_unit_s if unit_seconds is None else max(MIN_UNIT_S, unit_seconds)
+
+
+def lease_size(unit_seconds: float | None, standing: Standing, config: CoordinatorConfig) -> int:
+    """Units in the node's next lease: what it finishes in `lease_target_s`, shrunk by its drop rate."""
+    expected = expected_seconds(unit_seconds, config)
+    units = min(config.lease_max_units, max(1, math.floor(config.lease_target_s / expected)))
+    if standing.counts_against(config):
+        units = math.floor(units * (1.0 - standing.drop_fraction))
+    return max(1, units)
+
+
+def fair_share(step_units: int, live_members: int) -> int:
+    """Most units one node may take of a step: the step's units spread over the nodes that are alive, so the
+    first node to ask does not take them all and generate them one after another while the others idle."""
+    return max(1, math.ceil(step_units / max(1, live_members)))
+
+
+def live_members(session: Session, run_id: str, config: CoordinatorConfig, now: float) -> int:
+    """Active members of the run that are not yet unhealthy (heartbeat within the grace)."""
+    unhealthy_before = (
+        now - config.heartbeat_grace_s - config.unhealthy_after_missed * config.heartbeat_interval_s
+    )
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Membership)
+            .where(
+                Membership.run_id == run_id,
+                Membership.status == "active",
+                Membership.last_seen > unhealthy_before,
+            )
+        )
+        or 0
+    )
+
+
+def unit_deadlines(
+    now: float, units: int, unit_seconds: float | None, config: CoordinatorConfig
+) -> list[float]:
+    """The i-th unit of a lease is due after i + 1 units of the node's expected time, times the safety factor."""
+    expected = expected_seconds(unit_seconds, config)
+    return [
+        now + (i + 1) * expected * config.lease_deadline_factor + config.lease_grace_s for i in range(units)
+    ]
+
+
+def updated_speed(previous: float | None, measured: float, smoothing: float) -> float:
+    """Exponential moving average of seconds per unit; the first measurement stands alone."""
+    if previous is None:
+        return measured
+    return smoothing * measured + (1.0 - smoothing) * previous
+
+
+def expire_lapsed(session: Session, run_id: str, config: CoordinatorConfig, now: float) -> int:
+    """Leased units past their deadline, of a step the run's async window has left behind (their file would
+    be refused), or held by a node that left, was ejected or is dead, expire."""
+    dead_before = now - config.heartbeat_grace_s - config.dead_after_missed * config.heartbeat_interval_s
+    gone = select(Membership.node_id).where(
+        Membership.run_id == run_id,
+        or_(Membership.status != "active", Membership.last_seen <= dead_before),
+    )
+    oldest_step = select(Run.current_step - Run.async_level).where(Run.run_id == run_id).scalar_subquery()
+    result = session.execute(
+        update(WorkUnit)
+        .where(
+            WorkUnit.run_id == run_id,
+            WorkUnit.status == "leased",
+            or_(WorkUnit.expires_at < now, WorkUnit.step < oldest_step, WorkUnit.node_id.in_(gone)),
+        )
+        .values(status="expired", ended_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount or 0
+
+
+def standing_of(session: Session, run_id: str, node_id: str) -> Standing:
+    rows = dict(
+        session.execute(
+            select(WorkUnit.status, func.count())
+            .where(WorkUnit.run_id == run_id, WorkUnit.node_id == node_id)
+            .group_by(WorkUnit.status)
+        ).all()
+    )
+    delivered = sum(rows.get(s, 0) for s in ("submitted", "accepted", "rejected"))
+    return Standing(expired=rows.get("expired", 0), delivered=delivered)
+
+
+def held_units(
+    session: Session, run_id: str, node_id: str, *, now: float | None = None, oldest_step: int | None = None
+) -> list[WorkUnit]:
+    """The node's units still waiting for their file, oldest first; with `now` and `oldest_step`, only those
+    `expire_lapsed` would keep (for a read that does not sweep first)."""
+    query = select(WorkUnit).where(
+        WorkUnit.run_id == run_id, WorkUnit.node_id == node_id, WorkUnit.status == "leased"
+    )
+    if now is not None:
+        query = query.where(WorkUnit.expires_at >= now)
+    if oldest_step is not None:
+        query = query.where(WorkUnit.step >= oldest_step)
+    return list(session.scalars(query.order_by(WorkUnit.step, WorkUnit.batch_index)))
+
+
+def step_demand(run: Run, config: CoordinatorConfig) -> int:
+    return run.step_units if run.step_units is not None else config.default_step_units
+
+
+def open_units(session: Session, run: Run, config: CoordinatorConfig) -> int:
+    """Units of the open step that may still be leased: demand + slack minus those leased or delivered."""
+    active = session.scalar(
+        select(func.count())
+        .select_from(WorkUnit)
+        .where(
+            WorkUnit.run_id == run.run_id,
+            WorkUnit.step == run.current_step,
+            WorkUnit.status.in_(ACTIVE_UNIT_STATES),
+        )
+    )
+    return max(0, step_demand(run, config) + config.lease_slack_units - (active or 0))
+
+
+def free_batch_indices(session: Session, run_id: str, step: int, node_id: str, count: int) -> list[int]:
+    """Indices freed by expired or rejected units first (never one this node held: same seed, same file),
+    then fresh ones."""
+    rows = session.execute(
+        select(WorkUnit.batch_index, WorkUnit.node_id, WorkUnit.status).where(
+            WorkUnit.run_id == run_id, WorkUnit.step == step
+        )
+    ).all()
+    taken = {b for b, _, status in rows if status in ACTIVE_UNIT_STATES}
+    mine = {b for b, node, _ in rows if node == node_id}
+    every = {b for b, _, _ in rows}
+    reissued = sorted(every - taken - mine)[:count]
+    fresh_from = max(every, default=-1) + 1
+    return reissued + list(range(fresh_from, fresh_from + count - len(reissued)))
+
+
+def grant(session: Session, run: Run, node_id: str, deadlines: list[float], now: float) -> list[WorkUnit]:
+    """Lease units of the open step to the node, one per deadline."""
+    lease_id = secrets.token_hex(16)
+    indices = free_batch_indices(session, run.run_id, run.current_step, node_id, len(deadlines))
+    units = [
+        WorkUnit(
+            run_id=run.run_id,
+            step=run.current_step,
+            batch_index=index,
+            node_id=node_id,
+            lease_id=lease_id,
+            status="leased",
+            leased_at=now,
+            expires_at=deadline,
+        )
+        for index, deadline in zip(indices, deadlines, strict=True)
+    ]
+    session.add_all(units)
+    session.flush()  # the unique index on active units speaks here, inside the caller's retry
+    return units
+
+
+def seconds_for(session: Session, unit: WorkUnit, now: float) -> float:
+    """Time this unit took: since its lease began, or since the node delivered the lease's previous unit."""
+    previous = session.scalar(
+        select(func.max(WorkUnit.ended_at)).where(
+            WorkUnit.lease_id == unit.lease_id,
+            WorkUnit.id != unit.id,
+            WorkUnit.status.in_(("submitted", "accepted", "rejected")),
+        )
+    )
+    return max(0.0, now - max(unit.leased_at, previous or unit.leased_at))
+
+
+def live_unit(
+    session: Session, run_id: str, node_id: str, step: int, batch_index: int, now: float
+) -> WorkUnit | None:
+    """The node's leased, unexpired unit (step, batch_index), if it holds one."""
+    return session.scalar(
+        select(WorkUnit).where(
+            and_(
+                WorkUnit.run_id == run_id,
+                WorkUnit.node_id == node_id,
+                WorkUnit.step == step,
+                WorkUnit.batch_index == batch_index,
+                WorkUnit.status == "leased",
+                WorkUnit.expires_at >= now,
+            )
+        )
+    )
+
+
+def ever_leased(session: Session, run_id: str, node_id: str, step: int, batch_index: int) -> bool:
+    """Whether the node held (step, batch_index) at some point: the seeds it may learn."""
+    return (
+        session.scalar(
+            select(WorkUnit.id)
+            .where(
+                WorkUnit.run_id == run_id,
+                WorkUnit.node_id == node_id,
+                WorkUnit.step == step,
+                WorkUnit.batch_index == batch_index,
+            )
+            .limit(1)
+        )
+        is not None
+    )

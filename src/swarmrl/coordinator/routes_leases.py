@@ -1,0 +1,164 @@
+"""Leases: units of work for nodes (`leases.py`), files to judge for validators.
+
+A node asks before it spends compute: it gets the units it already holds, or new ones of the open step, or a
+refusal naming why (the step is full, the run is draining, its standing is lost). A validator takes one
+pending file at a time, oldest first; its lease lets no other validator judge that file until it lapses, so
+any number of validators judge every file exactly once, and a killed validator's file returns to the pool.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from sqlalchemy import or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from swarmrl.coordinator import leases
+from swarmrl.coordinator.access import active_member, get_run, require_validator
+from swarmrl.coordinator.api import (
+    LeaseRequest,
+    RunId,
+    ValidationLease,
+    WorkLease,
+    WorkUnitInfo,
+)
+from swarmrl.coordinator.auth import SignedCaller, state_of
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.db import Membership, Run, Submission, WorkUnit
+from swarmrl.coordinator.errors import ConflictError, ForbiddenError
+from swarmrl.coordinator.seeds import task_seed
+from swarmrl.coordinator.state import ServiceState
+from swarmrl.coordinator.views import submission_info
+
+router = APIRouter()
+
+GRANT_ATTEMPTS = 4  # another coordinator process may take the same free index; the unique index refuses one
+CANDIDATES = 16
+# Grants sweep lapsed units at most this often per run: the sweep is the costliest query of a grant, and a
+# unit swept a second late only delays its re-issue by that second.
+SWEEP_EVERY_S = 1.0
+
+
+@router.post("/v1/runs/{run_id}/leases", response_model=WorkLease, tags=["work"])
+def lease_work(run_id: RunId, body: LeaseRequest, request: Request, who: SignedCaller) -> WorkLease:
+    """The units this node holds, or a new lease on units of the open step."""
+    node_id = who.require_node()
+    state = state_of(request)
+    held = _held(state, run_id, node_id)
+    if held is not None:  # the common answer, read-only: no lock, no write
+        return held
+    with state.lease_lock:
+        for attempt in range(GRANT_ATTEMPTS):
+            try:
+                return _grant(state, run_id, node_id, body.max_units)
+            except IntegrityError:
+                if attempt == GRANT_ATTEMPTS - 1:
+                    raise
+    raise AssertionError("unreachable")
+
+
+def _answer(run: Run, member: Membership, units: list[WorkUnit], config: CoordinatorConfig) -> WorkLease:
+    return WorkLease(
+        run_id=run.run_id,
+        units=[
+            WorkUnitInfo(
+                step=unit.step,
+                batch_index=unit.batch_index,
+                seed=task_seed(run.run_id, member.node_id, unit.step, unit.batch_index, run.run_secret),
+                expires_at=unit.expires_at,
+            )
+            for unit in units
+        ],
+        min_policy_step=max(0, run.current_step - run.async_level),
+        unit_seconds=leases.expected_seconds(member.unit_seconds, config),
+    )
+
+
+def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
+    """The node's live units (not past their deadline, step still inside the window), if it holds any."""
+    now = state.clock()
+    with state.sessions() as session, session.begin():
+        run = get_run(session, run_id)
+        member = active_member(session, run_id, node_id, state.config, now)
+        units = leases.held_units(
+            session, run_id, node_id, now=now, oldest_step=run.current_step - run.async_level
+        )
+        return _answer(run, member, units, state.config) if units else None
+
+
+def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None) -> WorkLease:
+    config = state.config
+    now = state.clock()
+    with state.sessions() as session, session.begin():
+        run = get_run(session, run_id, for_update=True)
+        member = active_member(session, run_id, node_id, config, now)
+        if now - state.units_swept_at.get(run_id, float("-inf")) >= SWEEP_EVERY_S:
+            leases.expire_lapsed(session, run_id, config, now)
+            state.units_swept_at[run_id] = now
+        held = leases.held_units(
+            session, run_id, node_id, now=now, oldest_step=run.current_step - run.async_level
+        )
+        if held:  # another request of this node was granted while this one waited for the lock
+            return _answer(run, member, held, config)
+        if run.status != "open":
+            raise ConflictError(f"run {run_id!r} is draining: no new work", kind="run_draining")
+        standing = leases.standing_of(session, run_id, node_id)
+        if not standing.allows_lease(config):
+            raise ForbiddenError(
+                f"this node let {standing.expired} of {standing.expired + standing.delivered} leased units "
+                f"expire (over {config.standing_max_drop_fraction:.0%}): no more leases in this run",
+                kind="poor_standing",
+            )
+        available = leases.open_units(session, run, config)
+        if available == 0:
+            raise ConflictError(
+                f"step {run.current_step} has all the work it needs in flight; ask again later",
+                kind="step_full",
+            )
+        share = leases.fair_share(
+            leases.step_demand(run, config) + config.lease_slack_units,
+            leases.live_members(session, run_id, config, now),
+        )
+        size = min(
+            available,
+            share,
+            leases.lease_size(member.unit_seconds, standing, config),
+            max_units or available,
+        )
+        held = leases.grant(
+            session, run, node_id, leases.unit_deadlines(now, size, member.unit_seconds, config), now
+        )
+        state.metrics.units_leased.inc(len(held))
+        return _answer(run, member, held, config)
+
+
+@router.post("/v1/runs/{run_id}/validation-leases", response_model=ValidationLease, tags=["validator"])
+def lease_validation(run_id: RunId, request: Request, who: SignedCaller) -> ValidationLease:
+    """The file this validator holds (its lease renewed), or the oldest unheld pending file, or none."""
+    state = state_of(request)
+    now = state.clock()
+    until = now + state.config.validation_lease_s
+    with state.sessions() as session, session.begin():
+        get_run(session, run_id)
+        validator = require_validator(session, run_id, who)
+        pending = (Submission.run_id == run_id, Submission.status == "pending")
+        mine = session.scalar(
+            select(Submission).where(*pending, Submission.judge_key == validator).order_by(Submission.id)
+        )
+        if mine is not None:
+            mine.judge_until = until
+            return ValidationLease(submission=submission_info(mine), expires_at=until)
+        free = or_(Submission.judge_key.is_(None), Submission.judge_until < now)
+        candidates = session.scalars(
+            select(Submission.id).where(*pending, free).order_by(Submission.id).limit(CANDIDATES)
+        )
+        for submission_id in list(candidates):
+            taken = session.execute(
+                update(Submission)
+                .where(Submission.id == submission_id, *pending, free)
+                .values(judge_key=validator, judge_until=until)
+                .execution_options(synchronize_session=False)
+            )
+            if taken.rowcount == 1:
+                submission = session.get(Submission, submission_id, populate_existing=True)
+                return ValidationLease(submission=submission_info(submission), expires_at=until)
+    return ValidationLease(submission=None)

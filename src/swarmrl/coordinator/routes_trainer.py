@@ -1,0 +1,165 @@
+"""The trainer's side: the accepted feed, the open step's demand for work, what each step used, draining.
+
+Accepted files become visible in submission order per step: a file is offered only once every earlier file of
+its step has its verdict, so which files a step trains on does not depend on which validator finished first.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from sqlalchemy import exists, or_, select, update
+from sqlalchemy.orm import Session, aliased
+
+from swarmrl.coordinator import leases
+from swarmrl.coordinator.access import get_run, require_privileged, require_trainer_or_admin
+from swarmrl.coordinator.api import (
+    OutcomeReceipt,
+    RunId,
+    RunState,
+    Step,
+    StepDemand,
+    StepOutcomes,
+    StepWork,
+    SubmissionInfo,
+)
+from swarmrl.coordinator.auth import SignedCaller, state_of
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.db import Run, Submission
+from swarmrl.coordinator.db import Step as StepRow
+from swarmrl.coordinator.errors import ConflictError
+from swarmrl.coordinator.stats import is_drained, step_work
+from swarmrl.coordinator.views import run_state, submission_info
+
+router = APIRouter(tags=["trainer"])
+
+AfterId = Annotated[int, Query(ge=0, le=2**62)]
+
+
+def _in_submission_order():
+    """True for a file no earlier file of its step is still waiting behind."""
+    earlier = aliased(Submission)
+    return ~exists().where(
+        earlier.run_id == Submission.run_id,
+        earlier.step == Submission.step,
+        earlier.status == "pending",
+        earlier.id < Submission.id,
+    )
+
+
+@router.get("/v1/runs/{run_id}/steps/{step}/accepted", response_model=list[SubmissionInfo])
+def accepted_for_step(
+    run_id: RunId, step: Step, request: Request, who: SignedCaller, after_id: AfterId = 0
+) -> list[SubmissionInfo]:
+    """Accepted submissions of `step` (ids above `after_id`), in submission order."""
+    state = state_of(request)
+    with state.sessions() as session:
+        require_privileged(session, get_run(session, run_id), who)
+        rows = session.scalars(
+            select(Submission)
+            .where(
+                Submission.run_id == run_id,
+                Submission.step == step,
+                Submission.status == "accepted",
+                Submission.id > after_id,
+                _in_submission_order(),
+            )
+            .order_by(Submission.id)
+            .limit(state.config.list_limit)
+        )
+        return [submission_info(s) for s in rows]
+
+
+@router.get("/v1/runs/{run_id}/feed", response_model=list[SubmissionInfo])
+def training_feed(
+    run_id: RunId, request: Request, who: SignedCaller, step: Annotated[Step, Query()], after_id: AfterId = 0
+) -> list[SubmissionInfo]:
+    """What training step `step` may read: accepted files of steps `step - async_level .. step` that no other
+    step used, oldest first. Work of an earlier step that arrived after that step filled is not wasted while
+    its policy is recent enough (the trainer checks the policy step of every file)."""
+    state = state_of(request)
+    with state.sessions() as session:
+        run = get_run(session, run_id)
+        require_privileged(session, run, who)
+        rows = session.scalars(
+            select(Submission)
+            .where(
+                Submission.run_id == run_id,
+                Submission.step.between(step - run.async_level, step),
+                Submission.status == "accepted",
+                or_(Submission.used_step.is_(None), Submission.used_step == step),
+                Submission.id > after_id,
+                _in_submission_order(),
+            )
+            .order_by(Submission.id)
+            .limit(state.config.list_limit)
+        )
+        return [submission_info(s) for s in rows]
+
+
+@router.put("/v1/runs/{run_id}/demand", response_model=StepWork)
+def set_demand(run_id: RunId, body: StepDemand, request: Request, who: SignedCaller) -> StepWork:
+    """The trainer says how many units the open step wants (more when groups had no signal, fewer when
+    earlier work carried over)."""
+    state = state_of(request)
+    now = state.clock()
+    with state.sessions() as session, session.begin():
+        run = _trainer_run(session, run_id, who)
+        if body.step != run.current_step:
+            raise ConflictError(
+                f"step {body.step} is not the open step ({run.current_step})", kind="not_open_step"
+            )
+        run.step_units = body.units
+        leases.expire_lapsed(session, run_id, state.config, now)
+        return step_work(session, run, body.step, state.config)
+
+
+@router.post("/v1/runs/{run_id}/steps/{step}/outcomes", response_model=OutcomeReceipt)
+def record_outcomes(
+    run_id: RunId, step: Step, body: StepOutcomes, request: Request, who: SignedCaller
+) -> OutcomeReceipt:
+    """What step `step` did with the files it read: trained on (how many rows), or refused as stale or bad.
+    A file another step already used keeps that record and is listed back as `ignored`."""
+    state = state_of(request)
+    with state.sessions() as session, session.begin():
+        _trainer_run(session, run_id, who)
+        outcomes = [(f.id, "trained", f.rows) for f in body.trained]
+        outcomes += [(i, "stale", None) for i in body.stale] + [(i, "refused", None) for i in body.refused]
+        ignored = []
+        for submission_id, outcome, rows in outcomes:
+            result = session.execute(
+                update(Submission)
+                .where(
+                    Submission.id == submission_id,
+                    Submission.run_id == run_id,
+                    Submission.status.in_(("accepted", "voided")),
+                    or_(Submission.used_step.is_(None), Submission.used_step == step),
+                )
+                .values(used_step=step, use_outcome=outcome, used_rows=rows)
+            )
+            if not result.rowcount:
+                ignored.append(submission_id)
+    return OutcomeReceipt(recorded=len(outcomes) - len(ignored), ignored=ignored)
+
+
+@router.post("/v1/runs/{run_id}/drain", response_model=RunState)
+def drain(run_id: RunId, request: Request, who: SignedCaller) -> RunState:
+    """The run is ending: lease no new work, keep taking the files of units already leased and keep judging,
+    until every submitted file has its verdict (status `drained`)."""
+    state = state_of(request)
+    with state.sessions() as session, session.begin():
+        run = _trainer_run(session, run_id, who)
+        run.status = "draining"
+        return current_state(session, run, state.config, state.clock())
+
+
+def _trainer_run(session: Session, run_id: str, who) -> Run:
+    run = get_run(session, run_id)
+    require_trainer_or_admin(run, who)
+    return run
+
+
+def current_state(session: Session, run: Run, config: CoordinatorConfig, now: float) -> RunState:
+    drained = run.status == "draining" and is_drained(session, run, config, now)
+    return run_state(run, session.get(StepRow, (run.run_id, run.current_step)), drained=drained)

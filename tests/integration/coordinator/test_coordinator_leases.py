@@ -1,0 +1,246 @@
+"""Work leases, validation leases, the training feed and draining, over real HTTP with an injected clock."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
+
+BASE = dict(
+    uploads_per_hour=10_000, requests_per_minute=100_000, lease_initial_unit_s=10.0, lease_grace_s=5.0
+)
+
+
+@pytest.fixture
+def make(tmp_path):
+    made: list[ClockedCoordinator] = []
+
+    def build(**config) -> ClockedCoordinator:
+        made.append(ClockedCoordinator(tmp_path / str(len(made)), CoordinatorConfig(**{**BASE, **config})))
+        return made[-1]
+
+    try:
+        yield build
+    finally:
+        for world in made:
+            world.close()
+
+
+def _kind(call) -> str:
+    with pytest.raises(CoordinatorError) as info:
+        call()
+    return info.value.kind
+
+
+# --- work leases ---------------------------------------------------------------------------------------------
+def test_the_open_step_leases_demand_plus_slack_and_never_one_unit_twice(make):
+    world = make(lease_slack_units=1, lease_max_units=1)
+    world.trainer.set_demand("r", 0, 3)
+    nodes = [world.node() for _ in range(8)]
+
+    def ask(node):
+        try:
+            return [(u.step, u.batch_index) for u in node.lease_work("r").units]
+        except CoordinatorError as exc:
+            return exc.kind
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, nodes))
+    units = [unit for answer in answers if isinstance(answer, list) for unit in answer]
+    assert sorted(units) == [(0, 0), (0, 1), (0, 2), (0, 3)]  # demand 3 + slack 1, each index once
+    assert sorted(a for a in answers if isinstance(a, str)) == ["step_full"] * 4
+    work = world.admin.step_work("r", 0)
+    assert (work.demand, work.slack, work.leased, work.open_units) == (3, 1, 4, 0)
+    world.trainer.set_demand("r", 0, 4)  # the trainer wants more: one more unit opens
+    assert ask(world.node()) == [(0, 4)]
+
+
+def test_an_expired_unit_is_reissued_to_another_node(make):
+    world = make(default_step_units=1, lease_slack_units=0)
+    slow, other = world.node(), world.node()
+    (unit,) = slow.lease_work("r").units
+    assert _kind(lambda: other.lease_work("r")) == "step_full"
+    world.wait(unit.expires_at - world.clock() + 1, slow, other)
+    (again,) = other.lease_work("r").units
+    assert again.batch_index == unit.batch_index and again.seed != unit.seed  # same unit, the new node's seed
+    assert _kind(lambda: slow.upload_and_submit("r", 0, unit.batch_index, b"late", 1, 1)) == "not_leased"
+    (slow_work,) = world.admin.work("r", node_id=slow.node_id)
+    assert (slow_work.leased, slow_work.expired) == (1, 1)
+
+
+def test_a_dead_nodes_units_return_before_their_deadline(make):
+    """A worker killed mid-lease: once it misses its heartbeats its unit goes to the next node; nothing else
+    it did is lost."""
+    world = make(default_step_units=2, lease_slack_units=0, lease_initial_unit_s=150.0)
+    killed, other = world.node(), world.node()
+    (first,) = killed.lease_work("r", max_units=1).units
+    world.wait(200.0, killed, other)  # it works slowly: its next deadline will be long
+    done = killed.upload_and_submit("r", 0, first.batch_index, b"delivered before the crash", 1, 1)
+    (held,) = killed.lease_work("r").units
+    assert held.expires_at - world.clock() > 300
+    assert _kind(lambda: other.lease_work("r")) == "step_full"
+    world.wait(40.0, other)  # 3 missed heartbeats of 10 s (+ grace): dead
+    (taken,) = other.lease_work("r").units
+    assert taken.batch_index == held.batch_index
+    assert [s.id for s in world.admin.submissions("r")] == [done.id]
+    assert world.admin.submissions("r")[0].status == "pending"
+
+
+def test_lease_size_and_deadlines_follow_each_nodes_measured_speed(make):
+    world = make(
+        default_step_units=100,
+        lease_initial_unit_s=30.0,
+        lease_target_s=60.0,
+        lease_max_units=4,
+        lease_deadline_factor=2.0,
+    )
+    fast, slow = world.node(), world.node()
+    first = fast.lease_work("r")
+    assert len(first.units) == 2  # unmeasured: 60 s / 30 s
+    for i, unit in enumerate(first.units):
+        world.wait(2.0, slow)
+        fast.upload_and_submit("r", 0, unit.batch_index, f"fast {i}".encode(), 1, 1)
+    again = fast.lease_work("r")
+    assert again.unit_seconds == pytest.approx(2.0) and len(again.units) == 4  # measured fast: a full lease
+    (one,) = slow.lease_work("r", max_units=1).units
+    world.wait(50.0, fast, slow)
+    slow.upload_and_submit("r", 0, one.batch_index, b"slow", 1, 1)
+    lease = slow.lease_work("r")
+    assert lease.unit_seconds > 20.0 and len(lease.units) == 1  # a slow node gets one unit ...
+    (unit,) = lease.units
+    assert unit.expires_at - world.clock() == pytest.approx(
+        2.0 * lease.unit_seconds + 5.0
+    )  # ... and time for it
+
+
+def test_a_draining_run_leases_nothing_new_but_takes_and_judges_what_was_leased(make):
+    world = make(default_step_units=10)
+    node, late = world.node(), world.node()
+    (unit,) = node.lease_work("r", max_units=1).units
+    assert world.trainer.drain("r").status == "draining"
+    assert _kind(lambda: late.lease_work("r")) == "run_draining"
+    submission = node.upload_and_submit("r", 0, unit.batch_index, b"finished during the drain", 1, 1)
+    assert world.admin.run_state("r").status == "draining"
+    world.validator.post_verdict(submission.id, accept=True, check="all")
+    assert world.admin.run_state("r").status == "drained"
+
+
+# --- validation leases -----------------------------------------------------------------------------------------
+def test_validators_side_by_side_judge_every_file_exactly_once(make):
+    world = make(default_step_units=100)
+    nodes = [world.node() for _ in range(3)]
+    submitted = {leased_submit(nodes[i % 3], "r", f"file {i}".encode()).id for i in range(30)}
+    validators = [world.validator, world.added_validator(), world.added_validator()]
+
+    def judge(validator) -> list[int]:
+        judged = []
+        while (lease := validator.lease_validation("r")).submission is not None:
+            validator.post_verdict(lease.submission.id, accept=True, check="all")
+            judged.append(lease.submission.id)
+        return judged
+
+    with ThreadPoolExecutor(3) as pool:
+        judged = list(pool.map(judge, validators))
+    every = [i for ids in judged for i in ids]
+    assert sorted(every) == sorted(submitted)  # none skipped, none judged twice
+    assert all(ids == sorted(ids) for ids in judged)  # each takes files in submission order
+    verdicts = world.admin.verdicts("r")
+    assert sorted(v.submission_id for v in verdicts) == sorted(submitted)
+
+
+def test_a_killed_validators_file_returns_to_the_pool_and_is_judged_once(make):
+    world = make(default_step_units=10, validation_lease_s=60.0)
+    node = world.node()
+    first = leased_submit(node, "r", b"first")
+    second = leased_submit(node, "r", b"second")
+    killed, survivor = world.validator, world.added_validator()
+    assert killed.lease_validation("r").submission.id == first.id
+    assert survivor.lease_validation("r").submission.id == second.id
+    assert _kind(lambda: survivor.post_verdict(first.id, accept=True, check="all")) == "lease_held"
+    survivor.post_verdict(second.id, accept=True, check="all")
+    world.wait(61.0, node)
+    assert survivor.lease_validation("r").submission.id == first.id  # the lapsed lease returns
+    survivor.post_verdict(first.id, accept=True, check="all")
+    assert _kind(lambda: killed.post_verdict(first.id, accept=False, check="toploc")) == "already_decided"
+    assert [v.validator_key for v in world.admin.verdicts("r")] == [survivor.node_id] * 2
+
+
+def test_accepted_files_reach_the_trainer_in_submission_order_per_step(make):
+    world = make(default_step_units=10)
+    node = world.node()
+    files = [leased_submit(node, "r", f"file {i}".encode()) for i in range(3)]
+    validators = [world.validator, world.added_validator(), world.added_validator()]
+    leased = [v.lease_validation("r").submission.id for v in validators]
+    assert leased == [f.id for f in files]
+    validators[2].post_verdict(files[2].id, accept=True, check="all")
+    validators[1].post_verdict(files[1].id, accept=True, check="all")
+    assert world.trainer.accepted_submissions("r", 0) == []  # file 0 is still being judged
+    assert world.trainer.training_feed("r", 0) == []
+    validators[0].post_verdict(files[0].id, accept=True, check="all")
+    assert [s.id for s in world.trainer.training_feed("r", 0)] == [f.id for f in files]
+
+
+# --- the feed, what each step used, and the counts -----------------------------------------------------------
+def test_each_step_reports_what_it_used_and_unused_work_carries_over(make):
+    world = make(default_step_units=10)
+    node = world.node()
+    files = [leased_submit(node, "r", f"file {i}".encode(), rows=4, tokens=40) for i in range(3)]
+    for f in files:
+        world.validator.post_verdict(f.id, accept=True, check="all")
+    receipt = world.trainer.report_outcomes("r", 0, trained=[(files[0].id, 4)], stale=[files[1].id])
+    assert (receipt.recorded, receipt.ignored) == (2, [])
+    world.trainer.publish_step("r", 1, units=2)
+    # Step 1 gets what step 0 left; step 0 (a resumed trainer re-collecting it) still sees its own.
+    assert [s.id for s in world.trainer.training_feed("r", 1)] == [files[2].id]
+    assert [s.id for s in world.trainer.training_feed("r", 0)] == [f.id for f in files]
+    assert world.trainer.report_outcomes("r", 1, trained=[(files[0].id, 4)]).ignored == [files[0].id]
+    (work,) = world.admin.work("r")
+    assert (work.generated, work.judged, work.accepted, work.trained, work.trained_rows, work.stale) == (
+        3,
+        3,
+        3,
+        1,
+        4,
+        1,
+    )
+    metrics = httpx.get(f"{world.url}/metrics").text
+    assert f'swarmrl_coordinator_node_work{{run="r",node="{node.node_id}",count="trained"}} 1' in metrics
+    assert (
+        f'swarmrl_coordinator_node_credit_tokens{{run="r",node="{node.node_id}",status="pending"}} 120'
+        in metrics
+    )
+
+
+def test_spot_check_mode_judges_a_fraction_and_one_caught_forgery_costs_everything(make):
+    world = make(default_step_units=100, spot_check_fraction=0.5, hard_rejects_before_ban=3)
+    node = world.node()
+    files = [leased_submit(node, "r", f"file {i}".encode(), tokens=10) for i in range(40)]
+    unchecked = [f for f in files if not f.checked]
+    checked = [f for f in files if f.checked]
+    assert unchecked and checked  # 0.5 each: all on one side has probability 2**-39
+    assert all(f.status == "accepted" for f in unchecked) and all(f.status == "pending" for f in checked)
+    (balance,) = world.admin.ledger("r").balances
+    assert balance.pending_tokens == 10 * len(unchecked)  # credited at once, still unpaid
+    world.validator.post_verdict(checked[0].id, accept=False, check="toploc")
+    assert world.admin.node(node.node_id).banned  # spot-checked: the first forgery bans
+    (balance,) = world.admin.ledger("r").balances
+    assert (balance.pending_tokens, balance.wiped_tokens) == (0, 10 * len(unchecked))
+    assert world.trainer.training_feed("r", 0) == []
+
+
+def test_a_unit_whose_step_left_the_async_window_expires(make):
+    world = make(default_step_units=4)
+    node = world.node()
+    (unit,) = node.lease_work("r", max_units=1).units
+    for step in (1, 2):
+        world.trainer.publish_step("r", step, units=4)
+    assert node.lease_work("r").units == [unit]  # step 0 is still inside the window of step 2
+    world.trainer.publish_step("r", 3, units=4)
+    (fresh,) = node.lease_work("r", max_units=1).units  # its file would be refused: the unit lapsed
+    assert fresh.step == 3
+    assert [u.status for u in world.admin.units("r", step=0)] == ["expired"]

@@ -1,0 +1,110 @@
+"""The pure parts of work leasing, against hand-computed values."""
+
+import pytest
+from sqlalchemy.orm import Session
+
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.db import Run, WorkUnit, make_engine, migrate
+from swarmrl.coordinator.leases import (
+    Standing,
+    fair_share,
+    free_batch_indices,
+    lease_size,
+    unit_deadlines,
+    updated_speed,
+)
+from swarmrl.trainer.swarm_source import next_demand
+
+CONFIG = CoordinatorConfig(
+    lease_initial_unit_s=20.0,
+    lease_target_s=60.0,
+    lease_max_units=4,
+    lease_deadline_factor=2.0,
+    lease_grace_s=5.0,
+    standing_drop_grace=4,
+    standing_max_drop_fraction=0.5,
+)
+GOOD = Standing(expired=0, delivered=0)
+
+
+def test_lease_size_is_what_the_node_finishes_in_the_target_time():
+    assert lease_size(None, GOOD, CONFIG) == 3  # 60 s / 20 s assumed
+    assert lease_size(7.0, GOOD, CONFIG) == 4  # 8 by speed, capped at 4
+    assert lease_size(25.0, GOOD, CONFIG) == 2
+    assert lease_size(500.0, GOOD, CONFIG) == 1  # a slow node still gets one unit
+    assert lease_size(0.0, GOOD, CONFIG) == 4  # a zero measurement is timer noise, floored
+
+
+def test_a_step_is_shared_among_the_live_nodes():
+    assert fair_share(5, 4) == 2  # the first node to ask does not take four of five units
+    assert fair_share(5, 1) == 5
+    assert fair_share(3, 10) == 1
+    assert fair_share(3, 0) == 3
+
+
+def test_deadlines_scale_with_the_nodes_speed_and_stagger_across_the_lease():
+    assert unit_deadlines(100.0, 3, None, CONFIG) == [145.0, 185.0, 225.0]  # 100 + (i+1)·20·2 + 5
+    assert unit_deadlines(100.0, 1, 90.0, CONFIG) == [285.0]
+
+
+def test_speed_is_a_moving_average_that_starts_at_the_first_measurement():
+    assert updated_speed(None, 12.0, 0.3) == 12.0
+    assert updated_speed(10.0, 20.0, 0.3) == pytest.approx(13.0)
+
+
+def test_standing_shrinks_leases_past_the_grace_and_then_stops_them():
+    within_grace = Standing(expired=4, delivered=0)
+    assert within_grace.allows_lease(CONFIG) and lease_size(7.0, within_grace, CONFIG) == 4
+    dropping = Standing(expired=5, delivered=15)  # 25% dropped
+    assert dropping.allows_lease(CONFIG) and lease_size(7.0, dropping, CONFIG) == 3
+    cherry_picker = Standing(expired=9, delivered=3)  # 75% dropped
+    assert not cherry_picker.allows_lease(CONFIG)
+    assert Standing(expired=0, delivered=0).drop_fraction == 0.0
+
+
+def test_freed_indices_are_reissued_first_but_never_to_the_node_that_held_them(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'u.db'}")
+    migrate(engine)
+    with Session(engine) as session:
+        session.add(
+            Run(
+                run_id="r",
+                trainer_public_key="a" * 64,
+                async_level=2,
+                current_step=0,
+                run_secret="",
+                created_at=0.0,
+            )
+        )
+        for batch, node, status in [
+            (0, "a", "accepted"),
+            (1, "a", "expired"),
+            (2, "b", "rejected"),
+            (3, "b", "leased"),
+        ]:
+            session.add(
+                WorkUnit(
+                    run_id="r",
+                    step=0,
+                    batch_index=batch,
+                    node_id=node * 64,
+                    lease_id="l",
+                    status=status,
+                    leased_at=0.0,
+                    expires_at=1.0,
+                )
+            )
+        session.flush()
+        assert free_batch_indices(session, "r", 0, "a" * 64, 3) == [
+            2,
+            4,
+            5,
+        ]  # 1 was a's: same seed, same file
+        assert free_batch_indices(session, "r", 0, "c" * 64, 3) == [1, 2, 4]
+    engine.dispose()
+
+
+def test_the_trainer_asks_for_what_a_step_uses_less_what_is_waiting():
+    assert next_demand(4.0, 0) == 4
+    assert next_demand(3.2, 1) == 3
+    assert next_demand(2.0, 9) == 1  # always at least one unit
