@@ -28,7 +28,10 @@ def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalRes
     path = checkpoint_dir(rundir.checkpoints, step)
     prompts = prompt_format(load_tokenizer(path), config.prompt)
     engine = build_engine(
-        config.engine, load_model(path, config.model.dtype), eos_token_id=prompts.stop_token_ids, policy_step=step
+        config.engine,
+        load_model(path, config.model.dtype),
+        eos_token_id=prompts.stop_token_ids,
+        policy_step=step,
     )
     sources = heldout_sources(config.tasks)
     if not sources:

@@ -85,7 +85,9 @@ def run_sft(
     )
     losses = []
     for step in range(steps):
-        batch = sft_batch(rng.sample(examples, min(batch_size, len(examples))), prompts.tokenizer.pad_token_id)
+        batch = sft_batch(
+            rng.sample(examples, min(batch_size, len(examples))), prompts.tokenizer.pad_token_id
+        )
         with autocast:
             loss = sft_loss(model, *(t.to(device) for t in batch))
         optimizer.zero_grad(set_to_none=True)

@@ -147,7 +147,9 @@ def judge(
         return record
     # No recorded verdict: any trace of this exact file in the replay table is from a judgement cut short.
     context.seen.forget(submission.sha256)
-    verdict = validate_file(path, submission.step, leased_unit(context, submission), node_id=submission.node_id)
+    verdict = validate_file(
+        path, submission.step, leased_unit(context, submission), node_id=submission.node_id
+    )
     rows = verdict.scored_rows or []
     accept, check, reason = verdict.accepted, verdict.failed_check or "all", verdict.reason
     tokens = sum(len(r.completion_ids) for r in rows)

@@ -108,11 +108,17 @@ class Policy:
 
     def __init__(self, options: NodeOptions, trainer_key: str, config: RunConfig) -> None:
         self.options, self.trainer_key = options, trainer_key
-        self.dtype, self.engine_config, self.prompt_settings = config.model.dtype, config.engine, config.prompt
+        self.dtype, self.engine_config, self.prompt_settings = (
+            config.model.dtype,
+            config.engine,
+            config.prompt,
+        )
         self.root = options.work_dir / "checkpoints"
         self.engine: InferenceEngine | None = None
         self.prompts: PromptFormat | None = None
-        self.fetcher = CheckpointFetcher(options.relays, trainer_key, self.root, ClientConfig(), options.run_id)
+        self.fetcher = CheckpointFetcher(
+            options.relays, trainer_key, self.root, ClientConfig(), options.run_id
+        )
 
     @property
     def step(self) -> int | None:

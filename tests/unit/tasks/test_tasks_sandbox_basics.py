@@ -162,7 +162,9 @@ def test_announce_logs_and_exports_the_mode(plan, caplog):
 def test_a_broken_session_stays_broken(plan):
     # After a timeout, a late reply must never be taken for the answer to the next request.
     limits = SandboxLimits(wall_seconds=1.0, cpu_seconds=5)
-    code = "import time\ndef slow():\n    time.sleep(1.5)\n    return 'late'\ndef fast():\n    return 'fast'\n"
+    code = (
+        "import time\ndef slow():\n    time.sleep(1.5)\n    return 'late'\ndef fast():\n    return 'fast'\n"
+    )
     with session(plan, code, limits) as box:
         with pytest.raises(SessionBroken, match="timed out"):
             box.call("slow", (), {})
