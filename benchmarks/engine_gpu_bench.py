@@ -418,13 +418,12 @@ def part_honesty(bench: Bench, deadline: float) -> dict:
     for g in generations:  # the validators need no worker-side states; free the GPU for them
         g.hidden_states = g.hidden_states[:0]
     model = engine.model
-    eos = model.config.eos_token_id
     bench.drop_engine()
 
     judged: dict[str, list[Measured]] = {}
     started = time.perf_counter()
     judged["cuda" if bench.cuda else "device"] = measure(
-        "honest", model, generations, proofs, params, eos, ValidatorConfig(prefill_batch_size=4)
+        "honest", model, generations, proofs, params, ValidatorConfig(prefill_batch_size=4)
     )
     device_validate_s = time.perf_counter() - started
     if bench.cuda:
@@ -441,7 +440,6 @@ def part_honesty(bench: Bench, deadline: float) -> dict:
                 generations[start : start + step],
                 proofs[start : start + step],
                 params,
-                eos,
                 ValidatorConfig(prefill_batch_size=step),
             )
     calibration = len(generations) // 4  # thresholds from the first quarter, false rejects on the rest

@@ -49,13 +49,13 @@ def generate(model, requests, params, batch: int, eos: int):
     return out, sum(len(g.completion_ids) for g in out) / seconds
 
 
-def judge(model, generations, proofs, params, eos: int) -> dict[str, float]:
+def judge(model, generations, proofs, params) -> dict[str, float]:
     """The validator's compute on every completion (prefill, TOPLOC, logprobs, seeded replay), timed."""
     cuda = next(model.parameters()).is_cuda
     if cuda:
         torch.cuda.synchronize()
     started = time.perf_counter()
-    measured = measure("", model, generations, proofs, params, eos, ValidatorConfig(prefill_batch_size=32))
+    measured = measure("", model, generations, proofs, params, ValidatorConfig(prefill_batch_size=32))
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
@@ -158,7 +158,7 @@ def main() -> None:
     rates = {}
     for worker in ("cpu", "cuda"):
         for validator in ("cpu", "cuda"):
-            stats = judge(models[validator], generated[worker], proofs[worker], params, eos)
+            stats = judge(models[validator], generated[worker], proofs[worker], params)
             rates[worker, validator] = stats["validated_tokens_per_s"]
             cells = " ".join(f"{k}={v:.3g}" for k, v in stats.items())
             print(f"worker {worker:4s} → validator {validator:4s}: {cells}")
