@@ -1,31 +1,39 @@
-"""Generation engines with seeded sampling and hidden-state capture, and the prefill that checks them."""
+"""Generation engines with seeded sampling and hidden-state capture, and the prefill that checks them.
 
-from swarmrl.inference.config import EngineConfig, PagedEngineConfig, TorchEngineConfig
-from swarmrl.inference.engine import (
-    HIDDEN_STATE_DTYPE,
-    FinishReason,
-    Generation,
-    GenerationRequest,
-    InferenceEngine,
-    SamplingParams,
-)
-from swarmrl.inference.errors import (
-    InferenceError,
-    InvalidRequestError,
-    UnsupportedModelError,
-    WeightLoadError,
-)
-from swarmrl.inference.factory import build_engine
-from swarmrl.inference.paged.engine import PagedEngine
-from swarmrl.inference.prefill import PrefillResult, completion_logprobs, prefill
-from swarmrl.inference.sampler import (
-    choice_margins,
-    gumbel_noise,
-    logprobs_of,
-    sample_tokens,
-    sampling_log_probs,
-)
-from swarmrl.inference.torch_engine import TorchEngine
+Names are imported on first use, so reading a run config (which embeds the engine's config) does not load torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "EngineConfig": "swarmrl.inference.config",
+    "PagedEngineConfig": "swarmrl.inference.config",
+    "TorchEngineConfig": "swarmrl.inference.config",
+    "HIDDEN_STATE_DTYPE": "swarmrl.inference.engine",
+    "FinishReason": "swarmrl.inference.engine",
+    "Generation": "swarmrl.inference.engine",
+    "GenerationRequest": "swarmrl.inference.engine",
+    "InferenceEngine": "swarmrl.inference.engine",
+    "SamplingParams": "swarmrl.inference.engine",
+    "InferenceError": "swarmrl.inference.errors",
+    "InvalidRequestError": "swarmrl.inference.errors",
+    "UnsupportedModelError": "swarmrl.inference.errors",
+    "WeightLoadError": "swarmrl.inference.errors",
+    "build_engine": "swarmrl.inference.factory",
+    "PagedEngine": "swarmrl.inference.paged.engine",
+    "PrefillResult": "swarmrl.inference.prefill",
+    "completion_logprobs": "swarmrl.inference.prefill",
+    "prefill": "swarmrl.inference.prefill",
+    "choice_margins": "swarmrl.inference.sampler",
+    "gumbel_noise": "swarmrl.inference.sampler",
+    "logprobs_of": "swarmrl.inference.sampler",
+    "sample_tokens": "swarmrl.inference.sampler",
+    "sampling_log_probs": "swarmrl.inference.sampler",
+    "TorchEngine": "swarmrl.inference.torch_engine",
+}
 
 __all__ = [
     "HIDDEN_STATE_DTYPE",
@@ -53,3 +61,39 @@ __all__ = [
     "sample_tokens",
     "sampling_log_probs",
 ]
+
+if TYPE_CHECKING:
+    from swarmrl.inference.config import EngineConfig, PagedEngineConfig, TorchEngineConfig
+    from swarmrl.inference.engine import (
+        HIDDEN_STATE_DTYPE,
+        FinishReason,
+        Generation,
+        GenerationRequest,
+        InferenceEngine,
+        SamplingParams,
+    )
+    from swarmrl.inference.errors import (
+        InferenceError,
+        InvalidRequestError,
+        UnsupportedModelError,
+        WeightLoadError,
+    )
+    from swarmrl.inference.factory import build_engine
+    from swarmrl.inference.paged.engine import PagedEngine
+    from swarmrl.inference.prefill import PrefillResult, completion_logprobs, prefill
+    from swarmrl.inference.sampler import (
+        choice_margins,
+        gumbel_noise,
+        logprobs_of,
+        sample_tokens,
+        sampling_log_probs,
+    )
+    from swarmrl.inference.torch_engine import TorchEngine
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

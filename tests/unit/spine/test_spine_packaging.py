@@ -53,7 +53,9 @@ def third_party_imports() -> dict[str, set[Path]]:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top not in stdlib and top != "swarmrl":
+                # A script run on its own (the code sandbox's server) imports its sibling files by name.
+                sibling = (path.parent / f"{top}.py").exists()
+                if top not in stdlib and top != "swarmrl" and not sibling:
                     found.setdefault(top, set()).add(path.relative_to(REPO))
     return found
 
