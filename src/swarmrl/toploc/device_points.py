@@ -1,10 +1,11 @@
 """The committed points of every chunk, selected where the hidden states already are (a GPU).
 
-Same points, in the same order, as `points.select_points` on the host: top-k by |x| over each chunk's
-flattened bf16 patterns, ties broken by the lower flat index. One int64 sort key per element,
-(0x7FFF − |x| bits) << 32 | index, makes that order total, so `torch.topk` of the smallest keys is exact
-whatever the device's tie handling. Only [chunks, k] indices and patterns cross to the host, instead of every
-hidden state; interpolation stays on the host.
+The same set of points as `points.select_points` on the host (the proof's polynomial and modulus depend on the
+set, not its order). One int64 key per element, (0x7FFF − |x| bits) << 32 | index, gives a total order, so
+`torch.topk` of the smallest keys is the same on every device. Where the k-th magnitude is unique that top-k is
+the only possible set; where equal magnitudes straddle the k-th place, which of them the reference commits to
+is its CPU top-k's choice (`selection.py`), so only those chunks' bits cross to the host and are selected
+there. Otherwise only [chunks, k] indices and patterns cross; interpolation stays on the host.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 
 from swarmrl.toploc.errors import HiddenStatesError
 from swarmrl.toploc.points import NON_FINITE_MAGNITUDE, ChunkPoints
+from swarmrl.toploc.selection import top_magnitude_indices
 
 _INDEX_BITS = 32
 # Elements keyed at once (8 bytes each): bounds the temporaries on long completions.
@@ -56,6 +58,11 @@ def _points(proof_positions: np.ndarray, rows: torch.Tensor, k: int) -> ChunkPoi
         flat = torch.arange(block.shape[1], device=block.device, dtype=torch.int64)
         key = ((0x7FFF - magnitude) << _INDEX_BITS) | flat
         chosen = torch.topk(key, k, dim=1, largest=False, sorted=True).values & ((1 << _INDEX_BITS) - 1)
+        kth_magnitude = magnitude.gather(1, chosen[:, -1:])
+        tied = ((magnitude >= kth_magnitude).sum(dim=1) > k).nonzero().flatten()
+        if tied.numel():
+            host_bits = rows[start : start + per_pass][tied].cpu().numpy()
+            chosen[tied] = torch.from_numpy(top_magnitude_indices(host_bits, k)).to(chosen.device)
         indices.append(chosen)
         patterns.append(block.gather(1, chosen))
     index_array = torch.cat(indices).cpu().numpy()
