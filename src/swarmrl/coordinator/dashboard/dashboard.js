@@ -49,7 +49,8 @@ function lineChart(container, points, xLabel, yLabel) {
     container.replaceChildren(empty);
     return;
   }
-  const W = 800, H = 220, L = 48, R = 12, T = 12, B = 28;
+  // Drawn at the container's own pixel width so that text keeps its size on a phone and on a wide screen.
+  const W = Math.max(280, container.clientWidth - 16), H = 220, L = 48, R = 12, T = 12, B = 28;
   const xs = shown.map((p) => p.x), ys = shown.map((p) => p.y);
   let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
   let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
@@ -57,15 +58,16 @@ function lineChart(container, points, xLabel, yLabel) {
   if (y0 === y1) { y0 -= 0.5; y1 += 0.5; }
   const px = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
   const py = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
-  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none" });
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H });
   root.appendChild(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#c4c9d2" }));
   root.appendChild(svg("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#c4c9d2" }));
   for (const y of [y0, y1]) {
     root.appendChild(svg("text", { x: L - 4, y: py(y) + 4, "text-anchor": "end", "font-size": 11, fill: "#6b7280" },
       y.toFixed(3)));
   }
-  for (const x of [x0, x1]) {
-    root.appendChild(svg("text", { x: px(x), y: H - 8, "text-anchor": "middle", "font-size": 11, fill: "#6b7280" },
+  const xEnds = xs.length > 1 ? [[xs[0], "start"], [xs[xs.length - 1], "end"]] : [[xs[0], "middle"]];
+  for (const [x, anchor] of xEnds) {
+    root.appendChild(svg("text", { x: px(x), y: H - 8, "text-anchor": anchor, "font-size": 11, fill: "#6b7280" },
       `${xLabel} ${Math.round(x)}`));
   }
   const path = shown.map((p, i) => `${i ? "L" : "M"}${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(" ");
@@ -78,7 +80,10 @@ function lineChart(container, points, xLabel, yLabel) {
   container.replaceChildren(root);
 }
 
+let latest = null;  // the last summary, redrawn when the window changes size
+
 function render(summary) {
+  latest = summary;
   const now = summary.generated_at;
   const run = summary.run;
   $("run-id").textContent = run.run_id;
@@ -181,3 +186,6 @@ async function start() {
 }
 
 document.addEventListener("DOMContentLoaded", start);
+window.addEventListener("resize", () => {
+  if (latest) lineChart($("reward-chart"), latest.steps.map((s) => ({ x: s.step, y: s.mean_reward })), "step", "reward");
+});
