@@ -10,7 +10,6 @@ than skip: deselect them on purpose with `-m "not browser"`.
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 
@@ -181,7 +180,9 @@ def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world,
     )
     assert rejections == ["toploc", "1"]
     # The reward curve has a point per judged step.
-    wait_for(browser, lambda b: len(b.find_elements("css selector", "#reward-chart circle")) == 2, "two rewards")
+    wait_for(
+        browser, lambda b: len(b.find_elements("css selector", "#reward-chart circle")) == 2, "two rewards"
+    )
 
     step = world.next_step()
     wait_for(browser, lambda b: shown_step(b) == step, f"step {step}")
