@@ -169,3 +169,40 @@ def test_the_page_loads_only_its_own_assets_and_shows_no_secret(world):
     summary = httpx.get(f"{world.url}/v1/runs/{world.run_id}/summary", timeout=5).text
     for text in (page.text, summary, json.dumps([r.model_dump() for r in created])):
         assert ClockedCoordinator.ADMIN not in text and "run_secret" not in text
+
+
+def test_status_command_prints_the_summary(world):
+    from typer.testing import CliRunner
+
+    from swarmrl.cli import app
+
+    run = world.run_id
+    world.trainer.publish_step(run, 0)
+    honest, cheater = world.node(), world.node()
+    leased_submit(honest, run, b"good", rows=2, tokens=30)
+    leased_submit(cheater, run, b"forged", rows=2, tokens=30)
+    while (lease := world.validator.lease_validation(run).submission) is not None:
+        accept = lease.node_id == honest.node_id
+        world.validator.post_verdict(
+            lease.id,
+            accept=accept,
+            check="all" if accept else "prefill",
+            rewards_summary={"rows": 2, "mean_reward": 0.5},
+        )
+    world.trainer.publish_step(run, 1)
+
+    result = CliRunner().invoke(app, ["status", "--coordinator", world.url], env={"COLUMNS": "240"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert f"{run} (open) · step 1" in out and f"{world.url}/dashboard" in out
+    assert "0.500@0" in out and "prefill×1" in out and "BANNED" in out
+    (cheater_line,) = [line for line in out.splitlines() if cheater.node_id[:12] in line]
+    (honest_line,) = [line for line in out.splitlines() if honest.node_id[:12] in line]
+    assert "BANNED" in cheater_line and "BANNED" not in honest_line
+
+    as_json = CliRunner().invoke(app, ["status", "--coordinator", world.url, "--run-id", run, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert RunSummary.model_validate_json(as_json.output).run.current_step == 1
+
+    unknown = CliRunner().invoke(app, ["status", "--coordinator", world.url, "--run-id", "nope"])
+    assert unknown.exit_code == 1 and "unknown_run" in unknown.output
