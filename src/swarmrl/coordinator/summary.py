@@ -77,7 +77,7 @@ def _steps(session: Session, run: Run) -> list[StepPoint]:
     ]
 
 
-def _rejections(session: Session, run_id: str) -> dict[str, Counter]:
+def rejections_by_node(session: Session, run_id: str) -> dict[str, Counter]:
     """node id → check → files of the node it rejected."""
     out: dict[str, Counter] = defaultdict(Counter)
     rows = session.execute(
@@ -91,7 +91,7 @@ def _rejections(session: Session, run_id: str) -> dict[str, Counter]:
     return out
 
 
-def _backlog(session: Session, run_id: str, now: float) -> ValidatorBacklog:
+def validator_backlog(session: Session, run_id: str, now: float) -> ValidatorBacklog:
     pending = Submission.run_id == run_id, Submission.status == "pending"
     live = (*pending, Submission.judge_key.is_not(None), Submission.judge_until > now)
     holding = dict(
@@ -149,7 +149,7 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
     balances = {b.node_id: b for b in ledger.balances(session, run_id, limit=limit)}
     banned = set(session.scalars(select(Ban.node_id).where(Ban.node_id.in_(ids))))
     validators = set(session.scalars(select(Validator.public_key).where(Validator.run_id == run_id)))
-    rejections = _rejections(session, run_id)
+    rejections = rejections_by_node(session, run_id)
     nodes = []
     for member in members:
         work, balance = works.get(member.node_id), balances.get(member.node_id)
@@ -203,7 +203,7 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
         open_step=step_work(session, run, run.current_step, config),
         submissions={s: by_status.get(s, 0) for s in ("pending", "accepted", "rejected", "voided")},
         rejections=dict(total_rejections),
-        backlog=_backlog(session, run_id, now),
+        backlog=validator_backlog(session, run_id, now),
         nodes=nodes,
         nodes_total=session.scalar(
             select(func.count()).select_from(Membership).where(Membership.run_id == run_id)

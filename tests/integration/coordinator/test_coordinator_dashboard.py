@@ -8,6 +8,7 @@ from importlib import resources
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from swarmrl.coordinator.api import RunSummary
 from swarmrl.coordinator.errors import CoordinatorError
@@ -116,6 +117,19 @@ def test_summary_counts_nodes_rejections_backlog_and_rate(world):
     assert h.health != "healthy"  # silent for the minute the idle node kept heartbeating
     assert all(n.role == "worker" for n in summary.nodes)
     assert world.admin.runs()[0].run_id == run
+
+    # The same figures for Prometheus (parsed by prometheus_client's own parser).
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(httpx.get(f"{world.url}/metrics", timeout=5).text)
+        for sample in family.samples
+    }
+    at = (("run", run),)
+    assert samples["swarmrl_coordinator_run_step", at] == 2
+    assert samples["swarmrl_coordinator_validator_backlog", (*at, ("state", "pending"))] == 1
+    assert samples["swarmrl_coordinator_validator_backlog", (*at, ("state", "judging"))] == 1
+    assert samples["swarmrl_coordinator_rejections", (("check", "toploc"), *at)] == 1
+    assert samples["swarmrl_coordinator_nodes_banned", at] == 1
 
 
 def test_unknown_run_is_a_typed_404(world):
