@@ -5,6 +5,7 @@ endpoint: node ids are public keys, and no secret (admin token, run secret, uplo
 from __future__ import annotations
 
 import asyncio
+import time
 from importlib import resources
 
 from fastapi import APIRouter, Query, Request
@@ -33,6 +34,7 @@ PAGE_HEADERS = {
     "Cache-Control": "no-cache",
     "X-Content-Type-Options": "nosniff",
 }
+STREAM_SHARE_S = 1.0  # streams reuse a summary read this recently (by any stream of the run)
 STREAM_LIFETIME_S = 300.0  # a stream ends after this; EventSource reconnects by itself (bounds a dead reader)
 
 
@@ -67,6 +69,16 @@ def read_summary(state: ServiceState, run_id: str) -> RunSummary:
         return run_summary(session, get_run(session, run_id), state.config, state.clock())
 
 
+def shared_summary(state: ServiceState, run_id: str) -> RunSummary:
+    """A summary at most STREAM_SHARE_S old: a hundred open dashboards cost one read per second, not a hundred."""
+    cached = state.streamed_summaries.get(run_id)
+    if cached is not None and time.monotonic() - cached[0] < STREAM_SHARE_S:
+        return cached[1]
+    summary = read_summary(state, run_id)
+    state.streamed_summaries[run_id] = (time.monotonic(), summary)
+    return summary
+
+
 @router.get("/v1/runs/{run_id}/summary", response_model=RunSummary)
 def get_summary(run_id: RunId, request: Request) -> RunSummary:
     """The run at a glance: step and rate, reward by step, nodes, rejections by check, validator backlog."""
@@ -95,7 +107,7 @@ async def stream_summary(
             if loop.time() > ends or await request.is_disconnected():
                 return
             try:
-                summary = await run_in_threadpool(read_summary, state, run_id)
+                summary = await run_in_threadpool(shared_summary, state, run_id)
             except NotFoundError:
                 return
 
