@@ -14,7 +14,9 @@ from sqlalchemy.orm import Session
 
 from swarmrl.coordinator import ledger
 from swarmrl.coordinator.api import (
+    LedgerBalance,
     NodeSummary,
+    NodeWork,
     RunSummary,
     StepPoint,
     ValidatorBacklog,
@@ -23,10 +25,10 @@ from swarmrl.coordinator.api import (
 from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Ban, Membership, Run, Submission, Validator, Verdict
 from swarmrl.coordinator.db import Step as StepRow
-from swarmrl.coordinator.health import health_of
 from swarmrl.coordinator.leases import expire_lapsed
 from swarmrl.coordinator.routes_trainer import current_state
 from swarmrl.coordinator.stats import node_work, step_work
+from swarmrl.coordinator.views import member_info
 
 CURVE_STEPS = 200  # the reward curve and the step list cover this many recent steps (bounded work per read)
 RATE_STEPS = 10  # steps per minute over the most recent this many step intervals
@@ -152,34 +154,26 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
     rejections = rejections_by_node(session, run_id)
     nodes = []
     for member in members:
-        work, balance = works.get(member.node_id), balances.get(member.node_id)
-        role = (
-            "trainer"
-            if member.node_id == run.trainer_public_key
-            else "validator"
-            if member.node_id in validators
-            else "worker"
-        )
-        accepted, rejected = (work.accepted, work.rejected) if work else (0, 0)
-        voided = work.voided if work else 0
+        info = member_info(member, now, config)
+        work = works.get(member.node_id) or NodeWork(node_id=member.node_id)
+        balance = balances.get(member.node_id) or LedgerBalance(node_id=member.node_id)
+        role = "validator" if member.node_id in validators else "worker"
         nodes.append(
             NodeSummary(
                 node_id=member.node_id,
-                role=role,
-                status=member.status,
-                health=health_of(member.last_seen, now, config).value
-                if member.status == "active"
-                else "dead",
-                last_seen=member.last_seen,
-                policy_step=member.policy_step,
-                held=work.held if work else 0,
-                accepted=accepted,
-                rejected=rejected,
-                pending=(work.generated - accepted - rejected - voided) if work else 0,
-                voided=voided,
-                trained=work.trained if work else 0,
-                credit_tokens=(balance.pending_tokens + balance.unlocked_tokens) if balance else 0,
-                wiped_tokens=balance.wiped_tokens if balance else 0,
+                role="trainer" if member.node_id == run.trainer_public_key else role,
+                status=info.status,
+                health=info.health,
+                last_seen=info.last_seen,
+                policy_step=info.policy_step,
+                held=work.held,
+                accepted=work.accepted,
+                rejected=work.rejected,
+                pending=work.generated - work.accepted - work.rejected - work.voided,
+                voided=work.voided,
+                trained=work.trained,
+                credit_tokens=balance.pending_tokens + balance.unlocked_tokens,
+                wiped_tokens=balance.wiped_tokens,
                 banned=member.node_id in banned,
                 rejections=dict(rejections.get(member.node_id, {})),
             )
