@@ -131,6 +131,8 @@ function render(summary) {
     cell(tr, ago(v.last_verdict_at, now));
   });
   const versions = summary.steps.slice(-12).reverse();
+  // A trainer that names no SHARDCAST manifest when it opens a step: no column of dashes.
+  $("versions").classList.toggle("no-manifest", !versions.some((s) => s.manifest_sha256));
   fillTable("versions", versions, (tr, s) => {
     cell(tr, String(s.step));
     cell(tr, s.manifest_sha256 ? short(s.manifest_sha256) : "–").title = s.manifest_sha256 || "";
