@@ -186,6 +186,16 @@ def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world,
 
     step = world.next_step()
     wait_for(browser, lambda b: shown_step(b) == step, f"step {step}")
+    versions = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#versions tbody tr'))"
+        ".map(r => Array.from(r.cells).map(c => c.textContent))"
+    )
+    # step, manifest, published, nodes holding it, mean reward: both honest nodes generate with policy 1.
+    assert [(row[0], row[3], row[4]) for row in versions] == [
+        ("2", "0", "–"),
+        ("1", "2", "0.750 (4 rows)"),
+        ("0", "0", "0.250 (4 rows)"),
+    ]
     page = browser.page_source
     assert ADMIN not in page
     (tmp_path / "dashboard.png").write_bytes(browser.get_screenshot_as_png())

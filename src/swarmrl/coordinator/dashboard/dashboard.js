@@ -133,10 +133,16 @@ function render(summary) {
   const versions = summary.steps.slice(-12).reverse();
   // A trainer that names no SHARDCAST manifest when it opens a step: no column of dashes.
   $("versions").classList.toggle("no-manifest", !versions.some((s) => s.manifest_sha256));
+  // A version's spread: the active nodes whose last heartbeat says they generate with it.
+  const holding = {};
+  for (const n of summary.nodes) {
+    if (n.status === "active" && n.policy_step !== null) holding[n.policy_step] = (holding[n.policy_step] || 0) + 1;
+  }
   fillTable("versions", versions, (tr, s) => {
     cell(tr, String(s.step));
     cell(tr, s.manifest_sha256 ? short(s.manifest_sha256) : "–").title = s.manifest_sha256 || "";
     cell(tr, ago(s.published_at, now));
+    cell(tr, fmt(holding[s.step] || 0));
     cell(tr, s.mean_reward === null ? "–" : `${s.mean_reward.toFixed(3)} (${s.rows} rows)`);
   });
 
