@@ -10,7 +10,7 @@ TORCH     := torch==2.13.0
 WHEELS    := $(wildcard /opt/wheels)
 FINDLINKS := $(if $(WHEELS),--find-links $(WHEELS),--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple)
 
-.PHONY: install install-bench postgres sandbox-deps test test-fast test-gpu demo demo-swarm bench lint clean
+.PHONY: install install-bench postgres sandbox-deps browser-deps test test-fast test-gpu demo demo-swarm bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -43,7 +43,14 @@ sandbox-deps:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap libseccomp2 util-linux >/dev/null) || \
 	    echo "bubblewrap/libseccomp2 could not be installed: the code reward will refuse to run untrusted code"; }
 
-test: install postgres sandbox-deps
+# The dashboard's browser test drives Debian's chromium headless (selenium, with the system chromedriver).
+# Without them that test fails saying so; deselect it on purpose with -m "not browser".
+browser-deps:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || \
+	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
+	    echo "chromium/chromium-driver could not be installed: the dashboard browser test will fail saying so"; }
+
+test: install postgres sandbox-deps browser-deps
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 test-fast: install sandbox-deps

@@ -60,6 +60,10 @@ ROLE_COMMANDS = {
         "Operator commands against a running coordinator (admin token from the environment).",
         _typer("swarmrl.coordinator.cli", "admin"),
     ),
+    "status": RoleCommand(
+        "Print a swarm run's summary: step and rate, reward by step, nodes, rejections, validator backlog.",
+        _one("swarmrl.coordinator.status", "status"),
+    ),
     "diloco": RoleCommand(
         "Run DiLoCo (or DDP) with N local workers on gloo and print eval loss, bytes and compute utilisation.",
         _one("swarmrl.diloco.cli", "diloco"),

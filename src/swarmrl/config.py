@@ -204,6 +204,14 @@ class EvalSection(Section):
 class MetricsSection(Section):
     wandb_project: str | None = Field(None, description="log to this Weights & Biases project when set")
     tensorboard: bool = Field(False, description="also write TensorBoard event files")
+    prometheus_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="trainer, workers and validators serve Prometheus metrics on this port (0: the OS picks; "
+        "the URL goes to metrics.url in the run or node directory); unset: not served",
+    )
+    prometheus_host: str = Field("127.0.0.1", description="address the metrics port binds")
 
 
 class SwarmSection(Section):

@@ -327,3 +327,64 @@ class OutcomeReceipt(BaseModel):
 
 class Ok(BaseModel):
     ok: bool = True
+
+
+# --- dashboard summary (read-only; no keys beyond public node ids, no secrets) --------------------------------
+class NodeSummary(BaseModel):
+    """One run member as the dashboard shows it: liveness, the checkpoint it holds, its files and credit."""
+
+    node_id: str
+    role: Literal["worker", "validator", "trainer"]
+    status: str = Field(description="membership: active | left | ejected")
+    health: Literal["healthy", "unhealthy", "dead"]
+    last_seen: float
+    policy_step: int | None
+    held: int = Field(description="units leased now, waiting for their file")
+    accepted: int
+    rejected: int
+    pending: int = Field(description="files waiting for a verdict")
+    voided: int
+    trained: int
+    credit_tokens: int = Field(description="credited tokens, pending and unlocked (wiped excluded)")
+    wiped_tokens: int
+    banned: bool
+    rejections: dict[str, int] = Field(description="check → files of this node it rejected")
+
+
+class StepPoint(BaseModel):
+    """One published step and what the validators measured of the files generated for it."""
+
+    step: int
+    published_at: float
+    manifest_sha256: str | None = Field(description="the checkpoint version SHARDCAST broadcasts for it")
+    mean_reward: float | None = Field(description="row-weighted mean reward of its judged files")
+    rows: int = Field(description="rows behind mean_reward")
+
+
+class ValidatorSummary(BaseModel):
+    node_id: str
+    verdicts: int
+    rejected: int
+    judging: int = Field(description="files it holds under a live validation lease")
+    last_verdict_at: float | None
+
+
+class ValidatorBacklog(BaseModel):
+    pending: int = Field(description="files waiting for a verdict")
+    judging: int = Field(description="of those, held by a validator under a live validation lease")
+    validators: list[ValidatorSummary] = Field(description="validators admitted to the run")
+
+
+class RunSummary(BaseModel):
+    """Everything `/dashboard` and `swarmrl status` show of one run, computed in one read transaction."""
+
+    run: RunState
+    generated_at: float
+    steps_per_minute: float | None = Field(description="over the most recent published steps")
+    steps: list[StepPoint] = Field(description="the most recent published steps, oldest first")
+    open_step: StepWork
+    submissions: dict[str, int] = Field(description="files by status")
+    rejections: dict[str, int] = Field(description="check → files it rejected, over the run")
+    backlog: ValidatorBacklog
+    nodes: list[NodeSummary]
+    nodes_total: int = Field(description="members of the run (the list holds at most list_limit of them)")

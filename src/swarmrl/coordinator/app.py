@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from swarmrl.coordinator import (
     routes_admin,
+    routes_dashboard,
     routes_leases,
     routes_nodes,
     routes_read,
@@ -102,7 +103,15 @@ def create_app(
         limiter=TokenBuckets(config.requests_per_minute, clock),
     )
     app.state.engine = engine
-    for module in (routes_admin, routes_nodes, routes_leases, routes_work, routes_trainer, routes_read):
+    for module in (
+        routes_admin,
+        routes_nodes,
+        routes_leases,
+        routes_work,
+        routes_trainer,
+        routes_read,
+        routes_dashboard,
+    ):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit_bytes=config.max_request_body_bytes)

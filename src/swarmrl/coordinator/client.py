@@ -25,6 +25,7 @@ from swarmrl.coordinator.api import (
     OutcomeReceipt,
     RunCreated,
     RunState,
+    RunSummary,
     SeedInfo,
     StepInfo,
     StepWork,
@@ -413,6 +414,14 @@ class CoordinatorClient:
 
     def step_work(self, run_id: str, step: int) -> StepWork:
         return self._call(StepWork, "GET", f"/v1/runs/{run_id}/steps/{step}/work", signed=False)
+
+    def runs(self) -> list[RunState]:
+        """Every run the coordinator holds, newest first."""
+        return self._call(list[RunState], "GET", "/v1/runs", signed=False)
+
+    def summary(self, run_id: str) -> RunSummary:
+        """What the dashboard shows: step and rate, reward by step, nodes, rejections, validator backlog."""
+        return self._call(RunSummary, "GET", f"/v1/runs/{run_id}/summary", signed=False)
 
 
 def _error_from(response: httpx.Response) -> CoordinatorError:

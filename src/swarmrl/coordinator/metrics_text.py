@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from swarmrl.coordinator import janitor, leases, ledger
 from swarmrl.coordinator.config import CoordinatorConfig
-from swarmrl.coordinator.db import Run
+from swarmrl.coordinator.db import Ban, Membership, Run
 from swarmrl.coordinator.stats import node_work, step_work
+from swarmrl.coordinator.summary import rejections_by_node, validator_backlog
 
 Sample = tuple[dict[str, str], float]
 
@@ -33,6 +35,11 @@ HELP = {
     "swarmrl_coordinator_node_work": "a node's work in a run: units leased/expired, files generated .. trained",
     "swarmrl_coordinator_node_credit_tokens": "a node's credited tokens by ledger status",
     "swarmrl_coordinator_run_draining": "1 while a run takes no new work and judges what was submitted",
+    "swarmrl_coordinator_run_step": "a run's current (open) step",
+    "swarmrl_coordinator_validator_backlog": "a run's files waiting for a verdict (pending), and those a "
+    "validator holds under a live lease (judging)",
+    "swarmrl_coordinator_rejections": "a run's files rejected, by the validator check that rejected them",
+    "swarmrl_coordinator_nodes_banned": "members of a run that are banned",
 }
 
 
@@ -40,6 +47,11 @@ def _labels(labels: dict[str, str]) -> str:
     if not labels:
         return ""
     return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _label_value(text: str) -> str:
+    """A check name comes from a validator: escaped as the text format requires."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def gauge(name: str, help_text: str, samples: list[Sample]) -> str:
@@ -55,6 +67,24 @@ def run_metrics(session: Session, run: Run, config: CoordinatorConfig, now: floa
     base = {"run": run.run_id}
     out["swarmrl_coordinator_storage_bytes"].append((base, janitor.held_bytes(session, run.run_id, now)))
     out["swarmrl_coordinator_run_draining"].append((base, int(run.status == "draining")))
+    out["swarmrl_coordinator_run_step"].append((base, run.current_step))
+    backlog = validator_backlog(session, run.run_id, now)
+    for state in ("pending", "judging"):
+        out["swarmrl_coordinator_validator_backlog"].append(
+            ({**base, "state": state}, getattr(backlog, state))
+        )
+    checks: Counter = Counter()
+    for node_checks in rejections_by_node(session, run.run_id).values():
+        checks.update(node_checks)
+    for check, count in sorted(checks.items()):
+        out["swarmrl_coordinator_rejections"].append(({**base, "check": _label_value(check)}, count))
+    banned = session.scalar(
+        select(func.count())
+        .select_from(Membership)
+        .join(Ban, Ban.node_id == Membership.node_id)
+        .where(Membership.run_id == run.run_id)
+    )
+    out["swarmrl_coordinator_nodes_banned"].append((base, banned or 0))
     units = step_work(session, run, run.current_step, config)
     for state in UNIT_STATES:
         out["swarmrl_coordinator_open_step_units"].append(({**base, "state": state}, getattr(units, state)))

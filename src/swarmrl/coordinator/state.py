@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from sqlalchemy.orm import Session, sessionmaker
@@ -74,3 +75,5 @@ class ServiceState:
     # units guards against a second coordinator process; its IntegrityError is retried).
     lease_lock: threading.Lock = field(default_factory=threading.Lock)
     units_swept_at: dict[str, float] = field(default_factory=dict)  # run id → last sweep of lapsed units
+    # run id → (monotonic time, summary): every open dashboard stream of a run shares one read per second
+    streamed_summaries: dict[str, tuple[float, Any]] = field(default_factory=dict)

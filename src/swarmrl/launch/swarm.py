@@ -122,12 +122,17 @@ class Swarm:
             raise LaunchError(f"{name} exited with code {code}; last lines of its log:\n{role.tail()}")
 
 
-def start_swarm(config: RunConfig, rundir: RunDir) -> Swarm:
-    """Start coordinator, trainer (origin), relays, validator and workers; returns once all are launched."""
+def start_swarm(
+    config: RunConfig, rundir: RunDir, on_coordinator: Callable[[str], None] | None = None
+) -> Swarm:
+    """Start coordinator, trainer (origin), relays, validator and workers; returns once all are launched.
+    `on_coordinator` gets the coordinator's URL as soon as it answers, before the other roles start."""
     swarm = Swarm(config, rundir, ProcessGroup(rundir.root / "logs"))
     swarm.swarm_dir.mkdir(parents=True, exist_ok=True)
     config_file = str(rundir.root / "config.json")
     _start_coordinator(swarm)
+    if on_coordinator is not None:
+        on_coordinator(swarm.coordinator_url)
     trainer = swarm.identity("trainer")
     validators = validator_names(config.swarm.validators)
     with swarm.admin() as admin:
@@ -510,6 +515,13 @@ class SwarmResult:
         return missed
 
 
+def announce_dashboard(console: Console, coordinator_url: str) -> None:
+    console.print(
+        f"[bold]live dashboard: {coordinator_url}/dashboard[/bold] · "
+        f"in a terminal: swarmrl status --coordinator {coordinator_url} --watch 2"
+    )
+
+
 def run_swarm_demo(
     config: RunConfig, console: Console | None = None, timeout_s: float = 3600.0
 ) -> SwarmResult:
@@ -525,7 +537,7 @@ def run_swarm_demo(
         shutil.rmtree(config.run.directory)
     rundir = prepare_run(config)
     console.print(f"run directory: {rundir.root}")
-    swarm = start_swarm(config, rundir)
+    swarm = start_swarm(config, rundir, on_coordinator=lambda url: announce_dashboard(console, url))
     try:
         console.print(f"coordinator {swarm.coordinator_url} · relays {', '.join(swarm.relay_urls)}")
         state = supervise(swarm, console, timeout_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from swarmrl.config import MetricsSection
+from swarmrl.node_metrics import RoleCollector, serve_metrics
 from swarmrl.rundir import RunDir
 
 
@@ -29,9 +30,15 @@ class MetricsSink:
             except ImportError as exc:
                 raise MetricsSinkError("metrics.wandb_project is set but wandb is not installed") from exc
             self._wandb = wandb.init(project=config.wandb_project, dir=str(rundir.root), config=run_config)
+        # Prometheus reads the last step's record: swarmrl_trainer_step, swarmrl_trainer_loss, ...
+        self._last: dict[str, Any] = {}
+        self._prometheus = serve_metrics(
+            config, RoleCollector("trainer", gauges=lambda: self._last), rundir.root
+        )
 
     def log(self, record: dict[str, Any]) -> None:
         self.rundir.append_metrics(record)
+        self._last = {k: v for k, v in record.items() if k != "time"}
         step = int(record["step"])
         scalars = {
             k: float(v) for k, v in record.items() if isinstance(v, int | float) and k not in ("step", "time")
@@ -44,6 +51,8 @@ class MetricsSink:
             self._wandb.log(scalars, step=step)
 
     def close(self) -> None:
+        if self._prometheus is not None:
+            self._prometheus.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
         if self._wandb is not None:

@@ -17,6 +17,8 @@ import dataclasses
 import json
 import logging
 import threading
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
+from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
 from swarmrl.shardcast.config import ClientConfig
@@ -179,6 +182,9 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     trainer_key = client.run_state(options.run_id).trainer_public_key
     context = swarm_context(config, client, options, trainer_key)
     posted = 0
+    tally: Counter[tuple[str, str]] = Counter()  # (outcome, check) → verdicts posted
+    timing = {"judge_seconds_total": 0.0}
+    metrics = serve_metrics(config.metrics, validator_collector(tally, timing), options.work_dir)
     try:
         while not options.stop.is_set():
             submission = client.lease_validation(options.run_id).submission
@@ -188,7 +194,9 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
                     break
                 options.stop.wait(options.poll_seconds)
                 continue
+            started = time.monotonic()
             record = judge(client, submission, context, options.work_dir)
+            timing["judge_seconds_total"] += time.monotonic() - started
             try:
                 client.post_verdict(
                     submission.id,
@@ -203,6 +211,7 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
                 log.info("submission %d: verdict not needed (%s)", submission.id, exc.kind)
                 continue
             posted += 1
+            tally["accepted" if record["accept"] else "rejected", record["check"]] += 1
             log.info(
                 "submission %d (step %d, node %s…): %s",
                 submission.id,
@@ -212,4 +221,20 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
             )
     finally:
         client.close()
+        if metrics is not None:
+            metrics.close()
     return posted
+
+
+def validator_collector(tally: Counter[tuple[str, str]], timing: dict[str, float]) -> RoleCollector:
+    """`swarmrl_validator_verdicts_total{outcome,check}` and the seconds spent judging."""
+    verdicts = LabelledCounter(
+        "verdicts_total",
+        "verdicts this validator posted, by outcome and deciding check",
+        ("outcome", "check"),
+        lambda: tally,
+    )
+    seconds = LabelledCounter(
+        "judge_seconds_total", "seconds spent judging files", (), lambda: {(): timing["judge_seconds_total"]}
+    )
+    return RoleCollector("validator", [verdicts, seconds])

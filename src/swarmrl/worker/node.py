@@ -32,6 +32,7 @@ from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import PromptFormat, prompt_format
+from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.config import ClientConfig
@@ -176,6 +177,7 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
         top_p=config.worker.top_p,
     )
     log_book = WorkLog(options.work_dir / "work.json")
+    metrics = serve_metrics(config.metrics, worker_collector(log_book, policy), options.work_dir)
     submitted = 0
     full_streak = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
     try:
@@ -258,7 +260,20 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     finally:
         options.stop.set()
         client.close()
+        if metrics is not None:
+            metrics.close()
     return submitted
+
+
+def worker_collector(log_book: WorkLog, policy: Policy) -> RoleCollector:
+    """`swarmrl_worker_work_total{count}` (the work log's counts) and `swarmrl_worker_policy_step`."""
+    work = LabelledCounter(
+        "work_total",
+        "what this worker generated and what became of it, as its work.json counts it",
+        ("count",),
+        lambda: {(name,): value for name, value in log_book.counts.items()},
+    )
+    return RoleCollector("worker", [work], lambda: {"policy_step": policy.step})
 
 
 class WorkLog:

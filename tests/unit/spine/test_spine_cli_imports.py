@@ -1,5 +1,5 @@
-"""The light commands stay light: `swarmrl --help`, `coordinator`, `relay` and `admin` never import torch or
-transformers (3.9 s and 432 MB before); role commands load only when they run."""
+"""The light commands stay light: `swarmrl --help`, `coordinator`, `relay`, `admin` and `status` never import
+torch or transformers (3.9 s and 432 MB before); role commands load only when they run."""
 
 import os
 import subprocess
@@ -40,6 +40,7 @@ def imported_modules(*args: str) -> set[str]:
         ("relay", "--help"),
         ("admin", "--help"),
         ("admin", "ban", "--help"),
+        ("status", "--help"),
     ],
 )
 def test_light_commands_import_neither_torch_nor_transformers(args):

@@ -32,3 +32,83 @@ def test_missing_backend_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_wandb)
     with pytest.raises(MetricsSinkError, match="wandb is not installed"):
         MetricsSink(MetricsSection(wandb_project="p"), RunDir(tmp_path), {})
+
+
+def _scrape(url: str) -> dict[str, float]:
+    """Prometheus text → {sample with labels: value}, parsed by prometheus_client's own parser."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(url, timeout=5).text
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
+
+
+def test_trainer_serves_its_last_step_on_the_configured_port(tmp_path):
+    rundir = RunDir(tmp_path)
+    sink = MetricsSink(MetricsSection(prometheus_port=0), rundir, {})
+    try:
+        url = (tmp_path / "metrics.url").read_text()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
+        assert not [
+            k for k in _scrape(url) if k.startswith("swarmrl_trainer_")
+        ]  # no step yet: nothing made up
+        sink.log({"step": 3, "time": 12.5, "sampled_reward": 0.25, "loss/policy": -0.5, "note": "text"})
+        samples = _scrape(url)
+        assert samples["swarmrl_trainer_step"] == 3.0
+        assert (
+            samples["swarmrl_trainer_sampled_reward"] == 0.25
+            and samples["swarmrl_trainer_loss_policy"] == -0.5
+        )
+        assert "swarmrl_trainer_time" not in samples and "swarmrl_trainer_note" not in samples
+    finally:
+        sink.close()
+    import httpx
+
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url, timeout=2)
+
+
+def test_no_port_configured_serves_nothing(tmp_path):
+    sink = MetricsSink(MetricsSection(), RunDir(tmp_path), {})
+    sink.close()
+    assert not (tmp_path / "metrics.url").exists()
+
+
+def test_worker_and_validator_collectors_read_their_own_records(tmp_path):
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from swarmrl.node_metrics import serve_metrics
+    from swarmrl.validator.node import validator_collector
+    from swarmrl.worker.node import WorkLog, worker_collector
+
+    log_book = WorkLog(tmp_path / "w" / "work.json")
+    log_book.generated(8)
+    log_book.count("submitted")
+    policy = SimpleNamespace(step=4)
+    worker = serve_metrics(
+        MetricsSection(prometheus_port=0), worker_collector(log_book, policy), tmp_path / "w"
+    )
+    tally, timing = Counter({("accepted", "all"): 3, ("rejected", "toploc"): 1}), {"judge_seconds_total": 1.5}
+    validator = serve_metrics(
+        MetricsSection(prometheus_port=0), validator_collector(tally, timing), tmp_path / "v"
+    )
+    try:
+        samples = _scrape((tmp_path / "w" / "metrics.url").read_text())
+        assert samples["swarmrl_worker_work_total{count=generated_rows}"] == 8.0
+        assert samples["swarmrl_worker_work_total{count=submitted}"] == 1.0
+        assert samples["swarmrl_worker_policy_step"] == 4.0
+        log_book.count("submitted")  # read at scrape time
+        assert _scrape(worker.url)["swarmrl_worker_work_total{count=submitted}"] == 2.0
+        samples = _scrape(validator.url)
+        assert samples["swarmrl_validator_verdicts_total{check=toploc,outcome=rejected}"] == 1.0
+        assert samples["swarmrl_validator_verdicts_total{check=all,outcome=accepted}"] == 3.0
+        assert samples["swarmrl_validator_judge_seconds_total"] == 1.5
+    finally:
+        worker.close()
+        validator.close()

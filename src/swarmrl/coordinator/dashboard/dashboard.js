@@ -1,0 +1,199 @@
+// The swarmrl dashboard: one run's summary from GET /v1/runs/{run}/summary, then live from its
+// Server-Sent Events stream. Every value is written with textContent (check names and reasons come from
+// validators: never parsed as HTML). Plain SVG for the chart: nothing is loaded from anywhere else.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+let updates = 0;
+let lastUpdate = 0;
+
+function $(id) { return document.getElementById(id); }
+function short(key) { return key.slice(0, 12); }
+function fmt(n) { return n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"); }
+function ago(ts, now) {
+  if (ts === null || ts === undefined) return "–";
+  const s = Math.max(0, now - ts);
+  if (s < 90) return `${s.toFixed(0)}s ago`;
+  if (s < 5400) return `${(s / 60).toFixed(0)}m ago`;
+  return `${(s / 3600).toFixed(1)}h ago`;
+}
+
+function cell(row, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  row.appendChild(td);
+  return td;
+}
+
+function fillTable(id, items, render) {
+  const body = $(id).tBodies[0];
+  const rows = items.map((item) => { const tr = document.createElement("tr"); render(tr, item); return tr; });
+  body.replaceChildren(...rows);
+}
+
+function svg(tag, attrs, text) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+// A line chart of (x, y) points with its axes' extremes labelled; y may be missing for some x.
+function lineChart(container, points, xLabel, yLabel) {
+  const shown = points.filter((p) => p.y !== null && p.y !== undefined);
+  if (!shown.length) {
+    const empty = document.createElement("p");
+    empty.className = "empty";
+    empty.textContent = "no judged files yet";
+    container.replaceChildren(empty);
+    return;
+  }
+  // Drawn at the container's own pixel width so that text keeps its size on a phone and on a wide screen.
+  const W = Math.max(280, container.clientWidth - 16), H = 220, L = 48, R = 12, T = 12, B = 28;
+  const xs = shown.map((p) => p.x), ys = shown.map((p) => p.y);
+  let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+  let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  if (y0 === y1) { y0 -= 0.5; y1 += 0.5; }
+  const px = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
+  const py = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H });
+  root.appendChild(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#c4c9d2" }));
+  root.appendChild(svg("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#c4c9d2" }));
+  for (const y of [y0, y1]) {
+    root.appendChild(svg("text", { x: L - 4, y: py(y) + 4, "text-anchor": "end", "font-size": 11, fill: "#6b7280" },
+      y.toFixed(3)));
+  }
+  const xEnds = xs.length > 1 ? [[xs[0], "start"], [xs[xs.length - 1], "end"]] : [[xs[0], "middle"]];
+  for (const [x, anchor] of xEnds) {
+    root.appendChild(svg("text", { x: px(x), y: H - 8, "text-anchor": anchor, "font-size": 11, fill: "#6b7280" },
+      `${xLabel} ${Math.round(x)}`));
+  }
+  const path = shown.map((p, i) => `${i ? "L" : "M"}${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(" ");
+  root.appendChild(svg("path", { d: path, fill: "none", stroke: "#2563eb", "stroke-width": 2 }));
+  for (const p of shown) {
+    const dot = svg("circle", { cx: px(p.x), cy: py(p.y), r: 3, fill: "#2563eb" });
+    dot.appendChild(svg("title", {}, `${xLabel} ${p.x}: ${yLabel} ${p.y.toFixed(4)}`));
+    root.appendChild(dot);
+  }
+  container.replaceChildren(root);
+}
+
+let latest = null;  // the last summary, redrawn when the window changes size
+
+function render(summary) {
+  latest = summary;
+  const now = summary.generated_at;
+  const run = summary.run;
+  $("run-id").textContent = run.run_id;
+  const step = $("step");
+  step.textContent = fmt(run.current_step);
+  step.dataset.step = String(run.current_step);
+  $("run-status").textContent = run.status;
+  $("rate").textContent = summary.steps_per_minute === null ? "–" : summary.steps_per_minute.toFixed(2);
+  const files = summary.submissions;
+  $("accepted").textContent = fmt(files.accepted);
+  $("files").textContent =
+    `accepted · ${fmt(files.rejected)} rejected · ${fmt(files.pending)} pending · ${fmt(files.voided)} voided`;
+  $("backlog").textContent = fmt(summary.backlog.pending);
+  $("judging").textContent = `${fmt(summary.backlog.judging)} being judged`;
+  const open = summary.open_step;
+  $("units").textContent = `${fmt(open.accepted)} / ${fmt(open.demand)}`;
+  $("units-detail").textContent =
+    `accepted of demand · ${fmt(open.leased)} leased · ${fmt(open.submitted)} submitted · ${fmt(open.open_units)} open`;
+
+  lineChart($("reward-chart"), summary.steps.map((s) => ({ x: s.step, y: s.mean_reward })), "step", "reward");
+
+  $("nodes-total").textContent = `(${summary.nodes.length} of ${summary.nodes_total})`;
+  fillTable("nodes", summary.nodes, (tr, n) => {
+    tr.dataset.nodeId = n.node_id;
+    tr.dataset.banned = String(n.banned);
+    if (n.banned) tr.className = "banned";
+    cell(tr, short(n.node_id)).title = n.node_id;
+    cell(tr, n.role);
+    cell(tr, n.status === "active" ? n.health : n.status, `state-${n.health}`);
+    cell(tr, n.policy_step === null ? "–" : String(n.policy_step));
+    for (const key of ["held", "accepted", "rejected", "pending", "trained", "credit_tokens", "wiped_tokens"]) {
+      cell(tr, fmt(n[key]));
+    }
+    cell(tr, n.banned ? "BANNED" : "no", n.banned ? "ban" : "").dataset.col = "banned";
+    cell(tr, Object.entries(n.rejections).map(([c, k]) => `${c}×${k}`).join(", ") || "–");
+  });
+
+  const checks = Object.entries(summary.rejections).sort((a, b) => b[1] - a[1]);
+  fillTable("rejections", checks, (tr, [check, count]) => { cell(tr, check); cell(tr, fmt(count)); });
+  fillTable("validators", summary.backlog.validators, (tr, v) => {
+    cell(tr, short(v.node_id)).title = v.node_id;
+    cell(tr, fmt(v.verdicts));
+    cell(tr, fmt(v.rejected));
+    cell(tr, fmt(v.judging));
+    cell(tr, ago(v.last_verdict_at, now));
+  });
+  const versions = summary.steps.slice(-12).reverse();
+  // A trainer that names no SHARDCAST manifest when it opens a step: no column of dashes.
+  $("versions").classList.toggle("no-manifest", !versions.some((s) => s.manifest_sha256));
+  // A version's spread: the active nodes whose last heartbeat says they generate with it.
+  const holding = {};
+  for (const n of summary.nodes) {
+    if (n.status === "active" && n.policy_step !== null) holding[n.policy_step] = (holding[n.policy_step] || 0) + 1;
+  }
+  fillTable("versions", versions, (tr, s) => {
+    cell(tr, String(s.step));
+    cell(tr, s.manifest_sha256 ? short(s.manifest_sha256) : "–").title = s.manifest_sha256 || "";
+    cell(tr, ago(s.published_at, now));
+    cell(tr, fmt(holding[s.step] || 0));
+    cell(tr, s.mean_reward === null ? "–" : `${s.mean_reward.toFixed(3)} (${s.rows} rows)`);
+  });
+
+  updates += 1;
+  lastUpdate = Date.now();
+  const counter = $("updates");
+  counter.dataset.count = String(updates);
+  counter.textContent = `· ${updates} update${updates === 1 ? "" : "s"}`;
+  setLive(true, "live");
+}
+
+function setLive(on, text) {
+  $("live-dot").className = on ? "dot on" : "dot off";
+  $("live").textContent = text;
+}
+
+async function pickRun() {
+  const asked = new URLSearchParams(location.search).get("run");
+  if (asked) return asked;
+  const response = await fetch("/v1/runs");
+  if (!response.ok) throw new Error(`GET /v1/runs: HTTP ${response.status}`);
+  const runs = await response.json();
+  if (!runs.length) throw new Error("this coordinator has no run yet");
+  return (runs.find((r) => r.status === "open") || runs[0]).run_id;
+}
+
+async function start() {
+  let run;
+  try {
+    run = await pickRun();
+  } catch (err) {
+    setLive(false, String(err.message || err));
+    setTimeout(start, 3000);
+    return;
+  }
+  const base = `/v1/runs/${encodeURIComponent(run)}/summary`;
+  $("summary-link").href = base;
+  const response = await fetch(base);
+  if (response.ok) render(await response.json());
+  else setLive(false, `GET ${base}: HTTP ${response.status}`);
+  const source = new EventSource(`${base}/stream`);
+  source.addEventListener("summary", (event) => render(JSON.parse(event.data)));
+  source.onerror = () => setLive(false, "disconnected: reconnecting…");
+  setInterval(() => {
+    if (lastUpdate && Date.now() - lastUpdate > 15000) {
+      setLive(false, `no update for ${((Date.now() - lastUpdate) / 1000).toFixed(0)}s`);
+    }
+  }, 5000);
+}
+
+document.addEventListener("DOMContentLoaded", start);
+window.addEventListener("resize", () => {
+  if (latest) lineChart($("reward-chart"), latest.steps.map((s) => ({ x: s.step, y: s.mean_reward })), "step", "reward");
+});

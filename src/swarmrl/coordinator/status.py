@@ -1,0 +1,115 @@
+"""`swarmrl status --coordinator URL`: the dashboard's summary in the terminal (one read, or --watch)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from swarmrl.coordinator.api import RunSummary
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.errors import CoordinatorError
+
+NODE_COLUMNS = ("held", "accepted", "rejected", "pending", "trained", "credit_tokens", "wiped_tokens")
+
+
+def _number(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def summary_view(summary: RunSummary, url: str) -> Group:
+    """The run line, the reward by step, the nodes table, rejections by check and the validators."""
+    run, files, backlog, open_step = summary.run, summary.submissions, summary.backlog, summary.open_step
+    rewards = [s for s in summary.steps if s.mean_reward is not None]
+    curve = " → ".join(f"{s.mean_reward:.3f}@{s.step}" for s in rewards[-6:]) or "no judged files yet"
+    head = Text.from_markup(
+        f"[bold]{run.run_id}[/bold] ({run.status}) · step [bold]{run.current_step}[/bold] · "
+        f"{_number(summary.steps_per_minute, 2)} steps/min · dashboard {url.rstrip('/')}/dashboard\n"
+        f"files: {files['accepted']} accepted · {files['rejected']} rejected · {files['pending']} pending · "
+        f"{files['voided']} voided · validator backlog: {backlog.pending} waiting, {backlog.judging} being judged\n"
+        f"open step {open_step.step}: {open_step.accepted}/{open_step.demand} units accepted, "
+        f"{open_step.leased} leased, {open_step.open_units} open\n"
+        f"reward by step: {curve}"
+    )
+    nodes = Table(title=f"nodes ({len(summary.nodes)} of {summary.nodes_total})", title_justify="left")
+    for column in ("node", "role", "state", "policy step", *NODE_COLUMNS, "banned", "rejected by"):
+        nodes.add_column(column.replace("_", " "), justify="left" if column in ("node", "role") else "right")
+    for node in summary.nodes:
+        nodes.add_row(
+            node.node_id[:12],
+            node.role,
+            node.health if node.status == "active" else node.status,
+            _number(node.policy_step),
+            *(_number(getattr(node, column)) for column in NODE_COLUMNS),
+            "[red]BANNED[/red]" if node.banned else "no",
+            ", ".join(f"{check}×{n}" for check, n in sorted(node.rejections.items())) or "-",
+        )
+    parts: list = [head, nodes]
+    if summary.rejections:
+        checks = Table(title="rejections by check", title_justify="left")
+        checks.add_column("check")
+        checks.add_column("files", justify="right")
+        for check, count in sorted(summary.rejections.items(), key=lambda item: -item[1]):
+            checks.add_row(check, str(count))
+        parts.append(checks)
+    validators = Table(title="validators", title_justify="left")
+    for column in ("validator", "verdicts", "rejected", "judging", "last verdict"):
+        validators.add_column(column, justify="left" if column == "validator" else "right")
+    for validator in backlog.validators:
+        last = validator.last_verdict_at
+        validators.add_row(
+            validator.node_id[:12],
+            str(validator.verdicts),
+            str(validator.rejected),
+            str(validator.judging),
+            "-" if last is None else f"{max(0.0, summary.generated_at - last):.0f}s ago",
+        )
+    parts.append(validators)
+    return Group(*parts)
+
+
+def pick_run(client: CoordinatorClient, run_id: str | None) -> str:
+    """The run asked for, else the coordinator's open run (the newest when several are), else its newest."""
+    if run_id:
+        return run_id
+    runs = client.runs()
+    if not runs:
+        raise typer.BadParameter("the coordinator has no run yet", param_hint="--run-id")
+    return next((r.run_id for r in runs if r.status == "open"), runs[0].run_id)
+
+
+def status(
+    coordinator: Annotated[str, typer.Option("--coordinator", help="coordinator URL, e.g. http://host:8000")],
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="the run to show (default: the open run, else the newest)")
+    ] = None,
+    watch: Annotated[
+        float, typer.Option(min=0.0, help="refresh every this many seconds until interrupted (0: print once)")
+    ] = 0.0,
+    json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Print a swarm run's summary: step and rate, reward by step, nodes, rejections, validator backlog."""
+    console = Console()
+    try:
+        with CoordinatorClient(coordinator, max_retries=1, timeout_s=10.0) as client:
+            run = pick_run(client, run_id)
+            if json_output:
+                console.print_json(client.summary(run).model_dump_json())
+                return
+            if not watch:
+                console.print(summary_view(client.summary(run), coordinator))
+                return
+            with Live(summary_view(client.summary(run), coordinator), console=console) as live:
+                while True:
+                    time.sleep(watch)
+                    live.update(summary_view(client.summary(run), coordinator))
+    except CoordinatorError as exc:
+        console.print(f"[red]{coordinator}: {exc}[/red]")
+        raise typer.Exit(1) from exc
+    except KeyboardInterrupt:
+        return

@@ -1,0 +1,206 @@
+"""One read of a run for `/dashboard` and `swarmrl status`: the counts the read endpoints give, in one place.
+
+Reuses the per-node and per-step counts of `stats` and the ledger's balances rather than counting again; adds
+what only a dashboard wants: the reward curve (the validators' trusted per-file means, by step), rejections
+by check, the validator backlog and the step rate.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from swarmrl.coordinator import ledger
+from swarmrl.coordinator.api import (
+    LedgerBalance,
+    NodeSummary,
+    NodeWork,
+    RunSummary,
+    StepPoint,
+    ValidatorBacklog,
+    ValidatorSummary,
+)
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.db import Ban, Membership, Run, Submission, Validator, Verdict
+from swarmrl.coordinator.db import Step as StepRow
+from swarmrl.coordinator.leases import expire_lapsed
+from swarmrl.coordinator.routes_trainer import current_state
+from swarmrl.coordinator.stats import node_work, step_work
+from swarmrl.coordinator.views import member_info
+
+CURVE_STEPS = 200  # the reward curve and the step list cover this many recent steps (bounded work per read)
+RATE_STEPS = 10  # steps per minute over the most recent this many step intervals
+
+
+def steps_per_minute(published_at: list[float]) -> float | None:
+    """Rate over the last RATE_STEPS intervals between publications (None below two steps or no time)."""
+    recent = published_at[-(RATE_STEPS + 1) :]
+    if len(recent) < 2 or recent[-1] <= recent[0]:
+        return None
+    return 60.0 * (len(recent) - 1) / (recent[-1] - recent[0])
+
+
+def mean_rewards(rows: list[tuple[int, dict]]) -> dict[int, tuple[float, int]]:
+    """step → (row-weighted mean reward, rows) over verdict summaries that carry a numeric mean and rows."""
+    total: dict[int, float] = defaultdict(float)
+    count: dict[int, int] = defaultdict(int)
+    for step, summary in rows:
+        mean, n = (summary or {}).get("mean_reward"), (summary or {}).get("rows")
+        if isinstance(mean, int | float) and isinstance(n, int) and n > 0:
+            total[step] += mean * n
+            count[step] += n
+    return {step: (total[step] / count[step], count[step]) for step in count}
+
+
+def _steps(session: Session, run: Run) -> list[StepPoint]:
+    first = max(0, run.current_step - CURVE_STEPS + 1)
+    published = list(
+        session.scalars(
+            select(StepRow).where(StepRow.run_id == run.run_id, StepRow.step >= first).order_by(StepRow.step)
+        )
+    )
+    judged = session.execute(
+        select(Submission.step, Verdict.rewards_summary)
+        .join(Verdict, Verdict.submission_id == Submission.id)
+        .where(Submission.run_id == run.run_id, Submission.step >= first, Verdict.accepted.is_(True))
+    ).all()
+    rewards = mean_rewards([(step, summary) for step, summary in judged])
+    return [
+        StepPoint(
+            step=row.step,
+            published_at=row.published_at,
+            manifest_sha256=row.manifest_sha256,
+            mean_reward=rewards.get(row.step, (None, 0))[0],
+            rows=rewards.get(row.step, (None, 0))[1],
+        )
+        for row in published
+    ]
+
+
+def rejections_by_node(session: Session, run_id: str) -> dict[str, Counter]:
+    """node id → check → files of the node it rejected."""
+    out: dict[str, Counter] = defaultdict(Counter)
+    rows = session.execute(
+        select(Submission.node_id, Verdict.check_name, func.count())
+        .join(Verdict, Verdict.submission_id == Submission.id)
+        .where(Submission.run_id == run_id, Verdict.accepted.is_(False))
+        .group_by(Submission.node_id, Verdict.check_name)
+    )
+    for node, check, count in rows:
+        out[node][check] += count
+    return out
+
+
+def validator_backlog(session: Session, run_id: str, now: float) -> ValidatorBacklog:
+    pending = Submission.run_id == run_id, Submission.status == "pending"
+    live = (*pending, Submission.judge_key.is_not(None), Submission.judge_until > now)
+    holding = dict(
+        session.execute(
+            select(Submission.judge_key, func.count()).where(*live).group_by(Submission.judge_key)
+        ).all()
+    )
+    verdicts = {
+        key: (count, rejected, last)
+        for key, count, rejected, last in session.execute(
+            select(
+                Verdict.validator_key,
+                func.count(),
+                func.coalesce(func.sum(case((Verdict.accepted.is_(False), 1), else_=0)), 0),
+                func.max(Verdict.decided_at),
+            )
+            .join(Submission, Submission.id == Verdict.submission_id)
+            .where(Submission.run_id == run_id)
+            .group_by(Verdict.validator_key)
+        )
+    }
+    validators = [
+        ValidatorSummary(
+            node_id=key,
+            verdicts=verdicts.get(key, (0, 0, None))[0],
+            rejected=int(verdicts.get(key, (0, 0, None))[1]),
+            judging=holding.get(key, 0),
+            last_verdict_at=verdicts.get(key, (0, 0, None))[2],
+        )
+        for key in session.scalars(
+            select(Validator.public_key).where(Validator.run_id == run_id).order_by(Validator.added_at)
+        )
+    ]
+    return ValidatorBacklog(
+        pending=session.scalar(select(func.count()).select_from(Submission).where(*pending)) or 0,
+        judging=sum(holding.values()),
+        validators=validators,
+    )
+
+
+def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: float) -> RunSummary:
+    """Call inside a transaction: lapsed units are expired first, as every read of unit counts does. Members
+    are listed by node id, at most `list_limit` of them."""
+    run_id = run.run_id
+    expire_lapsed(session, run_id, config, now)
+    limit = config.list_limit
+    members = list(
+        session.scalars(
+            select(Membership).where(Membership.run_id == run_id).order_by(Membership.node_id).limit(limit)
+        )
+    )
+    ids = [m.node_id for m in members]
+    # Both page by node id like the members above, so their first pages cover these members.
+    works = {w.node_id: w for w in node_work(session, run_id, limit=limit)}
+    balances = {b.node_id: b for b in ledger.balances(session, run_id, limit=limit)}
+    banned = set(session.scalars(select(Ban.node_id).where(Ban.node_id.in_(ids))))
+    validators = set(session.scalars(select(Validator.public_key).where(Validator.run_id == run_id)))
+    rejections = rejections_by_node(session, run_id)
+    nodes = []
+    for member in members:
+        info = member_info(member, now, config)
+        work = works.get(member.node_id) or NodeWork(node_id=member.node_id)
+        balance = balances.get(member.node_id) or LedgerBalance(node_id=member.node_id)
+        role = "validator" if member.node_id in validators else "worker"
+        nodes.append(
+            NodeSummary(
+                node_id=member.node_id,
+                role="trainer" if member.node_id == run.trainer_public_key else role,
+                status=info.status,
+                health=info.health,
+                last_seen=info.last_seen,
+                policy_step=info.policy_step,
+                held=work.held,
+                accepted=work.accepted,
+                rejected=work.rejected,
+                pending=work.generated - work.accepted - work.rejected - work.voided,
+                voided=work.voided,
+                trained=work.trained,
+                credit_tokens=balance.pending_tokens + balance.unlocked_tokens,
+                wiped_tokens=balance.wiped_tokens,
+                banned=member.node_id in banned,
+                rejections=dict(rejections.get(member.node_id, {})),
+            )
+        )
+    steps = _steps(session, run)
+    by_status = dict(
+        session.execute(
+            select(Submission.status, func.count())
+            .where(Submission.run_id == run_id)
+            .group_by(Submission.status)
+        ).all()
+    )
+    total_rejections: Counter = Counter()
+    for checks in rejections.values():
+        total_rejections.update(checks)
+    return RunSummary(
+        run=current_state(session, run, config, now),
+        generated_at=now,
+        steps_per_minute=steps_per_minute([s.published_at for s in steps]),
+        steps=steps,
+        open_step=step_work(session, run, run.current_step, config),
+        submissions={s: by_status.get(s, 0) for s in ("pending", "accepted", "rejected", "voided")},
+        rejections=dict(total_rejections),
+        backlog=validator_backlog(session, run_id, now),
+        nodes=nodes,
+        nodes_total=session.scalar(
+            select(func.count()).select_from(Membership).where(Membership.run_id == run_id)
+        )
+        or 0,
+    )

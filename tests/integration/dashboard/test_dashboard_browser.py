@@ -1,0 +1,223 @@
+"""The dashboard in a real browser: Debian's chromium, headless, driven by selenium, against a coordinator
+process with real signed nodes, submissions and verdicts. It waits (bounded) for live updates, checks the
+nodes table, the step counter advancing and the cheater shown as banned, and saves screenshots under the
+test's run directory. A second test blocks the event stream and shows the wait for a live update then fails.
+
+`make test` installs chromium (`make browser-deps`); where it could not, these tests fail saying so rather
+than skip: deselect them on purpose with `-m "not browser"`.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.coordinator.testing import coordinator_backend, leased_submit
+from swarmrl.identity import Identity
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
+
+ADMIN = "admin-secret"
+RUN = "dash"
+UPDATE_WAIT_S = 20.0  # the stream sends a summary every 2 s: ten of them
+
+
+def browser_binaries() -> tuple[str, str]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.fail(
+            "the browser test needs Debian's `chromium` and `chromium-driver` (found chromium="
+            f"{chromium}, chromedriver={driver}): `make browser-deps` installs them (apt-get); "
+            'deselect these tests on purpose with -m "not browser"',
+            pytrace=False,
+        )
+    return chromium, driver
+
+
+@pytest.fixture
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the dev extra")
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = browser_binaries()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1400,1000")
+    # The system chromedriver, named: selenium's own driver manager would try the network.
+    session = webdriver.Chrome(service=Service(executable_path=driver), options=options)
+    try:
+        yield session
+    finally:
+        session.quit()
+
+
+class World:
+    """A run with a trainer, a validator, two honest workers and a cheater, every call signed."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.admin = CoordinatorClient(url, admin_token=ADMIN, max_retries=0)
+        self.trainer = CoordinatorClient(url, Identity.generate(), max_retries=0)
+        self.validator = CoordinatorClient(url, Identity.generate(), max_retries=0)
+        self.admin.create_run(RUN, self.trainer.node_id)
+        self.admin.add_validator(RUN, self.validator.node_id)
+        self.honest = [self._member() for _ in range(2)]
+        self.cheater = self._member()
+        self.step = 0
+        self.trainer.publish_step(RUN, 0)
+
+    def _member(self) -> CoordinatorClient:
+        node = CoordinatorClient(self.url, Identity.generate(), max_retries=0)
+        node.register()
+        node.join(RUN)
+        return node
+
+    def honest_work(self, reward: float) -> None:
+        for node in self.honest:
+            node.heartbeat(RUN, self.step)
+            leased_submit(node, RUN, f"{node.node_id}-{self.step}".encode(), rows=2, tokens=20)
+        self._judge(lambda _: (True, "all"), reward)
+
+    def cheat(self) -> None:
+        self.cheater.heartbeat(RUN, self.step)
+        leased_submit(self.cheater, RUN, b"forged", rows=2, tokens=20)
+        self._judge(lambda node: (node != self.cheater.node_id, "toploc"), 0.0)
+
+    def _judge(self, decide, reward: float) -> None:
+        while (submission := self.validator.lease_validation(RUN).submission) is not None:
+            accept, check = decide(submission.node_id)
+            summary = {"rows": submission.rows, "mean_reward": reward, "passed": accept}
+            self.validator.post_verdict(submission.id, accept=accept, check=check, rewards_summary=summary)
+
+    def next_step(self) -> int:
+        self.step += 1
+        self.trainer.publish_step(RUN, self.step)
+        return self.step
+
+
+@pytest.fixture
+def world(tmp_path):
+    config = CoordinatorConfig(requests_per_minute=100_000)
+    with coordinator_backend("sqlite", tmp_path / "coordinator", config=config, admin_token=ADMIN) as proc:
+        yield World(proc.url)
+
+
+def wait_for(browser, predicate, what: str, timeout_s: float = UPDATE_WAIT_S):
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(browser, timeout_s, poll_frequency=0.2).until(lambda b: predicate(b))
+    except TimeoutException:
+        raise AssertionError(f"the dashboard did not show {what} within {timeout_s:.0f}s") from None
+
+
+def shown_step(browser) -> int | None:
+    value = browser.find_element("id", "step").get_attribute("data-step")
+    return int(value) if value else None
+
+
+def update_count(browser) -> int:
+    return int(browser.find_element("id", "updates").get_attribute("data-count") or 0)
+
+
+ROWS_SCRIPT = """
+return Array.from(document.querySelectorAll('#nodes tbody tr')).map(row => ({
+  id: row.dataset.nodeId, banned: row.dataset.banned === 'true',
+  cells: Array.from(row.cells).map(c => c.textContent)}));
+"""
+
+
+def node_rows(browser) -> dict[str, dict]:
+    """The nodes table, read in one script call (a live re-render cannot leave a half-read table)."""
+    rows = {}
+    for row in browser.execute_script(ROWS_SCRIPT):
+        cells = row["cells"]
+        rows[row["id"]] = {
+            "banned": row["banned"],
+            "state": cells[2],
+            "accepted": cells[5],
+            "rejected": cells[6],
+            "banned_cell": cells[11],
+            "rejected_by": cells[12],
+        }
+    return rows
+
+
+def banned_rows(browser, node_id: str) -> dict[str, dict] | None:
+    rows = node_rows(browser)
+    return rows if rows.get(node_id, {}).get("banned") else None
+
+
+def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world, tmp_path):
+    world.honest_work(reward=0.25)
+    browser.get(f"{world.url}/dashboard")
+    wait_for(browser, lambda b: len(node_rows(b)) == 3 and shown_step(b) == 0, "the three nodes at step 0")
+    assert browser.find_element("id", "run-id").text == RUN
+
+    # Everything below reaches the page only through the event stream: it never fetches the summary again.
+    updates = update_count(browser)
+    world.cheat()
+    step = world.next_step()
+    world.honest_work(reward=0.75)
+    wait_for(browser, lambda b: shown_step(b) == step, f"step {step}")
+    cheater = world.cheater.node_id
+    rows = wait_for(browser, lambda b: banned_rows(b, cheater), "the cheater banned")
+    assert update_count(browser) > updates
+    assert rows[cheater]["banned_cell"] == "BANNED" and rows[cheater]["rejected_by"] == "toploc×1"
+    assert rows[cheater]["state"] == "ejected" and rows[cheater]["accepted"] == "0"
+    for node in world.honest:
+        assert rows[node.node_id]["banned"] is False and rows[node.node_id]["banned_cell"] == "no"
+        assert rows[node.node_id]["accepted"] == "2" and rows[node.node_id]["rejected"] == "0"
+        assert rows[node.node_id]["state"] == "healthy"
+    rejections = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#rejections tbody td')).map(c => c.textContent)"
+    )
+    assert rejections == ["toploc", "1"]
+    # The reward curve has a point per judged step.
+    wait_for(
+        browser, lambda b: len(b.find_elements("css selector", "#reward-chart circle")) == 2, "two rewards"
+    )
+
+    step = world.next_step()
+    wait_for(browser, lambda b: shown_step(b) == step, f"step {step}")
+    versions = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#versions tbody tr'))"
+        ".map(r => Array.from(r.cells).map(c => c.textContent))"
+    )
+    # step, manifest, published, nodes holding it, mean reward: both honest nodes generate with policy 1.
+    assert [(row[0], row[3], row[4]) for row in versions] == [
+        ("2", "0", "–"),
+        ("1", "2", "0.750 (4 rows)"),
+        ("0", "0", "0.250 (4 rows)"),
+    ]
+    page = browser.page_source
+    assert ADMIN not in page
+    (tmp_path / "dashboard.png").write_bytes(browser.get_screenshot_as_png())
+
+    # At phone width the page itself does not scroll sideways (wide tables scroll inside their boxes).
+    browser.set_window_size(390, 844)
+    overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the page is {overflow}px wider than a phone screen"
+    (tmp_path / "dashboard-phone.png").write_bytes(browser.get_screenshot_as_png())
+    for name in ("dashboard.png", "dashboard-phone.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_wait_fails_when_the_page_gets_no_live_update(browser, world):
+    """With the event stream blocked the page shows the first summary and nothing after: the live check of
+    the test above must then fail, not pass."""
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/summary/stream*"]})
+    browser.get(f"{world.url}/dashboard")
+    wait_for(browser, lambda b: shown_step(b) == 0, "step 0")
+    step = world.next_step()
+    with pytest.raises(AssertionError, match=f"did not show step {step}"):
+        wait_for(browser, lambda b: shown_step(b) == step, f"step {step}", timeout_s=6.0)
+    assert update_count(browser) == 1
+    assert "disconnected" in browser.find_element("id", "live").text
