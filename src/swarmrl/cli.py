@@ -321,6 +321,19 @@ def trainer(
     trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key, origin_port=origin_port)
 
 
+@app.command("island-trainer")
+def island_trainer(
+    run_dir: Annotated[Path, typer.Option(help="this island's run directory (prepared by demo --islands)")],
+    island: Annotated[int, typer.Option(help="island number: its member id in the merge quorum")],
+    lighthouse: Annotated[str, typer.Option(help="address of the islands' torchft lighthouse")],
+    threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
+) -> None:
+    """One trainer island: the local trainer, merged with the other islands every [islands] merge_every steps."""
+    from swarmrl.islands.island import island_trainer_role
+
+    island_trainer_role(run_dir, island, lighthouse, threads=threads)
+
+
 @app.command()
 def worker(
     run_dir: Annotated[Path | None, typer.Option(help="run directory of a local run")] = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from torch.distributed import AllgatherOptions, AllToAllOptions
+from torch.distributed.distributed_c10d import AllgatherOptions, AllToAllOptions
 
 from swarmrl.diloco.communicators.torchft_comm import TorchFTCommunicator
 from swarmrl.diloco.errors import CommunicatorError
