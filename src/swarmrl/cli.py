@@ -221,10 +221,29 @@ def demo(
     swarm: Annotated[
         bool, typer.Option("--swarm", help="the decentralized swarm: coordinator, relay, nodes, a cheater")
     ] = False,
+    islands: Annotated[
+        bool,
+        typer.Option(
+            "--islands", help="trainer islands, each with its workers, merged by DiLoCo every H steps"
+        ),
+    ] = False,
 ) -> None:
     """SFT a tiny model, then asynchronous RL: with local workers (held-out accuracy before and after), or with
-    --swarm as a swarm of processes on 127.0.0.1 (live table; the cheater is rejected and banned)."""
-    cfg = _config(config or ("configs/demo-swarm.toml" if swarm else "configs/demo.toml"), overrides, dry_run)
+    --swarm as a swarm of processes on 127.0.0.1 (live table; the cheater is rejected and banned), or with
+    --islands as several trainer islands merged every H steps (islands_result.json)."""
+    default = (
+        "configs/demo-swarm.toml"
+        if swarm
+        else "configs/demo-islands.toml"
+        if islands
+        else "configs/demo.toml"
+    )
+    cfg = _config(config or default, overrides, dry_run)
+    if islands:
+        from swarmrl.islands.demo import run_islands_demo
+
+        run_islands_demo(cfg, console)
+        return
     if swarm:
         from swarmrl.launch.swarm import run_swarm_demo
 
