@@ -8,6 +8,7 @@ all joined to one torchft lighthouse that decides every merge's membership.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -63,6 +64,8 @@ class IslandFleet:
     trainers: dict[int, object] = field(default_factory=dict)
 
     def __enter__(self) -> IslandFleet:
+        # torchft's Rust side logs every quorum request at INFO; keep the console to the live table.
+        os.environ.setdefault("RUST_LOG", "warn")
         from torchft.coordination import LighthouseServer
 
         settings: IslandsConfig = self.config.islands

@@ -64,7 +64,7 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
 @pytest.mark.timeout(300)
 def test_island_killed_and_restarted_rejoins_from_the_merged_policy(tmp_path):
     config = _config(
-        tmp_path, steps=14, heartbeat_timeout_s=2.0, join_timeout_s=30.0, collective_timeout_s=10.0
+        tmp_path, steps=30, heartbeat_timeout_s=2.0, join_timeout_s=30.0, collective_timeout_s=10.0
     )
     base, islands = prepare_islands(config)
     with IslandFleet(config, islands) as fleet:
@@ -79,6 +79,8 @@ def test_island_killed_and_restarted_rejoins_from_the_merged_policy(tmp_path):
             60,
             "island 0 to merge without island 1",
         )
+        # The restarted island heartbeats as soon as its trainer starts, so the survivor's next merge waits
+        # for it (join timeout) instead of finishing alone.
         fleet.start(1)
         fleet.wait(timeout_s=200)
     survivor, restarted = read_merges(islands[0]), read_merges(islands[1])
@@ -90,5 +92,5 @@ def test_island_killed_and_restarted_rejoins_from_the_merged_policy(tmp_path):
     peer = next(m for m in survivor if m["round"] == rejoined[0]["round"] and m["committed"])
     assert peer["participants"] == 2
     assert weights_digest(islands[1], rejoined[0]["step"]) == weights_digest(islands[0], peer["step"])
-    assert latest_checkpoint(islands[0].checkpoints) == latest_checkpoint(islands[1].checkpoints) == 14
+    assert latest_checkpoint(islands[0].checkpoints) == latest_checkpoint(islands[1].checkpoints) == 30
     assert island_summary(1, islands[1])["heals"] == 1
