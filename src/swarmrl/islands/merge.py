@@ -106,6 +106,9 @@ class IslandMerger:
             if contributors > 0:
                 delta.mul_(contribution_scale(participants, contributors))
                 mean = all_reduce_mean_encoded(delta, self.codec, self.communicator)
+                if not bool(torch.isfinite(mean).all()):
+                    # A peer island sent NaN/Inf (fp32 rides torchft's all-reduce unchecked): never apply it.
+                    raise CommunicatorError("averaged pseudo-gradient holds NaN or Inf")
         except CommunicatorError:
             mean = None
         committed = self.communicator.end_round() and mean is not None

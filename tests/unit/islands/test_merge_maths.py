@@ -97,3 +97,21 @@ def test_healed_island_adopts_peer_state_and_contributes_nothing():
     assert model.weight.detach().flatten().tolist() == pytest.approx([0.2, 0.2])
     with pytest.raises(DiLoCoStateError, match="shapes"):
         island.load_state_dict({"global_params": [torch.zeros(3)], "rounds": 0, "outer_optimizer": {}})
+
+
+class _PoisonedPeer(LocalCommunicator):
+    """A peer whose share of the average is NaN (the one-value contributor count passes through)."""
+
+    def _all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor if tensor.numel() == 1 else tensor.fill_(float("nan"))
+
+
+def test_non_finite_average_from_a_peer_is_discarded():
+    model = _model(1.0)
+    merger = IslandMerger(model, _PoisonedPeer(), make_codec("fp32"), outer_lr=0.7, outer_momentum=0.9)
+    with torch.no_grad():
+        model.weight.fill_(0.5)
+    record = merger.merge(step=10)
+    assert not record.committed and record.round == 0
+    assert model.weight.detach().flatten().tolist() == [0.5, 0.5]  # keeps its own progress
+    assert merger.global_params[0].flatten().tolist() == [1.0, 1.0]
