@@ -35,6 +35,13 @@ ARMS: dict[str, list[str]] = {
     ],
     "c10": ["islands.merge_every=10", "islands.codec='int8'"],
     "c25": ["islands.merge_every=25", "islands.codec='int8'"],
+    # H = 10 with plain averaging of the policies instead of the outer Nesterov step (outer lr 1, no momentum).
+    "c10avg": [
+        "islands.merge_every=10",
+        "islands.codec='int8'",
+        "islands.outer_lr=1.0",
+        "islands.outer_momentum=0.0",
+    ],
 }
 
 
