@@ -6,7 +6,7 @@ and sees the same samples per step in total (32 prompts × 8 completions, split 
   (b) two islands × 2 workers averaged after every policy step (fp32, outer lr 1, no momentum);
   (c) two islands × 2 workers merged every H = 10 and H = 25 steps with int8 pseudo-gradients (outer Nesterov).
 
-    .venv/bin/python benchmarks/islands_arms.py [--steps 50] [--arms a,b,c10,c25]   # ~4-6 min per arm here
+    .venv/bin/python benchmarks/islands_arms.py [--steps 50] [--arms a,b,c10,c25,c10avg,c25avg]   # ~4-6 min per arm here
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from rich.console import Console
 from swarmrl.config import load_config
 from swarmrl.islands.demo import run_islands_demo
 
+NESTEROV = ["islands.outer_lr=0.7", "islands.outer_momentum=0.9"]  # DiLoCo's pre-training setting
+AVERAGING = ["islands.outer_lr=1.0", "islands.outer_momentum=0.0"]
 ARMS: dict[str, list[str]] = {
     "a": [
         "islands.count=1",
@@ -30,18 +32,13 @@ ARMS: dict[str, list[str]] = {
     "b": [
         "islands.merge_every=1",
         "islands.codec='fp32'",
-        "islands.outer_lr=1.0",
-        "islands.outer_momentum=0.0",
+        *AVERAGING,
     ],
-    "c10": ["islands.merge_every=10", "islands.codec='int8'"],
-    "c25": ["islands.merge_every=25", "islands.codec='int8'"],
-    # H = 10 with plain averaging of the policies instead of the outer Nesterov step (outer lr 1, no momentum).
-    "c10avg": [
-        "islands.merge_every=10",
-        "islands.codec='int8'",
-        "islands.outer_lr=1.0",
-        "islands.outer_momentum=0.0",
-    ],
+    "c10": ["islands.merge_every=10", "islands.codec='int8'", *NESTEROV],
+    "c25": ["islands.merge_every=25", "islands.codec='int8'", *NESTEROV],
+    # The same merges with plain averaging of the policies (outer lr 1, no momentum): the demo's setting.
+    "c10avg": ["islands.merge_every=10", "islands.codec='int8'", *AVERAGING],
+    "c25avg": ["islands.merge_every=25", "islands.codec='int8'", *AVERAGING],
 }
 
 
