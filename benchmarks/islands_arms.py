@@ -4,7 +4,9 @@ Every arm starts from the same SFT policy of configs/demo-islands.toml, trains t
 and sees the same samples per step in total (32 prompts × 8 completions, split evenly over the islands):
   (a) one island with all 4 workers (no merges: the anchor, plain async GRPO);
   (b) two islands × 2 workers averaged after every policy step (fp32, outer lr 1, no momentum);
-  (c) two islands × 2 workers merged every H = 10 and H = 25 steps with int8 pseudo-gradients (outer Nesterov).
+  (c) two islands × 2 workers merged every H = 10 and H = 25 steps with int8 pseudo-gradients, with DiLoCo's
+      outer Nesterov step (lr 0.7, momentum 0.9: c10, c25) and with plain averaging (lr 1, no momentum: c10avg,
+      c25avg, the setting of configs/demo-islands.toml).
 
     .venv/bin/python benchmarks/islands_arms.py [--steps 50] [--arms a,b,c10,c25,c10avg,c25avg]   # ~4-6 min per arm here
 """
