@@ -225,10 +225,29 @@ def demo(
     swarm: Annotated[
         bool, typer.Option("--swarm", help="the decentralized swarm: coordinator, relay, nodes, a cheater")
     ] = False,
+    islands: Annotated[
+        bool,
+        typer.Option(
+            "--islands", help="trainer islands, each with its workers, merged by DiLoCo every H steps"
+        ),
+    ] = False,
 ) -> None:
     """SFT a tiny model, then asynchronous RL: with local workers (held-out accuracy before and after), or with
-    --swarm as a swarm of processes on 127.0.0.1 (live table; the cheater is rejected and banned)."""
-    cfg = _config(config or ("configs/demo-swarm.toml" if swarm else "configs/demo.toml"), overrides, dry_run)
+    --swarm as a swarm of processes on 127.0.0.1 (live table; the cheater is rejected and banned), or with
+    --islands as several trainer islands merged every H steps (islands_result.json)."""
+    default = (
+        "configs/demo-swarm.toml"
+        if swarm
+        else "configs/demo-islands.toml"
+        if islands
+        else "configs/demo.toml"
+    )
+    cfg = _config(config or default, overrides, dry_run)
+    if islands:
+        from swarmrl.islands.demo import run_islands_demo
+
+        run_islands_demo(cfg, console)
+        return
     if swarm:
         from swarmrl.launch.swarm import run_swarm_demo
 
@@ -323,6 +342,19 @@ def trainer(
     from swarmrl.launch.roles import trainer_role
 
     trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key, origin_port=origin_port)
+
+
+@app.command("island-trainer")
+def island_trainer(
+    run_dir: Annotated[Path, typer.Option(help="this island's run directory (prepared by demo --islands)")],
+    island: Annotated[int, typer.Option(help="island number: its member id in the merge quorum")],
+    lighthouse: Annotated[str, typer.Option(help="address of the islands' torchft lighthouse")],
+    threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
+) -> None:
+    """One trainer island: the local trainer, merged with the other islands every [islands] merge_every steps."""
+    from swarmrl.islands.island import island_trainer_role
+
+    island_trainer_role(run_dir, island, lighthouse, threads=threads)
 
 
 @app.command()

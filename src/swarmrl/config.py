@@ -229,10 +229,16 @@ class SwarmSection(Section):
 def _role_sections() -> dict[str, type[BaseModel]]:
     """The sections owned by role packages, imported here so each role keeps its own model."""
     from swarmrl.coordinator.config import CoordinatorConfig
+    from swarmrl.islands.config import IslandsConfig
     from swarmrl.tasks.config import TasksConfig
     from swarmrl.trainer.loss_config import LossConfig
 
-    return {"tasks": TasksConfig, "loss": LossConfig, "coordinator": CoordinatorConfig}
+    return {
+        "tasks": TasksConfig,
+        "loss": LossConfig,
+        "coordinator": CoordinatorConfig,
+        "islands": IslandsConfig,
+    }
 
 
 class RunConfig(Section):
@@ -251,6 +257,7 @@ class RunConfig(Section):
     tasks: Any = None
     loss: Any = None
     coordinator: Any = None
+    islands: Any = None
 
     def model_post_init(self, __context: Any) -> None:
         for name, model in _role_sections().items():

@@ -37,7 +37,9 @@ def unpack_rows(packed: torch.Tensor, scaled: bool) -> EncodedRows:
     if packed.dim() != 2 or packed.shape[1] <= _SCALE_BYTES:
         raise CodecError(f"scaled payload of shape {tuple(packed.shape)} is too short to hold its scale")
     values = packed[:, :-_SCALE_BYTES].contiguous()
-    scales = packed[:, -_SCALE_BYTES:].contiguous().view(torch.float32).view(-1)
+    # A fresh copy, not contiguous(): a one-row slice counts as contiguous but keeps a storage offset and
+    # row stride that view(float32) refuses unless they are multiples of 4.
+    scales = packed[:, -_SCALE_BYTES:].reshape(-1).clone().view(torch.float32)
     return EncodedRows(values, scales)
 
 

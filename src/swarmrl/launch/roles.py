@@ -21,7 +21,7 @@ from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 from swarmrl.trainer.data import RolloutFeed, RunDirSource
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
-from swarmrl.trainer.train import run_trainer
+from swarmrl.trainer.train import AfterStep, run_trainer
 from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.local import run_local_worker
 
@@ -34,6 +34,7 @@ def trainer_role(
     coordinator_url: str | None = None,
     key: Path | None = None,
     origin_port: int = 0,
+    after_step: AfterStep | None = None,
 ) -> int:
     """Train a run: local (rollouts from the run directory) or, with `coordinator_url`, the trainer of a swarm
     (accepted submissions in; checkpoints out through a shardcast origin). Under torchrun (WORLD_SIZE > 1)
@@ -71,7 +72,9 @@ def trainer_role(
             return feed.collect(step, config.trainer.prompts_per_step, config.trainer.max_wait_seconds)
 
         try:
-            last = run_trainer(config, collect, publish, stop_after_steps=stop_after_steps)
+            last = run_trainer(
+                config, collect, publish, stop_after_steps=stop_after_steps, after_step=after_step
+            )
             if dist.is_initialized():
                 # Rank 0 still writes the last checkpoint when the others return; tearing gloo down under it
                 # aborts a rank ("terminate called without an active exception").

@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 Collector = Callable[[int], tuple[list[ScoredRow], CollectStats]]
 Publisher = Callable[[int], None]
+# Called with (new step, model) after each policy step, before it is published; may change the weights in
+# place (trainer islands merge here, so the checkpoint of a merge step is the merged policy).
+AfterStep = Callable[[int, torch.nn.Module], None]
 
 
 # Metrics of `policy_loss` that are already normalised by the minibatch's global counts: they add up over
@@ -217,6 +220,7 @@ def run_trainer(
     *,
     stop_after_steps: int | None = None,
     weight_sink: WeightSink | None = None,
+    after_step: AfterStep | None = None,
 ) -> int:
     """Train from the newest resumable state to `config.trainer.steps`; returns the last step written.
 
@@ -256,7 +260,9 @@ def run_trainer(
     policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
     try:
-        return _train_loop(config, policy, collect, publish, sink, step, stop_after_steps, weight_sink)
+        return _train_loop(
+            config, policy, collect, publish, sink, step, stop_after_steps, weight_sink, after_step
+        )
     finally:
         if sink is not None:
             sink.close()
@@ -282,6 +288,7 @@ def _train_loop(
     step: int,
     stop_after_steps: int | None,
     weight_sink: WeightSink | None = None,
+    after_step: AfterStep | None = None,
 ) -> int:
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
@@ -298,6 +305,8 @@ def _train_loop(
         planned = plan_policy_step(rows, config.trainer, policy.module, tokenizer.pad_token_id)
         metrics = train_step(policy.module, optimizer, scheduler, planned, config, policy.ref_module)
         step += 1
+        if after_step is not None:
+            after_step(step, model)
         if weight_sink is not None:
             push_weights(model, weight_sink, step)
         weights = full_model_state(model)

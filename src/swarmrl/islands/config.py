@@ -1,0 +1,29 @@
+"""The `[islands]` section: how many trainer islands, how often they merge and how the merge travels."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class IslandsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    count: int = Field(2, ge=1, description="trainer islands, each with worker.num_workers workers")
+    merge_every: int = Field(10, ge=1, description="policy steps between merges (H)")
+    codec: Literal["fp32", "fp16", "bf16", "int8"] = Field(
+        "int8", description="wire format of the pseudo-gradients between islands"
+    )
+    int8_clip_sigmas: float = Field(6.0, gt=0, description="int8 codec: clip outliers at this many rms")
+    outer_lr: float = Field(0.7, gt=0, description="outer Nesterov learning rate (DiLoCo's 0.7)")
+    outer_momentum: float = Field(0.9, ge=0, lt=1, description="outer Nesterov momentum (0: plain SGD)")
+    join_timeout_s: float = Field(
+        60.0, gt=0, description="how long a merge waits for a live (heartbeating) island that is behind"
+    )
+    heartbeat_timeout_s: float = Field(
+        5.0, gt=0, description="an island silent this long is dead and dropped from the next merge"
+    )
+    collective_timeout_s: float = Field(
+        30.0, gt=0, description="a merge collective that takes longer fails and the round is discarded"
+    )

@@ -1,0 +1,139 @@
+"""One island's trainer: the local trainer of its run directory, with a merge every `merge_every` policy steps.
+
+The island joins the islands' torchft lighthouse under a stable replica id, so a restarted island is the
+same member coming back: its first merge finds peers ahead of it, torchft heals it with their merged state
+(global policy, outer momentum, round count) and it continues from the merged policy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from swarmrl.diloco.codecs import make_codec
+from swarmrl.islands.communicator import QuorumCommunicator
+from swarmrl.islands.config import IslandsConfig
+from swarmrl.islands.merge import IslandMerger
+from swarmrl.islands.versions import is_merge_step
+from swarmrl.launch.prepare import load_run_config
+from swarmrl.launch.roles import trainer_role
+from swarmrl.models import load_model
+from swarmrl.rundir import RunDir
+from swarmrl.trainer.checkpoint import checkpoint_dir
+
+log = logging.getLogger(__name__)
+
+
+def merges_log(rundir: RunDir) -> Path:
+    return rundir.root / "merges.jsonl"
+
+
+def merge_state_path(rundir: RunDir) -> Path:
+    return rundir.root / "merge_state.pt"
+
+
+class MergeHook:
+    """The trainer's `after_step`: builds the merger around the trainer's model, merges at merge steps."""
+
+    def __init__(self, rundir: RunDir, settings: IslandsConfig, communicator: QuorumCommunicator) -> None:
+        self.rundir = rundir
+        self.settings = settings
+        self.communicator = communicator
+        self.merger: IslandMerger | None = None
+
+    def attach(self, model: torch.nn.Module) -> IslandMerger:
+        """The policy of the last merge is this island's saved merge state, or the shared step 0."""
+        merger = IslandMerger(
+            model,
+            self.communicator,
+            make_codec(self.settings.codec, self.settings.int8_clip_sigmas),
+            outer_lr=self.settings.outer_lr,
+            outer_momentum=self.settings.outer_momentum,
+        )
+        saved = merge_state_path(self.rundir)
+        if saved.exists():
+            merger.load_state_dict(torch.load(saved, weights_only=False), healed=False)
+        else:
+            start = load_model(checkpoint_dir(self.rundir.checkpoints, 0), "float32")
+            start_params = [p.detach().clone() for p in start.parameters() if p.requires_grad]
+            merger.load_state_dict(
+                {"rounds": 0, "global_params": start_params, "outer_optimizer": merger.outer.state_dict()},
+                healed=False,
+            )
+        self.merger = merger
+        return merger
+
+    def __call__(self, step: int, model: torch.nn.Module) -> None:
+        if not is_merge_step(step, self.settings.merge_every):
+            return
+        merger = self.merger
+        assert merger is not None, "attach() the trainer's model before the first step"
+        record = merger.merge(step)
+        if record.committed:
+            tmp = merge_state_path(self.rundir).with_suffix(f".{os.getpid()}.tmp")
+            torch.save(merger.state_dict(), tmp)
+            os.replace(tmp, merge_state_path(self.rundir))
+        with merges_log(self.rundir).open("a") as f:
+            f.write(json.dumps(record.as_dict()) + "\n")
+        log.info(
+            "merge at step %d: round %d, %d participants (%d contributing), %d bytes, committed %s",
+            step,
+            record.round,
+            record.participants,
+            record.contributors,
+            record.wire_bytes,
+            record.committed,
+        )
+
+
+def island_trainer_role(run_dir: Path, island: int, lighthouse: str, *, threads: int = 1) -> int:
+    """Train island `island` of a run whose `[islands]` section says how to merge; returns the last step."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("an island's trainer is one process; shard within an island is not supported")
+    # Imported here: torchft is the optional `elastic` extra.
+    from torchft import Manager, ProcessGroupGloo
+
+    torch.set_num_threads(threads)
+    config = load_run_config(run_dir)
+    settings: IslandsConfig = config.islands
+    rundir = RunDir(run_dir)
+    collective = timedelta(seconds=settings.collective_timeout_s)
+    group = ProcessGroupGloo(timeout=collective)
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    manager = Manager(
+        pg=group,
+        load_state_dict=None,
+        state_dict=None,
+        min_replica_size=1,
+        use_async_quorum=False,
+        timeout=collective,
+        quorum_timeout=timedelta(seconds=settings.join_timeout_s + 4 * settings.heartbeat_timeout_s),
+        connect_timeout=collective,
+        rank=0,
+        world_size=1,
+        store_addr="127.0.0.1",
+        store_port=store.port,
+        lighthouse_addr=lighthouse,
+        replica_id=f"island_{island}",
+        hostname="localhost",
+        init_sync=False,
+    )
+    communicator = QuorumCommunicator(manager, group, island, settings.count)
+    hook = MergeHook(rundir, settings, communicator)
+
+    def after_step(step: int, model: torch.nn.Module) -> None:
+        if hook.merger is None:
+            merger = hook.attach(model)
+            manager.register_state_dict_fn("islands", merger.load_state_dict, merger.state_dict)
+        hook(step, model)
+
+    try:
+        return trainer_role(run_dir, threads=threads, after_step=after_step)
+    finally:
+        communicator.close()

@@ -1,0 +1,136 @@
+"""Run N islands on this machine: each an ordinary local run directory with its own trainer and workers,
+all joined to one torchft lighthouse that decides every merge's membership.
+
+<run>/checkpoints/step_0          the shared starting policy (SFT, cached as for `swarmrl demo`)
+<run>/islands/island-<i>/         island i's run directory (its own rollouts, checkpoints, merges.jsonl)
+<run>/islands_result.json         what `swarmrl demo --islands` measured
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from swarmrl.config import RunConfig
+from swarmrl.islands.config import IslandsConfig
+from swarmrl.launch.prepare import prepare_run
+from swarmrl.launch.processes import LaunchError, ProcessGroup
+from swarmrl.rundir import RunDir, write_json_atomic
+from swarmrl.trainer.checkpoint import checkpoint_dir
+
+
+def island_config(config: RunConfig, island: int) -> RunConfig:
+    """Island i's config: its own directory under <run>/islands and its own seed (different prompts and
+    samples per island); everything else, the `[islands]` section included, is the run's."""
+    data = config.model_dump(mode="json")
+    data["run"].update(
+        root=str(config.run.directory / "islands"),
+        name=f"island-{island}",
+        seed=config.run.seed + 1009 * island,
+        run_id=f"{config.run.id}/island-{island}",
+    )
+    return RunConfig.model_validate(data)
+
+
+def prepare_islands(config: RunConfig, progress=None) -> tuple[RunDir, list[RunDir]]:
+    """The shared step_0 (SFT as `prepare_run` makes it) copied into each island's run directory."""
+    base = prepare_run(config, progress)
+    settings: IslandsConfig = config.islands
+    islands = []
+    for index in range(settings.count):
+        island = island_config(config, index)
+        rundir = RunDir(island.run.directory)
+        rundir.root.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(rundir.root / "config.json", island.model_dump(mode="json"))
+        rundir.stop_file.unlink(missing_ok=True)
+        start = checkpoint_dir(rundir.checkpoints, 0)
+        if not (start / "config.json").is_file():
+            shutil.copytree(checkpoint_dir(base.checkpoints, 0), start)
+        islands.append(rundir)
+    return base, islands
+
+
+@dataclass
+class IslandFleet:
+    """The islands' processes and their lighthouse; every process started here is stopped here by PID."""
+
+    config: RunConfig
+    islands: list[RunDir]
+    lighthouse: object = None
+    groups: dict[int, ProcessGroup] = field(default_factory=dict)
+    trainers: dict[int, object] = field(default_factory=dict)
+
+    def __enter__(self) -> IslandFleet:
+        # torchft's Rust side logs every quorum request at INFO; keep the console to the live table.
+        os.environ.setdefault("RUST_LOG", "warn")
+        from torchft.coordination import LighthouseServer
+
+        settings: IslandsConfig = self.config.islands
+        self.lighthouse = LighthouseServer(
+            bind="127.0.0.1:0",
+            min_replicas=1,
+            join_timeout_ms=int(1000 * settings.join_timeout_s),
+            heartbeat_timeout_ms=int(1000 * settings.heartbeat_timeout_s),
+        )
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for index in list(self.groups):
+            self.islands[index].stop_file.touch()
+            self.groups.pop(index).stop()
+        if self.lighthouse is not None:
+            self.lighthouse.shutdown()
+
+    def start(self, index: int) -> None:
+        rundir = self.islands[index]
+        rundir.stop_file.unlink(missing_ok=True)
+        group = ProcessGroup(rundir.root / "logs")
+        self.groups[index] = group
+        self.trainers[index] = group.start(
+            "trainer",
+            [
+                "island-trainer",
+                "--run-dir",
+                str(rundir.root),
+                "--island",
+                str(index),
+                "--lighthouse",
+                self.lighthouse.address(),
+            ],
+        )
+        for worker in range(self.config.worker.num_workers):
+            group.start(f"worker-{worker}", ["worker", "--run-dir", str(rundir.root), "--index", str(worker)])
+
+    def kill(self, index: int) -> None:
+        """SIGKILL an island's trainer and workers (a machine lost without warning)."""
+        group = self.groups.pop(index)
+        for process in group.processes:
+            if process.popen.poll() is None:
+                process.popen.kill()
+            process.popen.wait(timeout=10)
+        self.trainers.pop(index)
+
+    def wait(self, poll: Callable[[], None] | None = None, timeout_s: float | None = None) -> None:
+        """Until every running island's trainer has finished; an island's failing process raises."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while self.trainers:
+            for index in list(self.trainers):
+                group = self.groups[index]
+                broken = group.failed()
+                if broken is not None:
+                    raise LaunchError(
+                        f"island {index}: {broken.name} exited with code {broken.popen.returncode}; "
+                        f"last lines of its log:\n{broken.tail()}"
+                    )
+                if self.trainers[index].popen.poll() == 0:
+                    self.islands[index].stop_file.touch()
+                    self.groups.pop(index).stop()
+                    self.trainers.pop(index)
+            if poll is not None:
+                poll()
+            if deadline is not None and time.monotonic() > deadline:
+                raise LaunchError(f"islands {sorted(self.trainers)} still running after {timeout_s} s")
+            time.sleep(0.5)

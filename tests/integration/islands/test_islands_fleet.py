@@ -1,0 +1,96 @@
+"""Two trainer islands on 127.0.0.1, each with a worker, merged through a torchft quorum with int8 pseudo-gradients."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from swarmrl.config import load_config
+from swarmrl.islands.demo import island_summary, read_merges, weights_digest
+from swarmrl.islands.launch import IslandFleet, prepare_islands
+from swarmrl.trainer.checkpoint import latest_checkpoint
+
+pytest.importorskip("torchft")
+
+
+def _config(tmp_path, steps: int, **islands):
+    overrides = [
+        f"run.root='{tmp_path}'",
+        "run.name='isl'",
+        f"trainer.steps={steps}",
+        "trainer.prompts_per_step=16",
+        "worker.num_workers=1",
+        "sft.steps=20",
+        "islands.merge_every=2",
+        *(f"islands.{key}={value}" for key, value in islands.items()),
+    ]
+    return load_config("configs/demo-islands.toml", overrides)
+
+
+@pytest.mark.timeout(120)
+def test_two_islands_merge_to_the_same_policy(tmp_path):
+    config = _config(tmp_path, steps=4)
+    base, islands = prepare_islands(config)
+    with IslandFleet(config, islands) as fleet:
+        for index in range(2):
+            fleet.start(index)
+        fleet.wait(timeout_s=100)
+    for rundir in islands:
+        merges = read_merges(rundir)
+        assert [m["step"] for m in merges] == [2, 4]
+        assert all(m["committed"] and m["participants"] == 2 and m["contributors"] == 2 for m in merges)
+        # int8 both ways: about one byte per parameter per merge (ring all-reduce over two islands).
+        assert all(0 < m["wire_bytes"] < 2_000_000 for m in merges)
+    # The merged policies are bit-identical across islands; the local steps between merges are not.
+    assert latest_checkpoint(islands[0].checkpoints) == latest_checkpoint(islands[1].checkpoints) == 4
+    assert weights_digest(islands[0], 4) == weights_digest(islands[1], 4)
+    assert weights_digest(islands[0], 2) == weights_digest(islands[1], 2)
+    assert weights_digest(islands[0], 3) != weights_digest(islands[1], 3)
+    assert weights_digest(islands[0], 4) != weights_digest(islands[0], 3)
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_island_killed_and_restarted_rejoins_from_the_merged_policy(tmp_path):
+    config = _config(
+        tmp_path, steps=30, heartbeat_timeout_s=2.0, join_timeout_s=30.0, collective_timeout_s=10.0
+    )
+    base, islands = prepare_islands(config)
+    with IslandFleet(config, islands) as fleet:
+        for index in range(2):
+            fleet.start(index)
+        _wait_for(lambda: any(m["committed"] for m in read_merges(islands[1])), 120, "island 1's first merge")
+        fleet.kill(1)
+        killed_at = len(read_merges(islands[1]))
+        # Island 0 carries on alone: its next merge drops the dead island after the heartbeat timeout.
+        _wait_for(
+            lambda: any(m["participants"] == 1 and m["committed"] for m in read_merges(islands[0])),
+            60,
+            "island 0 to merge without island 1",
+        )
+        # The restarted island heartbeats as soon as its trainer starts, so the survivor's next merge waits
+        # for it (join timeout) instead of finishing alone.
+        fleet.start(1)
+        fleet.wait(timeout_s=200)
+    survivor, restarted = read_merges(islands[0]), read_merges(islands[1])
+    rejoined = restarted[killed_at:]
+    assert rejoined and rejoined[0]["healed"], json.dumps(restarted, indent=1)
+    assert rejoined[0]["committed"] and rejoined[0]["participants"] == 2 and rejoined[0]["contributors"] == 1
+    # The rejoined island continues from the merged policy: the checkpoint of its rejoining merge is
+    # bit-identical to the survivor's checkpoint of the same round (the islands' step numbers may differ).
+    peer = next(m for m in survivor if m["round"] == rejoined[0]["round"] and m["committed"])
+    assert peer["participants"] == 2
+    assert weights_digest(islands[1], rejoined[0]["step"]) == weights_digest(islands[0], peer["step"])
+    assert latest_checkpoint(islands[0].checkpoints) == latest_checkpoint(islands[1].checkpoints) == 30
+    assert island_summary(1, islands[1])["heals"] == 1

@@ -1,0 +1,117 @@
+"""Merge maths against hand-computed values: version numbering, contribution scaling, outer step, merger."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from swarmrl.diloco.codecs import make_codec
+from swarmrl.diloco.communicators import LocalCommunicator
+from swarmrl.diloco.errors import DiLoCoStateError
+from swarmrl.diloco.outer import make_outer_optimizer
+from swarmrl.islands.merge import IslandMerger, apply_outer_step, contribution_scale
+from swarmrl.islands.versions import is_merge_step, last_merged_step, merge_round, steps_since_merge
+
+torch.set_num_threads(1)
+
+
+def test_version_numbering():
+    assert [s for s in range(0, 31) if is_merge_step(s, 10)] == [10, 20, 30]
+    assert not is_merge_step(0, 10)
+    assert [merge_round(s, 10) for s in (0, 9, 10, 19, 20)] == [0, 0, 1, 1, 2]
+    assert [last_merged_step(s, 25) for s in (0, 24, 25, 49, 50, 70)] == [0, 0, 25, 25, 50, 50]
+    assert steps_since_merge(23, 10) == 3
+    assert all(is_merge_step(s, 1) for s in range(1, 6))
+    with pytest.raises(ValueError, match="interval"):
+        is_merge_step(3, 0)
+    with pytest.raises(ValueError, match="step"):
+        merge_round(-1, 10)
+
+
+def test_contribution_scale():
+    # Two participants, one just healed (sends zeros): the other's delta counts double so the mean over
+    # two rows equals its own delta.
+    assert contribution_scale(2, 1) == 2.0
+    assert contribution_scale(3, 3) == 1.0
+    for bad in ((2, 0), (2, 3)):
+        with pytest.raises(ValueError):
+            contribution_scale(*bad)
+
+
+def test_outer_nesterov_step_by_hand():
+    # global 1.0, mean pseudo-gradient 0.4, lr 0.7, mu 0.9: buf = 0.4, step = 0.4 + 0.9 * 0.4 = 0.76,
+    # global = 1 - 0.7 * 0.76 = 0.468. Second round with 0.2: buf = 0.9*0.4 + 0.2 = 0.56,
+    # step = 0.2 + 0.9 * 0.56 = 0.704, global = 0.468 - 0.7 * 0.704 = -0.0248.
+    global_params = [torch.tensor([1.0, 2.0]), torch.tensor([[3.0]])]
+    outer = make_outer_optimizer(global_params, 0.7, 0.9)
+    apply_outer_step(global_params, outer, torch.tensor([0.4, 0.0, -1.0]))
+    assert global_params[0].tolist() == pytest.approx([0.468, 2.0])
+    assert global_params[1].item() == pytest.approx(3.0 + 0.7 * 1.9)
+    apply_outer_step(global_params, outer, torch.tensor([0.2, 0.0, 0.0]))
+    assert global_params[0][0].item() == pytest.approx(-0.0248, abs=1e-6)
+    with pytest.raises(DiLoCoStateError, match="3 parameters"):
+        apply_outer_step(global_params, outer, torch.zeros(2))
+
+
+def _model(value: float) -> torch.nn.Module:
+    model = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(value)
+    return model
+
+
+@pytest.mark.parametrize("codec", ["fp32", "fp16", "int8"])
+def test_single_island_merge_matches_hand_values(codec):
+    model = _model(1.0)
+    merger = IslandMerger(model, LocalCommunicator(), make_codec(codec), outer_lr=0.7, outer_momentum=0.9)
+    with torch.no_grad():
+        model.weight.fill_(0.5)  # local progress: pseudo-gradient 1.0 - 0.5 = 0.5
+    record = merger.merge(step=10)
+    # buf = 0.5, step = 0.5 + 0.45 = 0.95, global = 1 - 0.665 = 0.335; a constant row is exact in int8.
+    assert record.committed and record.round == 1 and record.contributors == 1 and not record.healed
+    assert record.pseudo_gradient_norm == pytest.approx(0.5 * 2**0.5)
+    assert model.weight.detach().flatten().tolist() == pytest.approx([0.335, 0.335], abs=1e-3)
+    assert merger.global_params[0].flatten().tolist() == pytest.approx([0.335, 0.335], abs=1e-3)
+
+
+def test_outer_lr_one_without_momentum_is_parameter_averaging():
+    model = _model(1.0)
+    merger = IslandMerger(model, LocalCommunicator(), make_codec("fp32"), outer_lr=1.0, outer_momentum=0.0)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[0.25, -3.0]]))
+    merger.merge(step=1)
+    assert model.weight.detach().flatten().tolist() == [0.25, -3.0]
+
+
+def test_healed_island_adopts_peer_state_and_contributes_nothing():
+    peer = IslandMerger(
+        _model(0.2), LocalCommunicator(), make_codec("fp32"), outer_lr=0.7, outer_momentum=0.9
+    )
+    peer.rounds = 4
+    model = _model(5.0)  # a restarted island's stale local policy
+    island = IslandMerger(model, LocalCommunicator(), make_codec("fp32"), outer_lr=0.7, outer_momentum=0.9)
+    island.load_state_dict(peer.state_dict())
+    record = island.merge(step=13)
+    # Alone in the quorum with nothing to contribute: no outer step, but it continues from the peer's policy.
+    assert record.healed and record.contributors == 0 and not record.committed and record.round == 4
+    assert model.weight.detach().flatten().tolist() == pytest.approx([0.2, 0.2])
+    with pytest.raises(DiLoCoStateError, match="shapes"):
+        island.load_state_dict({"global_params": [torch.zeros(3)], "rounds": 0, "outer_optimizer": {}})
+
+
+class _PoisonedPeer(LocalCommunicator):
+    """A peer whose share of the average is NaN (the one-value contributor count passes through)."""
+
+    def _all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor if tensor.numel() == 1 else tensor.fill_(float("nan"))
+
+
+def test_non_finite_average_from_a_peer_is_discarded():
+    model = _model(1.0)
+    merger = IslandMerger(model, _PoisonedPeer(), make_codec("fp32"), outer_lr=0.7, outer_momentum=0.9)
+    with torch.no_grad():
+        model.weight.fill_(0.5)
+    record = merger.merge(step=10)
+    assert not record.committed and record.round == 0
+    assert model.weight.detach().flatten().tolist() == [0.5, 0.5]  # keeps its own progress
+    assert merger.global_params[0].flatten().tolist() == [1.0, 1.0]
