@@ -40,6 +40,7 @@ CHECKS = (
     "assigned_prompts",
     "sampling_params",
     "termination_format",
+    "env_replay",
     "prefill",
     "toploc",
     "logprobs",
@@ -106,6 +107,9 @@ class ValidationContext:
     task_seed: Callable[[str, int, int], int]  # (node id, step, batch index) → the seed the node had to use
     seen: SeenFiles
     limits: RolloutLimits
+    # Multi-turn runs: the trusted reward of a row from replaying its environment in this validator's own
+    # sandbox (raises swarmrl.envs.ReplayMismatch); None for single-turn runs.
+    env_replay: Callable[[RolloutRow], float] | None = None
 
 
 def validate_file(
@@ -141,6 +145,8 @@ def validate_file(
         stops = set(prompt_format(context.tokenizer, context.config.prompt).stop_token_ids)
         _termination_format(rows, stops, context.config.worker.max_new_tokens)
         passed.append("termination_format")
+        env_rewards = _env_replay(rows, context)
+        passed.append("env_replay")
         seeded = context.settings.seeded_replay
         try:
             results = prefill(
@@ -161,7 +167,7 @@ def validate_file(
         for name, check in checks:
             check(rows, results, context.settings)
             passed.append(name)
-        scored = _rewards(rows, context)
+        scored = _rewards(rows, context, env_rewards)
         passed.append("rewards")
     except CheckFailed as failure:
         return Verdict(False, failure.check, failure.reason, header, None, passed)
@@ -234,13 +240,18 @@ def _sampling_params(rows: list[RolloutRow], context: ValidationContext) -> None
 
 
 def _termination_format(rows: list[RolloutRow], stops: set[int], max_new_tokens: int) -> None:
-    """'eos' rows end with their only stop token (EOS, end of turn, ...); 'length' rows are full and hold none."""
+    """'eos' rows end with their only stop token (EOS, end of turn, ...); 'length' rows are full and hold none.
+
+    In a multi-turn row that holds for its last model turn; every earlier model turn ends with its stop token
+    (the environment answers only finished turns), which `env_replay` checks turn by turn.
+    """
     for i, row in enumerate(rows):
-        early = not stops.isdisjoint(row.completion_ids[:-1])
+        last_turn = _last_model_turn(row)
+        early = not stops.isdisjoint(last_turn[:-1])
         if row.finish_reason == "eos" and (row.completion_ids[-1] not in stops or early):
             raise CheckFailed("termination_format", f"row {i}: 'eos' completion must end with its only EOS")
         if row.finish_reason == "length" and (
-            len(row.completion_ids) != max_new_tokens or not stops.isdisjoint(row.completion_ids)
+            len(row.completion_ids) != max_new_tokens or not stops.isdisjoint(last_turn)
         ):
             raise CheckFailed(
                 "termination_format",
@@ -248,11 +259,41 @@ def _termination_format(rows: list[RolloutRow], stops: set[int], max_new_tokens:
             )
 
 
+def _last_model_turn(row: RolloutRow) -> list[int]:
+    mask = row.model_mask
+    start = len(mask)
+    while start > 0 and mask[start - 1]:
+        start -= 1
+    return row.completion_ids[start:]
+
+
+def _model_positions(row: RolloutRow) -> torch.Tensor:
+    """Which completion positions the model sampled: proofs, logprobs and replays cover only those."""
+    return torch.tensor(row.model_mask, dtype=torch.bool)
+
+
+def _env_replay(rows: list[RolloutRow], context: ValidationContext) -> list[float | None]:
+    """Replay every multi-turn row's environment; the trusted rewards (None for single-turn rows)."""
+    if context.env_replay is None:
+        if any(row.completion_mask for row in rows):
+            raise CheckFailed("env_replay", "multi-turn rows, but this run has no environment to replay them")
+        return [None] * len(rows)
+    from swarmrl.envs.errors import EnvError  # the environment layer is only needed by multi-turn runs
+
+    rewards: list[float | None] = []
+    for i, row in enumerate(rows):
+        try:
+            rewards.append(context.env_replay(row))
+        except EnvError as exc:  # ReplayMismatch names the check that failed
+            raise CheckFailed("env_replay", f"row {i}: {exc}") from exc
+    return rewards
+
+
 def _toploc(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
     try:
         reports = verify_proofs_batch(
             [row.proofs for row in rows],
-            [result.hidden_states for result in results],
+            [result.hidden_states[_model_positions(row)] for row, result in zip(rows, results, strict=True)],
             thresholds=settings.toploc,
         )
     except ProofError as exc:
@@ -266,10 +307,11 @@ def _seeded_sampling(rows: list[RolloutRow], results: list[PrefillResult], setti
     mismatches = 0
     for i, result in enumerate(results):
         assert result.choice_margins is not None
-        bad = int((result.choice_margins < -settings.choice_margin_tolerance).sum())
+        margins = result.choice_margins[_model_positions(rows[i])]
+        bad = int((margins < -settings.choice_margin_tolerance).sum())
         mismatches += bad
         if mismatches > settings.max_replay_mismatches:
-            worst = float(result.choice_margins.min())
+            worst = float(margins.min())
             raise CheckFailed(
                 "seeded_sampling",
                 f"row {i}: {bad} token(s) are not what the seeded sampler picks (margin {worst:.3g})",
@@ -278,7 +320,8 @@ def _seeded_sampling(rows: list[RolloutRow], results: list[PrefillResult], setti
 
 def _logprobs(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
     for i, (row, result) in enumerate(zip(rows, results, strict=True)):
-        gap = (torch.tensor(row.logprobs) - result.logprobs).abs().max().item()
+        model = _model_positions(row)
+        gap = (torch.tensor(row.logprobs)[model] - result.logprobs[model]).abs().max().item()
         if not math.isfinite(gap) or gap > settings.logprob_tolerance:
             raise CheckFailed("logprobs", f"row {i}: reported logprobs differ from the policy's by {gap:.3g}")
 
@@ -292,7 +335,9 @@ def _termination(rows: list[RolloutRow], results: list[PrefillResult], settings:
                 raise CheckFailed("termination", f"row {i}: stops where the model gives EOS only p={p:.3g}")
 
 
-def _rewards(rows: list[RolloutRow], context: ValidationContext) -> list[ScoredRow]:
+def _rewards(
+    rows: list[RolloutRow], context: ValidationContext, env_rewards: list[float | None]
+) -> list[ScoredRow]:
     try:
         scored = score_rows(
             rows,
@@ -301,6 +346,7 @@ def _rewards(rows: list[RolloutRow], context: ValidationContext) -> list[ScoredR
             tasks_config=context.config.tasks,
             group_size=context.config.worker.group_size,
             advantage=context.config.trainer.advantage,
+            env_rewards=env_rewards,
         )
     except RolloutError as exc:
         raise CheckFailed("rewards", str(exc)) from exc
