@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from swarmrl.envs.base import Environment
 from swarmrl.envs.errors import EnvError
@@ -58,6 +58,7 @@ class Trajectory:
     segments: list[Segment] = field(default_factory=list)
     reward: float = 0.0
     end_reason: str = ""
+    model_hidden_states: list[Any] = field(default_factory=list)  # per model turn, when the engine gives them
 
     @property
     def completion_ids(self) -> list[int]:
@@ -117,10 +118,11 @@ class Generation:
     ids: list[int]
     logprobs: list[float]
     finish_reason: str  # "eos" (a stop token ended it) or "length"
+    hidden_states: Any = None  # [len(ids), H] the engine's final hidden states, for TOPLOC proofs
 
 
-# The batch generator: one prefix and a token budget per row, one Generation per row, in order.
-GenerateBatch = Callable[[list[list[int]], list[int]], list[Generation]]
+# The batch generator: (row indices, each row's prefix, each row's token budget) → one Generation per row.
+GenerateBatch = Callable[[list[int], list[list[int]], list[int]], list[Generation]]
 
 
 def run_episodes(
@@ -144,7 +146,9 @@ def run_episodes(
     while running:
         budgets = [limits.max_tokens - len(trajectories[row].completion_ids) for row in running]
         generations = generate(
-            [trajectories[row].prompt_ids + trajectories[row].completion_ids for row in running], budgets
+            list(running),
+            [trajectories[row].prompt_ids + trajectories[row].completion_ids for row in running],
+            budgets,
         )
         if len(generations) != len(running):
             raise EnvError(f"the generator answered {len(generations)} rows for {len(running)}")
@@ -154,6 +158,8 @@ def run_episodes(
             if not generation.ids:  # every budget is >= 1 token, so this is a generator fault
                 raise EnvError(f"the generator returned no tokens for row {row}")
             trajectory.segments.append(Segment(True, tuple(generation.ids), tuple(generation.logprobs)))
+            if generation.hidden_states is not None:
+                trajectory.model_hidden_states.append(generation.hidden_states)
             reason = _after_model_turn(envs[row], trajectory, generation, codec, limits, clock() - started)
             if reason is None:
                 still.append(row)

@@ -34,7 +34,7 @@ def honest(world):
     codec, make_env = world
     turns = iter([TASK.demonstration, f"<answer>{TRUTH}</answer>"])
 
-    def generate(prefixes, budgets):
+    def generate(rows, prefixes, budgets):
         ids = [*codec.fmt.tokenizer(next(turns), add_special_tokens=False).input_ids, codec.stop_token_ids[0]]
         return [Generation(ids, [-0.1] * len(ids), "eos")]
 

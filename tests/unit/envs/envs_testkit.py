@@ -54,13 +54,12 @@ class ScriptedGenerator:
     def __init__(self, scripts: list[list[str]]) -> None:
         self.scripts = [list(s) for s in scripts]
         self.calls: list[tuple[list[list[int]], list[int]]] = []
-        self._row_of_prefix: dict[tuple[int, ...], int] = {}
 
-    def __call__(self, prefixes: list[list[int]], budgets: list[int]) -> list[Generation]:
+    def __call__(self, rows: list[int], prefixes: list[list[int]], budgets: list[int]) -> list[Generation]:
         self.calls.append((prefixes, budgets))
         out = []
-        for prefix, budget in zip(prefixes, budgets, strict=True):
-            row = int(chr(prefix[1]))  # prompts are "Q<row>"
+        for row, prefix, budget in zip(rows, prefixes, budgets, strict=True):
+            assert row == int(chr(prefix[1]))  # prompts are "Q<row>"
             ids = encode_turn(self.scripts[row].pop(0))
             finish = "eos"
             if len(ids) > budget:
