@@ -279,12 +279,13 @@ def _env_replay(rows: list[RolloutRow], context: ValidationContext) -> list[floa
             raise CheckFailed("env_replay", "multi-turn rows, but this run has no environment to replay them")
         return [None] * len(rows)
     from swarmrl.envs.errors import EnvError  # the environment layer is only needed by multi-turn runs
+    from swarmrl.tasks.errors import TaskError
 
     rewards: list[float | None] = []
     for i, row in enumerate(rows):
         try:
             rewards.append(context.env_replay(row))
-        except EnvError as exc:  # ReplayMismatch names the check that failed
+        except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
             raise CheckFailed("env_replay", f"row {i}: {exc}") from exc
     return rewards
 
