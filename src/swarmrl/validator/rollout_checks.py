@@ -14,7 +14,7 @@ import hashlib
 import math
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -149,14 +149,19 @@ def validate_file(
         passed.append("env_replay")
         seeded = context.settings.seeded_replay
         try:
-            results = prefill(
-                context.policy(header.policy_step),
-                [r.prompt_ids for r in rows],
-                [r.completion_ids for r in rows],
-                temperature=context.config.worker.temperature,
-                top_p=context.config.worker.top_p,
-                seeds=[r.sample_seed for r in rows] if seeded else None,
-                batch_size=context.settings.prefill_batch_size,
+            prompts, completions, seeds, owners = _model_turns(rows)
+            results = _per_row(
+                prefill(
+                    context.policy(header.policy_step),
+                    prompts,
+                    completions,
+                    temperature=context.config.worker.temperature,
+                    top_p=context.config.worker.top_p,
+                    seeds=seeds if seeded else None,
+                    batch_size=context.settings.prefill_batch_size,
+                ),
+                owners,
+                len(rows),
             )
         except InferenceError as exc:
             raise CheckFailed("prefill", f"the policy cannot score these tokens: {exc}") from exc
@@ -272,6 +277,56 @@ def _model_positions(row: RolloutRow) -> torch.Tensor:
     return torch.tensor(row.model_mask, dtype=torch.bool)
 
 
+def _model_turns(rows: list[RolloutRow]) -> tuple[list[list[int]], list[list[int]], list[int], list[int]]:
+    """The (prefix, turn, seed) pairs the model sampled, and the row each belongs to.
+
+    A single-turn row is one pair. A multi-turn row is one pair per model turn: everything before the turn
+    (prompt, earlier turns, environment turns) is its prefix, and its seed is the one the worker's engine
+    sampled that turn with, so the seeded replay checks every choice at the position the engine made it.
+    The model's causal outputs at a turn's tokens do not depend on how the sequence is cut.
+    """
+    from swarmrl.envs.engine_rollout import turn_seed
+
+    prompts, completions, seeds, owners = [], [], [], []
+    for i, row in enumerate(rows):
+        if not row.completion_mask:
+            prompts.append(row.prompt_ids)
+            completions.append(row.completion_ids)
+            seeds.append(row.sample_seed)
+            owners.append(i)
+            continue
+        mask, turn, start = row.completion_mask, 0, None
+        for position in range(len(mask) + 1):
+            inside = position < len(mask) and mask[position] == 1
+            if inside and start is None:
+                start = position
+            elif not inside and start is not None:
+                prompts.append(row.prompt_ids + row.completion_ids[:start])
+                completions.append(row.completion_ids[start:position])
+                seeds.append(turn_seed(row.sample_seed, turn))
+                owners.append(i)
+                turn, start = turn + 1, None
+    return prompts, completions, seeds, owners
+
+
+def _per_row(results: list[PrefillResult], owners: list[int], count: int) -> list[PrefillResult]:
+    """One result per row over its model tokens: the turns' results joined in order."""
+    parts: list[list[PrefillResult]] = [[] for _ in range(count)]
+    for owner, result in zip(owners, results, strict=True):
+        parts[owner].append(result)
+    joined = []
+    for turns in parts:
+        if len(turns) == 1:
+            joined.append(turns[0])
+            continue
+        values = {}
+        for f in fields(PrefillResult):
+            pieces = [getattr(turn, f.name) for turn in turns]
+            values[f.name] = None if pieces[0] is None else torch.cat(pieces)
+        joined.append(PrefillResult(**values))
+    return joined
+
+
 def _env_replay(rows: list[RolloutRow], context: ValidationContext) -> list[float | None]:
     """Replay every multi-turn row's environment; the trusted rewards (None for single-turn rows)."""
     if context.env_replay is None:
@@ -294,7 +349,7 @@ def _toploc(rows: list[RolloutRow], results: list[PrefillResult], settings: Vali
     try:
         reports = verify_proofs_batch(
             [row.proofs for row in rows],
-            [result.hidden_states[_model_positions(row)] for row, result in zip(rows, results, strict=True)],
+            [result.hidden_states for result in results],
             thresholds=settings.toploc,
         )
     except ProofError as exc:
@@ -308,7 +363,7 @@ def _seeded_sampling(rows: list[RolloutRow], results: list[PrefillResult], setti
     mismatches = 0
     for i, result in enumerate(results):
         assert result.choice_margins is not None
-        margins = result.choice_margins[_model_positions(rows[i])]
+        margins = result.choice_margins
         bad = int((margins < -settings.choice_margin_tolerance).sum())
         mismatches += bad
         if mismatches > settings.max_replay_mismatches:
@@ -321,8 +376,7 @@ def _seeded_sampling(rows: list[RolloutRow], results: list[PrefillResult], setti
 
 def _logprobs(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
     for i, (row, result) in enumerate(zip(rows, results, strict=True)):
-        model = _model_positions(row)
-        gap = (torch.tensor(row.logprobs)[model] - result.logprobs[model]).abs().max().item()
+        gap = (torch.tensor(row.logprobs)[_model_positions(row)] - result.logprobs).abs().max().item()
         if not math.isfinite(gap) or gap > settings.logprob_tolerance:
             raise CheckFailed("logprobs", f"row {i}: reported logprobs differ from the policy's by {gap:.3g}")
 

@@ -6,8 +6,13 @@ import dataclasses
 import torch
 from adversarial.validator.test_validator_attacks import context, honest_rows, submit, world  # noqa: F401
 
-from swarmrl.envs import ReplayMismatch
+from swarmrl.envs import EnvStep, ReplayMismatch, replay, run_episodes
+from swarmrl.envs import RolloutLimits as EnvLimits
+from swarmrl.envs.engine_rollout import engine_generator, trajectory_row
+from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.prefill import prefill
+from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.models.prompting import prompt_format
 from swarmrl.toploc import build_proofs_batch
 from swarmrl.validator.rollout_checks import validate_file
 
@@ -51,15 +56,101 @@ def test_multi_turn_rows_are_refused_by_a_run_without_an_environment(world, cont
     assert verdict.failed_check == "env_replay", verdict.reason
 
 
-def test_replayed_rows_are_accepted_with_the_replays_reward(world, context, tmp_path):  # noqa: F811
-    rows = as_multi_turn(world, honest_rows(world))
-    seen = []
-    context.env_replay = lambda row: seen.append(row.completion_mask) or 0.75
+class Again:
+    """Answers every model turn with "?" until the turn limit: a text environment to replay."""
+
+    def reset(self, task, seed):
+        return task.task_id
+
+    def step(self, model_turn):
+        return EnvStep("?", 0.25, False)
+
+
+class RowCodec:
+    """First turn = the prompt ids the assignment gives the task; environment turns as plain text."""
+
+    def __init__(self, tokenizer, prompts, stops):
+        self.tokenizer, self.prompts, self.stop_token_ids = tokenizer, prompts, stops
+
+    def first_ids(self, task_id):
+        return list(self.prompts[task_id])
+
+    def env_ids(self, message):
+        return self.tokenizer(message, add_special_tokens=False).input_ids
+
+    def model_text(self, ids):
+        return self.tokenizer.decode(list(ids))
+
+
+def engine_multi_turn_rows(kit):
+    """Honest multi-turn rows: the assigned prompts, two model turns each on the engine, per-turn seeds."""
+    config, tokenizer, model, tasks, _ = kit
+    single = honest_rows(kit)
+    stops = prompt_format(tokenizer, config.prompt).stop_token_ids
+    codec = RowCodec(tokenizer, {r.task_id: r.prompt_ids for r in single}, stops)
+    params = SamplingParams(
+        max_new_tokens=config.worker.max_new_tokens, temperature=config.worker.temperature
+    )
+    limits = EnvLimits(max_turns=2, max_tokens=config.worker.max_new_tokens)
+    seeds = [r.sample_seed for r in single]
+    trajectories = run_episodes(
+        [Again() for _ in single],
+        [tasks[r.prompt_index] for r in single],
+        seeds,
+        engine_generator(TorchEngine(model, policy_step=0), params, seeds),
+        codec,
+        limits,
+    )
+    rows = [
+        trajectory_row(
+            t,
+            policy_step=0,
+            task_id=r.task_id,
+            prompt_index=r.prompt_index,
+            group_id=r.group_id,
+            sample_seed=r.sample_seed,
+            temperature=r.temperature,
+        )
+        for t, r in zip(trajectories, single, strict=True)
+    ]
+    assert any(0 in r.completion_mask for r in rows), [(t.end_reason, t.completion_ids) for t in trajectories]
+
+    def env_replay(row):
+        task = tasks[row.prompt_index]
+        return replay(
+            Again(),
+            task,
+            row.sample_seed,
+            row.prompt_ids,
+            row.completion_ids,
+            row.model_mask,
+            row.logprobs,
+            codec,
+            limits,
+        ).reward
+
+    return rows, env_replay
+
+
+def test_engine_multi_turn_rows_pass_every_check_with_seeded_replay(world, context, tmp_path):  # noqa: F811
+    rows, env_replay = engine_multi_turn_rows(world)
+    context.env_replay = env_replay
+    assert context.settings.seeded_replay
     verdict = validate_file(submit(world, tmp_path, rows), 0, context)
     assert verdict.accepted, verdict.reason
-    assert len(seen) == len(rows) and any(m[:3] == [1, 0, 0] for m in seen)
-    assert {r.task_reward for r in verdict.scored_rows} == {0.75}
-    assert {r.length_term for r in verdict.scored_rows} == {0.0}
+    assert "env_replay" in verdict.passed and "seeded_sampling" in verdict.passed
+    assert {r.task_reward for r in verdict.scored_rows if 0 in r.completion_mask} == {0.25}
+
+
+def test_an_edited_env_token_fails_the_replay_by_name(world, context, tmp_path):  # noqa: F811
+    rows, env_replay = engine_multi_turn_rows(world)
+    i = next(k for k, r in enumerate(rows) if 0 in r.completion_mask)
+    ids = list(rows[i].completion_ids)
+    ids[rows[i].completion_mask.index(0)] += 1
+    rows[i] = dataclasses.replace(rows[i], completion_ids=ids)
+    context.env_replay = env_replay
+    verdict = validate_file(submit(world, tmp_path, rows), 0, context)
+    assert verdict.failed_check == "env_replay" and "env_turn_edited" in verdict.reason, verdict.reason
 
 
 def test_a_row_whose_replay_differs_is_rejected_by_name(world, context, tmp_path):  # noqa: F811
