@@ -19,6 +19,8 @@ from swarmrl.tasks.extraction import last_python_block, last_tag_content
 from swarmrl.tasks.sandbox import SandboxLimits, SandboxPlan, SandboxSession, SessionBroken
 from swarmrl.tasks.task import Task
 
+# The tool's rules, for the run's system prompt (`[prompt] system`): the first turn is the task's prompt
+# unchanged, so it is the prompt the coordinator's assignment gives and the validator rebuilds.
 TOOL_INSTRUCTIONS = (
     "You can run Python: write a ```python code block and its printed output comes back to you. "
     "When you know the answer, write it as <answer>...</answer>."
@@ -76,7 +78,7 @@ class PythonToolEnv:
     def reset(self, task: Task, seed: int) -> str:
         del seed  # the tool is deterministic; the seed is part of the interface for environments that draw
         self._task, self._calls, self._done = task, 0, False
-        return f"{task.prompt}\n\n{TOOL_INSTRUCTIONS}"
+        return task.prompt
 
     def step(self, model_turn: str) -> EnvStep:
         if self._task is None or self._done:

@@ -12,6 +12,7 @@ from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.config import EnvConfig
 from swarmrl.envs.engine_rollout import trajectory_row
 from swarmrl.envs.evaluate import env_accuracy
+from swarmrl.envs.python_tool import TOOL_INSTRUCTIONS
 from swarmrl.inference.engine import Generation, SamplingParams
 from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
@@ -69,7 +70,8 @@ def verifier():
 
 @pytest.fixture(scope="module")
 def codec():
-    return PromptTurnCodec(prompt_format(load_chat_tokenizer(), PromptSection(format="chat")))
+    settings = PromptSection(format="chat", system=TOOL_INSTRUCTIONS)
+    return PromptTurnCodec(prompt_format(load_chat_tokenizer(), settings))
 
 
 TASKS = [ArithmeticSource(seed=9, size=3, digits=5)[i] for i in range(3)]

@@ -40,7 +40,7 @@ def test_arithmetic_tasks_are_deterministic_multi_digit_products():
 def test_tool_output_comes_back_and_the_answer_is_scored(plan, math):
     task = ArithmeticSource(seed=1, size=1)[0]
     env = PythonToolEnv(math, plan, LIMITS)
-    assert env.reset(task, 0).startswith(task.prompt)
+    assert env.reset(task, 0) == task.prompt
     step = env.step(f"Let me compute.\n{task.demonstration}")
     truth = task.verification_info["ground_truth"]
     assert step == type(step)(f"<output>\n{truth}\n</output>", 0.0, False)
