@@ -10,13 +10,28 @@ its own seed (the row's sample seed and the turn number), so a rollout is a func
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
-from swarmrl.envs.trajectory import GenerateBatch, Generation, Trajectory
+from swarmrl.envs.base import Environment
+from swarmrl.envs.errors import EnvError
+from swarmrl.envs.trajectory import (
+    GenerateBatch,
+    Generation,
+    RolloutLimits,
+    Trajectory,
+    TurnCodec,
+    run_episodes,
+)
 from swarmrl.inference.engine import GenerationRequest, InferenceEngine, SamplingParams
 from swarmrl.rollouts import RolloutRow
+from swarmrl.rollouts.assignment import sample_seed
 from swarmrl.toploc import build_proofs_batch
+
+if TYPE_CHECKING:  # the worker module imports the validator's side of the run; only its types are needed
+    from swarmrl.worker.rollout import AssignedPrompt, BatchSpec
 
 
 def turn_seed(sample_seed: int, turn: int) -> int:
@@ -78,3 +93,44 @@ def trajectory_row(
         claimed_reward=trajectory.reward,
         completion_mask=trajectory.completion_mask,
     )
+
+
+def generate_env_batch(
+    engine: InferenceEngine,
+    spec: BatchSpec,
+    prompts: list[AssignedPrompt],
+    params: SamplingParams,
+    make_env: Callable[[], Environment],
+    codec: TurnCodec,
+    limits: RolloutLimits,
+) -> list[RolloutRow]:
+    """`worker.rollout.generate_batch` for a multi-turn run: group_size episodes per assigned prompt, all
+    advanced together, each row's first turn the assigned prompt ids (the environment must agree)."""
+    episodes = [(prompt, g) for prompt in prompts for g in range(spec.group_size)]
+    seeds = [sample_seed(spec.seed, prompt.slot, g) for prompt, g in episodes]
+    trajectories = run_episodes(
+        [make_env() for _ in episodes],
+        [prompt.task for prompt, _ in episodes],
+        seeds,
+        engine_generator(engine, params, seeds),
+        codec,
+        limits,
+    )
+    rows = []
+    for (prompt, _), seed, trajectory in zip(episodes, seeds, trajectories, strict=True):
+        if trajectory.prompt_ids != prompt.prompt_ids:
+            raise EnvError(
+                f"task {prompt.task.task_id}: the environment's first turn is not the assigned prompt"
+            )
+        rows.append(
+            trajectory_row(
+                trajectory,
+                policy_step=engine.policy_step,
+                task_id=prompt.task.task_id,
+                prompt_index=prompt.task_index,
+                group_id=prompt.slot,
+                sample_seed=seed,
+                temperature=params.temperature,
+            )
+        )
+    return rows

@@ -4,17 +4,18 @@ every row is replayed by the run's environment, and a run without one refuses mu
 import dataclasses
 
 import torch
-from adversarial.validator.test_validator_attacks import context, honest_rows, submit, world  # noqa: F401
+from adversarial.validator.test_validator_attacks import NODE, context, honest_rows, submit, world  # noqa: F401
 
-from swarmrl.envs import EnvStep, ReplayMismatch, replay, run_episodes
+from swarmrl.envs import EnvStep, ReplayMismatch, replay
 from swarmrl.envs import RolloutLimits as EnvLimits
-from swarmrl.envs.engine_rollout import engine_generator, trajectory_row
+from swarmrl.envs.engine_rollout import generate_env_batch
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.prefill import prefill
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models.prompting import prompt_format
 from swarmrl.toploc import build_proofs_batch
 from swarmrl.validator.rollout_checks import validate_file
+from swarmrl.worker.rollout import BatchSpec, assigned_prompts
 
 
 def as_multi_turn(kit, rows):
@@ -83,37 +84,19 @@ class RowCodec:
 
 
 def engine_multi_turn_rows(kit):
-    """Honest multi-turn rows: the assigned prompts, two model turns each on the engine, per-turn seeds."""
+    """Honest multi-turn rows from the worker's batch function: assigned prompts, two turns, per-turn seeds."""
     config, tokenizer, model, tasks, _ = kit
-    single = honest_rows(kit)
-    stops = prompt_format(tokenizer, config.prompt).stop_token_ids
-    codec = RowCodec(tokenizer, {r.task_id: r.prompt_ids for r in single}, stops)
-    params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens, temperature=config.worker.temperature
+    worker = config.worker
+    spec = BatchSpec.local(
+        config.run.id, NODE.node_id, 0, 0, worker.prompts_per_batch, worker.group_size, config.run.seed
     )
-    limits = EnvLimits(max_turns=2, max_tokens=config.worker.max_new_tokens)
-    seeds = [r.sample_seed for r in single]
-    trajectories = run_episodes(
-        [Again() for _ in single],
-        [tasks[r.prompt_index] for r in single],
-        seeds,
-        engine_generator(TorchEngine(model, policy_step=0), params, seeds),
-        codec,
-        limits,
-    )
-    rows = [
-        trajectory_row(
-            t,
-            policy_step=0,
-            task_id=r.task_id,
-            prompt_index=r.prompt_index,
-            group_id=r.group_id,
-            sample_seed=r.sample_seed,
-            temperature=r.temperature,
-        )
-        for t, r in zip(trajectories, single, strict=True)
-    ]
-    assert any(0 in r.completion_mask for r in rows), [(t.end_reason, t.completion_ids) for t in trajectories]
+    fmt = prompt_format(tokenizer, config.prompt)
+    prompts = assigned_prompts(spec, tasks, fmt, config.tasks)
+    codec = RowCodec(tokenizer, {p.task.task_id: p.prompt_ids for p in prompts}, fmt.stop_token_ids)
+    params = SamplingParams(max_new_tokens=worker.max_new_tokens, temperature=worker.temperature)
+    limits = EnvLimits(max_turns=2, max_tokens=worker.max_new_tokens)
+    rows = generate_env_batch(TorchEngine(model, policy_step=0), spec, prompts, params, Again, codec, limits)
+    assert any(0 in r.completion_mask for r in rows)
 
     def env_replay(row):
         task = tasks[row.prompt_index]
