@@ -59,19 +59,6 @@ def test_a_wrong_answer_scores_zero_and_errors_reach_the_model(plan, math):
     assert env.step("```python\nprint(1)\n```") == type(step)(None, 0.0, True)
 
 
-def test_tool_code_that_tries_to_escape_is_contained(plan, math):
-    env = PythonToolEnv(math, plan, SandboxLimits(wall_seconds=3, cpu_seconds=2), max_tool_calls=3)
-    env.reset(ArithmeticSource(seed=1, size=1)[0], 0)
-    net = env.step("```python\nimport socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)\n```")
-    assert "exit status" in net.message and "Error" in net.message
-    files = env.step("```python\nprint(open('/etc/shadow').read())\n```")
-    assert "exit status" in files.message
-    hang = env.step("```python\nwhile True: pass\n```")
-    assert hang.message.startswith("<output>\n") and (
-        "error" in hang.message or "exit status" in hang.message
-    )
-
-
 def test_unisolated_sandbox_is_refused_for_model_code(math):
     unsafe = sandbox_plan(CodeRewardConfig(isolation="none", unsafe_no_os_isolation=True))
     with pytest.raises(SandboxError):
