@@ -199,12 +199,21 @@ def _check_row(name: str, i: int, row: RolloutRow, header: RolloutHeader, limits
         raise fail(f"target length {row.target_length} below -1")
     if not math.isfinite(row.claimed_reward):
         raise fail("claimed reward is not finite")
-    if limits.require_proofs:
-        expected = -(-len(row.completion_ids) // PROOF_CHUNK_TOKENS)
-        if len(row.proofs) != expected:
+    if row.completion_mask:
+        if len(row.completion_mask) != len(row.completion_ids):
             raise fail(
-                f"{len(row.proofs)} TOPLOC proofs for {len(row.completion_ids)} tokens, expected {expected}"
+                f"{len(row.completion_mask)} mask bits for {len(row.completion_ids)} completion tokens"
             )
+        if any(bit not in (0, 1) for bit in row.completion_mask):
+            raise fail("the completion mask holds values other than 0 and 1")
+        if row.completion_mask[0] != 1 or row.completion_mask[-1] != 1:
+            raise fail("a multi-turn completion must start and end with model tokens")
+    if limits.require_proofs:
+        # Proofs cover the model's tokens only: environment tokens are prefill, like the prompt.
+        tokens = row.model_token_count
+        expected = -(-tokens // PROOF_CHUNK_TOKENS)
+        if len(row.proofs) != expected:
+            raise fail(f"{len(row.proofs)} TOPLOC proofs for {tokens} model tokens, expected {expected}")
     if isinstance(row, ScoredRow):
         for column in ("task_reward", "length_term", "reward", "advantage"):
             if not math.isfinite(getattr(row, column)):

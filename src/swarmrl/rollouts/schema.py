@@ -29,6 +29,9 @@ ROLLOUT_SCHEMA = pa.schema(
         pa.field("finish_reason", pa.string(), nullable=False),
         pa.field("proofs", pa.list_(pa.binary(PROOF_BYTES)), nullable=False),
         pa.field("claimed_reward", pa.float32(), nullable=False),
+        # Multi-turn rollouts: 1 where the model sampled the completion token, 0 for environment turns.
+        # Empty for single-turn rows (every completion token is the model's).
+        pa.field("completion_mask", pa.list_(pa.int8()), nullable=False),
     ]
 )
 
@@ -60,6 +63,16 @@ class RolloutRow:
     finish_reason: str
     proofs: list[bytes] = field(default_factory=list)
     claimed_reward: float = 0.0
+    completion_mask: list[int] = field(default_factory=list)
+
+    @property
+    def model_mask(self) -> list[int]:
+        """1 per completion token the model sampled: the mask, or all ones for a single-turn row."""
+        return list(self.completion_mask) if self.completion_mask else [1] * len(self.completion_ids)
+
+    @property
+    def model_token_count(self) -> int:
+        return sum(self.model_mask)
 
 
 @dataclass

@@ -106,7 +106,7 @@ def plan_step(
                 micro_batches=[
                     _micro_batch(part, offset, group, capacity, pad_token_id) for group in groups[rank::world]
                 ],
-                total_tokens=sum(len(r.completion_ids) for r in part),
+                total_tokens=sum(r.model_token_count for r in part),
                 total_sequences=sum(1 for r in part if r.completion_ids),
             )
         )
@@ -145,13 +145,23 @@ def _micro_batch(
         capacity,
         pad_token_id,
     )
+    loss_mask, sequence_ids = packed.loss_mask, packed.target_sequence_ids
+    if any(r.completion_mask for r in rows):
+        # Multi-turn rows: environment tokens are context, like the prompt; only the model's are trained on.
+        model = packed.per_completion_token([r.model_mask for r in rows], dtype=torch.bool)
+        loss_mask = loss_mask & model
+        sequence_ids = torch.where(loss_mask, sequence_ids, -1)
     return MicroBatch(
         input_ids=packed.input_ids,
         position_ids=packed.position_ids,
         document_ids=packed.sequence_ids,
-        loss_mask=packed.loss_mask,
-        sequence_ids=packed.target_sequence_ids,
-        advantages=packed.per_target_token(torch.tensor([r.advantage for r in rows], dtype=torch.float32)),
+        loss_mask=loss_mask,
+        sequence_ids=sequence_ids,
+        advantages=torch.where(
+            loss_mask,
+            packed.per_target_token(torch.tensor([r.advantage for r in rows], dtype=torch.float32)),
+            0.0,
+        ),
         engine_logprobs=packed.per_completion_token([r.logprobs for r in rows]),
         row_indices=tuple(offset + i for i in members),
     )

@@ -14,7 +14,7 @@ import hashlib
 import math
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -40,6 +40,7 @@ CHECKS = (
     "assigned_prompts",
     "sampling_params",
     "termination_format",
+    "env_replay",
     "prefill",
     "toploc",
     "logprobs",
@@ -106,6 +107,9 @@ class ValidationContext:
     task_seed: Callable[[str, int, int], int]  # (node id, step, batch index) → the seed the node had to use
     seen: SeenFiles
     limits: RolloutLimits
+    # Multi-turn runs: the trusted reward of a row from replaying its environment in this validator's own
+    # sandbox (raises swarmrl.envs.ReplayMismatch); None for single-turn runs.
+    env_replay: Callable[[RolloutRow], float] | None = None
 
 
 def validate_file(
@@ -141,16 +145,23 @@ def validate_file(
         stops = set(prompt_format(context.tokenizer, context.config.prompt).stop_token_ids)
         _termination_format(rows, stops, context.config.worker.max_new_tokens)
         passed.append("termination_format")
+        env_rewards = _env_replay(rows, context)
+        passed.append("env_replay")
         seeded = context.settings.seeded_replay
         try:
-            results = prefill(
-                context.policy(header.policy_step),
-                [r.prompt_ids for r in rows],
-                [r.completion_ids for r in rows],
-                temperature=context.config.worker.temperature,
-                top_p=context.config.worker.top_p,
-                seeds=[r.sample_seed for r in rows] if seeded else None,
-                batch_size=context.settings.prefill_batch_size,
+            prompts, completions, seeds, owners = _model_turns(rows)
+            results = _per_row(
+                prefill(
+                    context.policy(header.policy_step),
+                    prompts,
+                    completions,
+                    temperature=context.config.worker.temperature,
+                    top_p=context.config.worker.top_p,
+                    seeds=seeds if seeded else None,
+                    batch_size=context.settings.prefill_batch_size,
+                ),
+                owners,
+                len(rows),
             )
         except InferenceError as exc:
             raise CheckFailed("prefill", f"the policy cannot score these tokens: {exc}") from exc
@@ -161,7 +172,7 @@ def validate_file(
         for name, check in checks:
             check(rows, results, context.settings)
             passed.append(name)
-        scored = _rewards(rows, context)
+        scored = _rewards(rows, context, env_rewards)
         passed.append("rewards")
     except CheckFailed as failure:
         return Verdict(False, failure.check, failure.reason, header, None, passed)
@@ -234,18 +245,104 @@ def _sampling_params(rows: list[RolloutRow], context: ValidationContext) -> None
 
 
 def _termination_format(rows: list[RolloutRow], stops: set[int], max_new_tokens: int) -> None:
-    """'eos' rows end with their only stop token (EOS, end of turn, ...); 'length' rows are full and hold none."""
+    """'eos' rows end with their only stop token (EOS, end of turn, ...); 'length' rows are full and hold none.
+
+    In a multi-turn row that holds for its last model turn; every earlier model turn ends with its stop token
+    (the environment answers only finished turns), which `env_replay` checks turn by turn.
+    """
     for i, row in enumerate(rows):
-        early = not stops.isdisjoint(row.completion_ids[:-1])
+        last_turn = _last_model_turn(row)
+        early = not stops.isdisjoint(last_turn[:-1])
         if row.finish_reason == "eos" and (row.completion_ids[-1] not in stops or early):
             raise CheckFailed("termination_format", f"row {i}: 'eos' completion must end with its only EOS")
         if row.finish_reason == "length" and (
-            len(row.completion_ids) != max_new_tokens or not stops.isdisjoint(row.completion_ids)
+            len(row.completion_ids) != max_new_tokens or not stops.isdisjoint(last_turn)
         ):
             raise CheckFailed(
                 "termination_format",
                 f"row {i}: 'length' completion must hold {max_new_tokens} tokens, no EOS",
             )
+
+
+def _last_model_turn(row: RolloutRow) -> list[int]:
+    mask = row.model_mask
+    start = len(mask)
+    while start > 0 and mask[start - 1]:
+        start -= 1
+    return row.completion_ids[start:]
+
+
+def _model_positions(row: RolloutRow) -> torch.Tensor:
+    """Which completion positions the model sampled: proofs, logprobs and replays cover only those."""
+    return torch.tensor(row.model_mask, dtype=torch.bool)
+
+
+def _model_turns(rows: list[RolloutRow]) -> tuple[list[list[int]], list[list[int]], list[int], list[int]]:
+    """The (prefix, turn, seed) pairs the model sampled, and the row each belongs to.
+
+    A single-turn row is one pair. A multi-turn row is one pair per model turn: everything before the turn
+    (prompt, earlier turns, environment turns) is its prefix, and its seed is the one the worker's engine
+    sampled that turn with, so the seeded replay checks every choice at the position the engine made it.
+    The model's causal outputs at a turn's tokens do not depend on how the sequence is cut.
+    """
+    from swarmrl.envs.engine_rollout import turn_seed
+
+    prompts, completions, seeds, owners = [], [], [], []
+    for i, row in enumerate(rows):
+        if not row.completion_mask:
+            prompts.append(row.prompt_ids)
+            completions.append(row.completion_ids)
+            seeds.append(row.sample_seed)
+            owners.append(i)
+            continue
+        mask, turn, start = row.completion_mask, 0, None
+        for position in range(len(mask) + 1):
+            inside = position < len(mask) and mask[position] == 1
+            if inside and start is None:
+                start = position
+            elif not inside and start is not None:
+                prompts.append(row.prompt_ids + row.completion_ids[:start])
+                completions.append(row.completion_ids[start:position])
+                seeds.append(turn_seed(row.sample_seed, turn))
+                owners.append(i)
+                turn, start = turn + 1, None
+    return prompts, completions, seeds, owners
+
+
+def _per_row(results: list[PrefillResult], owners: list[int], count: int) -> list[PrefillResult]:
+    """One result per row over its model tokens: the turns' results joined in order."""
+    parts: list[list[PrefillResult]] = [[] for _ in range(count)]
+    for owner, result in zip(owners, results, strict=True):
+        parts[owner].append(result)
+    joined = []
+    for turns in parts:
+        if len(turns) == 1:
+            joined.append(turns[0])
+            continue
+        values = {}
+        for f in fields(PrefillResult):
+            pieces = [getattr(turn, f.name) for turn in turns]
+            values[f.name] = None if pieces[0] is None else torch.cat(pieces)
+        joined.append(PrefillResult(**values))
+    return joined
+
+
+def _env_replay(rows: list[RolloutRow], context: ValidationContext) -> list[float | None]:
+    """Replay every multi-turn row's environment; the trusted rewards (None for single-turn rows)."""
+    if context.env_replay is None:
+        if any(row.completion_mask for row in rows):
+            raise CheckFailed("env_replay", "multi-turn rows, but this run has no environment to replay them")
+        return [None] * len(rows)
+    from swarmrl.envs.errors import EnvError  # the environment layer is only needed by multi-turn runs
+    from swarmrl.tasks.errors import TaskError
+
+    rewards: list[float | None] = []
+    for i, row in enumerate(rows):
+        try:
+            rewards.append(context.env_replay(row))
+        except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
+            raise CheckFailed("env_replay", f"row {i}: {exc}") from exc
+    return rewards
 
 
 def _toploc(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
@@ -266,10 +363,11 @@ def _seeded_sampling(rows: list[RolloutRow], results: list[PrefillResult], setti
     mismatches = 0
     for i, result in enumerate(results):
         assert result.choice_margins is not None
-        bad = int((result.choice_margins < -settings.choice_margin_tolerance).sum())
+        margins = result.choice_margins
+        bad = int((margins < -settings.choice_margin_tolerance).sum())
         mismatches += bad
         if mismatches > settings.max_replay_mismatches:
-            worst = float(result.choice_margins.min())
+            worst = float(margins.min())
             raise CheckFailed(
                 "seeded_sampling",
                 f"row {i}: {bad} token(s) are not what the seeded sampler picks (margin {worst:.3g})",
@@ -278,7 +376,7 @@ def _seeded_sampling(rows: list[RolloutRow], results: list[PrefillResult], setti
 
 def _logprobs(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
     for i, (row, result) in enumerate(zip(rows, results, strict=True)):
-        gap = (torch.tensor(row.logprobs) - result.logprobs).abs().max().item()
+        gap = (torch.tensor(row.logprobs)[_model_positions(row)] - result.logprobs).abs().max().item()
         if not math.isfinite(gap) or gap > settings.logprob_tolerance:
             raise CheckFailed("logprobs", f"row {i}: reported logprobs differ from the policy's by {gap:.3g}")
 
@@ -292,7 +390,9 @@ def _termination(rows: list[RolloutRow], results: list[PrefillResult], settings:
                 raise CheckFailed("termination", f"row {i}: stops where the model gives EOS only p={p:.3g}")
 
 
-def _rewards(rows: list[RolloutRow], context: ValidationContext) -> list[ScoredRow]:
+def _rewards(
+    rows: list[RolloutRow], context: ValidationContext, env_rewards: list[float | None]
+) -> list[ScoredRow]:
     try:
         scored = score_rows(
             rows,
@@ -301,6 +401,7 @@ def _rewards(rows: list[RolloutRow], context: ValidationContext) -> list[ScoredR
             tasks_config=context.config.tasks,
             group_size=context.config.worker.group_size,
             advantage=context.config.trainer.advantage,
+            env_rewards=env_rewards,
         )
     except RolloutError as exc:
         raise CheckFailed("rewards", str(exc)) from exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Sequence
 from typing import Literal
 
 from transformers import PreTrainedTokenizerBase
@@ -17,6 +18,13 @@ from swarmrl.tasks.config import TasksConfig
 from swarmrl.tasks.reward import RewardRequest, compute_rewards
 from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.advantages import grpo_advantages
+
+
+@dataclasses.dataclass(frozen=True)
+class _Terms:
+    task_reward: float
+    length_term: float
+    total: float
 
 
 def completion_text(tokenizer: PreTrainedTokenizerBase, completion_ids: list[int]) -> str:
@@ -32,8 +40,17 @@ def score_rows(
     tasks_config: TasksConfig,
     group_size: int,
     advantage: Literal["grpo", "dr_grpo"] = "grpo",
+    env_rewards: Sequence[float | None] | None = None,
 ) -> list[ScoredRow]:
-    """Rows with trusted rewards; rows must come in whole groups of `group_size` (group ids contiguous)."""
+    """Rows with trusted rewards; rows must come in whole groups of `group_size` (group ids contiguous).
+
+    `env_rewards` (one per row, None for a single-turn row): the reward the validator's own replay of a
+    multi-turn row's environment gave; such a row is not verified from its decoded text, which holds the
+    environment's turns too, and gets no length term.
+    """
+    replayed = list(env_rewards) if env_rewards is not None else [None] * len(rows)
+    if len(replayed) != len(rows):
+        raise RolloutError(f"{len(replayed)} environment rewards for {len(rows)} rows")
     requests = []
     for i, row in enumerate(rows):
         if not 0 <= row.prompt_index < len(tasks):
@@ -43,6 +60,8 @@ def score_rows(
             raise RolloutError(
                 f"row {i}: task id {row.task_id!r} is not task {row.prompt_index} ({task.task_id!r})"
             )
+        if replayed[i] is not None:
+            continue
         requests.append(
             RewardRequest(
                 task,
@@ -51,7 +70,8 @@ def score_rows(
                 row.target_length if row.target_length >= 0 else None,
             )
         )
-    rewards = compute_rewards(requests, config=tasks_config)
+    computed = iter(compute_rewards(requests, config=tasks_config) if requests else [])
+    rewards = [_Terms(env, 0.0, env) if env is not None else next(computed) for env in replayed]
     counts = Counter(row.group_id for row in rows)
     for group_id, count in counts.items():
         if count != group_size:

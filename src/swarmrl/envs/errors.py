@@ -1,0 +1,16 @@
+"""Errors of the environment layer: bad settings, and a rollout whose replay does not match."""
+
+from __future__ import annotations
+
+
+class EnvError(ValueError):
+    """An environment was misused or misconfigured (a step after done, a limit that is not positive)."""
+
+
+class ReplayMismatch(EnvError):
+    """A worker's multi-turn rollout differs from the validator's replay; `check` names what differed."""
+
+    def __init__(self, check: str, detail: str) -> None:
+        super().__init__(f"{check}: {detail}")
+        self.check = check
+        self.detail = detail

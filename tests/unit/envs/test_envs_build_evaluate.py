@@ -1,0 +1,128 @@
+"""EnvConfig → environments, held-out accuracy over an engine, and the validator's replay of those rows."""
+
+import re
+
+import pytest
+import torch
+
+from swarmrl.config import PromptSection
+from swarmrl.envs.arithmetic import ArithmeticSource
+from swarmrl.envs.build import row_replayer
+from swarmrl.envs.codec import PromptTurnCodec
+from swarmrl.envs.config import EnvConfig
+from swarmrl.envs.engine_rollout import trajectory_row
+from swarmrl.envs.evaluate import env_accuracy
+from swarmrl.envs.python_tool import TOOL_INSTRUCTIONS
+from swarmrl.inference.engine import Generation, SamplingParams
+from swarmrl.models.chat_tokenizer import load_chat_tokenizer
+from swarmrl.models.prompting import prompt_format
+from swarmrl.tasks.math_verifier import MathVerifier
+
+
+class ToolUsingEngine:
+    """Stands for a policy that has learned the tool: asks Python for the product, then copies the output.
+    Without a tool turn to read it can only guess (it answers 0)."""
+
+    policy_step = 0
+
+    def __init__(self, codec):
+        self.codec = codec
+        self.requests = []
+
+    def generate(self, requests, params):
+        self.requests.append(requests)
+        out = []
+        for request in requests:
+            text = self.codec.fmt.tokenizer.decode(request.prompt_ids)
+            outputs = re.findall(r"<output>\n(.*?)\n</output>", text, re.DOTALL)
+            if outputs:
+                reply = f"<answer>{outputs[-1]}</answer>"
+            elif text.count("<|im_start|>assistant") > 1:  # its code never ran
+                reply = "<answer>0</answer>"
+            else:
+                a, b = re.findall(r"What is (\d+) \* (\d+)\?", text)[-1]
+                reply = f"```python\nprint({a} * {b})\n```"
+            ids = [
+                *self.codec.fmt.tokenizer(reply, add_special_tokens=False).input_ids,
+                self.codec.stop_token_ids[0],
+            ]
+            ids = ids[: request.max_new_tokens]
+            out.append(
+                Generation(
+                    request.prompt_ids,
+                    ids,
+                    [-0.1] * len(ids),
+                    "eos",
+                    request.seed,
+                    0,
+                    torch.zeros(len(ids), 8),
+                )
+            )
+        return out
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    v = MathVerifier()
+    yield v
+    v.close()
+
+
+@pytest.fixture(scope="module")
+def codec():
+    settings = PromptSection(format="chat", system=TOOL_INSTRUCTIONS)
+    return PromptTurnCodec(prompt_format(load_chat_tokenizer(), settings))
+
+
+TASKS = [ArithmeticSource(seed=9, size=3, digits=5)[i] for i in range(3)]
+PARAMS = SamplingParams(max_new_tokens=64)
+
+
+def test_accuracy_with_and_without_the_tool(verifier, codec):
+    engine = ToolUsingEngine(codec)
+    with_tool = env_accuracy(engine, codec, EnvConfig(kind="python_tool"), verifier, TASKS, PARAMS)
+    assert with_tool.accuracy == 1.0 and with_tool.mean_model_turns == 2.0
+    assert [len(batch) for batch in engine.requests] == [3, 3]
+    # Without tool calls a code block is the final turn: no answer, nothing solved.
+    without = env_accuracy(
+        engine, codec, EnvConfig(kind="python_tool", max_tool_calls=0), verifier, TASKS, PARAMS
+    )
+    assert without.accuracy == 0.0 and without.mean_model_turns == 1.0
+
+
+def test_config_is_strict_and_bounded():
+    with pytest.raises(ValueError):
+        EnvConfig(kind="python_tool", max_turns=0)
+    with pytest.raises(ValueError):
+        EnvConfig(kind="shell")
+
+
+def test_the_validators_replay_reproduces_the_workers_reward(verifier, codec):
+    from swarmrl.envs import run_episodes
+    from swarmrl.envs.build import build_env, rollout_limits
+    from swarmrl.envs.engine_rollout import engine_generator
+    from swarmrl.tasks.task import ListTaskSource
+
+    config = EnvConfig(kind="python_tool")
+    engine = ToolUsingEngine(codec)
+    seeds = [1, 2, 3]
+    trajectories = run_episodes(
+        [build_env(config, verifier) for _ in TASKS],
+        TASKS,
+        seeds,
+        engine_generator(engine, PARAMS, seeds),
+        codec,
+        rollout_limits(config),
+    )
+    replay_row = row_replayer(config, ListTaskSource("arith", TASKS), codec, verifier)
+    for i, trajectory in enumerate(trajectories):
+        row = trajectory_row(
+            trajectory,
+            policy_step=0,
+            task_id=TASKS[i].task_id,
+            prompt_index=i,
+            group_id=0,
+            sample_seed=seeds[i],
+            temperature=1.0,
+        )
+        assert replay_row(row) == trajectory.reward == 1.0
