@@ -1,6 +1,8 @@
 """Generation engines with seeded sampling and hidden-state capture, and the prefill that checks them.
 
 Names are imported on first use, so reading a run config (which embeds the engine's config) does not load torch.
+The validator's `prefill` function is imported from `swarmrl.inference.prefill`: lazily, the package's
+`prefill` attribute is that submodule.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ _EXPORTS = {
     "PagedEngine": "swarmrl.inference.paged.engine",
     "PrefillResult": "swarmrl.inference.prefill",
     "completion_logprobs": "swarmrl.inference.prefill",
-    "prefill": "swarmrl.inference.prefill",
     "choice_margins": "swarmrl.inference.sampler",
     "gumbel_noise": "swarmrl.inference.sampler",
     "logprobs_of": "swarmrl.inference.sampler",
@@ -57,7 +58,6 @@ __all__ = [
     "completion_logprobs",
     "gumbel_noise",
     "logprobs_of",
-    "prefill",
     "sample_tokens",
     "sampling_log_probs",
 ]
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     )
     from swarmrl.inference.factory import build_engine
     from swarmrl.inference.paged.engine import PagedEngine
-    from swarmrl.inference.prefill import PrefillResult, completion_logprobs, prefill
+    from swarmrl.inference.prefill import PrefillResult, completion_logprobs
     from swarmrl.inference.sampler import (
         choice_margins,
         gumbel_noise,

@@ -17,9 +17,9 @@ from swarmrl.inference import (
     TorchEngineConfig,
     WeightLoadError,
     build_engine,
-    prefill,
 )
 from swarmrl.inference.lean_decode import LeanDecoder
+from swarmrl.inference.prefill import prefill
 from swarmrl.models import TinyModelSpec, build_tiny_model, save_pretrained_atomic
 
 torch.set_num_threads(1)

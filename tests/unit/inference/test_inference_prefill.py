@@ -13,8 +13,8 @@ from swarmrl.inference import (
     InvalidRequestError,
     UnsupportedModelError,
     completion_logprobs,
-    prefill,
 )
+from swarmrl.inference.prefill import prefill
 from swarmrl.models import TinyModelSpec, build_tiny_model
 
 torch.set_num_threads(1)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from swarmrl.inference import PagedEngine, PagedEngineConfig, SamplingParams, prefill
+from swarmrl.inference import PagedEngine, PagedEngineConfig, SamplingParams
 from swarmrl.inference.engine import GenerationRequest
 from swarmrl.inference.llama_layers import supports
+from swarmrl.inference.prefill import prefill
 from swarmrl.models import load_model, save_pretrained_atomic
 from swarmrl.models.chat_tokenizer import SPECIAL_TOKENS, load_chat_tokenizer
 from swarmrl.models.shapes import SHAPES, build_shaped_model, parameter_count, shape_config

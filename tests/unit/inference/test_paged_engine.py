@@ -23,8 +23,8 @@ from swarmrl.inference import (
     TorchEngine,
     WeightLoadError,
     build_engine,
-    prefill,
 )
+from swarmrl.inference.prefill import prefill
 from swarmrl.models import TinyModelSpec, build_tiny_model, save_pretrained_atomic
 
 torch.set_num_threads(1)

@@ -20,8 +20,8 @@ from swarmrl.inference import (
     PagedEngineConfig,
     SamplingParams,
     TorchEngine,
-    prefill,
 )
+from swarmrl.inference.prefill import prefill
 from swarmrl.inference.sampler import choose
 from swarmrl.models.shapes import build_shaped_model
 from swarmrl.toploc import build_proofs_batch, verify_proofs_batch
