@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -212,6 +213,17 @@ class MetricsSection(Section):
         "the URL goes to metrics.url in the run or node directory); unset: not served",
     )
     prometheus_host: str = Field("127.0.0.1", description="address the metrics port binds")
+
+    def check_installed(self) -> None:
+        """Refuse, before any work, a sink whose package is missing (not an exit mid-run when the trainer
+        starts); checked by whatever starts a trainer, since other roles never load the sinks."""
+        needed = {"wandb": self.wandb_project, "tensorboard": self.tensorboard}
+        missing = [package for package, wanted in needed.items() if wanted and find_spec(package) is None]
+        if missing:
+            raise ConfigError(
+                f"[metrics] asks for {' and '.join(missing)}, which is not installed: "
+                f"pip install 'swarmrl[metrics]' or turn it off"
+            )
 
 
 class SwarmSection(Section):

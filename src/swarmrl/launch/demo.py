@@ -66,6 +66,7 @@ class DemoResult:
 
 def run_demo(config: RunConfig, console: Console | None = None) -> DemoResult:
     console = console or Console()
+    config.metrics.check_installed()
     started = time.monotonic()
     torch.set_num_threads(1)
     if config.run.directory.exists():

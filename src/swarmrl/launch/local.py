@@ -25,6 +25,7 @@ def run_local(
 ) -> list[dict]:
     """Train to `config.trainer.steps`; returns the metrics records. Every started process is stopped."""
     console = console or Console()
+    config.metrics.check_installed()
     group = ProcessGroup(rundir.root / "logs")
     cores = sorted(_available_cores())
     try:

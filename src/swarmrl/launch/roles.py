@@ -43,6 +43,7 @@ def trainer_role(
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     config = load_run_config(run_dir)
+    config.metrics.check_installed()
     rundir = RunDir(run_dir)
     tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
     scorer = functools.partial(

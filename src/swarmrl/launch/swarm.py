@@ -127,6 +127,7 @@ def start_swarm(
 ) -> Swarm:
     """Start coordinator, trainer (origin), relays, validator and workers; returns once all are launched.
     `on_coordinator` gets the coordinator's URL as soon as it answers, before the other roles start."""
+    config.metrics.check_installed()
     swarm = Swarm(config, rundir, ProcessGroup(rundir.root / "logs"))
     swarm.swarm_dir.mkdir(parents=True, exist_ok=True)
     config_file = str(rundir.root / "config.json")

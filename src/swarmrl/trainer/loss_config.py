@@ -16,7 +16,7 @@ no KL term. Each variant is one pydantic model selected by its `kind` field, so 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -104,10 +104,40 @@ class MaskedIS(_Strict):
 BehaviourCorrection = Annotated[NoCorrection | TruncatedIS | MaskedIS, Field(discriminator="kind")]
 
 Normalisation = Literal["token", "sequence", "constant"]
+PresetName = Literal["intellect2", "dapo_clip_higher", "dr_grpo", "gspo", "cispo"]
 
 
 class LossConfig(_Strict):
-    """Every knob of the policy loss; see `swarmrl.trainer.losses.policy_loss` for the formulae."""
+    """Every knob of the policy loss; see `swarmrl.trainer.losses.policy_loss` for the formulae.
+
+    `preset` starts from a published recipe (`loss_preset`); every other field given beside it overrides the
+    recipe's value (a table such as `objective` is merged key by key unless it names another `kind`).
+    """
+
+    preset: PresetName | None = Field(
+        None, description="start from a published recipe: intellect2, dapo_clip_higher, dr_grpo, gspo, cispo"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _start_from_preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("preset") is None:
+            return data
+        name = data["preset"]
+        if name not in get_args(PresetName):
+            raise ValueError(f"unknown loss preset {name!r}; choose one of {', '.join(get_args(PresetName))}")
+        merged = loss_preset(name).model_dump(exclude={"preset"})
+        for key, value in data.items():
+            base = merged.get(key)
+            if (
+                isinstance(base, dict)
+                and isinstance(value, dict)
+                and value.get("kind", base.get("kind")) == base.get("kind")
+            ):
+                merged[key] = {**base, **value}
+            else:
+                merged[key] = value
+        return merged
 
     objective: Objective = Field(
         default_factory=TwoSidedClip, description="the surrogate objective, chosen by `kind`"
@@ -143,9 +173,6 @@ class LossConfig(_Strict):
             "0.001, which needs a reference model's logprobs every step)"
         ),
     )
-
-
-PresetName = Literal["intellect2", "dapo_clip_higher", "dr_grpo", "gspo", "cispo"]
 
 
 def loss_preset(name: PresetName, *, max_tokens: int | None = None) -> LossConfig:
