@@ -65,7 +65,9 @@ def accepted_ids(swarm: Swarm) -> set[int]:
 
 
 def test_trains_on_accepted_work_only_and_bans_the_cheater(root):
-    swarm = launch(root, "honest-and-cheater", steps=4, honest=2, cheaters=1)
+    # Six steps: with work leases a cheater that starts last on a loaded machine can find the first steps'
+    # units all taken by the honest workers; it must get work to be caught.
+    swarm = launch(root, "honest-and-cheater", steps=6, honest=2, cheaters=1)
     try:
         supervise(swarm, quiet(), timeout_s=500, interval_s=1.0)  # returns once the run has drained
         state = snapshot(swarm)
@@ -77,10 +79,14 @@ def test_trains_on_accepted_work_only_and_bans_the_cheater(root):
     finally:
         stop_swarm(swarm)
 
-    assert len(swarm.rundir.read_metrics()) == 4
+    assert len(swarm.rundir.read_metrics()) == 6
     honest = [state.nodes[f"worker-{i}"] for i in range(2)]
     cheater = state.nodes["cheater-0"]
-    assert all(r.rejected == 0 and r.accepted > 0 for r in honest)
+    # Leases spread the work, but which honest node gets how much depends on timing; none may be rejected.
+    assert all(r.rejected == 0 for r in honest) and sum(r.accepted for r in honest) > 0, (
+        honest,
+        state.reject_checks,
+    )
     assert cheater.banned and cheater.accepted == 0 and cheater.rejected >= 1
     assert set(state.reject_checks["cheater-0"]) <= {"toploc", "prefill"}, state.reject_checks
     assert all(
