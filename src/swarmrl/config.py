@@ -258,8 +258,16 @@ class RunConfig(Section):
     loss: Any = None
     coordinator: Any = None
     islands: Any = None
+    env: Any = Field(None, description="a multi-turn environment ([env], swarmrl.envs); none: single-turn")
 
     def model_post_init(self, __context: Any) -> None:
+        if self.env is not None:
+            from swarmrl.envs.config import EnvConfig
+
+            try:
+                self.env = EnvConfig.model_validate(self.env)
+            except ValidationError as exc:
+                raise ConfigError(f"[env] {exc}") from exc
         for name, model in _role_sections().items():
             value = getattr(self, name)
             if not isinstance(value, model):

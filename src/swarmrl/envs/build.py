@@ -3,17 +3,62 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from swarmrl.envs.base import Environment
+from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.config import EnvConfig
+from swarmrl.envs.engine_rollout import generate_env_batch
+from swarmrl.envs.errors import EnvError
 from swarmrl.envs.feedback import FeedbackEnv
 from swarmrl.envs.python_tool import PythonToolEnv, Verifier
 from swarmrl.envs.replay import replay
 from swarmrl.envs.trajectory import RolloutLimits, TurnCodec
 from swarmrl.rollouts import RolloutRow
 from swarmrl.tasks.errors import TaskError
+from swarmrl.tasks.reward import _computer_for
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan
-from swarmrl.tasks.task import TaskSource
+from swarmrl.tasks.task import Task, TaskSource
+
+if TYPE_CHECKING:
+    from swarmrl.config import RunConfig
+    from swarmrl.inference.engine import InferenceEngine, SamplingParams
+    from swarmrl.models.prompting import PromptFormat
+    from swarmrl.tasks.config import TasksConfig
+    from swarmrl.worker.rollout import AssignedPrompt, BatchSpec
+
+
+class TaskVerifier:
+    """The run's verifier of each task's own type (the tasks config's shared verifiers and pools)."""
+
+    def __init__(self, config: TasksConfig) -> None:
+        self._computer = _computer_for(config)
+
+    def score(self, task: Task, completion: str) -> float:
+        return float(self._computer.verifier(task.task_type).score(task, completion))
+
+
+def generate_config_env_batch(
+    engine: InferenceEngine,
+    spec: BatchSpec,
+    prompts: list[AssignedPrompt],
+    params: SamplingParams,
+    config: RunConfig,
+    fmt: PromptFormat,
+) -> list[RolloutRow]:
+    """The worker's batch for a run with an `[env]` section: its environment, codec and limits."""
+    if config.env is None:
+        raise EnvError("this run has no [env] section")
+    env_config, verifier = config.env, TaskVerifier(config.tasks)
+    return generate_env_batch(
+        engine,
+        spec,
+        prompts,
+        params,
+        lambda: build_env(env_config, verifier),
+        PromptTurnCodec(fmt),
+        rollout_limits(env_config),
+    )
 
 
 def rollout_limits(config: EnvConfig) -> RolloutLimits:
