@@ -14,13 +14,16 @@ from swarmrl.envs.feedback import FeedbackEnv
 from swarmrl.envs.python_tool import PythonToolEnv, Verifier
 from swarmrl.envs.replay import replay
 from swarmrl.envs.trajectory import RolloutLimits, TurnCodec
-from swarmrl.rollouts import RolloutRow
+from swarmrl.models.prompting import prompt_format
+from swarmrl.rollouts import RolloutError, RolloutRow, ScoredRow
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.reward import _computer_for
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan
 from swarmrl.tasks.task import Task, TaskSource
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from swarmrl.config import RunConfig
     from swarmrl.inference.engine import InferenceEngine, SamplingParams
     from swarmrl.models.prompting import PromptFormat
@@ -102,3 +105,32 @@ def row_replayer(
         return result.reward
 
     return replay_row
+
+
+def with_env_replay(
+    score: Callable[..., list[ScoredRow]],
+    config: RunConfig,
+    tasks: TaskSource,
+    tokenizer: PreTrainedTokenizerBase,
+) -> Callable[[list[RolloutRow]], list[ScoredRow]]:
+    """The trainer's trusted scorer for a run with an `[env]` section: every row's reward is the trainer's own
+    replay of its environment (`score_rows(env_rewards=...)`); a row whose replay differs is refused by name."""
+    if config.env is None:
+        raise EnvError("this run has no [env] section")
+    replay_row = row_replayer(
+        config.env,
+        tasks,
+        PromptTurnCodec(prompt_format(tokenizer, config.prompt)),
+        TaskVerifier(config.tasks),
+    )
+
+    def scored(rows: list[RolloutRow]) -> list[ScoredRow]:
+        rewards = []
+        for i, row in enumerate(rows):
+            try:
+                rewards.append(replay_row(row))
+            except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
+                raise RolloutError(f"row {i}: environment replay: {exc}") from exc
+        return score(rows, env_rewards=rewards)
+
+    return scored
