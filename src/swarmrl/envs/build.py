@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -53,11 +54,13 @@ def generate_config_env_batch(
     if config.env is None:
         raise EnvError("this run has no [env] section")
     env_config, verifier = config.env, TaskVerifier(config.tasks)
+    # A model turn ends where the codec says an assistant answer ends, whatever the engine's own EOS is.
+    stops = tuple(dict.fromkeys((*params.stop_token_ids, *fmt.stop_token_ids)))
     return generate_env_batch(
         engine,
         spec,
         prompts,
-        params,
+        dataclasses.replace(params, stop_token_ids=stops),
         lambda: build_env(env_config, verifier),
         PromptTurnCodec(fmt),
         rollout_limits(env_config),

@@ -47,7 +47,7 @@ def played():
     fmt = prompt_format(tokenizer, CONFIG.prompt)
     spec = BatchSpec.local("run", "node", 0, 0, 2, 2, 11)
     prompts = assigned_prompts(spec, TASKS, fmt, CONFIG.tasks)
-    params = SamplingParams(max_new_tokens=24, temperature=1.0, stop_token_ids=fmt.stop_token_ids)
+    params = SamplingParams(max_new_tokens=24, temperature=1.0)  # as the worker builds them
     engine = TorchEngine(tiny_model(), policy_step=0)
     return tokenizer, fmt, prompts, generate_config_env_batch(engine, spec, prompts, params, CONFIG, fmt)
 
