@@ -110,6 +110,16 @@ def row_replayer(
     return replay_row
 
 
+def env_replay(
+    config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase
+) -> Callable[[RolloutRow], float] | None:
+    """The validator's `env_replay` of a run: its `[env]` section replayed per row; None for a single-turn run."""
+    if config.env is None:
+        return None
+    codec = PromptTurnCodec(prompt_format(tokenizer, config.prompt))
+    return row_replayer(config.env, tasks, codec, TaskVerifier(config.tasks))
+
+
 def with_env_replay(
     score: Callable[..., list[ScoredRow]],
     config: RunConfig,
@@ -118,14 +128,9 @@ def with_env_replay(
 ) -> Callable[[list[RolloutRow]], list[ScoredRow]]:
     """The trainer's trusted scorer for a run with an `[env]` section: every row's reward is the trainer's own
     replay of its environment (`score_rows(env_rewards=...)`); a row whose replay differs is refused by name."""
-    if config.env is None:
+    replay_row = env_replay(config, tasks, tokenizer)
+    if replay_row is None:
         raise EnvError("this run has no [env] section")
-    replay_row = row_replayer(
-        config.env,
-        tasks,
-        PromptTurnCodec(prompt_format(tokenizer, config.prompt)),
-        TaskVerifier(config.tasks),
-    )
 
     def scored(rows: list[RolloutRow]) -> list[ScoredRow]:
         rewards = []
