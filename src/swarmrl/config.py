@@ -270,8 +270,22 @@ class RunConfig(Section):
     loss: Any = None
     coordinator: Any = None
     islands: Any = None
+    env: Any = Field(None, description="a multi-turn environment ([env], swarmrl.envs); none: single-turn")
 
     def model_post_init(self, __context: Any) -> None:
+        if self.env is not None:
+            from swarmrl.envs.config import EnvConfig
+
+            try:
+                self.env = EnvConfig.model_validate(self.env)
+            except ValidationError as exc:
+                raise ConfigError(f"[env] {exc}") from exc
+            # A multi-turn row's completion (model and environment tokens) is bounded like a single-turn one.
+            if self.env.max_tokens > self.worker.max_new_tokens:
+                raise ConfigError(
+                    f"env.max_tokens {self.env.max_tokens} exceeds worker.max_new_tokens "
+                    f"{self.worker.max_new_tokens}, the longest completion a rollout file may hold"
+                )
         for name, model in _role_sections().items():
             value = getattr(self, name)
             if not isinstance(value, model):

@@ -2,18 +2,69 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from swarmrl.envs.base import Environment
+from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.config import EnvConfig
+from swarmrl.envs.engine_rollout import generate_env_batch
+from swarmrl.envs.errors import EnvError
 from swarmrl.envs.feedback import FeedbackEnv
 from swarmrl.envs.python_tool import PythonToolEnv, Verifier
 from swarmrl.envs.replay import replay
 from swarmrl.envs.trajectory import RolloutLimits, TurnCodec
-from swarmrl.rollouts import RolloutRow
+from swarmrl.models.prompting import prompt_format
+from swarmrl.rollouts import RolloutError, RolloutRow, ScoredRow
 from swarmrl.tasks.errors import TaskError
+from swarmrl.tasks.reward import _computer_for
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan
-from swarmrl.tasks.task import TaskSource
+from swarmrl.tasks.task import Task, TaskSource
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from swarmrl.config import RunConfig
+    from swarmrl.inference.engine import InferenceEngine, SamplingParams
+    from swarmrl.models.prompting import PromptFormat
+    from swarmrl.tasks.config import TasksConfig
+    from swarmrl.worker.rollout import AssignedPrompt, BatchSpec
+
+
+class TaskVerifier:
+    """The run's verifier of each task's own type (the tasks config's shared verifiers and pools)."""
+
+    def __init__(self, config: TasksConfig) -> None:
+        self._computer = _computer_for(config)
+
+    def score(self, task: Task, completion: str) -> float:
+        return float(self._computer.verifier(task.task_type).score(task, completion))
+
+
+def generate_config_env_batch(
+    engine: InferenceEngine,
+    spec: BatchSpec,
+    prompts: list[AssignedPrompt],
+    params: SamplingParams,
+    config: RunConfig,
+    fmt: PromptFormat,
+) -> list[RolloutRow]:
+    """The worker's batch for a run with an `[env]` section: its environment, codec and limits."""
+    if config.env is None:
+        raise EnvError("this run has no [env] section")
+    env_config, verifier = config.env, TaskVerifier(config.tasks)
+    # A model turn ends where the codec says an assistant answer ends, whatever the engine's own EOS is.
+    stops = tuple(dict.fromkeys((*params.stop_token_ids, *fmt.stop_token_ids)))
+    return generate_env_batch(
+        engine,
+        spec,
+        prompts,
+        dataclasses.replace(params, stop_token_ids=stops),
+        lambda: build_env(env_config, verifier),
+        PromptTurnCodec(fmt),
+        rollout_limits(env_config),
+    )
 
 
 def rollout_limits(config: EnvConfig) -> RolloutLimits:
@@ -57,3 +108,37 @@ def row_replayer(
         return result.reward
 
     return replay_row
+
+
+def env_replay(
+    config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase
+) -> Callable[[RolloutRow], float] | None:
+    """The validator's `env_replay` of a run: its `[env]` section replayed per row; None for a single-turn run."""
+    if config.env is None:
+        return None
+    codec = PromptTurnCodec(prompt_format(tokenizer, config.prompt))
+    return row_replayer(config.env, tasks, codec, TaskVerifier(config.tasks))
+
+
+def with_env_replay(
+    score: Callable[..., list[ScoredRow]],
+    config: RunConfig,
+    tasks: TaskSource,
+    tokenizer: PreTrainedTokenizerBase,
+) -> Callable[[list[RolloutRow]], list[ScoredRow]]:
+    """The trainer's trusted scorer for a run with an `[env]` section: every row's reward is the trainer's own
+    replay of its environment (`score_rows(env_rewards=...)`); a row whose replay differs is refused by name."""
+    replay_row = env_replay(config, tasks, tokenizer)
+    if replay_row is None:
+        raise EnvError("this run has no [env] section")
+
+    def scored(rows: list[RolloutRow]) -> list[ScoredRow]:
+        rewards = []
+        for i, row in enumerate(rows):
+            try:
+                rewards.append(replay_row(row))
+            except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
+                raise RolloutError(f"row {i}: environment replay: {exc}") from exc
+        return score(rows, env_rewards=rewards)
+
+    return scored

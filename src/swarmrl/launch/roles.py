@@ -46,14 +46,19 @@ def trainer_role(
     config.metrics.check_installed()
     rundir = RunDir(run_dir)
     tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
+    tasks = build_tasks(config.tasks)
     scorer = functools.partial(
         score_rows,
-        tasks=build_tasks(config.tasks),
+        tasks=tasks,
         tokenizer=tokenizer,
         tasks_config=config.tasks,
         group_size=config.worker.group_size,
         advantage=config.trainer.advantage,
     )
+    if config.env is not None:  # multi-turn rows are scored by replaying their environment
+        from swarmrl.envs.build import with_env_replay
+
+        scorer = with_env_replay(scorer, config, tasks, tokenizer)
     with contextlib.ExitStack() as stack:
         if coordinator_url is None:
             source, publish = RunDirSource(rundir), None

@@ -28,6 +28,7 @@ from swarmrl.config import RunConfig
 from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.envs.build import env_replay
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
@@ -96,15 +97,17 @@ def swarm_context(
             if options.stop.wait(options.poll_seconds):
                 raise ValidatorStopped("stopped before any checkpoint was announced")
     start = policies.path(newest)
+    tasks, tokenizer = build_tasks(config.tasks), load_tokenizer(start)
     return ValidationContext(
         config=config,
         settings=ValidatorConfig(),
-        tasks=build_tasks(config.tasks),
-        tokenizer=load_tokenizer(start),
+        tasks=tasks,
+        tokenizer=tokenizer,
         policy=policies,
         task_seed=lambda node, step, batch: client.task_seed(options.run_id, step, batch, node_id=node),
         seen=SeenFiles(options.work_dir / "seen.sqlite"),
         limits=config.worker.rollout_limits(policy_vocab_size(start)),
+        env_replay=env_replay(config, tasks, tokenizer),
     )
 
 

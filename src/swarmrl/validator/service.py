@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from swarmrl.envs.build import env_replay
 from swarmrl.launch.prepare import load_run_config
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.rollouts import write_rollouts
@@ -56,15 +57,17 @@ def local_context(run_dir: Path, settings: ValidatorConfig | None = None) -> Val
     checkpoints = run_dir / "checkpoints"
     tokenizer = load_tokenizer(checkpoint_dir(checkpoints, 0))
     policy = PolicyCache(checkpoints, config.model.dtype, keep=config.worker.async_level + 1)
+    tasks = build_tasks(config.tasks)
     return ValidationContext(
         config=config,
         settings=settings or ValidatorConfig(),
-        tasks=build_tasks(config.tasks),
+        tasks=tasks,
         tokenizer=tokenizer,
         policy=policy,
         task_seed=lambda node, step, batch: batch_seed(config.run.id, node, step, batch),
         seen=SeenFiles(run_dir / "validator" / "seen.sqlite"),
         limits=config.worker.rollout_limits(policy(0).config.vocab_size),
+        env_replay=env_replay(config, tasks, tokenizer),
     )
 
 

@@ -126,8 +126,14 @@ def write_batch(
     identity: Identity,
 ) -> list[RolloutRow]:
     """Generate the batch `spec` assigns with the engine's policy and write it to `path`, signed."""
-    prompts = assigned_prompts(spec, tasks, prompt_format(tokenizer, config.prompt), config.tasks)
-    rows = generate_batch(engine, spec, prompts, params)
+    fmt = prompt_format(tokenizer, config.prompt)
+    prompts = assigned_prompts(spec, tasks, fmt, config.tasks)
+    if config.env is None:
+        rows = generate_batch(engine, spec, prompts, params)
+    else:  # the environment layer is only needed by multi-turn runs
+        from swarmrl.envs.build import generate_config_env_batch
+
+        rows = generate_config_env_batch(engine, spec, prompts, params, config, fmt)
     header = RolloutHeader(spec.run_id, spec.node_id, engine.policy_step, spec.batch_index)
     write_rollouts(path, header, rows, identity)
     return rows
