@@ -112,7 +112,10 @@ def test_forged_manifest_source_is_skipped_when_a_genuine_one_exists(world):
 
     client = fetch([bad, world["url"]], world["tmp"] / "w", 1)
 
-    assert bad in client.last_stats.manifest_rejected_by_source or client.selector.stats[bad].corrupt == 0
+    # Equal weights keep the given order, so the forger is asked first: it must be caught and demoted.
+    assert "forged" in client.last_stats.manifest_rejected_by_source[bad]
+    assert client.selector.stats[bad].corrupt == 1
+    assert world["url"] not in client.last_stats.manifest_rejected_by_source
     assert (world["tmp"] / "w" / "step_1" / "config.json").exists()
 
 

@@ -151,16 +151,18 @@ def test_altered_prompt(world, context, tmp_path):
 
 
 def test_forged_reward_changes_nothing(world, context, tmp_path):
-    rows = [dataclasses.replace(r, claimed_reward=1.0) for r in honest_rows(world)]
-    verdict = validate_file(submit(world, tmp_path, rows), 0, context)
-    honest = validate_file(
-        submit(world, tmp_path, honest_rows(world, batch=1), batch=1, name="h.parquet"), 0, context
+    rows = honest_rows(world)
+    forged = validate_file(
+        submit(world, tmp_path, [dataclasses.replace(r, claimed_reward=1.0) for r in rows]), 0, context
     )
-    assert verdict.accepted and honest.accepted
-    assert [r.reward for r in verdict.scored_rows] != [1.0] * len(rows) or all(
-        r.task_reward == 1.0 for r in verdict.scored_rows
-    )
-    assert all(r.reward == r.task_reward + r.length_term for r in verdict.scored_rows)
+    # The same rows without the claim, judged by a validator that has not seen the forged file.
+    fresh = dataclasses.replace(context, seen=SeenFiles(tmp_path / "seen-honest.sqlite"))
+    honest = validate_file(submit(world, tmp_path, rows, name="h.parquet"), 0, fresh)
+    assert forged.accepted and honest.accepted
+    trusted = [r.reward for r in honest.scored_rows]
+    assert any(reward != 1.0 for reward in trusted), "the forged claim must differ from some trusted reward"
+    assert [r.reward for r in forged.scored_rows] == trusted
+    assert all(r.reward == r.task_reward + r.length_term for r in forged.scored_rows)
 
 
 def test_replayed_and_duplicated_files(world, context, tmp_path):

@@ -115,7 +115,7 @@ def test_a_stopped_download_ends_at_the_next_read(server, tmp_path):
 def test_interrupt_cuts_a_read_blocked_on_a_silent_source(tmp_path):
     """A source that sends its headers and a few bytes, then goes silent: without the interrupt the fetch
     thread would sit in recv for the whole 30 s read timeout."""
-    release = threading.Event()
+    release, answered = threading.Event(), threading.Event()
     listener = socket.create_server(("127.0.0.1", 0))
 
     def stall() -> None:
@@ -126,6 +126,7 @@ def test_interrupt_cuts_a_read_blocked_on_a_silent_source(tmp_path):
                 b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/100\r\n"
                 b"Content-Length: 100\r\n\r\n" + b"x" * 10
             )
+            answered.set()
             release.wait(timeout=60)
 
     server = threading.Thread(target=stall, daemon=True)
@@ -144,9 +145,10 @@ def test_interrupt_cuts_a_read_blocked_on_a_silent_source(tmp_path):
     fetcher = threading.Thread(target=fetch)
     fetcher.start()
     try:
-        time.sleep(0.5)
+        # The request has arrived, so its connection is in use. `stop` stays clear: the fetch loop checks it
+        # between reads, which would end the fetch without the interrupt whenever it won the race to a read.
+        assert answered.wait(timeout=10), "the fetch never sent its request"
         started = time.monotonic()
-        stop.set()
         pool.interrupt()
         fetcher.join(timeout=10)
         assert not fetcher.is_alive() and time.monotonic() - started < 5
