@@ -7,8 +7,9 @@ The validator's `prefill` function is imported from `swarmrl.inference.prefill`:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from swarmrl.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "EngineConfig": "swarmrl.inference.config",
@@ -91,9 +92,4 @@ if TYPE_CHECKING:
     from swarmrl.inference.torch_engine import TorchEngine
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -5,8 +5,9 @@ Names are imported on first use, so reading a config (which needs `TinyModelSpec
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from swarmrl.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "ModelLoadError": "swarmrl.models.loading",
@@ -46,9 +47,4 @@ if TYPE_CHECKING:
     from swarmrl.models.tokenizer import SPECIAL_TOKENS, train_tokenizer
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
