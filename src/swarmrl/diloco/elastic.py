@@ -13,11 +13,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from pydantic import BaseModel, Field
 
 from swarmrl.diloco.codecs import make_codec
-from swarmrl.diloco.communicators.torchft_comm import TorchFTCommunicator
+from swarmrl.diloco.communicators.torchft_comm import TorchFTCommunicator, replica_manager
 from swarmrl.diloco.config import DiLoCoConfig
 from swarmrl.diloco.data import BatchSampler, load_corpus_split
 from swarmrl.diloco.errors import DiLoCoConfigError
@@ -68,7 +67,7 @@ def run_elastic_replica(
     if config.codec != "fp32" or config.fragments != 1 or config.overlap_steps != 0:
         raise DiLoCoConfigError("elastic DiLoCo runs the fp32 codec with one fragment and no overlap")
     # Imported here: torchft is the optional `elastic` extra.
-    from torchft import Manager, ProcessGroupGloo
+    from torchft import ProcessGroupGloo
 
     torch.set_num_threads(config.threads_per_worker)
     split = load_corpus_split(config.data, replica_rank, config.workers)
@@ -77,25 +76,15 @@ def run_elastic_replica(
     )
     model = build_tiny_causal_lm(config.model)
     inner, schedule = make_inner_optimizer(model, config.inner, config.total_steps)
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     timeout = timedelta(seconds=timeout_s)
-    manager = Manager(
-        pg=ProcessGroupGloo(timeout=timeout),
-        load_state_dict=None,
-        state_dict=None,
+    manager, _store = replica_manager(
+        ProcessGroupGloo(timeout=timeout),
+        replica_id=f"replica_{replica_rank}",
+        lighthouse_addr=lighthouse_addr,
         min_replica_size=min_replicas,
         use_async_quorum=True,
         timeout=timeout,
         quorum_timeout=timedelta(seconds=max(60.0, 6 * timeout_s)),
-        connect_timeout=timeout,
-        rank=0,
-        world_size=1,
-        store_addr="127.0.0.1",
-        store_port=store.port,
-        lighthouse_addr=lighthouse_addr,
-        replica_id=f"replica_{replica_rank}",
-        hostname="localhost",
-        init_sync=False,
     )
     communicator = TorchFTCommunicator(manager, replica_rank, config.workers)
     diloco = DiLoCo(

@@ -14,9 +14,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from swarmrl.diloco.codecs import make_codec
+from swarmrl.diloco.communicators.torchft_comm import replica_manager
 from swarmrl.islands.communicator import QuorumCommunicator
 from swarmrl.islands.config import IslandsConfig
 from swarmrl.islands.merge import IslandMerger
@@ -97,7 +97,7 @@ def island_trainer_role(run_dir: Path, island: int, lighthouse: str, *, threads:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ValueError("an island's trainer is one process; shard within an island is not supported")
     # Imported here: torchft is the optional `elastic` extra.
-    from torchft import Manager, ProcessGroupGloo
+    from torchft import ProcessGroupGloo
 
     torch.set_num_threads(threads)
     config = load_run_config(run_dir)
@@ -105,24 +105,14 @@ def island_trainer_role(run_dir: Path, island: int, lighthouse: str, *, threads:
     rundir = RunDir(run_dir)
     collective = timedelta(seconds=settings.collective_timeout_s)
     group = ProcessGroupGloo(timeout=collective)
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    manager = Manager(
-        pg=group,
-        load_state_dict=None,
-        state_dict=None,
+    manager, _store = replica_manager(
+        group,
+        replica_id=f"island_{island}",
+        lighthouse_addr=lighthouse,
         min_replica_size=1,
         use_async_quorum=False,
         timeout=collective,
         quorum_timeout=timedelta(seconds=settings.join_timeout_s + 4 * settings.heartbeat_timeout_s),
-        connect_timeout=collective,
-        rank=0,
-        world_size=1,
-        store_addr="127.0.0.1",
-        store_port=store.port,
-        lighthouse_addr=lighthouse,
-        replica_id=f"island_{island}",
-        hostname="localhost",
-        init_sync=False,
     )
     communicator = QuorumCommunicator(manager, group, island, settings.count)
     hook = MergeHook(rundir, settings, communicator)

@@ -8,9 +8,11 @@ all-gather, which torchft does not manage).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import torch
+import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from swarmrl.diloco.communicators.base import Communicator
@@ -18,6 +20,7 @@ from swarmrl.diloco.errors import CommunicatorError
 
 if TYPE_CHECKING:
     from torchft import Manager
+    from torchft.process_group import ProcessGroup
 
 
 class TorchFTCommunicator(Communicator):
@@ -52,3 +55,41 @@ class TorchFTCommunicator(Communicator):
 
     def close(self) -> None:
         self.manager.shutdown(wait=False)
+
+
+def replica_manager(
+    group: ProcessGroup,
+    *,
+    replica_id: str,
+    lighthouse_addr: str,
+    min_replica_size: int,
+    use_async_quorum: bool,
+    timeout: timedelta,
+    quorum_timeout: timedelta,
+) -> tuple[Manager, dist.TCPStore]:
+    """A `torchft.Manager` for a replica of one process (rank 0 of 1) on this host, and the store it talks to on an
+    OS-chosen loopback port. The caller holds the store for as long as the manager runs (the store's server stops
+    when it is collected); state to heal from is registered by the caller, not passed here."""
+    # Imported here: torchft is the optional `elastic` extra.
+    from torchft import Manager
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    manager = Manager(
+        pg=group,
+        load_state_dict=None,
+        state_dict=None,
+        min_replica_size=min_replica_size,
+        use_async_quorum=use_async_quorum,
+        timeout=timeout,
+        quorum_timeout=quorum_timeout,
+        connect_timeout=timeout,
+        rank=0,
+        world_size=1,
+        store_addr="127.0.0.1",
+        store_port=store.port,
+        lighthouse_addr=lighthouse_addr,
+        replica_id=replica_id,
+        hostname="localhost",
+        init_sync=False,
+    )
+    return manager, store
