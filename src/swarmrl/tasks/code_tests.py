@@ -49,17 +49,6 @@ class CodeTests:
         return len(self.stdio) + len(self.calls) + (1 if self.check is not None else 0)
 
 
-@dataclass(frozen=True)
-class CodeTestReport:
-    passed: int
-    total: int
-    detail: str = ""
-
-    @property
-    def all_passed(self) -> bool:
-        return self.total > 0 and self.passed == self.total
-
-
 def parse_code_tests(task: Task) -> CodeTests:
     """The task's tests; TaskError naming the task and the bad field when they are malformed."""
     info = task.verification_info

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from swarmrl.toploc.errors import HiddenStatesError
+from swarmrl.toploc.layout import check_state_tensor
 from swarmrl.toploc.points import NON_FINITE_MAGNITUDE, ChunkPoints
 from swarmrl.toploc.selection import top_magnitude_indices
 
@@ -26,9 +27,9 @@ def device_points(
     completion: torch.Tensor, prompt: torch.Tensor | None, *, chunk_size: int, topk: int
 ) -> list[ChunkPoints]:
     """`select_points` for states [C, H] (and [P, H]) on any device; rounds to bf16 like the host path."""
-    _check(completion, "completion hidden states")
+    check_state_tensor(completion, "completion hidden states")
     if prompt is not None:
-        _check(prompt, "prompt hidden states")
+        check_state_tensor(prompt, "prompt hidden states")
         if prompt.shape[1] != completion.shape[1]:
             raise HiddenStatesError(
                 f"prompt hidden size {prompt.shape[1]} differs from completion hidden size {completion.shape[1]}"
@@ -76,14 +77,3 @@ def _points(proof_positions: np.ndarray, rows: torch.Tensor, k: int) -> ChunkPoi
 
 def _bits(values: torch.Tensor) -> torch.Tensor:
     return values.detach().to(torch.bfloat16).contiguous().view(torch.int16)
-
-
-def _check(values: torch.Tensor, name: str) -> None:
-    if not isinstance(values, torch.Tensor):
-        raise HiddenStatesError(f"{name} must be a torch.Tensor, got {type(values).__name__}")
-    if values.dim() != 2:
-        raise HiddenStatesError(f"{name} must be 2-D [tokens, hidden], got shape {tuple(values.shape)}")
-    if values.numel() == 0:
-        raise HiddenStatesError(f"{name} are empty (shape {tuple(values.shape)}): nothing to commit")
-    if not values.is_floating_point():
-        raise HiddenStatesError(f"{name} must be floating point, got {values.dtype}")

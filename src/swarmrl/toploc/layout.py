@@ -97,7 +97,8 @@ def _check_chunking(chunk_size: int) -> None:
         raise HiddenStatesError(f"chunk_size must be a positive int, got {chunk_size!r}")
 
 
-def _finite_bf16_bits(values: torch.Tensor, name: str) -> np.ndarray:
+def check_state_tensor(values: torch.Tensor, name: str) -> None:
+    """HiddenStatesError unless `values` is a non-empty 2-D [tokens, hidden] floating-point tensor."""
     if not isinstance(values, torch.Tensor):
         raise HiddenStatesError(f"{name} must be a torch.Tensor, got {type(values).__name__}")
     if values.dim() != 2:
@@ -106,5 +107,9 @@ def _finite_bf16_bits(values: torch.Tensor, name: str) -> np.ndarray:
         raise HiddenStatesError(f"{name} are empty (shape {tuple(values.shape)}): nothing to commit")
     if not values.is_floating_point():
         raise HiddenStatesError(f"{name} must be floating point, got {values.dtype}")
+
+
+def _finite_bf16_bits(values: torch.Tensor, name: str) -> np.ndarray:
+    check_state_tensor(values, name)
     # Rounding to bf16 is the commitment's definition; fp32 states are rounded exactly as the engine would.
     return bf16_bits(values.detach().to(device="cpu", dtype=torch.bfloat16))
