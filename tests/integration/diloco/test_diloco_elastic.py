@@ -2,11 +2,11 @@
 
 import json
 import multiprocessing
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from polling import wait_for
 
 from swarmrl.diloco.config import ByteCorpusConfig, DiLoCoConfig, TinyModelConfig
 from swarmrl.diloco.elastic import replica_process_main
@@ -32,15 +32,6 @@ def _progress(path: Path) -> dict:
 def _rounds(path: Path) -> int:
     data = _progress(path)
     return int(data.get("rounds", data.get("rounds_committed", -1)))
-
-
-def _wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 @pytest.mark.slow
@@ -75,11 +66,11 @@ def test_replica_killed_mid_run_others_continue_and_restart_heals_from_peer(tmp_
     try:
         start(0), start(1)
         victim = start(2)
-        _wait_for(lambda: _rounds(progress[2]) >= 3, 150, "all three replicas to commit 3 rounds")
+        wait_for(lambda: _rounds(progress[2]) >= 3, 150, "all three replicas to commit 3 rounds")
         victim.kill()
         victim.join(timeout=10)
         rounds_at_kill = max(_rounds(progress[0]), _rounds(progress[1]))
-        _wait_for(
+        wait_for(
             lambda: _rounds(progress[0]) >= rounds_at_kill + 5, 60, "survivors to go on without replica 2"
         )
 
@@ -87,7 +78,7 @@ def test_replica_killed_mid_run_others_continue_and_restart_heals_from_peer(tmp_
         start(2)
         rounds_at_restart = _rounds(progress[0])
         # A healed replica's round counter jumps to its peers' while it has run only a few steps itself.
-        _wait_for(lambda: _rounds(progress[2]) > rounds_at_restart, 120, "the restarted replica to heal")
+        wait_for(lambda: _rounds(progress[2]) > rounds_at_restart, 120, "the restarted replica to heal")
         healed = _progress(progress[2])
         assert healed["steps_run"] < healed["rounds"] * CONFIG.inner_steps
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
+from polling import wait_for
 
 from swarmrl.config import load_config
 from swarmrl.islands.demo import island_summary, read_merges, weights_digest
@@ -51,15 +51,6 @@ def test_two_islands_merge_to_the_same_policy(tmp_path):
     assert weights_digest(islands[0], 4) != weights_digest(islands[0], 3)
 
 
-def _wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_island_killed_and_restarted_rejoins_from_the_merged_policy(tmp_path):
@@ -70,11 +61,11 @@ def test_island_killed_and_restarted_rejoins_from_the_merged_policy(tmp_path):
     with IslandFleet(config, islands) as fleet:
         for index in range(2):
             fleet.start(index)
-        _wait_for(lambda: any(m["committed"] for m in read_merges(islands[1])), 120, "island 1's first merge")
+        wait_for(lambda: any(m["committed"] for m in read_merges(islands[1])), 120, "island 1's first merge")
         fleet.kill(1)
         killed_at = len(read_merges(islands[1]))
         # Island 0 carries on alone: its next merge drops the dead island after the heartbeat timeout.
-        _wait_for(
+        wait_for(
             lambda: any(m["participants"] == 1 and m["committed"] for m in read_merges(islands[0])),
             60,
             "island 0 to merge without island 1",
