@@ -29,9 +29,10 @@ import random
 import time
 
 import torch
+from transformers import PretrainedConfig
 
 from swarmrl.config import RunConfig
-from swarmrl.models import TinyModelSpec, Vocabulary, build_tiny_model
+from swarmrl.models.shapes import build_shaped_model, shape_config
 from swarmrl.rollouts import ScoredRow
 from swarmrl.trainer.attention import document_mask
 from swarmrl.trainer.batch import MicroBatch, plan_step
@@ -39,37 +40,18 @@ from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.policy import PackedPolicy
 from swarmrl.trainer.train import build_policy, plan_policy_step, train_step
 
-# The published config.json fields of the shapes benchmarked (the one place they are written down here;
-# swap for the shared model-shape files once they land).
-SHAPES = {
-    "qwen3-0.6b": TinyModelSpec(
-        arch="qwen3",
-        hidden_size=1024,
-        num_layers=28,
-        num_heads=16,
-        num_kv_heads=8,
-        head_dim=128,
-        intermediate_size=3072,
-        max_position_embeddings=40960,
-        tie_word_embeddings=True,
-        vocab_size=151936,
-    ),
-    "qwen3-1.7b": TinyModelSpec(
-        arch="qwen3",
-        hidden_size=2048,
-        num_layers=28,
-        num_heads=16,
-        num_kv_heads=8,
-        head_dim=128,
-        intermediate_size=6144,
-        max_position_embeddings=40960,
-        tie_word_embeddings=True,
-        vocab_size=151936,
-    ),
-}
-# A few-layer stand-in for `--smoke`: checks on a CPU that the script runs end to end (no figures).
-SMOKE_SHAPE = TinyModelSpec(
-    arch="qwen3", hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, vocab_size=512
+SHAPES = ("qwen3-0.6b", "qwen3-1.7b")  # shipped in swarmrl/models/shapes/ (published config.json fields)
+# A few-layer cut of the 0.6B shape for `--smoke`: checks on a CPU that the script runs end to end (no figures).
+SMOKE_OVERRIDES = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    intermediate_size=128,
+    vocab_size=512,
+    bos_token_id=1,
+    eos_token_id=2,
 )
 H100_BF16_DENSE = 989.4e12
 GIB = 1024**3
@@ -103,21 +85,21 @@ def synthetic_rows(
     return rows
 
 
-def model_flops(spec: TinyModelSpec, rows: list[ScoredRow]) -> float:
-    head_dim = spec.head_dim or spec.hidden_size // spec.num_heads
-    attention_width = spec.num_heads * head_dim
+def model_flops(shape: PretrainedConfig, rows: list[ScoredRow]) -> float:
+    head_dim = getattr(shape, "head_dim", None) or shape.hidden_size // shape.num_attention_heads
+    attention_width = shape.num_attention_heads * head_dim
     block = (
-        spec.hidden_size * attention_width * 2  # q, o
-        + spec.hidden_size * spec.num_kv_heads * head_dim * 2  # k, v
-        + 3 * spec.hidden_size * spec.intermediate_size  # gate, up, down
+        shape.hidden_size * attention_width * 2  # q, o
+        + shape.hidden_size * shape.num_key_value_heads * head_dim * 2  # k, v
+        + 3 * shape.hidden_size * shape.intermediate_size  # gate, up, down
     )
     tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
     scored = sum(len(r.completion_ids) for r in rows)
     pairs = sum((n := len(r.prompt_ids) + len(r.completion_ids)) * (n + 1) // 2 for r in rows)
     return (
-        6 * spec.num_layers * block * tokens
-        + 6 * spec.vocab_size * spec.hidden_size * scored
-        + 12 * spec.num_layers * attention_width * pairs
+        6 * shape.num_hidden_layers * block * tokens
+        + 6 * shape.vocab_size * shape.hidden_size * scored
+        + 12 * shape.num_hidden_layers * attention_width * pairs
     )
 
 
@@ -152,10 +134,10 @@ def run_config(micro_batch_tokens: int, activation_checkpointing: bool = False) 
 
 
 def build(
-    spec: TinyModelSpec, config: RunConfig, device: torch.device
+    name: str, overrides: dict, config: RunConfig, device: torch.device
 ) -> tuple[PackedPolicy, torch.nn.Module]:
-    torch.manual_seed(0)
-    model = build_tiny_model(spec, Vocabulary(size=spec.vocab_size, pad_token_id=0))
+    # fp32 master weights, built on the CPU as the trainer loads them; build_policy moves them to `device`.
+    model = build_shaped_model(name, dtype=torch.float32, **overrides)
     return build_policy(model, config.trainer, device).train(), model
 
 
@@ -165,10 +147,15 @@ def sync(device: torch.device) -> None:
 
 
 def throughput(
-    spec: TinyModelSpec, rows: list[ScoredRow], micro_batch_tokens: int, steps: int, device: torch.device
+    name: str,
+    overrides: dict,
+    rows: list[ScoredRow],
+    micro_batch_tokens: int,
+    steps: int,
+    device: torch.device,
 ) -> dict:
     config = run_config(micro_batch_tokens)
-    policy, model = build(spec, config, device)
+    policy, model = build(name, overrides, config, device)
     optimizer, scheduler = build_optimizer(model, 1e-6, 0.01, (0.9, 0.99), 0)
     step = plan_policy_step(rows, config.trainer, policy, pad_token_id=0)
     train_step(policy, optimizer, scheduler, step, config, device=device)  # compile flex, warm the allocator
@@ -181,7 +168,7 @@ def throughput(
     sync(device)
     seconds = (time.perf_counter() - start) / steps
     tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
-    flops = model_flops(spec, rows)
+    flops = model_flops(model.config, rows)
     result = {
         "parameters": sum(p.numel() for p in model.parameters()),
         "rows": len(rows),
@@ -214,9 +201,9 @@ def plain_logprobs(policy: PackedPolicy, micro: MicroBatch) -> torch.Tensor:
     return log_probs.gather(-1, micro.input_ids[:, 1:, None]).squeeze(-1)
 
 
-def peak_memory(spec: TinyModelSpec, micro_batch_tokens: int) -> dict:
+def peak_memory(name: str, micro_batch_tokens: int) -> dict:
     """Peak GiB of one micro-batch forward + backward (weights and gradients included, no optimizer)."""
-    rows = synthetic_rows(int(micro_batch_tokens * 0.97), spec.vocab_size, seed=1)
+    rows = synthetic_rows(int(micro_batch_tokens * 0.97), shape_config(name).vocab_size, seed=1)
     micro = (
         plan_step(
             rows,
@@ -235,7 +222,7 @@ def peak_memory(spec: TinyModelSpec, micro_batch_tokens: int) -> dict:
         ("plain", False, True),
         ("chunked+activation_checkpointing", True, False),
     ):
-        policy, model = build(spec, run_config(micro_batch_tokens, checkpointing), torch.device("cuda"))
+        policy, model = build(name, {}, run_config(micro_batch_tokens, checkpointing), torch.device("cuda"))
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         try:
@@ -261,41 +248,47 @@ def main() -> None:
         "--smoke", action="store_true", help="a tiny shape on the CPU: checks the script runs"
     )
     args = parser.parse_args()
-    if args.smoke:
-        rows = synthetic_rows(480, SMOKE_SHAPE.vocab_size, prompt=(8, 16), completion=(16, 64))
-        result = throughput(SMOKE_SHAPE, rows, 256, 1, torch.device("cpu"))
-        print(f"smoke run: {result}")
-        return
-    if not torch.cuda.is_available():
-        raise SystemExit("needs a CUDA device")
+    if args.smoke:  # the same path as a GPU run, on a CPU with a cut-down shape and short rows
+        device, overrides, lengths = (
+            torch.device("cpu"),
+            SMOKE_OVERRIDES,
+            {"prompt": (8, 16), "completion": (16, 64)},
+        )
+        args.shapes, args.micro_batch_tokens, args.micro_batches, args.steps = [SHAPES[0]], 256, 2, 1
+    elif torch.cuda.is_available():
+        device, overrides, lengths = torch.device("cuda"), {}, {}
+    else:
+        raise SystemExit("needs a CUDA device (or --smoke)")
+    on_gpu = device.type == "cuda"
     report = {
-        "device": torch.cuda.get_device_name(),
+        "device": torch.cuda.get_device_name() if on_gpu else "cpu (smoke run: no figures)",
         "torch": torch.__version__,
-        "measured_bf16_matmul_tflops": matmul_peak() / 1e12,
+        "measured_bf16_matmul_tflops": matmul_peak() / 1e12 if on_gpu else None,
         "micro_batch_tokens": args.micro_batch_tokens,
         "shapes": {},
     }
     print(
-        f"{report['device']}, torch {report['torch']}, 8192³ bf16 matmul "
-        f"{report['measured_bf16_matmul_tflops']:.0f} TFLOP/s"
+        f"{report['device']}, torch {report['torch']}, 8192³ bf16 matmul {report['measured_bf16_matmul_tflops']} TFLOP/s"
     )
     for name in args.shapes:
-        spec = SHAPES[name]
-        result = throughput(
-            spec, args.micro_batch_tokens, args.micro_batches, args.steps, torch.device("cuda")
-        )
-        result["mfu_vs_measured_matmul"] = (
-            result["model_tflops_per_second"] / report["measured_bf16_matmul_tflops"]
-        )
-        result["peak_memory_gib"] = peak_memory(spec, args.micro_batch_tokens)
+        # Rows fill the micro-batches to about 97%, as FFD packing of RL-length rows does.
+        vocab = shape_config(name, **overrides).vocab_size
+        rows = synthetic_rows(int(args.micro_batch_tokens * args.micro_batches * 0.97), vocab, **lengths)
+        result = throughput(name, overrides, rows, args.micro_batch_tokens, args.steps, device)
+        if on_gpu:
+            result["mfu_vs_measured_matmul"] = (
+                result["model_tflops_per_second"] / report["measured_bf16_matmul_tflops"]
+            )
+            result["peak_memory_gib"] = peak_memory(name, args.micro_batch_tokens)
         report["shapes"][name] = result
         print(
-            f"{name}: {result['parameters'] / 1e6:.0f}M params, {result['tokens_per_second']:,.0f} tokens/s, "
-            f"{result['model_tflops_per_second']:.0f} TFLOP/s, MFU {result['mfu_vs_989_tflops']:.1%} "
-            f"(of 989), {result['mfu_vs_measured_matmul']:.1%} (of measured matmul); "
-            f"padding {result['padding_fraction']:.1%}; step peak {result['train_step_peak_gib']:.1f} GiB"
+            f"{name}: {result['parameters'] / 1e6:.1f}M params, {result['tokens_per_second']:,.0f} tokens/s, "
+            f"{result['model_tflops_per_second']:.3g} TFLOP/s, MFU {result['mfu_vs_989_tflops']:.1%} (of 989), "
+            f"{result.get('mfu_vs_measured_matmul', 0.0):.1%} (of measured matmul); "
+            f"padding {result['padding_fraction']:.1%}; {result['micro_batches']} micro-batches; "
+            f"step peak {result['train_step_peak_gib']} GiB"
         )
-        print(f"  one micro-batch fwd+bwd peak GiB: {result['peak_memory_gib']}")
+        print(f"  one micro-batch fwd+bwd peak GiB: {result.get('peak_memory_gib')}")
         with open(args.out, "w") as handle:
             json.dump(report, handle, indent=2)
 
