@@ -15,7 +15,7 @@ Per shape (random init: shapes, not weights, decide speed and memory):
    [16k, 152k] logits → float → log_softmax → gather, what the trainer did before), peak allocated each;
    also with activation checkpointing on.
 
-Run it on a lent H100 with benchmarks/run_trainer_gpu.sh (it installs the few pure-Python wheels the GPU
+Run it on a lent H100 with `bash benchmarks/run_gpu.sh 3` (it installs the few pure-Python wheels the GPU
 image lacks); results go to --out as JSON and to stdout.
 
     python benchmarks/bench_trainer_gpu.py --out $OUT/trainer_gpu.json [--shapes qwen3-0.6b qwen3-1.7b]
