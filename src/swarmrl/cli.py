@@ -328,15 +328,16 @@ def _node_args(run_id, config_file, key, relays, work_dir) -> tuple[RunConfig, s
     return config, config.run.id
 
 
+OriginPort = Annotated[int, typer.Option(help="port of the shardcast origin of a swarm (0: OS picks)")]
+
+
 @app.command()
 def trainer(
     run_dir: Annotated[Path, typer.Option(help="run directory prepared by `swarmrl rl` or `sft`")],
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
     coordinator_url: CoordinatorUrl = None,
     key: NodeKey = None,
-    origin_port: Annotated[
-        int, typer.Option(help="port of the shardcast origin of a swarm (0: OS picks)")
-    ] = 0,
+    origin_port: OriginPort = 0,
 ) -> None:
     """The trusted trainer: of a local run, or with --coordinator of a swarm (it then serves a shardcast origin)."""
     from swarmrl.launch.roles import trainer_role
@@ -350,11 +351,23 @@ def island_trainer(
     island: Annotated[int, typer.Option(help="island number: its member id in the merge quorum")],
     lighthouse: Annotated[str, typer.Option(help="address of the islands' torchft lighthouse")],
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
+    coordinator_url: CoordinatorUrl = None,
+    key: NodeKey = None,
+    origin_port: OriginPort = 0,
 ) -> None:
-    """One trainer island: the local trainer, merged with the other islands every [islands] merge_every steps."""
+    """One trainer island: the trainer of a local run or, with --coordinator, of the island's own swarm (merged
+    policies then go out through its shardcast origin), merged with the other islands every H steps."""
     from swarmrl.islands.island import island_trainer_role
 
-    island_trainer_role(run_dir, island, lighthouse, threads=threads)
+    island_trainer_role(
+        run_dir,
+        island,
+        lighthouse,
+        threads=threads,
+        coordinator_url=coordinator_url,
+        key=key,
+        origin_port=origin_port,
+    )
 
 
 @app.command()

@@ -11,6 +11,12 @@ class IslandsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     count: int = Field(2, ge=1, description="trainer islands, each with worker.num_workers workers")
+    workers: Literal["local", "swarm"] = Field(
+        "local",
+        description="local: an island's workers read and write its run directory; swarm: each island is a swarm "
+        "of its own (coordinator, SHARDCAST relays, validators, worker nodes as [swarm] sizes it) whose origin "
+        "publishes every merged policy",
+    )
     merge_every: int = Field(10, ge=1, description="policy steps between merges (H)")
     codec: Literal["fp32", "fp16", "bf16", "int8"] = Field(
         "int8", description="wire format of the pseudo-gradients between islands"

@@ -92,8 +92,19 @@ class MergeHook:
         )
 
 
-def island_trainer_role(run_dir: Path, island: int, lighthouse: str, *, threads: int = 1) -> int:
-    """Train island `island` of a run whose `[islands]` section says how to merge; returns the last step."""
+def island_trainer_role(
+    run_dir: Path,
+    island: int,
+    lighthouse: str,
+    *,
+    threads: int = 1,
+    coordinator_url: str | None = None,
+    key: Path | None = None,
+    origin_port: int = 0,
+) -> int:
+    """Train island `island` of a run whose `[islands]` section says how to merge; returns the last step.
+    With `coordinator_url` the island is a swarm's trainer: the merge runs before a step's checkpoint is saved
+    and published, so what its shardcast origin serves at a merge step is the merged policy."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ValueError("an island's trainer is one process; shard within an island is not supported")
     # Imported here: torchft is the optional `elastic` extra.
@@ -124,6 +135,13 @@ def island_trainer_role(run_dir: Path, island: int, lighthouse: str, *, threads:
         hook(step, model)
 
     try:
-        return trainer_role(run_dir, threads=threads, after_step=after_step)
+        return trainer_role(
+            run_dir,
+            threads=threads,
+            coordinator_url=coordinator_url,
+            key=key,
+            origin_port=origin_port,
+            after_step=after_step,
+        )
     finally:
         communicator.close()

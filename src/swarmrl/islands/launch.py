@@ -2,7 +2,8 @@
 all joined to one torchft lighthouse that decides every merge's membership.
 
 <run>/checkpoints/step_0          the shared starting policy (SFT, cached as for `swarmrl demo`)
-<run>/islands/island-<i>/         island i's run directory (its own rollouts, checkpoints, merges.jsonl)
+<run>/islands/island-<i>/         island i's run directory (its own rollouts, checkpoints, merges.jsonl;
+                                  with [islands] workers = "swarm", also its swarm's coordinator/, swarm/, keys/)
 <run>/islands_result.json         what `swarmrl demo --islands` measured
 """
 
@@ -18,19 +19,21 @@ from swarmrl.config import RunConfig
 from swarmrl.islands.config import IslandsConfig
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.processes import LaunchError, ProcessGroup
+from swarmrl.launch.swarm import Swarm, start_swarm, stop_swarm
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.trainer.checkpoint import checkpoint_dir
 
 
 def island_config(config: RunConfig, island: int) -> RunConfig:
     """Island i's config: its own directory under <run>/islands and its own seed (different prompts and
-    samples per island); everything else, the `[islands]` section included, is the run's."""
+    samples per island); everything else, the `[islands]` section included, is the run's. The run id is a
+    single URL path segment, as a swarm island's coordinator routes by it."""
     data = config.model_dump(mode="json")
     data["run"].update(
         root=str(config.run.directory / "islands"),
         name=f"island-{island}",
         seed=config.run.seed + 1009 * island,
-        run_id=f"{config.run.id}/island-{island}",
+        run_id=f"{config.run.id}.island-{island}",
     )
     return RunConfig.model_validate(data)
 
@@ -62,6 +65,7 @@ class IslandFleet:
     lighthouse: object = None
     groups: dict[int, ProcessGroup] = field(default_factory=dict)
     trainers: dict[int, object] = field(default_factory=dict)
+    swarms: dict[int, Swarm] = field(default_factory=dict)
 
     def __enter__(self) -> IslandFleet:
         # torchft's Rust side logs every quorum request at INFO; keep the console to the live table.
@@ -79,30 +83,50 @@ class IslandFleet:
 
     def __exit__(self, *exc) -> None:
         for index in list(self.groups):
-            self.islands[index].stop_file.touch()
-            self.groups.pop(index).stop()
+            self._stop(index)
         if self.lighthouse is not None:
             self.lighthouse.shutdown()
 
     def start(self, index: int) -> None:
         rundir = self.islands[index]
         rundir.stop_file.unlink(missing_ok=True)
+        trainer = ["island-trainer", "--run-dir", str(rundir.root), "--island", str(index)]
+        trainer += ["--lighthouse", self.lighthouse.address()]
+        if self.config.islands.workers == "swarm":
+            swarm = start_swarm(island_config(self.config, index), rundir, trainer_command=trainer)
+            self.swarms[index], self.groups[index] = swarm, swarm.group
+            self.trainers[index] = swarm.roles["trainer"]
+            return
         group = ProcessGroup(rundir.root / "logs")
         self.groups[index] = group
-        self.trainers[index] = group.start(
-            "trainer",
-            [
-                "island-trainer",
-                "--run-dir",
-                str(rundir.root),
-                "--island",
-                str(index),
-                "--lighthouse",
-                self.lighthouse.address(),
-            ],
-        )
+        self.trainers[index] = group.start("trainer", trainer)
         for worker in range(self.config.worker.num_workers):
             group.start(f"worker-{worker}", ["worker", "--run-dir", str(rundir.root), "--index", str(worker)])
+
+    def _stop(self, index: int) -> None:
+        self.trainers.pop(index, None)
+        swarm = self.swarms.pop(index, None)
+        if swarm is not None:
+            stop_swarm(swarm)
+            self.groups.pop(index)
+            return
+        self.islands[index].stop_file.touch()
+        self.groups.pop(index).stop()
+
+    def _check_alive(self, index: int) -> None:
+        """A swarm island tolerates what its swarm does (a banned cheater exits); any other exit is a failure."""
+        if index in self.swarms:
+            try:
+                self.swarms[index].check_alive()
+            except LaunchError as exc:
+                raise LaunchError(f"island {index}: {exc}") from exc
+            return
+        broken = self.groups[index].failed()
+        if broken is not None:
+            raise LaunchError(
+                f"island {index}: {broken.name} exited with code {broken.popen.returncode}; "
+                f"last lines of its log:\n{broken.tail()}"
+            )
 
     def kill(self, index: int) -> None:
         """SIGKILL an island's trainer and workers (a machine lost without warning)."""
@@ -112,23 +136,16 @@ class IslandFleet:
                 process.popen.kill()
             process.popen.wait(timeout=10)
         self.trainers.pop(index)
+        self.swarms.pop(index, None)
 
     def wait(self, poll: Callable[[], None] | None = None, timeout_s: float | None = None) -> None:
         """Until every running island's trainer has finished; an island's failing process raises."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while self.trainers:
             for index in list(self.trainers):
-                group = self.groups[index]
-                broken = group.failed()
-                if broken is not None:
-                    raise LaunchError(
-                        f"island {index}: {broken.name} exited with code {broken.popen.returncode}; "
-                        f"last lines of its log:\n{broken.tail()}"
-                    )
+                self._check_alive(index)
                 if self.trainers[index].popen.poll() == 0:
-                    self.islands[index].stop_file.touch()
-                    self.groups.pop(index).stop()
-                    self.trainers.pop(index)
+                    self._stop(index)
             if poll is not None:
                 poll()
             if deadline is not None and time.monotonic() > deadline:

@@ -123,10 +123,14 @@ class Swarm:
 
 
 def start_swarm(
-    config: RunConfig, rundir: RunDir, on_coordinator: Callable[[str], None] | None = None
+    config: RunConfig,
+    rundir: RunDir,
+    on_coordinator: Callable[[str], None] | None = None,
+    trainer_command: list[str] | None = None,
 ) -> Swarm:
     """Start coordinator, trainer (origin), relays, validator and workers; returns once all are launched.
-    `on_coordinator` gets the coordinator's URL as soon as it answers, before the other roles start."""
+    `on_coordinator` gets the coordinator's URL as soon as it answers, before the other roles start;
+    `trainer_command` replaces `trainer --run-dir <run>` (a trainer island's command, say)."""
     config.metrics.check_installed()
     swarm = Swarm(config, rundir, ProcessGroup(rundir.root / "logs"))
     swarm.swarm_dir.mkdir(parents=True, exist_ok=True)
@@ -145,8 +149,8 @@ def start_swarm(
         for name in validators:
             admin.add_validator(config.run.id, swarm.identity(name).node_id)
 
-    trainer_args = ["trainer", "--run-dir", str(rundir.root)]
-    trainer_args += ["--coordinator", swarm.coordinator_url, "--key", str(swarm.key("trainer"))]
+    trainer_args = trainer_command or ["trainer", "--run-dir", str(rundir.root)]
+    trainer_args = [*trainer_args, "--coordinator", swarm.coordinator_url, "--key", str(swarm.key("trainer"))]
     origin_url_file(rundir).unlink(missing_ok=True)
     process = swarm.start("trainer", _starter(swarm, "trainer", trainer_args))
     origin_url = wait_for_file(origin_url_file(rundir), process)
