@@ -29,14 +29,14 @@ def _config(tmp_path, steps: int, **islands):
     return load_config("configs/demo-islands.toml", overrides)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 def test_two_islands_merge_to_the_same_policy(tmp_path):
     config = _config(tmp_path, steps=4)
     base, islands = prepare_islands(config)
     with IslandFleet(config, islands) as fleet:
         for index in range(2):
             fleet.start(index)
-        fleet.wait(timeout_s=100)
+        fleet.wait(timeout_s=240)
     for rundir in islands:
         merges = read_merges(rundir)
         assert [m["step"] for m in merges] == [2, 4]
