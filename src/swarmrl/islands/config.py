@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class IslandsConfig(BaseModel):
@@ -18,6 +18,12 @@ class IslandsConfig(BaseModel):
         "publishes every merged policy",
     )
     merge_every: int = Field(10, ge=1, description="policy steps between merges (H)")
+    fragments: int = Field(
+        1,
+        ge=1,
+        description="F: streaming fragments; each window of H steps merges 1/F of the parameters F times, "
+        "staggered (1: the whole policy every H steps)",
+    )
     codec: Literal["fp32", "fp16", "bf16", "int8"] = Field(
         "int8", description="wire format of the pseudo-gradients between islands"
     )
@@ -33,3 +39,9 @@ class IslandsConfig(BaseModel):
     collective_timeout_s: float = Field(
         30.0, gt=0, description="a merge collective that takes longer fails and the round is discarded"
     )
+
+    @model_validator(mode="after")
+    def _fragments_fit_the_window(self) -> IslandsConfig:
+        if self.fragments > self.merge_every:
+            raise ValueError(f"fragments ({self.fragments}) must not exceed merge_every ({self.merge_every})")
+        return self

@@ -19,7 +19,7 @@ from swarmrl.diloco.communicators.base import ring_all_reduce_bytes
 from swarmrl.islands.config import IslandsConfig
 from swarmrl.islands.island import merges_log
 from swarmrl.islands.launch import IslandFleet, island_config, prepare_islands
-from swarmrl.islands.versions import is_merge_step
+from swarmrl.islands.versions import merging_fragment
 from swarmrl.launch.demo import evaluate_checkpoint
 from swarmrl.models import load_model
 from swarmrl.rundir import RunDir, write_json_atomic
@@ -123,7 +123,8 @@ def run_islands_demo(config: RunConfig, console: Console | None = None) -> dict[
         "heldout_after_merged": after.__dict__,
         "gain_points": 100 * (after.accuracy - before.accuracy),
         "evaluated_policy": f"islands/island-0/checkpoints/step_{last}",
-        "last_step_is_merge": is_merge_step(last, settings.merge_every),
+        "fragments": settings.fragments,
+        "last_step_is_merge": merging_fragment(last, settings.merge_every, settings.fragments) is not None,
         "final_policies_identical": len(finals) == 1 and len({weights_digest(r, last) for r in islands}) == 1,
         "per_island": per_island,
         "bytes_between_islands": sent,

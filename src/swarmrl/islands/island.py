@@ -20,7 +20,7 @@ from swarmrl.diloco.communicators.torchft_comm import replica_manager
 from swarmrl.islands.communicator import QuorumCommunicator
 from swarmrl.islands.config import IslandsConfig
 from swarmrl.islands.merge import IslandMerger
-from swarmrl.islands.versions import is_merge_step
+from swarmrl.islands.versions import merging_fragment
 from swarmrl.launch.prepare import load_run_config
 from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model
@@ -55,26 +55,26 @@ class MergeHook:
             make_codec(self.settings.codec, self.settings.int8_clip_sigmas),
             outer_lr=self.settings.outer_lr,
             outer_momentum=self.settings.outer_momentum,
+            fragments=self.settings.fragments,
         )
         saved = merge_state_path(self.rundir)
         if saved.exists():
             merger.load_state_dict(torch.load(saved, weights_only=False), healed=False)
         else:
             start = load_model(checkpoint_dir(self.rundir.checkpoints, 0), "float32")
-            start_params = [p.detach().clone() for p in start.parameters() if p.requires_grad]
-            merger.load_state_dict(
-                {"rounds": 0, "global_params": start_params, "outer_optimizer": merger.outer.state_dict()},
-                healed=False,
-            )
+            state = merger.state_dict()
+            state["global_params"] = [p.detach().clone() for p in start.parameters() if p.requires_grad]
+            merger.load_state_dict(state, healed=False)
         self.merger = merger
         return merger
 
     def __call__(self, step: int, model: torch.nn.Module) -> None:
-        if not is_merge_step(step, self.settings.merge_every):
+        fragment = merging_fragment(step, self.settings.merge_every, self.settings.fragments)
+        if fragment is None:
             return
         merger = self.merger
         assert merger is not None, "attach() the trainer's model before the first step"
-        record = merger.merge(step)
+        record = merger.merge(step, fragment)
         if record.committed:
             tmp = merge_state_path(self.rundir).with_suffix(f".{os.getpid()}.tmp")
             torch.save(merger.state_dict(), tmp)
@@ -82,7 +82,8 @@ class MergeHook:
         with merges_log(self.rundir).open("a") as f:
             f.write(json.dumps(record.as_dict()) + "\n")
         log.info(
-            "merge at step %d: round %d, %d participants (%d contributing), %d bytes, committed %s",
+            "merge of fragment %d at step %d: round %d, %d participants (%d contributing), %d bytes, committed %s",
+            fragment,
             step,
             record.round,
             record.participants,

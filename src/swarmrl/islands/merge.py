@@ -5,6 +5,10 @@ The maths is DiLoCo's (`swarmrl.diloco.outer`); what is specific to islands is w
 that has just healed from a peer (it restarted, or was dropped and came back) has no pseudo-gradient of
 its own for this round: it sends zeros, and every contributor scales its pseudo-gradient by
 participants / contributors so the quorum's mean is the mean over the contributors alone.
+
+With streaming fragments a merge covers one fragment: its pseudo-gradient, its outer step (one SGD over the
+whole global copy steps only the parameters that have a gradient, so each fragment keeps its own momentum)
+and its copy back; the other parameters keep their local progress until their own merge.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import torch
 from swarmrl.diloco.codecs import Codec
 from swarmrl.diloco.communicators.base import Communicator
 from swarmrl.diloco.errors import CommunicatorError, DiLoCoStateError
-from swarmrl.diloco.outer import make_outer_optimizer, pseudo_gradient
+from swarmrl.diloco.outer import make_outer_optimizer, pseudo_gradient, split_into_fragments
 from swarmrl.diloco.reduce import all_reduce_mean_encoded
 
 
@@ -28,6 +32,7 @@ class MergeRecord:
 
     round: int  # merges committed by this island's quorum so far, this one included when committed
     step: int
+    fragment: int
     participants: int
     contributors: int
     wire_bytes: int
@@ -76,17 +81,23 @@ class IslandMerger:
         *,
         outer_lr: float,
         outer_momentum: float,
+        fragments: int = 1,
     ) -> None:
         self.communicator = communicator
         self.codec = codec
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.global_params = [p.detach().to(device="cpu", dtype=torch.float32).clone() for p in self.params]
+        self.fragments = split_into_fragments([p.numel() for p in self.params], fragments)
         self.outer = make_outer_optimizer(self.global_params, outer_lr, outer_momentum)
         self.rounds = 0
         self._healed = False
 
-    def merge(self, step: int) -> MergeRecord:
-        """Run one merge round; on success the model holds the merged policy, on failure it keeps its own."""
+    def merge(self, step: int, fragment: int = 0) -> MergeRecord:
+        """Run one merge round of `fragment`; on success the model holds the merged values of that fragment,
+        on failure it keeps its own."""
+        indices = self.fragments[fragment]
+        global_params = [self.global_params[i] for i in indices]
+        local_params = [self.params[i] for i in indices]
         started = time.perf_counter()
         bytes_before = self.communicator.stats.bytes_sent
         participants = contributors = 0
@@ -99,7 +110,7 @@ class IslandMerger:
             participants = self.communicator.participants()
             if healed:
                 self._copy_global_into_model()
-            delta = torch.cat([d.reshape(-1) for d in pseudo_gradient(self.global_params, self.params)])
+            delta = torch.cat([d.reshape(-1) for d in pseudo_gradient(global_params, local_params)])
             norm = float(delta.norm())
             flag = torch.tensor([0.0 if healed else 1.0])
             contributors = round(float(self.communicator.all_reduce_mean(flag)[0]) * participants)
@@ -114,15 +125,16 @@ class IslandMerger:
         committed = self.communicator.end_round() and mean is not None
         if committed:
             assert mean is not None
-            apply_outer_step(self.global_params, self.outer, mean)
+            apply_outer_step(global_params, self.outer, mean)
             self.rounds += 1
-            self._copy_global_into_model()
+            self._copy_global_into_model(indices)
         elif healed:
             # The peer's merged policy is still the best this island has.
             self._copy_global_into_model()
         return MergeRecord(
             round=self.rounds,
             step=step,
+            fragment=fragment,
             participants=participants,
             contributors=contributors,
             wire_bytes=self.communicator.stats.bytes_sent - bytes_before,
@@ -132,10 +144,11 @@ class IslandMerger:
             pseudo_gradient_norm=norm,
         )
 
-    def _copy_global_into_model(self) -> None:
+    def _copy_global_into_model(self, indices: list[int] | None = None) -> None:
         with torch.no_grad():
-            for param, global_param in zip(self.params, self.global_params, strict=True):
-                param.copy_(global_param.to(device=param.device, dtype=param.dtype))
+            for index in range(len(self.params)) if indices is None else indices:
+                param = self.params[index]
+                param.copy_(self.global_params[index].to(device=param.device, dtype=param.dtype))
 
     def state_dict(self) -> dict[str, Any]:
         """What a (re)joining island needs from a peer, and what an island saves to resume on its own."""

@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from polling import wait_for
 
 from swarmrl.config import load_config
+from swarmrl.diloco.codecs import make_codec
+from swarmrl.diloco.communicators import LocalCommunicator
 from swarmrl.islands.demo import island_summary, read_merges, weights_digest
 from swarmrl.islands.launch import IslandFleet, prepare_islands
-from swarmrl.trainer.checkpoint import latest_checkpoint
+from swarmrl.islands.merge import IslandMerger
+from swarmrl.models import load_model
+from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 
 pytest.importorskip("torchft")
 
@@ -49,6 +54,32 @@ def test_two_islands_merge_to_the_same_policy(tmp_path):
     assert weights_digest(islands[0], 2) == weights_digest(islands[1], 2)
     assert weights_digest(islands[0], 3) != weights_digest(islands[1], 3)
     assert weights_digest(islands[0], 4) != weights_digest(islands[0], 3)
+
+
+@pytest.mark.timeout(300)
+def test_streaming_fragments_merge_half_the_policy_at_each_merge_point(tmp_path):
+    config = _config(tmp_path, steps=4, fragments=2, codec="'fp32'")
+    base, islands = prepare_islands(config)
+    with IslandFleet(config, islands) as fleet:
+        for index in range(2):
+            fleet.start(index)
+        fleet.wait(timeout_s=240)
+    parameters = sum(p.numel() for p in load_model(checkpoint_dir(base.checkpoints, 0)).parameters())
+    for rundir in islands:
+        merges = read_merges(rundir)
+        # H = 2, F = 2: fragment 0 after the first step of each window, fragment 1 after the second.
+        assert [(m["step"], m["fragment"]) for m in merges] == [(1, 0), (2, 1), (3, 0), (4, 1)]
+        assert all(m["committed"] and m["participants"] == 2 for m in merges)
+        # fp32 ring all-reduce of one fragment: 4 bytes x its share of the parameters, not of all of them.
+        assert all(m["wire_bytes"] < 0.8 * 4 * parameters for m in merges)
+    first, second = (load_model(checkpoint_dir(r.checkpoints, 4)) for r in islands)
+    fragment_1 = IslandMerger(
+        first, LocalCommunicator(), make_codec("fp32"), outer_lr=1.0, outer_momentum=0.0, fragments=2
+    ).fragments[1]
+    params = [list(m.parameters()) for m in (first, second)]
+    # Just merged at step 4: fragment 1 is bit-identical across islands; fragment 0 took a local step since.
+    assert all(torch.equal(params[0][i], params[1][i]) for i in fragment_1)
+    assert not all(torch.equal(a, b) for a, b in zip(*params, strict=True))
 
 
 @pytest.mark.slow

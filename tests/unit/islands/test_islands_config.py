@@ -21,11 +21,18 @@ def test_demo_islands_config_and_island_configs(tmp_path):
     assert first.run.seed != second.run.seed and first.run.id != second.run.id
     assert first.islands == second.islands == config.islands
     assert first.trainer == config.trainer
+    assert "/" not in first.run.id  # a swarm island's coordinator routes by it (one URL path segment)
 
 
 @pytest.mark.parametrize(
     ("override", "field"),
-    [("islands.codec='int4'", "codec"), ("islands.merge_every=0", "merge_every"), ("islands.cout=2", "cout")],
+    [
+        ("islands.codec='int4'", "codec"),
+        ("islands.merge_every=0", "merge_every"),
+        ("islands.cout=2", "cout"),
+        ("islands.fragments=11", "fragments"),
+        ("islands.workers='cloud'", "workers"),
+    ],
 )
 def test_bad_islands_section_is_a_config_error(override, field):
     with pytest.raises(ConfigError, match=field):

@@ -10,7 +10,13 @@ from swarmrl.diloco.communicators import LocalCommunicator
 from swarmrl.diloco.errors import DiLoCoStateError
 from swarmrl.diloco.outer import make_outer_optimizer
 from swarmrl.islands.merge import IslandMerger, apply_outer_step, contribution_scale
-from swarmrl.islands.versions import is_merge_step, last_merged_step, merge_round, steps_since_merge
+from swarmrl.islands.versions import (
+    is_merge_step,
+    last_merged_step,
+    merge_round,
+    merging_fragment,
+    steps_since_merge,
+)
 
 torch.set_num_threads(1)
 
@@ -26,6 +32,48 @@ def test_version_numbering():
         is_merge_step(3, 0)
     with pytest.raises(ValueError, match="step"):
         merge_round(-1, 10)
+
+
+def test_streaming_fragments_merge_in_turn_within_each_window():
+    # H = 10, F = 2: fragment 0 after window step 5, fragment 1 after step 10, in every window.
+    assert {
+        s: merging_fragment(s, 10, 2) for s in range(1, 21) if merging_fragment(s, 10, 2) is not None
+    } == {
+        5: 0,
+        10: 1,
+        15: 0,
+        20: 1,
+    }
+    # F = 1 is the plain merge every H steps; step 0 is the shared start, never a merge.
+    assert [s for s in range(0, 31) if merging_fragment(s, 10) is not None] == [10, 20, 30]
+    assert {merging_fragment(s, 10) for s in (10, 20, 30)} == {0}
+    assert [merging_fragment(s, 3, 3) for s in range(1, 7)] == [0, 1, 2, 0, 1, 2]
+    with pytest.raises(ValueError, match="fragments"):
+        merging_fragment(5, 4, 5)
+
+
+def test_a_fragment_merge_moves_only_its_parameters_and_keeps_its_own_momentum():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2, bias=False), torch.nn.Linear(2, 2, bias=False))
+    with torch.no_grad():
+        model[0].weight.fill_(1.0)
+        model[1].weight.fill_(1.0)
+    merger = IslandMerger(
+        model, LocalCommunicator(), make_codec("fp32"), outer_lr=0.7, outer_momentum=0.9, fragments=2
+    )
+    assert merger.fragments == [[0], [1]]
+    with torch.no_grad():
+        model[0].weight.fill_(0.5)  # pseudo-gradient 0.5 on both fragments
+        model[1].weight.fill_(0.5)
+    record = merger.merge(step=5, fragment=0)
+    assert record.committed and record.fragment == 0 and record.round == 1
+    # Fragment 0: Nesterov as in the single-island test (0.335); fragment 1 keeps its local 0.5, untouched.
+    assert model[0].weight.flatten().tolist() == pytest.approx([0.335] * 4, abs=1e-6)
+    assert model[1].weight.flatten().tolist() == [0.5] * 4
+    assert merger.global_params[1].flatten().tolist() == [1.0] * 4
+    # Fragment 1's first merge starts its own momentum: same first step, 0.335, not a second-round step.
+    merger.merge(step=10, fragment=1)
+    assert model[1].weight.flatten().tolist() == pytest.approx([0.335] * 4, abs=1e-6)
+    assert model[0].weight.flatten().tolist() == pytest.approx([0.335] * 4, abs=1e-6)
 
 
 def test_contribution_scale():
