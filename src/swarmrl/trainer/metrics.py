@@ -9,7 +9,6 @@ from swarmrl.eval_metrics import EVAL_PREFIX, is_eval_record
 from swarmrl.node_metrics import RoleCollector, serve_metrics
 from swarmrl.rundir import RunDir
 
-
 EVAL_STEP = f"{EVAL_PREFIX}step"
 
 
