@@ -325,6 +325,11 @@ class RunConfig(Section):
                 f"eval.every_steps {every} exceeds trainer.steps {self.trainer.steps}: only the starting "
                 "policy would be evaluated"
             )
+        if self.env is not None:
+            raise ConfigError(
+                "eval.every_steps scores single-turn completions; a run with [env] is multi-turn, which "
+                "online evals do not run"
+            )
         if not any(isinstance(source, ReasoningGymSourceConfig) for source in self.tasks.sources):
             raise ConfigError(
                 "eval.every_steps needs held-out tasks, i.e. a reasoning-gym source in tasks.sources "

@@ -47,7 +47,9 @@ def plot_reward_curve(records: list[dict[str, Any]], path: Path, title: str = ""
         steps, [r["reward"] for r in trained], label="trained groups (non-zero advantage)", linestyle="--"
     )
     for name, points in evals.items():
-        ax.plot(*zip(*points, strict=True), marker="o", label=f"held-out {name}")
+        # avg@k <= pass@k, so the two often overlap: pass@k is dotted to keep avg@k visible under it.
+        style = ":" if name.startswith("pass@") else "-"
+        ax.plot(*zip(*points, strict=True), marker="o", linestyle=style, label=f"held-out {name}")
     ax.set_xlabel("policy step")
     ax.set_ylabel("mean reward / held-out accuracy" if evals else "mean reward")
     ax.set_title(title or "reward per policy step")

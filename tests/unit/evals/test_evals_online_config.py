@@ -25,6 +25,7 @@ def test_online_evals_are_off_by_default_and_take_their_fields():
             ["eval.every_steps=2", 'tasks.sources=[{type="dataset",name="d",path="d.jsonl"}]'],
             "needs held-out tasks",
         ),
+        (["eval.every_steps=2", "env.kind='feedback'", "env.max_tokens=8"], "multi-turn"),
     ],
 )
 def test_settings_no_online_eval_could_run_are_refused(overrides, message):
