@@ -226,7 +226,8 @@ def run_trainer(
     """Train from the newest resumable state to `config.trainer.steps`; returns the last step written.
 
     `weight_sink` (an engine sharing this process and GPU) gets each new policy in place, before the
-    checkpoint is written.
+    checkpoint is written. With `eval.every_steps`, rank 0 also scores policies on held-out tasks
+    (`swarmrl.trainer.online_eval`).
     """
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
@@ -261,11 +262,11 @@ def run_trainer(
     policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
     evaluator = None
-    if sink is not None and config.eval.every_steps:
-        evaluator = OnlineEvaluator(config, checkpoint_dir(rundir.checkpoints, step), step, sink.log)
-        if step == 0:
-            evaluator.policy_ready(0)  # the starting policy is the eval curve's first point
     try:
+        if sink is not None and config.eval.every_steps:
+            evaluator = OnlineEvaluator(config, checkpoint_dir(rundir.checkpoints, step), step, sink.log)
+            if step == 0:
+                evaluator.policy_ready(0)  # the starting policy is the eval curve's first point
         last = _train_loop(
             config, policy, collect, publish, sink, step, stop_after_steps, weight_sink, after_step, evaluator
         )
