@@ -199,7 +199,18 @@ class WorkerSection(Section):
 class EvalSection(Section):
     num_tasks: int = Field(200, ge=1, description="held-out tasks evaluated before and after RL")
     temperature: float = Field(1.0, ge=0, description="sampling temperature of the evaluation (0 = greedy)")
-    samples_per_task: int = Field(1, ge=1, description="completions per held-out task")
+    samples_per_task: int = Field(
+        1, ge=1, description="completions per held-out task: the k of the reported avg@k and pass@k"
+    )
+    every_steps: int = Field(
+        0,
+        ge=0,
+        description="online evals: the trainer evaluates the policy of every step that is a multiple of this "
+        "(step 0 included) on held-out tasks, into metrics.jsonl and the metric sinks; 0: off",
+    )
+    online_num_tasks: int = Field(
+        32, ge=1, description="held-out tasks of each online eval (the first ones of the held-out split)"
+    )
 
 
 class MetricsSection(Section):
@@ -298,9 +309,32 @@ class RunConfig(Section):
                 f"trainer.pack_length {self.trainer.pack_length} cannot hold a prompt and a completion of "
                 f"worker.max_new_tokens {self.worker.max_new_tokens} tokens"
             )
+        self._check_online_eval()
         if self.loss.max_tokens is None:
             # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
             self.loss.max_tokens = self.worker.max_new_tokens
+
+    def _check_online_eval(self) -> None:
+        from swarmrl.tasks.config import ReasoningGymSourceConfig
+
+        every = self.eval.every_steps
+        if not every:
+            return
+        if every > self.trainer.steps:
+            raise ConfigError(
+                f"eval.every_steps {every} exceeds trainer.steps {self.trainer.steps}: only the starting "
+                "policy would be evaluated"
+            )
+        if self.env is not None:
+            raise ConfigError(
+                "eval.every_steps scores single-turn completions; a run with [env] is multi-turn, which "
+                "online evals do not run"
+            )
+        if not any(isinstance(source, ReasoningGymSourceConfig) for source in self.tasks.sources):
+            raise ConfigError(
+                "eval.every_steps needs held-out tasks, i.e. a reasoning-gym source in tasks.sources "
+                "(a dataset source has no held-out split)"
+            )
 
     def dump_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from swarmrl.config import RunConfig
 from swarmrl.diloco.communicators.base import ring_all_reduce_bytes
+from swarmrl.eval_metrics import is_eval_record
 from swarmrl.islands.config import IslandsConfig
 from swarmrl.islands.island import merges_log
 from swarmrl.islands.launch import IslandFleet, island_config, prepare_islands
@@ -38,7 +39,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def island_summary(index: int, rundir: RunDir, window: int = 5) -> dict[str, Any]:
-    records = rundir.read_metrics()
+    records = [r for r in rundir.read_metrics() if not is_eval_record(r)]
     merges = read_merges(rundir)
     rewards = [r["sampled_reward"] for r in records]
     return {

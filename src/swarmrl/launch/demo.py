@@ -12,44 +12,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from swarmrl.config import RunConfig
-from swarmrl.evaluation import EvalResult, evaluate
-from swarmrl.inference.engine import SamplingParams
-from swarmrl.inference.factory import build_engine
+from swarmrl.evaluation import EvalResult, HeldOutEval
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
-from swarmrl.models import load_model, load_tokenizer
-from swarmrl.models.prompting import prompt_format
 from swarmrl.rundir import RunDir, write_json_atomic
-from swarmrl.tasks.registry import heldout_sources
 from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 
 
 def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalResult:
     path = checkpoint_dir(rundir.checkpoints, step)
-    prompts = prompt_format(load_tokenizer(path), config.prompt)
-    engine = build_engine(
-        config.engine,
-        load_model(path, config.model.dtype),
-        eos_token_id=prompts.stop_token_ids,
-        policy_step=step,
-    )
-    sources = heldout_sources(config.tasks)
-    if not sources:
-        raise ValueError("held-out evaluation needs a reasoning-gym source")
-    tasks = [sources[0][i] for i in range(min(config.eval.num_tasks, len(sources[0])))]
-    params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens,
-        temperature=config.eval.temperature,
-        top_p=config.worker.top_p,
-    )
-    return evaluate(
-        engine,
-        tasks,
-        prompts=prompts,
-        tasks_config=config.tasks,
-        params=params,
-        samples_per_task=config.eval.samples_per_task,
-    )
+    return HeldOutEval.from_checkpoint(config, path, step, config.eval.num_tasks).run()
 
 
 @dataclass
@@ -91,17 +63,20 @@ def run_demo(config: RunConfig, console: Console | None = None) -> DemoResult:
     after = evaluate_checkpoint(config, rundir, last)
     result = DemoResult(before, after, last, time.monotonic() - started)
     table = Table(title=f"held-out accuracy ({before.completions} completions, T={config.eval.temperature})")
-    for column in ("policy", "accuracy", "mean reward", "tokens/completion"):
+    k = config.eval.samples_per_task
+    for column in ("policy", f"accuracy (avg@{k})", f"pass@{k}", "mean reward", "tokens/completion"):
         table.add_column(column, justify="right")
     table.add_row(
         "SFT (step 0)",
         f"{100 * before.accuracy:.1f}%",
+        f"{100 * before.pass_at_k:.1f}%",
         f"{before.mean_reward:.3f}",
         f"{before.mean_completion_tokens:.1f}",
     )
     table.add_row(
         f"RL (step {last})",
         f"{100 * after.accuracy:.1f}%",
+        f"{100 * after.pass_at_k:.1f}%",
         f"{after.mean_reward:.3f}",
         f"{after.mean_completion_tokens:.1f}",
     )

@@ -7,12 +7,14 @@ from typing import Any
 
 from rich.table import Table
 
+from swarmrl.eval_metrics import at_k_scores, is_eval_record
+
 
 def metrics_table(records: list[dict[str, Any]], last: int = 8) -> Table:
     table = Table(title="swarmrl · trainer steps", expand=False)
     for column in ("step", "sampled", "trained", "loss", "lag", "dropped", "refused", "samples/s"):
         table.add_column(column, justify="right")
-    for record in records[-last:]:
+    for record in [r for r in records if not is_eval_record(r)][-last:]:
         seconds = record.get("wait_seconds", 0.0) + record.get("train_seconds", 0.0)
         table.add_row(
             str(record["step"]),
@@ -28,21 +30,28 @@ def metrics_table(records: list[dict[str, Any]], last: int = 8) -> Table:
 
 
 def plot_reward_curve(records: list[dict[str, Any]], path: Path, title: str = "") -> Path | None:
-    if not records:
+    """Rewards of the training steps, with the online evals' held-out avg@k and pass@k when the run has them."""
+    trained = [r for r in records if not is_eval_record(r)]
+    evals = eval_curves(records)
+    if not trained and not evals:
         return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = [r["step"] for r in records]
+    steps = [r["step"] for r in trained]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
-    ax.plot(steps, [r["sampled_reward"] for r in records], label="all samples")
+    ax.plot(steps, [r["sampled_reward"] for r in trained], label="all samples")
     ax.plot(
-        steps, [r["reward"] for r in records], label="trained groups (non-zero advantage)", linestyle="--"
+        steps, [r["reward"] for r in trained], label="trained groups (non-zero advantage)", linestyle="--"
     )
+    for name, points in evals.items():
+        # avg@k <= pass@k, so the two often overlap: pass@k is dotted to keep avg@k visible under it.
+        style = ":" if name.startswith("pass@") else "-"
+        ax.plot(*zip(*points, strict=True), marker="o", linestyle=style, label=f"held-out {name}")
     ax.set_xlabel("policy step")
-    ax.set_ylabel("mean reward")
+    ax.set_ylabel("mean reward / held-out accuracy" if evals else "mean reward")
     ax.set_title(title or "reward per policy step")
     ax.grid(alpha=0.3)
     ax.legend()
@@ -50,3 +59,12 @@ def plot_reward_curve(records: list[dict[str, Any]], path: Path, title: str = ""
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def eval_curves(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """(step, value) points per online-eval score (`avg@4`, `pass@4`), in step order."""
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for record in sorted((r for r in records if is_eval_record(r)), key=lambda r: r["step"]):
+        for name, value in at_k_scores(record).items():
+            curves.setdefault(name, []).append((record["step"], value))
+    return curves

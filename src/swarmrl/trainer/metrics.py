@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from swarmrl.config import MetricsSection
+from swarmrl.eval_metrics import EVAL_PREFIX, is_eval_record
 from swarmrl.node_metrics import RoleCollector, serve_metrics
 from swarmrl.rundir import RunDir
+
+EVAL_STEP = f"{EVAL_PREFIX}step"
 
 
 class MetricsSinkError(Exception):
@@ -30,25 +33,39 @@ class MetricsSink:
             except ImportError as exc:
                 raise MetricsSinkError("metrics.wandb_project is set but wandb is not installed") from exc
             self._wandb = wandb.init(project=config.wandb_project, dir=str(rundir.root), config=run_config)
-        # Prometheus reads the last step's record: swarmrl_trainer_step, swarmrl_trainer_loss, ...
+            # An online eval is logged after later training steps, and W&B drops anything logged below its
+            # current step: evals join the newest step's row and are plotted against their own eval/step.
+            self._wandb_step = 0
+            self._wandb.define_metric(EVAL_STEP)
+            self._wandb.define_metric(f"{EVAL_PREFIX}*", step_metric=EVAL_STEP)
+        # Prometheus reads the last step's record (swarmrl_trainer_step, swarmrl_trainer_loss, ...) and the
+        # last online eval's (swarmrl_trainer_eval_avg_4, ..., swarmrl_trainer_eval_step).
         self._last: dict[str, Any] = {}
+        self._last_eval: dict[str, Any] = {}
         self._prometheus = serve_metrics(
-            config, RoleCollector("trainer", gauges=lambda: self._last), rundir.root
+            config, RoleCollector("trainer", gauges=lambda: {**self._last, **self._last_eval}), rundir.root
         )
 
     def log(self, record: dict[str, Any]) -> None:
+        """Log a training step's record or an online eval's (`eval/...` keys; see swarmrl.eval_metrics)."""
         self.rundir.append_metrics(record)
-        self._last = {k: v for k, v in record.items() if k != "time"}
         step = int(record["step"])
         scalars = {
             k: float(v) for k, v in record.items() if isinstance(v, int | float) and k not in ("step", "time")
         }
+        evaluated = is_eval_record(record)
+        if evaluated:
+            # Its step is older than the last training step's: it must not move swarmrl_trainer_step back.
+            self._last_eval = {**scalars, EVAL_STEP: step}
+        else:
+            self._last = {k: v for k, v in record.items() if k != "time"}
         if self._tensorboard is not None:
             for key, value in scalars.items():
                 self._tensorboard.add_scalar(key, value, step)
             self._tensorboard.flush()
         if self._wandb is not None:
-            self._wandb.log(scalars, step=step)
+            self._wandb_step = max(self._wandb_step, step)
+            self._wandb.log({**scalars, EVAL_STEP: step} if evaluated else scalars, step=self._wandb_step)
 
     def close(self) -> None:
         if self._prometheus is not None:

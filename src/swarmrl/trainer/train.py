@@ -35,6 +35,7 @@ from swarmrl.trainer.checkpoint import (
 from swarmrl.trainer.data import CollectStats
 from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.metrics import MetricsSink
+from swarmrl.trainer.online_eval import OnlineEvaluator
 from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.parallel import (
     full_model_state,
@@ -225,7 +226,8 @@ def run_trainer(
     """Train from the newest resumable state to `config.trainer.steps`; returns the last step written.
 
     `weight_sink` (an engine sharing this process and GPU) gets each new policy in place, before the
-    checkpoint is written.
+    checkpoint is written. With `eval.every_steps`, rank 0 also scores policies on held-out tasks
+    (`swarmrl.trainer.online_eval`).
     """
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
@@ -259,11 +261,21 @@ def run_trainer(
         ref_policy = build_policy(ref_model, config.trainer, device, for_training=False).eval()
     policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
+    evaluator = None
     try:
-        return _train_loop(
-            config, policy, collect, publish, sink, step, stop_after_steps, weight_sink, after_step
+        if sink is not None and config.eval.every_steps:
+            evaluator = OnlineEvaluator(config, checkpoint_dir(rundir.checkpoints, step), step, sink.log)
+            if step == 0:
+                evaluator.policy_ready(0)  # the starting policy is the eval curve's first point
+        last = _train_loop(
+            config, policy, collect, publish, sink, step, stop_after_steps, weight_sink, after_step, evaluator
         )
+        if evaluator is not None:
+            evaluator.finish()
+        return last
     finally:
+        if evaluator is not None:
+            evaluator.close()
         if sink is not None:
             sink.close()
 
@@ -289,6 +301,7 @@ def _train_loop(
     stop_after_steps: int | None,
     weight_sink: WeightSink | None = None,
     after_step: AfterStep | None = None,
+    evaluator: OnlineEvaluator | None = None,
 ) -> int:
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
@@ -328,6 +341,8 @@ def _train_loop(
             record.update(metrics)
             assert sink is not None
             sink.log(record)
+            if evaluator is not None:
+                evaluator.policy_ready(step, weights if weights is not None else model.state_dict())
             log.info(
                 "step %d reward %.3f task %.3f loss %.4f dropped %.0f%%",
                 step,
