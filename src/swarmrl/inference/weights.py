@@ -1,9 +1,9 @@
-"""Swap new policy weights into a live model: a state dict, or a checkpoint directory in `save_pretrained`
-layout (one or more *.safetensors files)."""
+"""Swap new policy weights into a live model: a state dict, a checkpoint directory in `save_pretrained`
+layout (one or more *.safetensors files), or a stream of named tensors from a trainer in the same process."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
@@ -39,3 +39,28 @@ def read_checkpoint(directory: Path) -> dict[str, torch.Tensor]:
         except Exception as exc:  # safetensors raises its own SafetensorError besides OSError
             raise WeightLoadError(f"{file}: unreadable safetensors file: {exc}") from exc
     return state
+
+
+@torch.no_grad()
+def copy_weights_in_place(model: torch.nn.Module, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+    """Copy a stream of (parameter name, tensor) into `model`'s own parameter storage, cast to its dtype.
+
+    The storage never changes, so whatever was built over it (CUDA graphs, a KV pool sized around it) stays
+    valid. Every parameter must arrive exactly once (a tied head arrives as the embedding it is). The stream
+    is checked as it is consumed, so a bad stream raises part-way: the caller must treat the model as torn.
+    """
+    params = dict(model.named_parameters())
+    seen: set[str] = set()
+    for name, tensor in weights:
+        target = params.get(name)
+        if target is None:
+            raise WeightLoadError(f"the model has no parameter {name!r}")
+        if name in seen:
+            raise WeightLoadError(f"{name!r} was sent twice")
+        if tuple(tensor.shape) != tuple(target.shape):
+            raise WeightLoadError(f"{name}: shape {tuple(tensor.shape)} != the model's {tuple(target.shape)}")
+        target.copy_(tensor)
+        seen.add(name)
+    missing = sorted(set(params) - seen)
+    if missing:
+        raise WeightLoadError(f"no weights for {len(missing)} parameters, e.g. {missing[0]!r}")
