@@ -133,7 +133,9 @@ class TrainerSection(Section):
     max_wait_seconds: float = Field(
         600.0, gt=0, description="give up when no usable rollouts arrive this long"
     )
-    keep_checkpoints: int = Field(0, ge=0, description="model checkpoints kept on disk (0 keeps all)")
+    keep_checkpoints: int = Field(
+        0, ge=0, description="newest model checkpoints kept on disk besides step_0 (0 keeps all)"
+    )
     colocate: bool = Field(
         False,
         description="one GPU, both roles: the trainer's process also holds one inference engine on its "
