@@ -21,8 +21,8 @@ from swarmrl.shardcast.origin import Origin
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 from swarmrl.trainer.data import RolloutFeed, RunDirSource
-from swarmrl.trainer.swarm_source import AcceptedSubmissions
 from swarmrl.trainer.parallel import is_distributed
+from swarmrl.trainer.swarm_source import AcceptedSubmissions
 from swarmrl.trainer.train import AfterStep, run_trainer, train_device
 from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.colocated import ColocatedSource, colocated_source
@@ -108,7 +108,9 @@ def _colocated_source(config: RunConfig, coordinator_url: str | None) -> Colocat
     if coordinator_url is not None:
         raise ConfigError("trainer.colocate is a local run: a swarm trainer takes its rollouts from workers")
     if is_distributed():
-        raise ConfigError("trainer.colocate runs one trainer process; it cannot be one rank of a torchrun job")
+        raise ConfigError(
+            "trainer.colocate runs one trainer process; it cannot be one rank of a torchrun job"
+        )
     return colocated_source(config, train_device())
 
 

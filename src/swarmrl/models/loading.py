@@ -53,7 +53,10 @@ def load_model(
 
 
 def model_skeleton(
-    path: str | Path, dtype: str = "float32", device: str | torch.device = "cpu", attn_implementation: str = "sdpa"
+    path: str | Path,
+    dtype: str = "float32",
+    device: str | torch.device = "cpu",
+    attn_implementation: str = "sdpa",
 ) -> PreTrainedModel:
     """The model `load_model` would build from `path`'s config.json — same modules, dtypes, buffers and tied
     head — with its weights left uninitialised and no weight file read: for an engine whose every parameter

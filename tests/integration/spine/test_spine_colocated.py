@@ -46,7 +46,9 @@ def colocated_config(tmp_path_factory):
     return config
 
 
-def test_a_colocated_run_trains_resumes_and_never_reads_a_checkpoint_into_its_engine(colocated_config, monkeypatch):
+def test_a_colocated_run_trains_resumes_and_never_reads_a_checkpoint_into_its_engine(
+    colocated_config, monkeypatch
+):
     config, rundir = colocated_config, RunDir(colocated_config.run.directory)
     pushes: list[int] = []
     engines: list[LiveWeights] = []

@@ -33,7 +33,11 @@ PARAMS = SamplingParams(max_new_tokens=12, temperature=1.0)
 
 def grouped_requests(count: int = 4, group: int = 3) -> list[GenerationRequest]:
     """GRPO groups: each prompt asked `group` times, so the paged engine shares its prompt blocks."""
-    return [GenerationRequest(p, seed=500 + 7 * i + g) for i, p in enumerate(prompts(count, 3)) for g in range(group)]
+    return [
+        GenerationRequest(p, seed=500 + 7 * i + g)
+        for i, p in enumerate(prompts(count, 3))
+        for g in range(group)
+    ]
 
 
 def perturbed(model: torch.nn.Module, seed: int) -> torch.nn.Module:
@@ -63,7 +67,9 @@ def assert_identical(a, b) -> None:
 
 @pytest.mark.parametrize("kind", ["paged", "torch"])
 @pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
-def test_an_updated_engine_generates_what_a_fresh_engine_on_the_new_weights_generates(kind: str, arch: str) -> None:
+def test_an_updated_engine_generates_what_a_fresh_engine_on_the_new_weights_generates(
+    kind: str, arch: str
+) -> None:
     start = tiny_model(arch)
     trainer_model = perturbed(start, seed=1)
     engine = make_engine(kind, copy.deepcopy(start))
@@ -154,12 +160,15 @@ def test_a_stream_that_does_not_fit_is_refused_and_the_engine_waits_for_a_whole_
 
 @pytest.mark.parametrize("arch", ["qwen2", "qwen3", "llama"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_a_skeleton_filled_by_the_trainer_is_the_model_the_checkpoint_loads(tmp_path, arch: str, dtype: str) -> None:
+def test_a_skeleton_filled_by_the_trainer_is_the_model_the_checkpoint_loads(
+    tmp_path, arch: str, dtype: str
+) -> None:
     trainer_model = perturbed(tiny_model(arch), seed=5)
     save_pretrained_atomic(trainer_model, tiny_tokenizer(), tmp_path / "step_0")
     loaded = load_model(tmp_path / "step_0", dtype)
     skeleton = model_skeleton(tmp_path / "step_0", dtype)
-    assert skeleton.get_output_embeddings().weight is skeleton.get_input_embeddings().weight  # tied, as loaded
+    # The head is tied to the embedding as in the loaded model, so one pushed tensor fills both.
+    assert skeleton.get_output_embeddings().weight is skeleton.get_input_embeddings().weight
     engine = PagedEngine(skeleton, PagedEngineConfig(block_size=4))
     push_weights(trainer_model, engine, step=0)  # fp32 master weights cast into the engine's dtype
     for (name, a), (other, b) in zip(loaded.named_buffers(), skeleton.named_buffers(), strict=True):
