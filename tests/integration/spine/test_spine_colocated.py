@@ -27,12 +27,34 @@ from .spine_helpers import tiny_config
 STEPS = 3
 
 
-@pytest.fixture(scope="module")
-def colocated_config(tmp_path_factory):
+# On a GPU the trainer and the paged engine (flex attention, CUDA graphs) share it, the engine in bf16 with
+# half the device; elsewhere both run on the CPU in fp32.
+_ON_CUDA = [
+    "model.dtype='bfloat16'",
+    "trainer.precision='bf16'",
+    "engine.gpu_memory_fraction=0.5",
+]
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        "default",
+        pytest.param(
+            "cuda",
+            marks=[
+                pytest.mark.gpu,
+                pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+            ],
+        ),
+    ],
+)
+def colocated_config(request, tmp_path_factory):
     torch.set_num_threads(1)
     config = tiny_config(
         tmp_path_factory.mktemp("colocated"),
         "colocated",
+        *(_ON_CUDA if request.param == "cuda" else []),
         "trainer.colocate=true",
         f"trainer.steps={STEPS}",
         "trainer.prompts_per_step=4",
@@ -74,6 +96,7 @@ def test_a_colocated_run_trains_resumes_and_never_reads_a_checkpoint_into_its_en
     monkeypatch.setattr(train, "load_model", spy_trainer_load)
 
     assert roles.trainer_role(rundir.root, stop_after_steps=2) == 2
+    assert engines[0].model.device == train.train_device()  # the trainer's device: cuda where there is one
     assert pushes == [0, 1, 2]
     assert roles.trainer_role(rundir.root) == STEPS
     # The resumed trainer hands its engine the policy it resumed from before generating anything.
