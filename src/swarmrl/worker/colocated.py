@@ -78,9 +78,9 @@ class ColocatedSource:
 def colocated_engine(config: RunConfig, writer: BatchWriter, device: torch.device) -> InferenceEngine:
     """The engine of `config.engine` on `device`, its weights empty until the trainer pushes a policy.
 
-    On CUDA the paged engine sizes its KV cache when built, from `engine.gpu_memory_fraction` of the device
-    minus what is already allocated (the trainer's model): the trainer's optimizer state and activations are
-    allocated later, in the share the fraction leaves.
+    It is built before the trainer loads its model, so on CUDA `engine.gpu_memory_fraction` is the engine's
+    own share of the device (weights, activation peak, KV cache) and the trainer's model, optimizer state and
+    activations are allocated later in what the fraction leaves.
     """
     architecture = checkpoint_dir(RunDir(config.run.directory).checkpoints, 0)
     model = model_skeleton(architecture, config.model.dtype, device, config.model.attn_implementation)
