@@ -101,7 +101,8 @@ class IslandFleet:
                 self.lighthouse.address(),
             ],
         )
-        for worker in range(self.config.worker.num_workers):
+        # A colocated island's trainer generates its own rollouts (its merged policy is pushed like any other).
+        for worker in range(0 if self.config.trainer.colocate else self.config.worker.num_workers):
             group.start(f"worker-{worker}", ["worker", "--run-dir", str(rundir.root), "--index", str(worker)])
 
     def kill(self, index: int) -> None:
