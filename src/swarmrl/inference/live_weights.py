@@ -4,7 +4,9 @@ same process, streamed in place (`update_weights`, the `WeightSink` of `swarmrl.
 Both copy into the model's existing parameter storage, so CUDA graphs captured over it stay valid. No KV
 state outlives a `generate` call (prompt blocks are shared only within one call), so nothing computed with
 old weights can be reused with new ones, provided weights never change *during* a call: an update while
-the engine generates is refused, and so is generating on weights a failed update left half-copied.
+the engine generates is refused. A checkpoint or state dict is checked whole before anything is copied; a
+stream can only be checked as it arrives, so after a stream fails the engine refuses to generate until a
+whole policy has been loaded.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import torch
 
 from swarmrl.inference.errors import EngineBusyError, WeightLoadError
-from swarmrl.inference.weights import copy_weights_in_place, load_policy_weights
+from swarmrl.inference.weights import copy_weights_in_place, policy_state
 
 
 class LiveWeights:
@@ -31,8 +33,9 @@ class LiveWeights:
         self._torn: str | None = None  # why the weights are not one policy's, after a failed update
 
     def load_weights(self, source: Mapping[str, torch.Tensor] | str | Path, *, policy_step: int) -> None:
+        state = policy_state(self.model, source)
         with self._changing(policy_step):
-            load_policy_weights(self.model, source)
+            self.model.load_state_dict(state, strict=False)  # in place; `policy_state` checked every name
 
     def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]], step: int) -> None:
         with self._changing(step):

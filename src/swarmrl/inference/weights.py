@@ -12,20 +12,26 @@ from safetensors.torch import load_file
 from swarmrl.inference.errors import WeightLoadError
 
 
-def load_policy_weights(model: torch.nn.Module, source: Mapping[str, torch.Tensor] | str | Path) -> None:
-    """Copy `source` into `model` in place; every tensor must be known and every parameter present."""
+def policy_state(
+    model: torch.nn.Module, source: Mapping[str, torch.Tensor] | str | Path
+) -> dict[str, torch.Tensor]:
+    """`source` read and checked against `model`: every tensor known and of its shape, every parameter
+    present. Nothing is copied yet, so a bad source leaves the model's weights whole."""
     state = read_checkpoint(Path(source)) if isinstance(source, str | Path) else dict(source)
-    expected = set(model.state_dict())
-    unknown = sorted(set(state) - expected)
+    expected = model.state_dict()
+    unknown = sorted(set(state) - set(expected))
     # Tied heads are saved once: the LM head may be absent when it is the input embedding.
     tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()
-    missing = sorted(expected - set(state) - tied)
+    missing = sorted(set(expected) - set(state) - tied)
     if unknown or missing:
         raise WeightLoadError(f"weights do not fit the model: missing {missing[:5]}, unknown {unknown[:5]}")
-    try:
-        model.load_state_dict(state, strict=False)
-    except RuntimeError as exc:
-        raise WeightLoadError(f"weights do not fit the model: {exc}") from exc
+    for name, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[name].shape):
+            raise WeightLoadError(
+                f"weights do not fit the model: {name} has shape {tuple(tensor.shape)}, "
+                f"the model's is {tuple(expected[name].shape)}"
+            )
+    return state
 
 
 def read_checkpoint(directory: Path) -> dict[str, torch.Tensor]:

@@ -175,3 +175,17 @@ def test_a_skeleton_filled_by_the_trainer_is_the_model_the_checkpoint_loads(
         assert name == other and a.dtype == b.dtype and torch.equal(a, b)
     expected = PagedEngine(loaded, PagedEngineConfig(block_size=4)).generate(grouped_requests(), PARAMS)
     assert_identical(expected, engine.generate(grouped_requests(), PARAMS))
+
+
+def test_a_checkpoint_that_does_not_fit_is_refused_before_any_copy() -> None:
+    engine = PagedEngine(copy.deepcopy(tiny_model()), PagedEngineConfig(block_size=4))
+    state = perturbed(tiny_model(), seed=6).state_dict()
+    wrong = {k: v[..., :1] if k.endswith("layers.1.mlp.down_proj.weight") else v for k, v in state.items()}
+    with pytest.raises(WeightLoadError, match="down_proj.weight has shape"):
+        engine.load_weights(wrong, policy_step=1)
+    # Checked whole first, unlike a stream: the engine still serves policy 0, every tensor of it.
+    assert engine.policy_step == 0
+    expected = PagedEngine(copy.deepcopy(tiny_model()), PagedEngineConfig(block_size=4)).generate(
+        grouped_requests(), PARAMS
+    )
+    assert_identical(expected, engine.generate(grouped_requests(), PARAMS))
