@@ -133,7 +133,16 @@ class TrainerSection(Section):
     max_wait_seconds: float = Field(
         600.0, gt=0, description="give up when no usable rollouts arrive this long"
     )
-    keep_checkpoints: int = Field(0, ge=0, description="model checkpoints kept on disk (0 keeps all)")
+    keep_checkpoints: int = Field(
+        0, ge=0, description="newest model checkpoints kept on disk besides step_0 (0 keeps all)"
+    )
+    colocate: bool = Field(
+        False,
+        description="one GPU, both roles: the trainer's process also holds one inference engine on its "
+        "device (no worker processes; worker.num_workers is ignored). Generation and training alternate and "
+        "each new policy is copied into the engine in place, never read back from a checkpoint; give the "
+        "engine a share of the GPU with engine.gpu_memory_fraction that leaves the trainer room",
+    )
     micro_batch_tokens: int = Field(
         16384,
         ge=2,

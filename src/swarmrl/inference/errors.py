@@ -15,3 +15,7 @@ class UnsupportedModelError(InferenceError):
 
 class WeightLoadError(InferenceError):
     """New policy weights are missing tensors, carry unknown ones, or do not fit the model's shapes."""
+
+
+class EngineBusyError(InferenceError):
+    """The engine was asked to change its weights while it generates, or to generate while they change."""

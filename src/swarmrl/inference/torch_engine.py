@@ -8,9 +8,8 @@ completion position, that row's logits) — see `sampler` — hence on nothing a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from transformers import DynamicCache
@@ -20,9 +19,9 @@ from swarmrl.inference.config import TorchEngineConfig
 from swarmrl.inference.engine import HIDDEN_STATE_DTYPE, Generation, GenerationRequest, SamplingParams
 from swarmrl.inference.kv_cache import PreallocatedLayer, generation_cache
 from swarmrl.inference.lean_decode import LeanDecoder
+from swarmrl.inference.live_weights import LiveWeights
 from swarmrl.inference.lm_parts import padded_position_ids, split_causal_lm
 from swarmrl.inference.sampler import choose
-from swarmrl.inference.weights import load_policy_weights
 
 
 @dataclass
@@ -46,7 +45,7 @@ class _Outputs:
         )
 
 
-class TorchEngine:
+class TorchEngine(LiveWeights):
     """`InferenceEngine` over a HF causal LM held in memory (puts the model in eval mode)."""
 
     def __init__(
@@ -65,18 +64,16 @@ class TorchEngine:
         self.eos_token_ids = eos_token_ids(eos, self._parts.vocab_size)
         use_lean = self.config.decode_path == "lean" and LeanDecoder.supports(model)
         self._lean_decoder = LeanDecoder(model) if use_lean else None
+        self._init_live_weights()
 
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Generation]:
         check_requests(requests, params, self._parts)
         size = self.config.max_batch_size
         generations: list[Generation] = []
-        for start in range(0, len(requests), size):
-            generations.extend(self._generate_batch(requests[start : start + size], params))
+        with self._generating():
+            for start in range(0, len(requests), size):
+                generations.extend(self._generate_batch(requests[start : start + size], params))
         return generations
-
-    def load_weights(self, source: Mapping[str, torch.Tensor] | str | Path, *, policy_step: int) -> None:
-        load_policy_weights(self.model, source)
-        self.policy_step = policy_step
 
     @torch.inference_mode()
     def _generate_batch(

@@ -1,9 +1,9 @@
-"""Swap new policy weights into a live model: a state dict, or a checkpoint directory in `save_pretrained`
-layout (one or more *.safetensors files)."""
+"""Swap new policy weights into a live model: a state dict, a checkpoint directory in `save_pretrained`
+layout (one or more *.safetensors files), or a stream of named tensors from a trainer in the same process."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
@@ -12,20 +12,26 @@ from safetensors.torch import load_file
 from swarmrl.inference.errors import WeightLoadError
 
 
-def load_policy_weights(model: torch.nn.Module, source: Mapping[str, torch.Tensor] | str | Path) -> None:
-    """Copy `source` into `model` in place; every tensor must be known and every parameter present."""
+def policy_state(
+    model: torch.nn.Module, source: Mapping[str, torch.Tensor] | str | Path
+) -> dict[str, torch.Tensor]:
+    """`source` read and checked against `model`: every tensor known and of its shape, every parameter
+    present. Nothing is copied yet, so a bad source leaves the model's weights whole."""
     state = read_checkpoint(Path(source)) if isinstance(source, str | Path) else dict(source)
-    expected = set(model.state_dict())
-    unknown = sorted(set(state) - expected)
+    expected = model.state_dict()
+    unknown = sorted(set(state) - set(expected))
     # Tied heads are saved once: the LM head may be absent when it is the input embedding.
     tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()
-    missing = sorted(expected - set(state) - tied)
+    missing = sorted(set(expected) - set(state) - tied)
     if unknown or missing:
         raise WeightLoadError(f"weights do not fit the model: missing {missing[:5]}, unknown {unknown[:5]}")
-    try:
-        model.load_state_dict(state, strict=False)
-    except RuntimeError as exc:
-        raise WeightLoadError(f"weights do not fit the model: {exc}") from exc
+    for name, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[name].shape):
+            raise WeightLoadError(
+                f"weights do not fit the model: {name} has shape {tuple(tensor.shape)}, "
+                f"the model's is {tuple(expected[name].shape)}"
+            )
+    return state
 
 
 def read_checkpoint(directory: Path) -> dict[str, torch.Tensor]:
@@ -39,3 +45,28 @@ def read_checkpoint(directory: Path) -> dict[str, torch.Tensor]:
         except Exception as exc:  # safetensors raises its own SafetensorError besides OSError
             raise WeightLoadError(f"{file}: unreadable safetensors file: {exc}") from exc
     return state
+
+
+@torch.no_grad()
+def copy_weights_in_place(model: torch.nn.Module, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+    """Copy a stream of (parameter name, tensor) into `model`'s own parameter storage, cast to its dtype.
+
+    The storage never changes, so whatever was built over it (CUDA graphs, a KV pool sized around it) stays
+    valid. Every parameter must arrive exactly once (a tied head arrives as the embedding it is). The stream
+    is checked as it is consumed, so a bad stream raises part-way: the caller must treat the model as torn.
+    """
+    params = dict(model.named_parameters())
+    seen: set[str] = set()
+    for name, tensor in weights:
+        target = params.get(name)
+        if target is None:
+            raise WeightLoadError(f"the model has no parameter {name!r}")
+        if name in seen:
+            raise WeightLoadError(f"{name!r} was sent twice")
+        if tuple(tensor.shape) != tuple(target.shape):
+            raise WeightLoadError(f"{name}: shape {tuple(tensor.shape)} != the model's {tuple(target.shape)}")
+        target.copy_(tensor)
+        seen.add(name)
+    missing = sorted(set(params) - seen)
+    if missing:
+        raise WeightLoadError(f"no weights for {len(missing)} parameters, e.g. {missing[0]!r}")

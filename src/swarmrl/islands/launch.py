@@ -100,7 +100,8 @@ class IslandFleet:
         group = ProcessGroup(rundir.root / "logs")
         self.groups[index] = group
         self.trainers[index] = group.start("trainer", trainer)
-        for worker in range(self.config.worker.num_workers):
+        # A colocated island's trainer generates its own rollouts (the merge runs before each push to its engine).
+        for worker in range(0 if self.config.trainer.colocate else self.config.worker.num_workers):
             group.start(f"worker-{worker}", ["worker", "--run-dir", str(rundir.root), "--index", str(worker)])
 
     def _stop(self, index: int) -> None:

@@ -23,7 +23,10 @@ def run_local(
     console: Console | None = None,
     pin_cores: bool = False,
 ) -> list[dict]:
-    """Train to `config.trainer.steps`; returns the metrics records. Every started process is stopped."""
+    """Train to `config.trainer.steps`; returns the metrics records. Every started process is stopped.
+
+    With `trainer.colocate` the trainer process generates its own rollouts: no worker process is started.
+    """
     console = console or Console()
     config.metrics.check_installed()
     group = ProcessGroup(rundir.root / "logs")
@@ -34,7 +37,7 @@ def run_local(
             ["trainer", "--run-dir", str(rundir.root)],
             cpu_cores={cores[0]} if pin_cores else None,
         )
-        for index in range(config.worker.num_workers):
+        for index in range(0 if config.trainer.colocate else config.worker.num_workers):
             core = cores[(index + 1) % len(cores)]
             group.start(
                 f"worker-{index}",

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from swarmrl.config import ConfigError, RunConfig
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.identity import Identity
 from swarmrl.launch.prepare import load_run_config
@@ -20,9 +21,11 @@ from swarmrl.shardcast.origin import Origin
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 from swarmrl.trainer.data import RolloutFeed, RunDirSource
+from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
-from swarmrl.trainer.train import AfterStep, run_trainer
+from swarmrl.trainer.train import AfterStep, run_trainer, train_device
 from swarmrl.validator.scoring import score_rows
+from swarmrl.worker.colocated import ColocatedSource, colocated_source
 from swarmrl.worker.local import run_local_worker
 
 
@@ -59,8 +62,12 @@ def trainer_role(
         from swarmrl.envs.build import with_env_replay
 
         scorer = with_env_replay(scorer, config, tasks, tokenizer)
+    sink = None
     with contextlib.ExitStack() as stack:
-        if coordinator_url is None:
+        if config.trainer.colocate:
+            source, publish = _colocated_source(config, coordinator_url), None
+            sink = source.engine
+        elif coordinator_url is None:
             source, publish = RunDirSource(rundir), None
         else:
             source, publish = _swarm_endpoints(config, rundir, coordinator_url, key, origin_port, stack)
@@ -79,7 +86,12 @@ def trainer_role(
 
         try:
             last = run_trainer(
-                config, collect, publish, stop_after_steps=stop_after_steps, after_step=after_step
+                config,
+                collect,
+                publish,
+                stop_after_steps=stop_after_steps,
+                weight_sink=sink,
+                after_step=after_step,
             )
             if dist.is_initialized():
                 # Rank 0 still writes the last checkpoint when the others return; tearing gloo down under it
@@ -89,6 +101,17 @@ def trainer_role(
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+def _colocated_source(config: RunConfig, coordinator_url: str | None) -> ColocatedSource:
+    """The in-process engine and its rollout source of a `trainer.colocate` run (local, one process only)."""
+    if coordinator_url is not None:
+        raise ConfigError("trainer.colocate is a local run: a swarm trainer takes its rollouts from workers")
+    if is_distributed():
+        raise ConfigError(
+            "trainer.colocate runs one trainer process; it cannot be one rank of a torchrun job"
+        )
+    return colocated_source(config, train_device())
 
 
 def origin_url_file(rundir: RunDir) -> Path:

@@ -13,6 +13,7 @@ _EXPORTS = {
     "ModelLoadError": "swarmrl.models.loading",
     "load_model": "swarmrl.models.loading",
     "load_tokenizer": "swarmrl.models.loading",
+    "model_skeleton": "swarmrl.models.loading",
     "policy_vocab_size": "swarmrl.models.loading",
     "save_pretrained_atomic": "swarmrl.models.loading",
     "TinyModelSpec": "swarmrl.models.tiny",
@@ -30,6 +31,7 @@ __all__ = [
     "build_tiny_model",
     "load_model",
     "load_tokenizer",
+    "model_skeleton",
     "policy_vocab_size",
     "save_pretrained_atomic",
     "train_tokenizer",
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
         ModelLoadError,
         load_model,
         load_tokenizer,
+        model_skeleton,
         policy_vocab_size,
         save_pretrained_atomic,
     )

@@ -14,6 +14,7 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
 # Checkpoints are read and written every policy step; per-shard progress bars would flood the logs.
@@ -48,6 +49,29 @@ def load_model(
     model = AutoModelForCausalLM.from_pretrained(
         path, dtype=_DTYPES[dtype], local_files_only=True, attn_implementation=attn_implementation
     )
+    return model.to(device)
+
+
+def model_skeleton(
+    path: str | Path,
+    dtype: str = "float32",
+    device: str | torch.device = "cpu",
+    attn_implementation: str = "sdpa",
+) -> PreTrainedModel:
+    """The model `load_model` would build from `path`'s config.json — same modules, dtypes, buffers and tied
+    head — with its weights left uninitialised and no weight file read: for an engine whose every parameter
+    is then copied in from a trainer in the same process."""
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{path}: no config.json, not a model directory")
+    if dtype not in _DTYPES:
+        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(_DTYPES)}")
+    config = AutoConfig.from_pretrained(path, local_files_only=True)
+    with no_init_weights():
+        model = AutoModelForCausalLM.from_config(
+            config, dtype=_DTYPES[dtype], attn_implementation=attn_implementation
+        )
+    model.tie_weights()  # from_pretrained ties the head after loading; from_config under no_init does not
     return model.to(device)
 
 

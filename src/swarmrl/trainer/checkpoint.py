@@ -55,7 +55,8 @@ def save_checkpoint(
     """`state_dict` overrides the model's own tensors (the gathered full weights of a sharded model)."""
     path = save_pretrained_atomic(model, tokenizer, checkpoint_dir(root, step), state_dict=state_dict)
     if keep:
-        for old in list_checkpoints(root)[:-keep]:
+        # step_0 stays: the tokenizer, the KL reference and a colocated engine's architecture are read from it.
+        for old in [s for s in list_checkpoints(root)[:-keep] if s != 0]:
             shutil.rmtree(checkpoint_dir(root, old), ignore_errors=True)
     return path
 

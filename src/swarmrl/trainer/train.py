@@ -225,9 +225,9 @@ def run_trainer(
 ) -> int:
     """Train from the newest resumable state to `config.trainer.steps`; returns the last step written.
 
-    `weight_sink` (an engine sharing this process and GPU) gets each new policy in place, before the
-    checkpoint is written. With `eval.every_steps`, rank 0 also scores policies on held-out tasks
-    (`swarmrl.trainer.online_eval`).
+    `weight_sink` (an engine sharing this process and GPU) gets the policy training starts from, then each
+    new policy in place before its checkpoint is written: it never needs to read a checkpoint. With
+    `eval.every_steps`, rank 0 also scores policies on held-out tasks (`swarmrl.trainer.online_eval`).
     """
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
@@ -312,6 +312,8 @@ def _train_loop(
         policy.scheduler,
     )
     steps_done = 0
+    if weight_sink is not None:
+        push_weights(model, weight_sink, step)
     while step < config.trainer.steps:
         rows, stats = _collect_on_rank0(collect, step, rank, world_size)
         started = time.monotonic()

@@ -4,8 +4,9 @@ For one GPU shared by the engine and the trainer: after each policy step the tra
 which streams its parameters (gathered one tensor at a time when FSDP-sharded, so the full model never sits
 in memory twice) to a `WeightSink`. `InPlaceCopy` is the sink for an engine that holds a transformers model:
 each tensor is copied into the engine's existing storage (cast to its dtype), so the engine's KV cache,
-CUDA graphs and pointers stay valid. This is the trainer's side of issue 13 item 4; the engine's side (its
-memory fraction, when it may take the copy) belongs to the engine.
+CUDA graphs and pointers stay valid. The engines themselves are sinks too (`swarmrl.inference.live_weights`:
+they also refuse an update mid-generation and record the step they serve); a colocated run
+(`trainer.colocate`) pushes every policy into its engine this way.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-import torch
 from torch import Tensor, nn
+
+from swarmrl.inference.weights import copy_weights_in_place
 
 
 class WeightSyncError(ValueError):
@@ -45,24 +47,23 @@ class InPlaceCopy:
     """
 
     def __init__(self, target: nn.Module, like: nn.Module) -> None:
-        self.target = dict(target.named_parameters())
+        self.target = target
+        params = dict(target.named_parameters())
         source = {name: tuple(p.shape) for name, p in like.named_parameters()}
         for name, shape in source.items():
-            if name not in self.target:
+            if name not in params:
                 raise WeightSyncError(f"the engine's model has no parameter {name!r}")
-            if tuple(self.target[name].shape) != shape:
+            if tuple(params[name].shape) != shape:
                 raise WeightSyncError(
-                    f"{name}: the trainer's shape {shape} != the engine's {tuple(self.target[name].shape)}"
+                    f"{name}: the trainer's shape {shape} != the engine's {tuple(params[name].shape)}"
                 )
-        missing = sorted(set(self.target) - set(source))
+        missing = sorted(set(params) - set(source))
         if missing:
             raise WeightSyncError(
                 f"the trainer has no weights for {len(missing)} engine parameters: {missing[0]!r}"
             )
         self.step: int | None = None
 
-    @torch.no_grad()
     def update_weights(self, weights: Iterable[tuple[str, Tensor]], step: int) -> None:
-        for name, tensor in weights:
-            self.target[name].copy_(tensor)
+        copy_weights_in_place(self.target, weights)
         self.step = step

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -20,6 +22,7 @@ from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rundir import RunDir
 from swarmrl.tasks.registry import build_tasks
+from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 from swarmrl.worker.rollout import BatchSpec, write_batch
 
@@ -41,19 +44,65 @@ def wait_for_policy(rundir: RunDir, minimum_step: int, poll_seconds: float = 0.0
         time.sleep(poll_seconds)
 
 
+@dataclass(frozen=True)
+class BatchWriter:
+    """Local worker `index` of a run: writes the signed rollout file of (step, batch index) with an engine.
+
+    Shared by the worker processes and the engine of a colocated run, so both write the same files.
+    """
+
+    config: RunConfig
+    rundir: RunDir
+    index: int
+    identity: Identity
+    tokenizer: Any
+    stop_token_ids: tuple[int, ...]
+    tasks: TaskSource
+    params: SamplingParams
+
+    @classmethod
+    def for_run(cls, config: RunConfig, index: int) -> BatchWriter:
+        rundir = RunDir(config.run.directory)
+        tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
+        return cls(
+            config,
+            rundir,
+            index,
+            Identity.load_or_create(worker_key_path(rundir, index)),
+            tokenizer,
+            prompt_format(tokenizer, config.prompt).stop_token_ids,
+            build_tasks(config.tasks),
+            SamplingParams(
+                max_new_tokens=config.worker.max_new_tokens,
+                temperature=config.worker.temperature,
+                top_p=config.worker.top_p,
+            ),
+        )
+
+    def path(self, step: int, batch_index: int) -> Path:
+        return self.rundir.rollouts(step) / f"w{self.index}-b{batch_index:04d}.parquet"
+
+    def write(self, engine: InferenceEngine, step: int, batch_index: int) -> Path:
+        config = self.config
+        spec = BatchSpec.local(
+            config.run.id,
+            self.identity.node_id,
+            step,
+            batch_index,
+            config.worker.prompts_per_batch,
+            config.worker.group_size,
+            config.run.seed,
+        )
+        path = self.path(step, batch_index)
+        write_batch(engine, spec, self.tasks, self.tokenizer, config, self.params, path, self.identity)
+        return path
+
+
 def run_local_worker(config: RunConfig, index: int) -> int:
     """Produce rollouts until the run stops or the last training step is served; returns files written."""
     torch.set_num_threads(config.worker.torch_threads)
-    rundir = RunDir(config.run.directory)
-    identity = Identity.load_or_create(worker_key_path(rundir, index))
-    tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
-    stop_token_ids = prompt_format(tokenizer, config.prompt).stop_token_ids
-    tasks = build_tasks(config.tasks)
-    params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens,
-        temperature=config.worker.temperature,
-        top_p=config.worker.top_p,
-    )
+    writer = BatchWriter.for_run(config, index)
+    rundir = writer.rundir
     engine: InferenceEngine | None = None
     files = 0
     step = _first_open_step(rundir, config.trainer.steps)
@@ -64,7 +113,7 @@ def run_local_worker(config: RunConfig, index: int) -> int:
                 engine = build_engine(
                     config.engine,
                     load_model(checkpoint_dir(rundir.checkpoints, policy)),
-                    eos_token_id=stop_token_ids,
+                    eos_token_id=writer.stop_token_ids,
                     policy_step=policy,
                 )
             elif policy > engine.policy_step:
@@ -73,17 +122,7 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             # Keep producing until the trainer has enough informative groups for this step; it gives up
             # (and says why) when a step needs more files than it allows.
             while not rundir.is_complete(step) and not rundir.should_stop():
-                spec = BatchSpec.local(
-                    config.run.id,
-                    identity.node_id,
-                    step,
-                    batch_index,
-                    config.worker.prompts_per_batch,
-                    config.worker.group_size,
-                    config.run.seed,
-                )
-                path = rundir.rollouts(step) / f"w{index}-b{spec.batch_index:04d}.parquet"
-                write_batch(engine, spec, tasks, tokenizer, config, params, path, identity)
+                writer.write(engine, step, batch_index)
                 files += 1
                 batch_index += 1
                 # A newer policy may have landed while this batch ran; later batches should use it.

@@ -35,6 +35,14 @@ def test_qwen3_0_6b_config_builds_the_published_shape() -> None:
     assert type(model).__name__ == "Qwen3ForCausalLM" and model.config.head_dim == 128
 
 
+def test_one_gpu_config_colocates_the_qwen3_0_6b_run() -> None:
+    resolved, qwen3 = dry_run("one-gpu.toml"), dry_run("qwen3-0.6b-math.toml")
+    assert resolved["trainer"]["colocate"] is True and qwen3["trainer"]["colocate"] is False
+    assert resolved["model"] == qwen3["model"] and resolved["tasks"] == qwen3["tasks"]
+    assert resolved["engine"]["kind"] == "paged" and 0 < resolved["engine"]["gpu_memory_fraction"] < 0.5
+    assert resolved["trainer"]["keep_checkpoints"] == 1
+
+
 def test_intellect2_config_carries_the_paper_recipe() -> None:
     resolved = dry_run("intellect2-qwq32b.toml")
     trainer, loss, worker, tasks = (resolved[k] for k in ("trainer", "loss", "worker", "tasks"))

@@ -11,9 +11,8 @@ the sequence finishes: completion token i's is position P − 1 + i's, as in the
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -21,12 +20,12 @@ from swarmrl.inference.checks import check_requests, eos_token_ids, new_token_li
 from swarmrl.inference.config import PagedEngineConfig
 from swarmrl.inference.engine import Generation, GenerationRequest, SamplingParams
 from swarmrl.inference.errors import InvalidRequestError
+from swarmrl.inference.live_weights import LiveWeights
 from swarmrl.inference.paged.block_manager import BlockManager
 from swarmrl.inference.paged.model_runner import ModelRunner
 from swarmrl.inference.paged.scheduler import PrefillStep, Scheduler, SchedulerStats
 from swarmrl.inference.paged.sequence import PromptGroup
 from swarmrl.inference.paged.sequence import Sequence as Seq
-from swarmrl.inference.weights import load_policy_weights
 
 
 @dataclass
@@ -38,8 +37,12 @@ class StepTiming:
     decode_rows: int = 0  # tokens sampled by decoding steps (their batch sizes summed)
 
 
-class PagedEngine:
-    """`InferenceEngine` over a Llama-family HF causal LM held in memory (puts the model in eval mode)."""
+class PagedEngine(LiveWeights):
+    """`InferenceEngine` over a Llama-family HF causal LM held in memory (puts the model in eval mode).
+
+    It runs the HF model's own parameter tensors (no fused or re-laid-out copies), so new weights copied into
+    them (`load_weights`, `update_weights`) are what the next step and every captured CUDA graph read.
+    """
 
     def __init__(
         self,
@@ -57,14 +60,14 @@ class PagedEngine:
         self.eos_token_ids = eos_token_ids(eos, self.runner.model.parts.vocab_size)
         self.last_stats = SchedulerStats()
         self.last_timing = StepTiming()
+        self._init_live_weights()
 
-    def load_weights(self, source: Mapping[str, torch.Tensor] | str | Path, *, policy_step: int) -> None:
-        # In place: the runner and its captured graphs read the same parameter tensors.
-        load_policy_weights(self.model, source)
-        self.policy_step = policy_step
+    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Generation]:
+        with self._generating():
+            return self._generate(requests, params)
 
     @torch.inference_mode()
-    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Generation]:
+    def _generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Generation]:
         check_requests(requests, params, self.runner.model.parts)
         blocks = BlockManager(self.runner.pool.num_blocks, self.runner.block_size)
         for index, request in enumerate(requests):
