@@ -13,10 +13,11 @@ with 2 and with 1 local workers beside the trainer.
 
     python benchmarks/rl_throughput.py [--steps 10] [--quick]
 
-GPU (issue 13): configs/qwen3-0.6b-math.toml, i.e. Qwen3-0.6B's shape (596M parameters, random weights: SFT
-skipped, so every completion runs to its 512-token limit on both sides), basic_arithmetic, group 16, 32
-prompts per step; TRL in bf16 mixed precision with HF generate, swarmrl's trainer (bf16, chunked logprobs,
-packed flex attention) and one worker sharing the GPU.
+GPU (issue 13): configs/one-gpu.toml, i.e. Qwen3-0.6B's shape (596M parameters, random weights: SFT skipped,
+so every completion runs to its 512-token limit on both sides), basic_arithmetic, group 16, 32 prompts per
+step; TRL in bf16 mixed precision with HF generate; swarmrl's trainer (bf16, chunked logprobs, packed flex
+attention) with the paged engine in the same process (`trainer.colocate`), and with one worker process
+beside it on the same GPU (asynchronous, the engine's `gpu_memory_fraction` of the device).
 
     python benchmarks/rl_throughput.py --gpu [--steps 4] [--out DIR]
 
@@ -46,7 +47,7 @@ from swarmrl.tasks.registry import build_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_CONFIG = REPO / "configs" / "demo.toml"
-GPU_CONFIG = REPO / "configs" / "qwen3-0.6b-math.toml"
+GPU_CONFIG = REPO / "configs" / "one-gpu.toml"
 # The GPU arm's shape, cut down for --smoke: the same code path on a CPU in seconds.
 SMOKE = [
     "model.tiny.num_layers=2",
@@ -67,10 +68,11 @@ SMOKE = [
 ]
 
 
-def swarmrl_run(base: RunConfig, start: Path, steps: int, workers: int) -> float:
+def swarmrl_run(base: RunConfig, start: Path, steps: int, name: str, colocate: bool, workers: int) -> float:
     data = base.model_dump(mode="json")
-    data["run"]["name"] = f"swarmrl-{workers}w"
+    data["run"]["name"] = name
     data["trainer"]["steps"] = steps
+    data["trainer"]["colocate"] = colocate
     data["worker"]["num_workers"] = workers
     # TRL below takes one optimizer step per generation batch (gradient accumulation over it).
     data["trainer"]["optimizer_steps_per_policy_step"] = 1
@@ -188,13 +190,15 @@ def main() -> None:
         batch = config.worker.group_size if gpu_arm else 64
         trl = trl_run(config, start, steps, root / "trl", gpu=args.gpu, batch=batch)
         console.print(f"TRL GRPOTrainer: {trl:.1f} samples/s")
-        ours = {
-            workers: swarmrl_run(config, start, steps, workers) for workers in ((1,) if gpu_arm else (2, 1))
-        }
-    for workers, rate in ours.items():
-        console.print(
-            f"swarmrl ({workers} workers + trainer): {rate:.1f} samples/s  ratio vs TRL {rate / trl:.2f}x"
-        )
+        arms = {"colocated": (True, 1), "1 worker + trainer": (False, 1)}
+        if not gpu_arm:
+            arms = {"2 workers + trainer": (False, 2), "1 worker + trainer": (False, 1)}
+        ours = {}
+        for index, (name, (colocate, workers)) in enumerate(arms.items()):
+            ours[name] = swarmrl_run(config, start, steps, f"swarmrl-{index}", colocate, workers)
+            console.print(
+                f"swarmrl ({name}): {ours[name]:.1f} samples/s  ratio vs TRL {ours[name] / trl:.2f}x"
+            )
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         result = {
@@ -202,8 +206,8 @@ def main() -> None:
             "device": torch.cuda.get_device_name() if args.gpu else "cpu",
             "steps": steps,
             "trl_samples_per_s": trl,
-            "swarmrl_samples_per_s": {str(w): r for w, r in ours.items()},
-            "ratio": {str(w): r / trl for w, r in ours.items()},
+            "swarmrl_samples_per_s": ours,
+            "ratio": {name: rate / trl for name, rate in ours.items()},
         }
         (args.out / "rl_throughput.json").write_text(json.dumps(result, indent=2))
 
