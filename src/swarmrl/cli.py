@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -14,6 +15,7 @@ from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
 from swarmrl.config import ConfigError, RunConfig, load_config
+from swarmrl.devices import DEVICE_HELP, DeviceUnavailable, InvalidDevice, check_device
 from swarmrl.logs import LOG_FORMAT_ENV, LogFormat, configure_logging
 
 
@@ -300,6 +302,29 @@ WorkDir = Annotated[
 ]
 
 
+def _device_option(value: str | None) -> str | None:
+    try:
+        return None if value is None else check_device(value)
+    except InvalidDevice as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+Device = Annotated[
+    str | None,
+    typer.Option("--device", callback=_device_option, help=f"where the model runs: {DEVICE_HELP}"),
+]
+
+
+@contextmanager
+def _refuse_unavailable_device():
+    """A GPU the machine lacks ends the role at startup with its own message, not a traceback."""
+    try:
+        yield
+    except DeviceUnavailable as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+
+
 def _local_run_dir(run_dir: Path | None) -> Path:
     """A worker or validator runs either locally on a run directory or as a node of a swarm."""
     if run_dir is None:
@@ -377,16 +402,21 @@ def worker(
             min=1.0, help="simulate a slower machine (demo and tests): each unit takes N times as long"
         ),
     ] = 1.0,
+    device: Device = None,
 ) -> None:
-    """An inference worker: of a local run (--run-dir), or a permissionless node of a swarm (--coordinator)."""
+    """An inference worker: of a local run (--run-dir), or a permissionless node of a swarm (--coordinator).
+    --device overrides the config's worker.device."""
     if coordinator_url is None:
         from swarmrl.launch.roles import worker_role
 
-        worker_role(_local_run_dir(run_dir), index)
+        with _refuse_unavailable_device():
+            worker_role(_local_run_dir(run_dir), index, device)
         return
     from swarmrl.worker.node import NodeEjected, NodeOptions, run_node
 
     cfg, run_id = _node_args(run_id, config, key, relay, work_dir)
+    if device is not None:
+        cfg.worker.device = device
     if cheat not in (None, "half-layers"):
         raise typer.BadParameter(f"unknown cheat {cheat!r}", param_hint="--cheat")
     options = NodeOptions(
@@ -394,7 +424,8 @@ def worker(
     )
     _stop_on_sigterm(options.stop)
     try:
-        submitted = run_node(cfg, options)
+        with _refuse_unavailable_device():
+            submitted = run_node(cfg, options)
     except NodeEjected as exc:
         console.print(f"[red]refused by the coordinator:[/red] {exc}")
         raise typer.Exit(3) from exc
@@ -457,24 +488,29 @@ def validator(
     key: NodeKey = None,
     relay: Relays = None,
     work_dir: WorkDir = None,
+    device: Device = None,
 ) -> None:
     """Check submitted rollout files (TOPLOC, seeded replay, prompts, rewards ...): those of a local run
-    directory, or with --coordinator the pending submissions of a swarm, posting verdicts."""
+    directory, or with --coordinator the pending submissions of a swarm, posting verdicts. The prefill is
+    recomputed on --device (default cpu)."""
     if ctx.invoked_subcommand is not None:
         return
+    device = device or "cpu"
     if coordinator_url is None:
         from swarmrl.validator.service import run_validator
 
-        judged = run_validator(_local_run_dir(run_dir), submissions, once=once)
+        with _refuse_unavailable_device():
+            judged = run_validator(_local_run_dir(run_dir), submissions, once=once, device=device)
         console.print(f"judged {judged} file(s)")
         return
     from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node
 
     cfg, run_id = _node_args(run_id, config, key, relay, work_dir)
-    options = ValidatorOptions(coordinator_url, run_id, key, relay, work_dir)
+    options = ValidatorOptions(coordinator_url, run_id, key, relay, work_dir, device=device)
     _stop_on_sigterm(options.stop)
     try:
-        posted = run_validator_node(cfg, options)
+        with _refuse_unavailable_device():
+            posted = run_validator_node(cfg, options)
     except ValidatorStopped:
         posted = 0
     console.print(f"posted {posted} verdict(s)")

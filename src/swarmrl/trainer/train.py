@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from swarmrl.config import RunConfig, TrainerSection
+from swarmrl.devices import resolve_device
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.logprobs import split_lm
 from swarmrl.rollouts import ScoredRow
@@ -77,7 +78,7 @@ def train_step(
     With a single minibatch the weights are still π_old during its forward passes, so π_old is those passes'
     detached log-probabilities instead of a second forward.
     """
-    device = device or train_device()
+    device = device or train_device(config.trainer.device)
     loss_cfg = config.loss
     world_size = world()[1]
     temperature = step.temperature
@@ -178,11 +179,10 @@ def build_policy(
     return shard_model(policy, blocks or [], bf16=bf16)
 
 
-def train_device() -> torch.device:
-    """This rank's GPU under torchrun (LOCAL_RANK), the only GPU of a single process, else the CPU."""
-    if not torch.cuda.is_available():
-        return torch.device("cpu")
-    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+def train_device(setting: str) -> torch.device:
+    """Where this rank trains (`trainer.device`): plain "cuda" and "auto" mean the rank's own GPU under
+    torchrun (LOCAL_RANK), the first GPU of a single process."""
+    return resolve_device(setting, local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def _collect_on_rank0(
@@ -236,7 +236,7 @@ def run_trainer(
     # Probe the saved state first: the model must come from the checkpoint the state belongs to.
     state_steps = saved_trainer_steps(rundir.trainer_state)
     step = state_steps[-1] if state_steps else 0
-    device = train_device()
+    device = train_device(config.trainer.device)
     # fp32 master weights whatever the inference dtype; `trainer.precision` decides the compute dtype.
     model = load_model(checkpoint_dir(rundir.checkpoints, step), "float32")
     policy_module = build_policy(model, config.trainer, device)

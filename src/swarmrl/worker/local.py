@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from swarmrl.config import RunConfig
+from swarmrl.devices import resolve_device
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
@@ -44,6 +45,7 @@ def wait_for_policy(rundir: RunDir, minimum_step: int, poll_seconds: float = 0.0
 def run_local_worker(config: RunConfig, index: int) -> int:
     """Produce rollouts until the run stops or the last training step is served; returns files written."""
     torch.set_num_threads(config.worker.torch_threads)
+    device = resolve_device(config.worker.device)  # a missing GPU is refused before any work
     rundir = RunDir(config.run.directory)
     identity = Identity.load_or_create(worker_key_path(rundir, index))
     tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
@@ -63,7 +65,7 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             if engine is None:
                 engine = build_engine(
                     config.engine,
-                    load_model(checkpoint_dir(rundir.checkpoints, policy)),
+                    load_model(checkpoint_dir(rundir.checkpoints, policy), device=device),
                     eos_token_id=stop_token_ids,
                     policy_step=policy,
                 )
