@@ -108,7 +108,9 @@ class Policy:
     The first checkpoint also gives the tokenizer, hence the prompt format and the tokens generation stops at.
     """
 
-    def __init__(self, options: NodeOptions, trainer_key: str, config: RunConfig, device: torch.device) -> None:
+    def __init__(
+        self, options: NodeOptions, trainer_key: str, config: RunConfig, device: torch.device
+    ) -> None:
         self.options, self.trainer_key, self.device = options, trainer_key, device
         self.dtype, self.engine_config, self.prompt_settings = (
             config.model.dtype,
