@@ -59,7 +59,8 @@ test-fast: install sandbox-deps
 # The tests that need a CUDA device (marked gpu: compiled FlexAttention, CUDA graphs, the compiled sampler,
 # device-side TOPLOC). On a GPU machine without this venv: make test-gpu NO_INSTALL=1 PY=python3
 test-gpu: $(if $(NO_INSTALL),,install)
-	$(PY) -m pytest -q -p no:cacheprovider -m gpu tests/unit/inference tests/unit/toploc
+	$(PY) -m pytest -q -p no:cacheprovider -m gpu tests/unit/inference tests/unit/toploc \
+		tests/integration/spine/test_spine_devices.py
 
 demo: install sandbox-deps
 	$(VENV)/bin/swarmrl demo @configs/demo.toml
