@@ -6,11 +6,13 @@ slice of the batch through FSDP2 (`fully_shard`) and rank 0 writes full checkpoi
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -47,6 +49,7 @@ from swarmrl.trainer.parallel import (
     world,
 )
 from swarmrl.trainer.policy import PackedPolicy
+from swarmrl.trainer.sharded_load import load_sharded
 from swarmrl.trainer.weight_sync import WeightSink, push_weights
 
 log = logging.getLogger(__name__)
@@ -165,8 +168,10 @@ def build_policy(
     """Wrap (and under torchrun shard) a model loaded in fp32 the way the trainer config asks."""
     bf16 = trainer.precision == "bf16"
     sharded = is_distributed()
+    # A model built on meta by `sharded_load` is allocated on `device` after sharding, shard by shard.
+    on_meta = any(p.is_meta for p in model.parameters())
     policy = PackedPolicy(
-        model.to(device),
+        model if on_meta else model.to(device),
         attention=resolve_attention(trainer.attention, device),
         chunk_tokens=trainer.logprob_chunk_tokens,
         autocast_dtype=torch.bfloat16 if bf16 and not sharded else None,
@@ -177,6 +182,20 @@ def build_policy(
     if sharded and blocks is None:
         raise TypeError(f"{type(backbone).__name__} has no .layers to shard block by block")
     return shard_model(policy, blocks or [], bf16=bf16)
+
+
+def load_policy(
+    checkpoint: Path, trainer: TrainerSection, device: torch.device, *, for_training: bool = True
+) -> tuple[torch.nn.Module, PackedPolicy]:
+    """(model, policy) from a checkpoint, with fp32 master weights whatever the inference dtype. Under
+    torchrun each rank reads only its own shards (`sharded_load`); one process loads the whole model."""
+    build = functools.partial(build_policy, trainer=trainer, device=device, for_training=for_training)
+    if is_distributed():
+        model, policy, stats = load_sharded(checkpoint, build, device)
+        log.info("rank %d read %.1f%% of %s", world()[0], 100 * stats.fraction, checkpoint)
+        return model, policy
+    model = load_model(checkpoint, "float32")
+    return model, build(model)
 
 
 def train_device(setting: str) -> torch.device:
@@ -237,9 +256,8 @@ def run_trainer(
     state_steps = saved_trainer_steps(rundir.trainer_state)
     step = state_steps[-1] if state_steps else 0
     device = train_device(config.trainer.device)
-    # fp32 master weights whatever the inference dtype; `trainer.precision` decides the compute dtype.
-    model = load_model(checkpoint_dir(rundir.checkpoints, step), "float32")
-    policy_module = build_policy(model, config.trainer, device)
+    # `trainer.precision` decides the compute dtype; the weights are fp32 masters.
+    model, policy_module = load_policy(checkpoint_dir(rundir.checkpoints, step), config.trainer, device)
     policy_module.train()
     optimizer, scheduler = build_optimizer(
         model,
@@ -255,8 +273,10 @@ def run_trainer(
         log.info("resumed at step %d", step)
     ref_policy = None
     if config.loss.kl_coef > 0:
-        ref_model = load_model(checkpoint_dir(rundir.checkpoints, 0), "float32")
-        ref_policy = build_policy(ref_model, config.trainer, device, for_training=False).eval()
+        _, ref_policy = load_policy(
+            checkpoint_dir(rundir.checkpoints, 0), config.trainer, device, for_training=False
+        )
+        ref_policy.eval()
     policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
     try:
