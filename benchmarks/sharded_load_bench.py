@@ -40,9 +40,7 @@ def rank_main(checkpoint: Path, out: Path) -> None:
     rank = dist.get_rank()
     device = torch.device("cpu")
     trainer = TrainerSection()
-    sharded_model, _, stats = load_sharded(
-        checkpoint, lambda m: build_policy(m, trainer, device), device
-    )
+    sharded_model, _, stats = load_sharded(checkpoint, lambda m: build_policy(m, trainer, device), device)
     rss_sharded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * RSS_UNIT
     full_model = load_model(checkpoint, "float32")
     build_policy(full_model, trainer, device)
@@ -82,7 +80,15 @@ def save_shaped(directory: Path, layers: int, vocab: int) -> Path:
 
     from swarmrl.models.shapes import build_shaped_model
 
-    model = build_shaped_model("qwen2.5-0.5b", dtype=torch.bfloat16, num_hidden_layers=layers, vocab_size=vocab)
+    # The shape's special token ids lie past a cut vocabulary; any ids inside it will do.
+    model = build_shaped_model(
+        "qwen2.5-0.5b",
+        dtype=torch.bfloat16,
+        num_hidden_layers=layers,
+        vocab_size=vocab,
+        bos_token_id=0,
+        eos_token_id=1,
+    )
     model.save_pretrained(directory, safe_serialization=True)
     return directory
 
@@ -91,10 +97,21 @@ def run_ranks(checkpoint: Path, ranks: int, timeout_s: float = 600) -> list[dict
     """Start `ranks` gloo ranks on this script under torchrun; their per-rank results, rank order."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch)
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(ranks),
+        ]
         command += [__file__, "--rank-run", "--checkpoint", str(checkpoint), "--results", str(out)]
         result = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_s, env={"OMP_NUM_THREADS": "1", **os.environ}
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={"OMP_NUM_THREADS": "1", **os.environ},
         )
         if result.returncode != 0:
             raise RuntimeError(f"ranks failed ({result.returncode}):\n{result.stderr[-4000:]}")

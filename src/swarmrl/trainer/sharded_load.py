@@ -97,17 +97,19 @@ def load_sharded(
 def materialise(root: nn.Module, model: nn.Module, path: str | Path, device: torch.device) -> LoadStats:
     """Allocate `root`'s (sharded) meta parameters on `device` and fill `model`'s from the checkpoint."""
     buffers = {name: buffer.clone() for name, buffer in model.named_buffers() if not buffer.is_meta}
+    tied = _names_by_tensor(model)
     root.to_empty(device=device)  # an FSDP root re-links its padded shard storage here
+    _retie(model, tied)
     index = _index(Path(path))
     files = {key: file for key, (file, _) in index.items()}
     stats = LoadStats(checkpoint_bytes=sum(size for _, size in index.values()))
-    names = _names_by_tensor(model)
     with ExitStack() as stack, torch.no_grad():
         handles = {
             f: stack.enter_context(safe_open(f, framework="pt", device="cpu")) for f in set(files.values())
         }
         missing = []
-        for param_names, param in names.values():
+        for param_names in tied:
+            param = model.get_parameter(param_names[0])
             key = next((name for name in param_names if name in files), None)
             if key is None:
                 missing.append(param_names[0])
@@ -122,12 +124,24 @@ def materialise(root: nn.Module, model: nn.Module, path: str | Path, device: tor
     return stats
 
 
-def _names_by_tensor(model: nn.Module) -> dict[int, tuple[list[str], nn.Parameter]]:
-    """Each parameter once, with all its names: a tied head answers to both the embedding's and its own."""
-    out: dict[int, tuple[list[str], nn.Parameter]] = {}
+def _names_by_tensor(model: nn.Module) -> list[list[str]]:
+    """All the names of each parameter: a tied head answers to both the embedding's name and its own."""
+    out: dict[int, list[str]] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
-        out.setdefault(id(param), ([], param))[0].append(name)
-    return out
+        out.setdefault(id(param), []).append(name)
+    return list(out.values())
+
+
+def _retie(model: nn.Module, tied: list[list[str]]) -> None:
+    """`to_empty` gives each module a new parameter of its own (FSDP2 keeps its shared ones shared): make the
+    names that shared one parameter before share it again, so a tied head is filled and trained as one."""
+    for names in tied:
+        first = model.get_parameter(names[0])
+        for name in names[1:]:
+            owner, _, leaf = name.rpartition(".")
+            module = model.get_submodule(owner)
+            if module._parameters[leaf] is not first:
+                module._parameters[leaf] = first
 
 
 def _fill(param: nn.Parameter, stored: Any, key: str) -> int:
