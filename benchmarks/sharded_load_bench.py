@@ -7,7 +7,7 @@ the sharded load (done first) and after the full load.
 
     python benchmarks/sharded_load_bench.py [--ranks 2] [--layers 2] [--vocab 32768] [--out r.json]
 
-builds a Qwen2.5-0.5B-shaped model cut to `--layers` layers and `--vocab` tokens (≈58M parameters with the
+builds a Qwen2.5-0.5B-shaped model cut to `--layers` layers and `--vocab` tokens (≈52M parameters with the
 defaults), saves it in bf16 (as checkpoints ship) and runs the ranks on it; `--checkpoint DIR` loads an existing
 directory instead. The test `tests/unit/trainer/test_trainer_sharded_load.py` runs it on a tiny model.
 """
@@ -122,7 +122,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--vocab", type=int, default=32768)
+    parser.add_argument("--vocab", type=int, default=24576)
     parser.add_argument("--checkpoint", type=Path, help="an existing checkpoint directory (skips building)")
     parser.add_argument("--out", type=Path, help="write the per-rank results as JSON")
     parser.add_argument("--rank-run", action="store_true", help=argparse.SUPPRESS)
