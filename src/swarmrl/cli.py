@@ -245,6 +245,8 @@ def demo(
         else "configs/demo.toml"
     )
     cfg = _config(config or default, overrides, dry_run)
+    with _refuse_unavailable_device():
+        cfg.check_devices()
     if islands:
         from swarmrl.islands.demo import run_islands_demo
 
@@ -269,6 +271,8 @@ def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = 
     from swarmrl.launch.local import run_local
     from swarmrl.launch.prepare import prepare_run
 
+    with _refuse_unavailable_device():
+        cfg.check_devices()
     run_local(cfg, prepare_run(cfg), console=console)
 
 

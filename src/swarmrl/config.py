@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from swarmrl.devices import DEVICE_HELP, check_device
+from swarmrl.devices import DEVICE_HELP, check_device, resolve_device
 from swarmrl.inference.config import EngineConfig, PagedEngineConfig
 from swarmrl.models.tiny import TinyModelSpec
 
@@ -316,6 +316,12 @@ class RunConfig(Section):
         if self.loss.max_tokens is None:
             # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
             self.loss.max_tokens = self.worker.max_new_tokens
+
+    def check_devices(self) -> None:
+        """Refuse, before any work (SFT included), a trainer or worker device this machine lacks
+        (`DeviceUnavailable`); called by what starts both roles on one machine (`rl`, `demo`)."""
+        resolve_device(self.trainer.device)
+        resolve_device(self.worker.device)
 
     def dump_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -10,6 +12,7 @@ from swarmrl.cli import app
 from swarmrl.config import ConfigError, load_config
 from swarmrl.devices import DeviceUnavailable, InvalidDevice, check_device, hardware_of, resolve_device
 
+REPO = Path(__file__).resolve().parents[3]
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 
 
@@ -88,3 +91,14 @@ def test_the_validator_cli_refuses_a_missing_gpu_with_a_message(tmp_path):
     result = CliRunner().invoke(app, ["validator", "--run-dir", str(tmp_path), "--once", "--device", "cuda"])
     assert result.exit_code == 2
     assert "no CUDA device visible" in result.output
+
+
+@no_cuda
+@pytest.mark.parametrize("command", ["rl", "demo"])
+def test_local_launchers_refuse_a_missing_gpu_before_any_work(tmp_path, command):
+    result = CliRunner().invoke(
+        app, [command, str(REPO / "configs" / "demo.toml"), f"run.root='{tmp_path}'", "trainer.device='cuda'"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "no CUDA device visible" in result.output
+    assert not any(tmp_path.iterdir())  # no run directory, no SFT
