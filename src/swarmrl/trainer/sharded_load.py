@@ -29,7 +29,10 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from swarmrl.models.loading import ModelLoadError
 
-_DTYPE_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1, "BOOL": 1}
+_DTYPE_BYTES = {
+    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "BF16": 2, "F16": 2, "I16": 2, "U16": 2,
+    "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "BOOL": 1,
+}  # fmt: skip
 
 
 @dataclass
@@ -96,30 +99,28 @@ def load_sharded(
 
 def materialise(root: nn.Module, model: nn.Module, path: str | Path, device: torch.device) -> LoadStats:
     """Allocate `root`'s (sharded) meta parameters on `device` and fill `model`'s from the checkpoint."""
-    buffers = {name: buffer.clone() for name, buffer in model.named_buffers() if not buffer.is_meta}
-    tied = _names_by_tensor(model)
-    root.to_empty(device=device)  # an FSDP root re-links its padded shard storage here
-    _retie(model, tied)
     index = _index(Path(path))
-    files = {key: file for key, (file, _) in index.items()}
+    groups = _names_by_tensor(model)
+    # The checkpoint's name for each parameter (a tied head is saved once, under either name).
+    keys = [next((name for name in names if name in index), None) for names in groups]
+    missing = [names[0] for names, key in zip(groups, keys, strict=True) if key is None]
+    if missing:
+        raise ModelLoadError(f"{path}: the checkpoint lacks {len(missing)} parameter(s): {missing[:5]}")
+    buffers = {name: buffer.clone() for name, buffer in model.named_buffers() if not buffer.is_meta}
+    root.to_empty(device=device)  # an FSDP root re-links its padded shard storage here
+    _retie(model, groups)
     stats = LoadStats(checkpoint_bytes=sum(size for _, size in index.values()))
     with ExitStack() as stack, torch.no_grad():
         handles = {
-            f: stack.enter_context(safe_open(f, framework="pt", device="cpu")) for f in set(files.values())
+            file: stack.enter_context(safe_open(file, framework="pt", device="cpu"))
+            for file in {file for file, _ in index.values()}
         }
-        missing = []
-        for param_names in tied:
-            param = model.get_parameter(param_names[0])
-            key = next((name for name in param_names if name in files), None)
-            if key is None:
-                missing.append(param_names[0])
-                continue
-            stats.bytes_read += _fill(param, handles[files[key]].get_slice(key), key)
-        if missing:
-            raise ModelLoadError(f"{path}: the checkpoint lacks {len(missing)} parameter(s): {missing[:5]}")
+        for names, key in zip(groups, keys, strict=True):
+            stored = handles[index[key][0]].get_slice(key)
+            stats.bytes_read += _fill(model.get_parameter(names[0]), stored, key)
         for name, value in buffers.items():
             # A persistent buffer the checkpoint holds wins over the value computed at construction.
-            source = handles[files[name]].get_tensor(name) if name in files else value
+            source = handles[index[name][0]].get_tensor(name) if name in index else value
             model.get_buffer(name).copy_(source)
     return stats
 
@@ -132,10 +133,10 @@ def _names_by_tensor(model: nn.Module) -> list[list[str]]:
     return list(out.values())
 
 
-def _retie(model: nn.Module, tied: list[list[str]]) -> None:
+def _retie(model: nn.Module, groups: list[list[str]]) -> None:
     """`to_empty` gives each module a new parameter of its own (FSDP2 keeps its shared ones shared): make the
     names that shared one parameter before share it again, so a tied head is filled and trained as one."""
-    for names in tied:
+    for names in groups:
         first = model.get_parameter(names[0])
         for name in names[1:]:
             owner, _, leaf = name.rpartition(".")
@@ -174,5 +175,9 @@ def _index(path: Path) -> dict[str, tuple[Path, int]]:
         with safe_open(file, framework="pt", device="cpu") as handle:
             for key in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
                 stored = handle.get_slice(key)
+                if stored.get_dtype() not in _DTYPE_BYTES:
+                    raise ModelLoadError(
+                        f"{file}: {key} is stored as {stored.get_dtype()}, not a dtype read here"
+                    )
                 out[key] = (file, math.prod(stored.get_shape()) * _DTYPE_BYTES[stored.get_dtype()])
     return out
