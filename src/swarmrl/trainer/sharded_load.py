@@ -24,6 +24,8 @@ import torch
 from safetensors import safe_open
 from torch import nn
 from torch.distributed.tensor import DTensor
+# Where a DTensor's local shard lies in the global tensor, for any placement: what torch.distributed.checkpoint
+# itself reads slices with (not re-derived here from FSDP2's chunking rule).
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
