@@ -24,8 +24,6 @@ import torch
 from safetensors import safe_open
 from torch import nn
 from torch.distributed.tensor import DTensor
-# Where a DTensor's local shard lies in the global tensor, for any placement: what torch.distributed.checkpoint
-# itself reads slices with (not re-derived here from FSDP2's chunking rule).
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
@@ -151,6 +149,8 @@ def _fill(param: nn.Parameter, stored: Any, key: str) -> int:
     """Copy this rank's part of `stored` (a safetensors slice) into `param`; returns the bytes read."""
     if isinstance(param, DTensor):
         local = param.to_local()
+        # Where the local shard lies in the whole tensor, for any placement: the (private) helper
+        # torch.distributed.checkpoint reads slices with, rather than re-deriving FSDP2's chunking rule.
         shape, offset = compute_local_shape_and_global_offset(
             param.shape, param.device_mesh, param.placements
         )
