@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from swarmrl.config import RunConfig, TrainerSection
-from swarmrl.devices import resolve_device
+from swarmrl.devices import InvalidDevice, resolve_device
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.logprobs import split_lm
 from swarmrl.rollouts import ScoredRow
@@ -201,6 +201,10 @@ def load_policy(
 def train_device(setting: str) -> torch.device:
     """Where this rank trains (`trainer.device`): plain "cuda" and "auto" mean the rank's own GPU under
     torchrun (LOCAL_RANK), the first GPU of a single process."""
+    if setting.startswith("cuda:") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise InvalidDevice(
+            f"trainer.device {setting!r} would put every torchrun rank on one GPU: use 'cuda' or 'auto'"
+        )
     return resolve_device(setting, local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
 

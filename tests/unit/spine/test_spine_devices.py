@@ -102,3 +102,13 @@ def test_local_launchers_refuse_a_missing_gpu_before_any_work(tmp_path, command)
     assert result.exit_code == 2, result.output
     assert "no CUDA device visible" in result.output
     assert not any(tmp_path.iterdir())  # no run directory, no SFT
+
+
+def test_a_trainer_under_torchrun_may_not_pin_every_rank_to_one_gpu(monkeypatch):
+    from swarmrl.trainer.train import train_device
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(InvalidDevice, match="every torchrun rank"):
+        train_device("cuda:0")
+    assert train_device("cpu") == torch.device("cpu")
