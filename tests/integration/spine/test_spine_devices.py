@@ -22,7 +22,9 @@ def local_loop(run_copy, name: str, trainer_device: str, worker_device: str) -> 
     config says `worker.device = "cpu"`, so the flag must win."""
     config = run_copy(name)
     config.trainer.steps = STEPS
-    config.trainer.max_wait_seconds = 600  # the template's 10 s assumes pre-generated files, not a live worker
+    config.trainer.max_wait_seconds = (
+        600  # the template's 10 s assumes pre-generated files, not a live worker
+    )
     config.trainer.device = trainer_device
     config.worker.device = "cpu"
     rundir = RunDir(config.run.directory)
