@@ -61,7 +61,8 @@ test-fast: install sandbox-deps
 # make test-gpu NO_INSTALL=1 PY=python3
 test-gpu: $(if $(NO_INSTALL),,install)
 	$(PY) -m pytest -q -p no:cacheprovider -m gpu tests/unit/inference tests/unit/toploc \
-		tests/integration/spine/test_spine_colocated.py
+		tests/integration/spine/test_spine_colocated.py \
+		tests/integration/spine/test_spine_devices.py
 
 demo: install sandbox-deps
 	$(VENV)/bin/swarmrl demo @configs/demo.toml

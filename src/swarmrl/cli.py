@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -14,6 +15,7 @@ from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
 from swarmrl.config import ConfigError, RunConfig, load_config
+from swarmrl.devices import DEVICE_HELP, DeviceUnavailable, InvalidDevice, check_device
 from swarmrl.logs import LOG_FORMAT_ENV, LogFormat, configure_logging
 
 
@@ -243,6 +245,8 @@ def demo(
         else "configs/demo.toml"
     )
     cfg = _config(config or default, overrides, dry_run)
+    with _refuse_unavailable_device():
+        cfg.check_devices()
     if islands:
         from swarmrl.islands.demo import run_islands_demo
 
@@ -267,6 +271,8 @@ def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = 
     from swarmrl.launch.local import run_local
     from swarmrl.launch.prepare import prepare_run
 
+    with _refuse_unavailable_device():
+        cfg.check_devices()
     run_local(cfg, prepare_run(cfg), console=console)
 
 
@@ -298,6 +304,29 @@ Relays = Annotated[
 WorkDir = Annotated[
     Path | None, typer.Option("--work-dir", help="this node's own files (checkpoints, rollouts)")
 ]
+
+
+def _device_option(value: str | None) -> str | None:
+    try:
+        return None if value is None else check_device(value)
+    except InvalidDevice as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+Device = Annotated[
+    str | None,
+    typer.Option("--device", callback=_device_option, help=f"where the model runs: {DEVICE_HELP}"),
+]
+
+
+@contextmanager
+def _refuse_unavailable_device():
+    """A GPU the machine lacks ends the role at startup with its own message, not a traceback."""
+    try:
+        yield
+    except DeviceUnavailable as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
 
 
 def _local_run_dir(run_dir: Path | None) -> Path:
@@ -390,16 +419,21 @@ def worker(
             min=1.0, help="simulate a slower machine (demo and tests): each unit takes N times as long"
         ),
     ] = 1.0,
+    device: Device = None,
 ) -> None:
-    """An inference worker: of a local run (--run-dir), or a permissionless node of a swarm (--coordinator)."""
+    """An inference worker: of a local run (--run-dir), or a permissionless node of a swarm (--coordinator).
+    --device overrides the config's worker.device."""
     if coordinator_url is None:
         from swarmrl.launch.roles import worker_role
 
-        worker_role(_local_run_dir(run_dir), index)
+        with _refuse_unavailable_device():
+            worker_role(_local_run_dir(run_dir), index, device)
         return
     from swarmrl.worker.node import NodeEjected, NodeOptions, run_node
 
     cfg, run_id = _node_args(run_id, config, key, relay, work_dir)
+    if device is not None:
+        cfg.worker.device = device
     if cheat not in (None, "half-layers"):
         raise typer.BadParameter(f"unknown cheat {cheat!r}", param_hint="--cheat")
     options = NodeOptions(
@@ -407,7 +441,8 @@ def worker(
     )
     _stop_on_sigterm(options.stop)
     try:
-        submitted = run_node(cfg, options)
+        with _refuse_unavailable_device():
+            submitted = run_node(cfg, options)
     except NodeEjected as exc:
         console.print(f"[red]refused by the coordinator:[/red] {exc}")
         raise typer.Exit(3) from exc
@@ -470,24 +505,29 @@ def validator(
     key: NodeKey = None,
     relay: Relays = None,
     work_dir: WorkDir = None,
+    device: Device = None,
 ) -> None:
     """Check submitted rollout files (TOPLOC, seeded replay, prompts, rewards ...): those of a local run
-    directory, or with --coordinator the pending submissions of a swarm, posting verdicts."""
+    directory, or with --coordinator the pending submissions of a swarm, posting verdicts. The prefill is
+    recomputed on --device (default cpu)."""
     if ctx.invoked_subcommand is not None:
         return
+    device = device or "cpu"
     if coordinator_url is None:
         from swarmrl.validator.service import run_validator
 
-        judged = run_validator(_local_run_dir(run_dir), submissions, once=once)
+        with _refuse_unavailable_device():
+            judged = run_validator(_local_run_dir(run_dir), submissions, once=once, device=device)
         console.print(f"judged {judged} file(s)")
         return
     from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node
 
     cfg, run_id = _node_args(run_id, config, key, relay, work_dir)
-    options = ValidatorOptions(coordinator_url, run_id, key, relay, work_dir)
+    options = ValidatorOptions(coordinator_url, run_id, key, relay, work_dir, device=device)
     _stop_on_sigterm(options.stop)
     try:
-        posted = run_validator_node(cfg, options)
+        with _refuse_unavailable_device():
+            posted = run_validator_node(cfg, options)
     except ValidatorStopped:
         posted = 0
     console.print(f"posted {posted} verdict(s)")

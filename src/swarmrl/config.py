@@ -12,8 +12,9 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from swarmrl.devices import DEVICE_HELP, check_device, resolve_device
 from swarmrl.inference.config import EngineConfig, PagedEngineConfig
 from swarmrl.models.tiny import TinyModelSpec
 
@@ -172,6 +173,13 @@ class TrainerSection(Section):
         ge=1,
         description="tokens per chunk of the fused LM head + log-softmax (memory: chunk x vocab x 4 bytes)",
     )
+    device: str = Field(
+        "auto",
+        description=f"where the trainer's model lives: {DEVICE_HELP}; under torchrun 'cuda' and 'auto' take "
+        "each rank's LOCAL_RANK GPU",
+    )
+
+    _device = field_validator("device")(check_device)
 
     @model_validator(mode="after")
     def _pack_fits_micro_batch(self) -> TrainerSection:
@@ -193,6 +201,13 @@ class WorkerSection(Section):
         2, ge=0, description="a batch for step k may come from a policy no older than k - async_level"
     )
     torch_threads: int = Field(1, ge=1, description="CPU threads per worker")
+    device: str = Field(
+        "cpu",
+        description=f"where a worker generates (local workers and swarm nodes; `swarmrl worker --device` "
+        f"overrides it): {DEVICE_HELP}",
+    )
+
+    _device = field_validator("device")(check_device)
 
     def rollout_limits(self, vocab_size: int) -> RolloutLimits:
         """Bounds a rollout file of this run must respect; `vocab_size` is the policy model's, not the tokenizer's."""
@@ -344,6 +359,12 @@ class RunConfig(Section):
                 "eval.every_steps needs held-out tasks, i.e. a reasoning-gym source in tasks.sources "
                 "(a dataset source has no held-out split)"
             )
+
+    def check_devices(self) -> None:
+        """Refuse, before any work (SFT included), a trainer or worker device this machine lacks
+        (`DeviceUnavailable`); called by what starts both roles on one machine (`rl`, `demo`)."""
+        resolve_device(self.trainer.device)
+        resolve_device(self.worker.device)
 
     def dump_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)

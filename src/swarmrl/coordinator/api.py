@@ -349,6 +349,9 @@ class NodeSummary(BaseModel):
     wiped_tokens: int
     banned: bool
     rejections: dict[str, int] = Field(description="check → files of this node it rejected")
+    device: str | None = Field(
+        None, description="the device it declared when it registered (cpu, cuda:0 ...)"
+    )
 
 
 class StepPoint(BaseModel):
@@ -367,6 +370,9 @@ class ValidatorSummary(BaseModel):
     rejected: int
     judging: int = Field(description="files it holds under a live validation lease")
     last_verdict_at: float | None
+    device: str | None = Field(
+        None, description="the device it declared when it registered (cpu, cuda:0 ...)"
+    )
 
 
 class ValidatorBacklog(BaseModel):

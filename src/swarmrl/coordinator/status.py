@@ -37,12 +37,15 @@ def summary_view(summary: RunSummary, url: str) -> Group:
         f"reward by step: {curve}"
     )
     nodes = Table(title=f"nodes ({len(summary.nodes)} of {summary.nodes_total})", title_justify="left")
-    for column in ("node", "role", "state", "policy step", *NODE_COLUMNS, "banned", "rejected by"):
-        nodes.add_column(column.replace("_", " "), justify="left" if column in ("node", "role") else "right")
+    for column in ("node", "role", "device", "state", "policy step", *NODE_COLUMNS, "banned", "rejected by"):
+        nodes.add_column(
+            column.replace("_", " "), justify="left" if column in ("node", "role", "device") else "right"
+        )
     for node in summary.nodes:
         nodes.add_row(
             node.node_id[:12],
             node.role,
+            node.device or "-",
             node.health if node.status == "active" else node.status,
             _number(node.policy_step),
             *(_number(getattr(node, column)) for column in NODE_COLUMNS),
@@ -58,12 +61,13 @@ def summary_view(summary: RunSummary, url: str) -> Group:
             checks.add_row(check, str(count))
         parts.append(checks)
     validators = Table(title="validators", title_justify="left")
-    for column in ("validator", "verdicts", "rejected", "judging", "last verdict"):
-        validators.add_column(column, justify="left" if column == "validator" else "right")
+    for column in ("validator", "device", "verdicts", "rejected", "judging", "last verdict"):
+        validators.add_column(column, justify="left" if column in ("validator", "device") else "right")
     for validator in backlog.validators:
         last = validator.last_verdict_at
         validators.add_row(
             validator.node_id[:12],
+            validator.device or "-",
             str(validator.verdicts),
             str(validator.rejected),
             str(validator.judging),

@@ -23,7 +23,7 @@ from swarmrl.coordinator.api import (
     ValidatorSummary,
 )
 from swarmrl.coordinator.config import CoordinatorConfig
-from swarmrl.coordinator.db import Ban, Membership, Run, Submission, Validator, Verdict
+from swarmrl.coordinator.db import Ban, Membership, Node, Run, Submission, Validator, Verdict
 from swarmrl.coordinator.db import Step as StepRow
 from swarmrl.coordinator.leases import expire_lapsed
 from swarmrl.coordinator.routes_trainer import current_state
@@ -93,6 +93,16 @@ def rejections_by_node(session: Session, run_id: str) -> dict[str, Counter]:
     return out
 
 
+def declared_devices(session: Session, node_ids: list[str]) -> dict[str, str]:
+    """node id → the device it declared at registration (nodes that declared none are left out)."""
+    rows = session.execute(select(Node.node_id, Node.hardware).where(Node.node_id.in_(node_ids)))
+    return {
+        node_id: hardware["device"]
+        for node_id, hardware in rows
+        if isinstance(hardware, dict) and isinstance(hardware.get("device"), str)
+    }
+
+
 def validator_backlog(session: Session, run_id: str, now: float) -> ValidatorBacklog:
     pending = Submission.run_id == run_id, Submission.status == "pending"
     live = (*pending, Submission.judge_key.is_not(None), Submission.judge_until > now)
@@ -115,6 +125,12 @@ def validator_backlog(session: Session, run_id: str, now: float) -> ValidatorBac
             .group_by(Verdict.validator_key)
         )
     }
+    keys = list(
+        session.scalars(
+            select(Validator.public_key).where(Validator.run_id == run_id).order_by(Validator.added_at)
+        )
+    )
+    devices = declared_devices(session, keys)
     validators = [
         ValidatorSummary(
             node_id=key,
@@ -122,10 +138,9 @@ def validator_backlog(session: Session, run_id: str, now: float) -> ValidatorBac
             rejected=int(verdicts.get(key, (0, 0, None))[1]),
             judging=holding.get(key, 0),
             last_verdict_at=verdicts.get(key, (0, 0, None))[2],
+            device=devices.get(key),
         )
-        for key in session.scalars(
-            select(Validator.public_key).where(Validator.run_id == run_id).order_by(Validator.added_at)
-        )
+        for key in keys
     ]
     return ValidatorBacklog(
         pending=session.scalar(select(func.count()).select_from(Submission).where(*pending)) or 0,
@@ -152,6 +167,7 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
     banned = set(session.scalars(select(Ban.node_id).where(Ban.node_id.in_(ids))))
     validators = set(session.scalars(select(Validator.public_key).where(Validator.run_id == run_id)))
     rejections = rejections_by_node(session, run_id)
+    devices = declared_devices(session, ids)
     nodes = []
     for member in members:
         info = member_info(member, now, config)
@@ -176,6 +192,7 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
                 wiped_tokens=balance.wiped_tokens,
                 banned=member.node_id in banned,
                 rejections=dict(rejections.get(member.node_id, {})),
+                device=devices.get(member.node_id),
             )
         )
     steps = _steps(session, run)

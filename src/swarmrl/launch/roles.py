@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 from swarmrl.config import ConfigError, RunConfig
 from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.devices import check_device
 from swarmrl.identity import Identity
 from swarmrl.launch.prepare import load_run_config
 from swarmrl.models import load_tokenizer, policy_vocab_size
@@ -43,10 +44,12 @@ def trainer_role(
     (accepted submissions in; checkpoints out through a shardcast origin). Under torchrun (WORLD_SIZE > 1)
     each rank joins a gloo/NCCL process group."""
     torch.set_num_threads(threads)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     config = load_run_config(run_dir)
     config.metrics.check_installed()
+    # Refuses a missing GPU before joining the group; NCCL only when this rank trains on one.
+    device = train_device(config.trainer.device)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rundir = RunDir(run_dir)
     tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
     tasks = build_tasks(config.tasks)
@@ -145,5 +148,9 @@ def _swarm_endpoints(
     return source, lambda step: origin.publish(None, step)
 
 
-def worker_role(run_dir: Path, index: int) -> int:
-    return run_local_worker(load_run_config(run_dir), index)
+def worker_role(run_dir: Path, index: int, device: str | None = None) -> int:
+    """A local worker; `device` (the CLI's --device) overrides the run config's `worker.device`."""
+    config = load_run_config(run_dir)
+    if device is not None:
+        config.worker.device = check_device(device)
+    return run_local_worker(config, index)

@@ -6,17 +6,20 @@ slice of the batch through FSDP2 (`fully_shard`) and rank 0 writes full checkpoi
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from swarmrl.config import RunConfig, TrainerSection
+from swarmrl.devices import InvalidDevice, resolve_device
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.logprobs import split_lm
 from swarmrl.rollouts import ScoredRow
@@ -47,6 +50,7 @@ from swarmrl.trainer.parallel import (
     world,
 )
 from swarmrl.trainer.policy import PackedPolicy
+from swarmrl.trainer.sharded_load import load_sharded
 from swarmrl.trainer.weight_sync import WeightSink, push_weights
 
 log = logging.getLogger(__name__)
@@ -78,7 +82,7 @@ def train_step(
     With a single minibatch the weights are still π_old during its forward passes, so π_old is those passes'
     detached log-probabilities instead of a second forward.
     """
-    device = device or train_device()
+    device = device or train_device(config.trainer.device)
     loss_cfg = config.loss
     world_size = world()[1]
     temperature = step.temperature
@@ -165,8 +169,10 @@ def build_policy(
     """Wrap (and under torchrun shard) a model loaded in fp32 the way the trainer config asks."""
     bf16 = trainer.precision == "bf16"
     sharded = is_distributed()
+    # A model built on meta by `sharded_load` is allocated on `device` after sharding, shard by shard.
+    on_meta = any(p.is_meta for p in model.parameters())
     policy = PackedPolicy(
-        model.to(device),
+        model if on_meta else model.to(device),
         attention=resolve_attention(trainer.attention, device),
         chunk_tokens=trainer.logprob_chunk_tokens,
         autocast_dtype=torch.bfloat16 if bf16 and not sharded else None,
@@ -179,11 +185,28 @@ def build_policy(
     return shard_model(policy, blocks or [], bf16=bf16)
 
 
-def train_device() -> torch.device:
-    """This rank's GPU under torchrun (LOCAL_RANK), the only GPU of a single process, else the CPU."""
-    if not torch.cuda.is_available():
-        return torch.device("cpu")
-    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+def load_policy(
+    checkpoint: Path, trainer: TrainerSection, device: torch.device, *, for_training: bool = True
+) -> tuple[torch.nn.Module, PackedPolicy]:
+    """(model, policy) from a checkpoint, with fp32 master weights whatever the inference dtype. Under
+    torchrun each rank reads only its own shards (`sharded_load`); one process loads the whole model."""
+    build = functools.partial(build_policy, trainer=trainer, device=device, for_training=for_training)
+    if is_distributed():
+        model, policy, stats = load_sharded(checkpoint, build, device)
+        log.info("rank %d read %.1f%% of %s", world()[0], 100 * stats.fraction, checkpoint)
+        return model, policy
+    model = load_model(checkpoint, "float32")
+    return model, build(model)
+
+
+def train_device(setting: str) -> torch.device:
+    """Where this rank trains (`trainer.device`): plain "cuda" and "auto" mean the rank's own GPU under
+    torchrun (LOCAL_RANK), the first GPU of a single process."""
+    if setting.startswith("cuda:") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise InvalidDevice(
+            f"trainer.device {setting!r} would put every torchrun rank on one GPU: use 'cuda' or 'auto'"
+        )
+    return resolve_device(setting, local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def _collect_on_rank0(
@@ -238,10 +261,9 @@ def run_trainer(
     # Probe the saved state first: the model must come from the checkpoint the state belongs to.
     state_steps = saved_trainer_steps(rundir.trainer_state)
     step = state_steps[-1] if state_steps else 0
-    device = train_device()
-    # fp32 master weights whatever the inference dtype; `trainer.precision` decides the compute dtype.
-    model = load_model(checkpoint_dir(rundir.checkpoints, step), "float32")
-    policy_module = build_policy(model, config.trainer, device)
+    device = train_device(config.trainer.device)
+    # `trainer.precision` decides the compute dtype; the weights are fp32 masters.
+    model, policy_module = load_policy(checkpoint_dir(rundir.checkpoints, step), config.trainer, device)
     policy_module.train()
     optimizer, scheduler = build_optimizer(
         model,
@@ -257,8 +279,10 @@ def run_trainer(
         log.info("resumed at step %d", step)
     ref_policy = None
     if config.loss.kl_coef > 0:
-        ref_model = load_model(checkpoint_dir(rundir.checkpoints, 0), "float32")
-        ref_policy = build_policy(ref_model, config.trainer, device, for_training=False).eval()
+        _, ref_policy = load_policy(
+            checkpoint_dir(rundir.checkpoints, 0), config.trainer, device, for_training=False
+        )
+        ref_policy.eval()
     policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
     evaluator = None

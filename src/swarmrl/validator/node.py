@@ -28,6 +28,7 @@ from swarmrl.config import RunConfig
 from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.envs.build import env_replay
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
@@ -61,14 +62,17 @@ class ValidatorOptions:
     relays: list[str]
     work_dir: Path
     poll_seconds: float = 0.5
+    device: str = "cpu"  # where policies are loaded and the prefill recomputed: auto, cpu, cuda, cuda:N
     stop: threading.Event = field(default_factory=threading.Event)
 
 
 class FetchedPolicies(PolicyCache):
     """Policy checkpoints by step, fetched through shardcast on first use, the last few kept loaded."""
 
-    def __init__(self, options: ValidatorOptions, trainer_key: str, dtype: str, keep: int) -> None:
-        super().__init__(options.work_dir / "checkpoints", dtype, keep)
+    def __init__(
+        self, options: ValidatorOptions, trainer_key: str, dtype: str, keep: int, device: torch.device
+    ) -> None:
+        super().__init__(options.work_dir / "checkpoints", dtype, keep, device)
         self.options, self.trainer_key = options, trainer_key
 
     def path(self, step: int) -> Path:
@@ -86,9 +90,15 @@ class FetchedPolicies(PolicyCache):
 
 
 def swarm_context(
-    config: RunConfig, client: CoordinatorClient, options: ValidatorOptions, trainer_key: str
+    config: RunConfig,
+    client: CoordinatorClient,
+    options: ValidatorOptions,
+    trainer_key: str,
+    device: torch.device,
 ) -> ValidationContext:
-    policies = FetchedPolicies(options, trainer_key, config.model.dtype, keep=config.worker.async_level + 1)
+    policies = FetchedPolicies(
+        options, trainer_key, config.model.dtype, keep=config.worker.async_level + 1, device=device
+    )
     newest = None
     while newest is None:
         step = client.run_state(options.run_id).current_step
@@ -180,10 +190,13 @@ def judge(
 def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     """Judge submissions until stopped or the run has drained; returns how many verdicts were posted."""
     torch.set_num_threads(config.worker.torch_threads)
+    device = resolve_device(options.device)  # a missing GPU is refused before the validator registers
     identity = Identity.load_or_create(options.key)
     client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
+    # Registering is not needed to judge; it declares the validator's hardware to the coordinator's node info.
+    client.register(hardware_of(device, config.worker.torch_threads))
     trainer_key = client.run_state(options.run_id).trainer_public_key
-    context = swarm_context(config, client, options, trainer_key)
+    context = swarm_context(config, client, options, trainer_key, device)
     posted = 0
     tally: Counter[tuple[str, str]] = Counter()  # (outcome, check) → verdicts posted
     timing = {"judge_seconds_total": 0.0}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from swarmrl.devices import resolve_device
 from swarmrl.envs.build import env_replay
 from swarmrl.launch.prepare import load_run_config
 from swarmrl.models import load_model, load_tokenizer
@@ -35,8 +36,10 @@ _STEP_DIR = re.compile(r"^step_(\d+)$")
 class PolicyCache:
     """The checkpoints of the last few policy steps, loaded once each (workers lag by up to async_level)."""
 
-    def __init__(self, checkpoints: Path, dtype: str, keep: int) -> None:
+    def __init__(self, checkpoints: Path, dtype: str, keep: int, device: torch.device | None = None) -> None:
         self.checkpoints, self.dtype, self.keep = checkpoints, dtype, keep
+        # The prefill runs where the policy lives: the validator's device decides where it is recomputed.
+        self.device = device or torch.device("cpu")
         self._models: OrderedDict[int, torch.nn.Module] = OrderedDict()
 
     def path(self, step: int) -> Path:
@@ -44,19 +47,21 @@ class PolicyCache:
 
     def __call__(self, step: int) -> torch.nn.Module:
         if step not in self._models:
-            self._models[step] = load_model(self.path(step), self.dtype).eval()
+            self._models[step] = load_model(self.path(step), self.dtype, device=str(self.device)).eval()
             while len(self._models) > self.keep:
                 self._models.popitem(last=False)
         self._models.move_to_end(step)
         return self._models[step]
 
 
-def local_context(run_dir: Path, settings: ValidatorConfig | None = None) -> ValidationContext:
+def local_context(
+    run_dir: Path, settings: ValidatorConfig | None = None, device: torch.device | None = None
+) -> ValidationContext:
     """Everything the validator trusts about a local run, read from its run directory."""
     config = load_run_config(run_dir)
     checkpoints = run_dir / "checkpoints"
     tokenizer = load_tokenizer(checkpoint_dir(checkpoints, 0))
-    policy = PolicyCache(checkpoints, config.model.dtype, keep=config.worker.async_level + 1)
+    policy = PolicyCache(checkpoints, config.model.dtype, keep=config.worker.async_level + 1, device=device)
     tasks = build_tasks(config.tasks)
     return ValidationContext(
         config=config,
@@ -112,9 +117,12 @@ def judge_pending(submissions: Path, accepted_root: Path, context: ValidationCon
     return judged
 
 
-def run_validator(run_dir: Path, submissions: Path | None, *, once: bool, poll_seconds: float = 0.5) -> int:
-    """Judge until the run stops (or one pass with `once`); returns the number of files judged."""
-    context = local_context(run_dir)
+def run_validator(
+    run_dir: Path, submissions: Path | None, *, once: bool, poll_seconds: float = 0.5, device: str = "cpu"
+) -> int:
+    """Judge until the run stops (or one pass with `once`); returns the number of files judged. `device`
+    (auto, cpu, cuda, cuda:N) is resolved first: a missing GPU is refused before any file is read."""
+    context = local_context(run_dir, device=resolve_device(device))
     submissions = submissions or run_dir / "rollouts"
     total = 0
     while True:

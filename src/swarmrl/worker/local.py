@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from swarmrl.config import RunConfig
+from swarmrl.devices import resolve_device
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
@@ -101,6 +102,7 @@ class BatchWriter:
 def run_local_worker(config: RunConfig, index: int) -> int:
     """Produce rollouts until the run stops or the last training step is served; returns files written."""
     torch.set_num_threads(config.worker.torch_threads)
+    device = resolve_device(config.worker.device)  # a missing GPU is refused before any work
     writer = BatchWriter.for_run(config, index)
     rundir = writer.rundir
     engine: InferenceEngine | None = None
@@ -112,7 +114,7 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             if engine is None:
                 engine = build_engine(
                     config.engine,
-                    load_model(checkpoint_dir(rundir.checkpoints, policy)),
+                    load_model(checkpoint_dir(rundir.checkpoints, policy), device=device),
                     eos_token_id=writer.stop_token_ids,
                     policy_step=policy,
                 )

@@ -26,6 +26,7 @@ import torch
 from swarmrl.config import RunConfig
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.identity import Identity
 from swarmrl.inference.config import EngineConfig
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
@@ -107,8 +108,10 @@ class Policy:
     The first checkpoint also gives the tokenizer, hence the prompt format and the tokens generation stops at.
     """
 
-    def __init__(self, options: NodeOptions, trainer_key: str, config: RunConfig) -> None:
-        self.options, self.trainer_key = options, trainer_key
+    def __init__(
+        self, options: NodeOptions, trainer_key: str, config: RunConfig, device: torch.device
+    ) -> None:
+        self.options, self.trainer_key, self.device = options, trainer_key, device
         self.dtype, self.engine_config, self.prompt_settings = (
             config.model.dtype,
             config.engine,
@@ -150,7 +153,7 @@ class Policy:
         )
 
     def _load(self, path: Path) -> torch.nn.Module:
-        model = load_model(path, self.dtype)
+        model = load_model(path, self.dtype, device=str(self.device))
         if self.options.cheat == "half-layers":
             # Saves half the compute and claims the full model's work: TOPLOC must see the difference.
             keep = max(1, model.config.num_hidden_layers // 2)
@@ -162,14 +165,15 @@ class Policy:
 def run_node(config: RunConfig, options: NodeOptions) -> int:
     """Lease, generate and submit until stopped, the run drains, or `max_batches`; returns submits accepted."""
     torch.set_num_threads(config.worker.torch_threads)
+    device = resolve_device(config.worker.device)  # a missing GPU is refused before the node registers
     identity = Identity.load_or_create(options.key)
     client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
-    client.register({"device": "cpu", "torch_threads": config.worker.torch_threads})
+    client.register(hardware_of(device, config.worker.torch_threads))
     client.join(options.run_id)
     run = client.run_state(options.run_id)
     heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
     heartbeat.start()
-    policy = Policy(options, run.trainer_public_key, config)
+    policy = Policy(options, run.trainer_public_key, config, device)
     tasks = build_tasks(config.tasks)
     params = SamplingParams(
         max_new_tokens=config.worker.max_new_tokens,

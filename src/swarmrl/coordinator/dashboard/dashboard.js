@@ -119,6 +119,7 @@ function render(summary) {
     }
     cell(tr, n.banned ? "BANNED" : "no", n.banned ? "ban" : "").dataset.col = "banned";
     cell(tr, Object.entries(n.rejections).map(([c, k]) => `${c}×${k}`).join(", ") || "–");
+    cell(tr, n.device || "–");
   });
 
   const checks = Object.entries(summary.rejections).sort((a, b) => b[1] - a[1]);
@@ -129,6 +130,7 @@ function render(summary) {
     cell(tr, fmt(v.rejected));
     cell(tr, fmt(v.judging));
     cell(tr, ago(v.last_verdict_at, now));
+    cell(tr, v.device || "–");
   });
   const versions = summary.steps.slice(-12).reverse();
   // A trainer that names no SHARDCAST manifest when it opens a step: no column of dashes.

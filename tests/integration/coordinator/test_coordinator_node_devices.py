@@ -1,0 +1,100 @@
+"""A worker node and a validator register the device they run on; the coordinator's node info, the run summary
+and `swarmrl status` show it. A GPU the machine lacks is refused before the node registers at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from swarmrl.config import load_config
+from swarmrl.coordinator.app import create_app
+from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.status import summary_view
+from swarmrl.coordinator.testing import serve_in_thread
+from swarmrl.devices import DeviceUnavailable
+from swarmrl.identity import Identity
+from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node
+from swarmrl.worker.node import NodeOptions, run_node
+
+REPO = Path(__file__).resolve().parents[3]
+ADMIN = "admin-secret"
+RUN = "devices"
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    """A coordinator on the real clock (the nodes sign with it) with one open run and one admitted validator."""
+    app = create_app(db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=tmp_path / "store", admin_token=ADMIN)
+    server = serve_in_thread(app)
+    admin = CoordinatorClient(server.url, admin_token=ADMIN, max_retries=0)
+    validator_key = tmp_path / "validator.pem"
+    admin.create_run(RUN, Identity.generate().node_id)
+    admin.add_validator(RUN, Identity.load_or_create(validator_key).node_id)
+    try:
+        yield server.url, admin, validator_key
+    finally:
+        admin.close()
+        server.stop()
+        app.state.engine.dispose()
+
+
+def node_config(*overrides: str):
+    return load_config(REPO / "configs" / "demo.toml", [f"run.run_id='{RUN}'", *overrides])
+
+
+def stopped_node(url: str, tmp_path: Path, name: str) -> NodeOptions:
+    """Options of a node asked to stop before its first lease: it registers, joins and leaves its loop."""
+    options = NodeOptions(url, RUN, tmp_path / f"{name}.pem", [url], tmp_path / name)
+    options.stop.set()
+    return options
+
+
+def test_a_worker_node_registers_its_configured_device(coordinator, tmp_path):
+    url, admin, _ = coordinator
+    options = stopped_node(url, tmp_path, "worker")
+    assert run_node(node_config("worker.device='cpu'", "worker.torch_threads=2"), options) == 0
+    node_id = Identity.load(options.key).node_id
+
+    assert admin.node(node_id).hardware == {"device": "cpu", "torch_threads": 2}
+    summary = admin.summary(RUN)
+    [row] = [n for n in summary.nodes if n.node_id == node_id]
+    assert (row.role, row.device) == ("worker", "cpu")
+    table = summary_view(summary, url).renderables[1]
+    device_column = next(c for c in table.columns if c.header == "device")
+    assert list(device_column.cells) == ["cpu"]
+
+
+def test_auto_resolves_to_the_device_the_machine_has(coordinator, tmp_path):
+    url, admin, _ = coordinator
+    options = stopped_node(url, tmp_path, "worker")
+    run_node(node_config("worker.device='auto'"), options)
+    expected = "cuda:0" if torch.cuda.is_available() else "cpu"
+    assert admin.node(Identity.load(options.key).node_id).hardware["device"] == expected
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_worker_asking_for_a_missing_gpu_never_registers(coordinator, tmp_path):
+    url, admin, _ = coordinator
+    options = stopped_node(url, tmp_path, "worker")
+    with pytest.raises(DeviceUnavailable, match="cuda:0"):
+        run_node(node_config("worker.device='cuda'"), options)
+    # Refused before it made its identity, let alone registered or joined.
+    assert not options.key.exists()
+    assert admin.summary(RUN).nodes_total == 0
+
+
+def test_a_validator_registers_its_device_and_the_summary_shows_it(coordinator, tmp_path):
+    url, admin, validator_key = coordinator
+    # No checkpoint has been announced, so a validator asked to stop gives up before judging anything; by
+    # then it has registered. Its "relay" is the coordinator, which announces no version.
+    options = ValidatorOptions(url, RUN, validator_key, [url], tmp_path / "validator", device="cpu")
+    options.stop.set()
+    with pytest.raises(ValidatorStopped):
+        run_validator_node(node_config(), options)
+    node_id = Identity.load(validator_key).node_id
+
+    assert admin.node(node_id).hardware["device"] == "cpu"
+    [validator] = admin.summary(RUN).backlog.validators
+    assert (validator.node_id, validator.device) == (node_id, "cpu")
