@@ -68,7 +68,7 @@ def trainer_role(
     sink = None
     with contextlib.ExitStack() as stack:
         if config.trainer.colocate:
-            source, publish = _colocated_source(config, coordinator_url), None
+            source, publish = _colocated_source(config, coordinator_url, device), None
             sink = source.engine
         elif coordinator_url is None:
             source, publish = RunDirSource(rundir), None
@@ -106,7 +106,9 @@ def trainer_role(
                 dist.destroy_process_group()
 
 
-def _colocated_source(config: RunConfig, coordinator_url: str | None) -> ColocatedSource:
+def _colocated_source(
+    config: RunConfig, coordinator_url: str | None, device: torch.device
+) -> ColocatedSource:
     """The in-process engine and its rollout source of a `trainer.colocate` run (local, one process only)."""
     if coordinator_url is not None:
         raise ConfigError("trainer.colocate is a local run: a swarm trainer takes its rollouts from workers")
@@ -114,7 +116,7 @@ def _colocated_source(config: RunConfig, coordinator_url: str | None) -> Colocat
         raise ConfigError(
             "trainer.colocate runs one trainer process; it cannot be one rank of a torchrun job"
         )
-    return colocated_source(config, train_device())
+    return colocated_source(config, device)
 
 
 def origin_url_file(rundir: RunDir) -> Path:
