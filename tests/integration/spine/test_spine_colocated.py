@@ -96,7 +96,7 @@ def test_a_colocated_run_trains_resumes_and_never_reads_a_checkpoint_into_its_en
     monkeypatch.setattr(train, "load_model", spy_trainer_load)
 
     assert roles.trainer_role(rundir.root, stop_after_steps=2) == 2
-    assert engines[0].model.device == train.train_device()  # the trainer's device: cuda where there is one
+    assert engines[0].model.device == train.train_device(config.trainer.device)  # the trainer's device
     assert pushes == [0, 1, 2]
     assert roles.trainer_role(rundir.root) == STEPS
     # The resumed trainer hands its engine the policy it resumed from before generating anything.
