@@ -54,10 +54,16 @@ def save_checkpoint(
 ) -> Path:
     """`state_dict` overrides the model's own tensors (the gathered full weights of a sharded model)."""
     path = save_pretrained_atomic(model, tokenizer, checkpoint_dir(root, step), state_dict=state_dict)
+    prune_checkpoints(root, keep)
+    return path
+
+
+def prune_checkpoints(root: Path, keep: int, protect: int | None = None) -> None:
+    """Delete all but the newest `keep` checkpoints (0 keeps all); never `protect` (a LoRA run's base)."""
     if keep:
         for old in list_checkpoints(root)[:-keep]:
-            shutil.rmtree(checkpoint_dir(root, old), ignore_errors=True)
-    return path
+            if old != protect:
+                shutil.rmtree(checkpoint_dir(root, old), ignore_errors=True)
 
 
 def _rng_state() -> dict[str, Any]:

@@ -237,8 +237,21 @@ def run_trainer(
     state_steps = saved_trainer_steps(rundir.trainer_state)
     step = state_steps[-1] if state_steps else 0
     device = train_device()
-    # fp32 master weights whatever the inference dtype; `trainer.precision` decides the compute dtype.
-    model = load_model(checkpoint_dir(rundir.checkpoints, step), "float32")
+    lora = config.trainer.lora
+    adapter = None
+    if lora.enabled:
+        if weight_sink is not None or after_step is not None:
+            raise ValueError(
+                "[trainer.lora] trains adapters only; an in-process weight sink or an island merge would "
+                "need the merged full weights every step"
+            )
+        from swarmrl.trainer.lora import load_lora_policy  # peft is the optional `lora` extra
+
+        adapter = load_lora_policy(rundir.checkpoints, step, lora)
+        model = adapter.base_model.model  # the transformers model, adapters injected in place
+    else:
+        # fp32 master weights whatever the inference dtype; `trainer.precision` decides the compute dtype.
+        model = load_model(checkpoint_dir(rundir.checkpoints, step), "float32")
     policy_module = build_policy(model, config.trainer, device)
     policy_module.train()
     optimizer, scheduler = build_optimizer(
@@ -257,7 +270,7 @@ def run_trainer(
     if config.loss.kl_coef > 0:
         ref_model = load_model(checkpoint_dir(rundir.checkpoints, 0), "float32")
         ref_policy = build_policy(ref_model, config.trainer, device, for_training=False).eval()
-    policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
+    policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy, adapter)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
     try:
         return _train_loop(
@@ -277,6 +290,21 @@ class _Policy:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     ref_module: PackedPolicy | None
+    adapter: Any = None  # the peft wrapper of a LoRA run: its checkpoints are the adapter alone
+
+
+def _save_policy(
+    rundir: RunDir, step: int, policy: _Policy, keep: int, weights: dict[str, torch.Tensor] | None
+) -> None:
+    """Checkpoint `step`: the full model, or in a LoRA run the adapter alone."""
+    if policy.adapter is None:
+        save_checkpoint(
+            rundir.checkpoints, step, policy.module.model, policy.tokenizer, keep=keep, state_dict=weights
+        )
+        return
+    from swarmrl.trainer.lora import save_adapter_checkpoint
+
+    save_adapter_checkpoint(rundir.checkpoints, step, policy.adapter, keep=keep, full_state=weights)
 
 
 def _train_loop(
@@ -312,14 +340,7 @@ def _train_loop(
         weights = full_model_state(model)
         optimizer_state = full_optimizer_state(model, optimizer)
         if rank == 0:
-            save_checkpoint(
-                rundir.checkpoints,
-                step,
-                model,
-                tokenizer,
-                keep=config.trainer.keep_checkpoints,
-                state_dict=weights,
-            )
+            _save_policy(rundir, step, policy, config.trainer.keep_checkpoints, weights)
             save_trainer_state(rundir.trainer_state, step, optimizer_state, scheduler, {"run": config.run.id})
             if publish is not None:
                 publish(step)
