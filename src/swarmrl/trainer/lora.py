@@ -37,11 +37,10 @@ def wrap_lora(model: torch.nn.Module, section: LoraSection) -> PeftModel:
         lora_dropout=section.dropout,
         target_modules=list(section.target_modules),
         bias="none",
-        base_model_name_or_path=f"step_{BASE_STEP}",
     )
     peft_model = get_peft_model(model, config)
-    # get_peft_model fills the name from the model's own config (a path on the trainer's disk); the adapter
-    # checkpoint must name its sibling base directory instead.
+    # get_peft_model fills the name in from the model (a path on the trainer's disk); the adapter checkpoint
+    # must name its sibling base directory instead.
     peft_model.peft_config["default"].base_model_name_or_path = f"step_{BASE_STEP}"
     return peft_model
 
@@ -66,7 +65,8 @@ def adapter_state(
     """The adapter tensors under peft's saved names; `full_state` is the wrapped model's gathered state
     dict when it is sharded (None: read the live parameters)."""
     prefixed = None if full_state is None else {_PEFT_PREFIX + k: v for k, v in full_state.items()}
-    state = get_peft_model_state_dict(peft_model, state_dict=prefixed)
+    # No embedding layers are adapted (LoraSection refuses them), so peft need not look for a vocabulary change.
+    state = get_peft_model_state_dict(peft_model, state_dict=prefixed, save_embedding_layers=False)
     return {name: tensor.detach().to("cpu").contiguous().clone() for name, tensor in state.items()}
 
 
