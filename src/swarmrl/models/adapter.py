@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file
 
+BASE_STEP = 0  # the prepared start checkpoint: the only one that carries full weights in a LoRA run
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 _BASE_DIR = re.compile(r"^step_(\d+)$")
@@ -79,6 +81,17 @@ def base_checkpoint(path: Path) -> Path:
     if is_adapter_checkpoint(base):
         raise AdapterError(f"{path}: its base {base.name} is itself an adapter, not full weights")
     return base
+
+
+def fetch_base(path: Path, fetch: Callable[[int], object], pinned: list[int]) -> None:
+    """After fetching the checkpoint `path`: when it is an adapter, pin its base step (so no clean-up of old
+    versions deletes it) and `fetch` that (a fetcher returns at once for a version it holds)."""
+    if not is_adapter_checkpoint(path):
+        return
+    step = base_step(path)
+    if step not in pinned:
+        pinned.append(step)
+    fetch(step)
 
 
 def lora_scale(config: dict[str, Any]) -> float:

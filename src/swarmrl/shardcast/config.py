@@ -102,6 +102,10 @@ class ClientConfig(BaseModel):
     backoff_base_s: float = Field(0.25, gt=0, description="first back-off after a failed request")
     backoff_max_s: float = Field(10.0, gt=0, description="longest back-off")
     keep_versions: int = Field(3, ge=1, description="newest versions kept on local disk")
+    pinned_versions: list[int] = Field(
+        default_factory=list,
+        description="versions never deleted to make room (a LoRA run's base, which every adapter is merged onto)",
+    )
     use_delta: bool = Field(True, description="rebuild from the local parent when the version is a delta")
     seed: int | None = Field(None, description="seed for source sampling (None: fresh randomness)")
 

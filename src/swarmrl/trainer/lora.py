@@ -16,11 +16,10 @@ from safetensors.torch import load_file, save_file
 
 from swarmrl.config import LoraSection
 from swarmrl.models import load_model
-from swarmrl.models.adapter import ADAPTER_WEIGHTS, is_adapter_checkpoint
+from swarmrl.models.adapter import ADAPTER_WEIGHTS, BASE_STEP, is_adapter_checkpoint
 from swarmrl.models.loading import atomic_directory
 from swarmrl.trainer.checkpoint import checkpoint_dir, prune_checkpoints
 
-BASE_STEP = 0  # the prepared start checkpoint: the only one that carries full weights in a LoRA run
 _PEFT_PREFIX = "base_model.model."  # a PeftModel's state-dict names are the wrapped model's under this
 _WEIGHT_SUFFIXES = (".safetensors", ".safetensors.index.json", ".bin")
 

@@ -31,6 +31,7 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.envs.build import env_replay
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
+from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
@@ -67,28 +68,41 @@ class ValidatorOptions:
 class FetchedPolicies(PolicyCache):
     """Policy checkpoints by step, fetched through shardcast on first use, the last few kept loaded."""
 
-    def __init__(self, options: ValidatorOptions, trainer_key: str, dtype: str, keep: int) -> None:
+    def __init__(
+        self, options: ValidatorOptions, trainer_key: str, dtype: str, keep: int, lora: bool = False
+    ) -> None:
         super().__init__(options.work_dir / "checkpoints", dtype, keep)
         self.options, self.trainer_key = options, trainer_key
+        # A LoRA run's base version: kept from the start, every adapter is merged onto it.
+        self.pinned: list[int] = [BASE_STEP] if lora else []
 
     def path(self, step: int) -> Path:
         if step not in local_versions(self.checkpoints):
-            config = ClientConfig(keep_versions=self.keep + 1)
-            fetch_checkpoint(
-                self.options.relays,
-                step,
-                self.checkpoints,
-                self.trainer_key,
-                config,
-                run_id=self.options.run_id,
-            )
+            self._fetch(step)
+            fetch_base(super().path(step), self._fetch, self.pinned)
         return super().path(step)
+
+    def _fetch(self, step: int) -> Path:
+        return fetch_checkpoint(
+            self.options.relays,
+            step,
+            self.checkpoints,
+            self.trainer_key,
+            ClientConfig(keep_versions=self.keep + 1, pinned_versions=self.pinned),
+            run_id=self.options.run_id,
+        )
 
 
 def swarm_context(
     config: RunConfig, client: CoordinatorClient, options: ValidatorOptions, trainer_key: str
 ) -> ValidationContext:
-    policies = FetchedPolicies(options, trainer_key, config.model.dtype, keep=config.worker.async_level + 1)
+    policies = FetchedPolicies(
+        options,
+        trainer_key,
+        config.model.dtype,
+        keep=config.worker.async_level + 1,
+        lora=config.trainer.lora.enabled,
+    )
     newest = None
     while newest is None:
         step = client.run_state(options.run_id).current_step

@@ -128,9 +128,7 @@ def test_pruning_keeps_the_base_and_resume_loads_the_adapter(base_run):
         save_adapter_checkpoint(base_run, step, peft_model, keep=2)
     assert list_checkpoints(base_run) == [0, 2, 3]
     resumed = load_lora_policy(base_run, 3, lora(r=4))
-    for (name, want), (_, got) in zip(
-        peft_model.named_parameters(), resumed.named_parameters(), strict=True
-    ):
+    for (name, want), (_, got) in zip(peft_model.named_parameters(), resumed.named_parameters(), strict=True):
         assert torch.equal(want, got), name
 
 
