@@ -1,21 +1,25 @@
 """A local run with [trainer.lora]: the trainer writes adapter checkpoints, a worker generates from the merged
-policy, and the validator's TOPLOC check passes on its own merge of the same adapter (and fails on the base)."""
+policy, and the validator's TOPLOC check passes on its own merge of the same adapter (and fails on the base);
+a stopped LoRA run resumes to the adapters of an uninterrupted one."""
 
 import dataclasses
 import subprocess
 import sys
 
 import torch
+from safetensors.torch import load_file
 
+from swarmrl.config import LoraSection
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model
-from swarmrl.models.adapter import is_adapter_checkpoint
+from swarmrl.models.adapter import ADAPTER_WEIGHTS, is_adapter_checkpoint
 from swarmrl.rollouts import read_rollouts
 from swarmrl.trainer.checkpoint import checkpoint_dir, list_checkpoints
 from swarmrl.validator.rollout_checks import SeenFiles, validate_file
 from swarmrl.validator.service import judge_pending, local_context
 
+from .conftest import STEPS
 from .spine_helpers import tiny_config
 
 
@@ -72,3 +76,23 @@ def test_lora_run_publishes_adapters_that_workers_and_validators_merge_alike(tmp
     )
     verdict = validate_file(step_one[0], 1, unmerged)
     assert not verdict.accepted and "toploc" in verdict.failed_check, verdict
+
+
+def test_a_stopped_lora_run_resumes_to_the_same_adapters(run_copy):
+    def lora_copy(name: str):
+        config = run_copy(name)
+        config.trainer.lora = LoraSection(enabled=True, r=4)
+        (config.run.directory / "config.json").write_text(config.model_dump_json(indent=2))
+        return config
+
+    straight, stopped = lora_copy("straight"), lora_copy("stopped")
+    assert trainer_role(straight.run.directory) == STEPS
+    assert trainer_role(stopped.run.directory, stop_after_steps=2) == 2
+    assert trainer_role(stopped.run.directory) == STEPS
+
+    def final(config):
+        return load_file(checkpoint_dir(config.run.directory / "checkpoints", STEPS) / ADAPTER_WEIGHTS)
+
+    want, got = final(straight), final(stopped)
+    assert want.keys() == got.keys() and want
+    assert all(torch.equal(want[name], got[name]) for name in want)
