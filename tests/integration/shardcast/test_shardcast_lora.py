@@ -3,8 +3,10 @@ percent of the full checkpoint), workers keep the base pinned and merge to the t
 
 from __future__ import annotations
 
+import asyncio
+
 import torch
-from shardcast_testkit import TRAINER, start_origin
+from shardcast_testkit import TRAINER, relay_holds, start_origin, wait_until
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from swarmrl.config import LoraSection
@@ -13,6 +15,8 @@ from swarmrl.models import save_pretrained_atomic
 from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.shardcast import ClientConfig, local_versions
 from swarmrl.shardcast.client import CheckpointFetcher
+from swarmrl.shardcast.config import RelayConfig
+from swarmrl.shardcast.relay import Relay
 from swarmrl.trainer.checkpoint import checkpoint_dir
 from swarmrl.trainer.lora import load_lora_policy, save_adapter_checkpoint
 
@@ -71,16 +75,35 @@ def test_adapter_versions_are_small_deltas_and_workers_merge_exactly(tmp_path):
         assert mine.keys() == theirs.keys()
         assert all(torch.equal(mine[name], theirs[name]) for name in mine)
 
-        # A worker joining late gets the newest adapter, then its base.
-        late = CheckpointFetcher(
-            [server.url], TRAINER.node_id, tmp_path / "late", ClientConfig(), run_id="test-run"
+        # A relay started late, keeping one version, still mirrors the pinned base and never collects it;
+        # a worker joining late through it gets the newest adapter, then its base.
+        relay = Relay(
+            RelayConfig(
+                upstreams=[server.url],
+                data_dir=tmp_path / "relay",
+                keep_versions=1,
+                gc_grace_s=0,
+                pinned_versions=[BASE_STEP],
+            ),
+            TRAINER.node_id,
         )
-        newest, path = late.refresh()
-        assert newest == 3 and local_versions(tmp_path / "late") == [3]
-        fetch_base(path, late.fetch, late.config.pinned_versions)
-        assert local_versions(tmp_path / "late") == [BASE_STEP, 3] and late.config.pinned_versions == [
-            BASE_STEP
-        ]
-        assert all(torch.equal(read_checkpoint(path)[name], theirs[name]) for name in theirs)
+        relay_server = relay.serve_in_thread()
+        try:
+            wait_until(lambda: relay_holds(relay, 3) and relay_holds(relay, BASE_STEP), timeout=60)
+            late = CheckpointFetcher(
+                [relay_server.url], TRAINER.node_id, tmp_path / "late", ClientConfig(), run_id="test-run"
+            )
+            newest, path = late.refresh()
+            assert newest == 3 and local_versions(tmp_path / "late") == [3]
+            fetch_base(path, late.fetch, late.config.pinned_versions)
+            assert local_versions(tmp_path / "late") == [BASE_STEP, 3]
+            assert late.config.pinned_versions == [BASE_STEP]
+            assert all(torch.equal(read_checkpoint(path)[name], theirs[name]) for name in theirs)
+            assert (
+                asyncio.run_coroutine_threadsafe(relay.collect_garbage(), relay_server.loop).result(10) == []
+            )
+            assert relay.store.versions() == [BASE_STEP, 3]
+        finally:
+            relay_server.stop()
     finally:
         server.stop()
