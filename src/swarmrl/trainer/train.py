@@ -227,6 +227,11 @@ def run_trainer(
     `weight_sink` (an engine sharing this process and GPU) gets each new policy in place, before the
     checkpoint is written.
     """
+    if config.trainer.lora.enabled and (weight_sink is not None or after_step is not None):
+        raise ValueError(
+            "[trainer.lora] trains adapters only; an in-process weight sink or an island merge would need "
+            "the merged full weights every step"
+        )
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
     torch.manual_seed(config.run.seed)
@@ -240,11 +245,6 @@ def run_trainer(
     lora = config.trainer.lora
     adapter = None
     if lora.enabled:
-        if weight_sink is not None or after_step is not None:
-            raise ValueError(
-                "[trainer.lora] trains adapters only; an in-process weight sink or an island merge would "
-                "need the merged full weights every step"
-            )
         from swarmrl.trainer.lora import load_lora_policy  # peft is the optional `lora` extra
 
         adapter = load_lora_policy(rundir.checkpoints, step, lora)

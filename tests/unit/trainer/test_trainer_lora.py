@@ -18,7 +18,7 @@ from swarmrl.trainer.checkpoint import checkpoint_dir, list_checkpoints, save_ch
 from swarmrl.trainer.lora import LoraRunError, load_lora_policy, save_adapter_checkpoint, wrap_lora
 from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.policy import PackedPolicy
-from swarmrl.trainer.train import train_step
+from swarmrl.trainer.train import run_trainer, train_step
 
 torch.set_num_threads(1)
 
@@ -159,3 +159,11 @@ def test_lora_features_the_merge_lacks_are_refused(base_run):
 def test_head_and_embedding_adapters_are_refused():
     with pytest.raises(ValueError, match="lm_head"):
         LoraSection(enabled=True, target_modules=["q_proj", "lm_head"])
+
+
+def test_lora_with_an_island_merge_or_an_in_process_engine_is_refused(tmp_path):
+    config = RunConfig.model_validate(
+        {"run": {"root": str(tmp_path)}, "trainer": {"lora": {"enabled": True}}}
+    )
+    with pytest.raises(ValueError, match="merged full weights"):
+        run_trainer(config, collect=lambda step: ([], None), after_step=lambda step, model: None)
