@@ -116,6 +116,7 @@ MODULE_EXTRAS = {
     "tensorboard": "metrics",
     "wandb": "metrics",
     "torchft": "elastic",
+    "peft": "lora",
 }
 # Extras named after a role command, and the smaller extras each one installs (pyproject.toml; tested).
 ROLE_EXTRAS = {

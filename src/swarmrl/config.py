@@ -116,6 +116,29 @@ class SFTSection(Section):
     cache: bool = Field(True, description="reuse the SFT model of an identical earlier config")
 
 
+class LoraSection(Section):
+    """Low-rank adapters (peft LoRA): the trainer updates only A and B of `W + (alpha/r)·B·A`; each new
+    checkpoint carries the adapter alone and workers merge it onto the base model of step 0."""
+
+    enabled: bool = Field(False, description="train LoRA adapters instead of every weight")
+    r: int = Field(8, ge=1, description="rank of each adapter")
+    alpha: float = Field(16.0, gt=0, description="scale numerator: the update is (alpha / r)·B·A")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapter's input while training")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        min_length=1,
+        description="names (last path component) of the linear layers that get an adapter",
+    )
+
+    @model_validator(mode="after")
+    def _body_layers_only(self) -> LoraSection:
+        # The fused log-prob head reads lm_head.weight directly, and an embedding adapter is not a linear one.
+        refused = sorted({"lm_head", "embed_tokens"} & set(self.target_modules))
+        if refused:
+            raise ValueError(f"trainer.lora.target_modules may not name {refused}")
+        return self
+
+
 class TrainerSection(Section):
     steps: int = Field(40, ge=1, description="policy steps (one checkpoint each)")
     prompts_per_step: int = Field(32, ge=1, description="informative groups per policy step")
@@ -180,6 +203,7 @@ class TrainerSection(Section):
     )
 
     _device = field_validator("device")(check_device)
+    lora: LoraSection = Field(default_factory=LoraSection, description="[trainer.lora]: train adapters only")
 
     @model_validator(mode="after")
     def _pack_fits_micro_batch(self) -> TrainerSection:

@@ -1,5 +1,6 @@
 """Swap new policy weights into a live model: a state dict, a checkpoint directory in `save_pretrained`
-layout (one or more *.safetensors files), or a stream of named tensors from a trainer in the same process."""
+layout (one or more *.safetensors files), a LoRA adapter checkpoint (merged onto its base's weights), or a
+stream of named tensors from a trainer in the same process."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from swarmrl.inference.errors import WeightLoadError
+from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_checkpoint, merge_into_state
 
 
 def policy_state(
@@ -35,6 +37,17 @@ def policy_state(
 
 
 def read_checkpoint(directory: Path) -> dict[str, torch.Tensor]:
+    """The policy weights of a checkpoint directory; an adapter checkpoint's are merged onto its base's
+    stored tensors (so whoever loads them, in whatever dtype, merges the same numbers)."""
+    if is_adapter_checkpoint(directory):
+        try:
+            return merge_into_state(_read_safetensors(base_checkpoint(directory)), directory)
+        except AdapterError as exc:
+            raise WeightLoadError(str(exc)) from exc
+    return _read_safetensors(directory)
+
+
+def _read_safetensors(directory: Path) -> dict[str, torch.Tensor]:
     files = sorted(directory.glob("*.safetensors")) if directory.is_dir() else []
     if not files:
         raise WeightLoadError(f"{directory}: no *.safetensors weights")

@@ -34,6 +34,7 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
 from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
 from swarmrl.launch.roles import origin_url_file
+from swarmrl.models.adapter import BASE_STEP
 from swarmrl.rundir import RunDir, write_json_atomic
 
 NODE_EJECTED_EXIT = 3  # `swarmrl worker` exits with this when the coordinator bans it
@@ -164,6 +165,8 @@ def start_swarm(
         url_file.unlink(missing_ok=True)
         relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer.node_id]
         relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
+        if config.trainer.lora.enabled:  # every adapter is merged onto step 0: relays keep serving it
+            relay_args += ["--pin", str(BASE_STEP)]
         process = swarm.start(name, _starter(swarm, name, relay_args))
         swarm.relay_urls.append(wait_for_file(url_file, process))
         swarm.starters[name] = _starter(swarm, name, [*relay_args, "--port", _port(swarm.relay_urls[-1])])

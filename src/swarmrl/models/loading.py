@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -16,6 +18,9 @@ from transformers import (
 )
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
+
+from swarmrl.inference.weights import load_policy_weights
+from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_checkpoint
 
 # Checkpoints are read and written every policy step; per-shard progress bars would flood the logs.
 hf_logging.disable_progress_bar()
@@ -40,8 +45,18 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
 def load_model(
     path: str | Path, dtype: str = "float32", device: str = "cpu", attn_implementation: str = "sdpa"
 ) -> PreTrainedModel:
-    """A causal LM from a local HF directory (safetensors); never reaches for a hub."""
+    """A causal LM from a local HF directory (safetensors); never reaches for a hub.
+
+    A LoRA adapter checkpoint loads as its base model with the adapter merged in (`swarmrl.models.adapter`).
+    """
     path = Path(path)
+    if is_adapter_checkpoint(path):
+        try:
+            model = load_model(base_checkpoint(path), dtype, device, attn_implementation)
+        except AdapterError as exc:
+            raise ModelLoadError(str(exc)) from exc
+        load_policy_weights(model, path)  # the engines' own loader: one merge path for every reader
+        return model
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"{path}: no config.json, not a model directory")
     if dtype not in _DTYPES:
@@ -82,17 +97,26 @@ def save_pretrained_atomic(
     state_dict: dict[str, torch.Tensor] | None = None,
 ) -> Path:
     """Write to a temporary sibling, then rename: a reader sees the whole directory or none of it."""
+    with atomic_directory(path) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+    return Path(path)
+
+
+@contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """A temporary sibling of `path` to fill; when the block ends without an error it replaces `path` in
+    one rename, so a reader sees the whole directory or none of it."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(tmp)
+    tmp.mkdir(parents=True)
+    yield tmp
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)
-    return path
 
 
 def policy_vocab_size(checkpoint: str | Path) -> int:

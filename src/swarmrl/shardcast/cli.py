@@ -49,11 +49,23 @@ def relay(
     keep: Annotated[int, typer.Option(help="newest versions kept")] = 5,
     gc_grace_s: Annotated[float, typer.Option(help="spare a version read this recently (seconds)")] = 60.0,
     url_file: Annotated[Path | None, typer.Option(help="write the URL served here once listening")] = None,
+    pin: Annotated[
+        list[int] | None,
+        typer.Option(
+            help="version mirrored however old and never deleted, e.g. a LoRA run's base (repeatable)"
+        ),
+    ] = None,
 ) -> None:
     """Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them."""
     logging.basicConfig(level=logging.INFO)
     config = RelayConfig(
-        upstreams=upstream, host=host, port=port, data_dir=data_dir, keep_versions=keep, gc_grace_s=gc_grace_s
+        upstreams=upstream,
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        keep_versions=keep,
+        gc_grace_s=gc_grace_s,
+        pinned_versions=pin or [],
     )
     server = Relay(config, trainer_public_key)
     asyncio.run(_serve_until_signalled(server.start, "relay", url_file))

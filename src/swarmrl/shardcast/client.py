@@ -370,8 +370,8 @@ class ShardcastClient:
         shutil.rmtree(resolve_inside(partial.directory, ".shardcast/delta"), ignore_errors=True)
 
     def _collect_old_versions(self, keep: int) -> None:
-        """Keep the newest `keep_versions` installed versions (never the one just fetched)."""
-        installed = local_versions(self.dest_root)
+        """Keep the newest `keep_versions` installed versions (never the one just fetched, nor a pinned one)."""
+        installed = [v for v in local_versions(self.dest_root) if v not in self.config.pinned_versions]
         for old in installed[: max(len(installed) - self.config.keep_versions, 0)]:
             if old != keep:
                 shutil.rmtree(self.dest_root / version_dir_name(old), ignore_errors=True)

@@ -46,6 +46,11 @@ class RelayConfig(BaseModel):
     port: int = Field(0, ge=0, le=65535, description="TCP port; 0 lets the OS choose")
     data_dir: Path = Field(Path("shardcast-relay"), description="where mirrored versions are stored")
     keep_versions: int = Field(5, ge=1, description="newest complete versions kept (INTELLECT-2 kept 5)")
+    pinned_versions: list[int] = Field(
+        default_factory=list,
+        description="versions mirrored even when older than the window and never deleted (a LoRA run's base, "
+        "which every worker needs before it can merge an adapter)",
+    )
     gc_grace_s: float = Field(
         60.0, ge=0, description="an old version read by a client within this many seconds is not deleted yet"
     )
@@ -102,6 +107,10 @@ class ClientConfig(BaseModel):
     backoff_base_s: float = Field(0.25, gt=0, description="first back-off after a failed request")
     backoff_max_s: float = Field(10.0, gt=0, description="longest back-off")
     keep_versions: int = Field(3, ge=1, description="newest versions kept on local disk")
+    pinned_versions: list[int] = Field(
+        default_factory=list,
+        description="versions never deleted to make room (a LoRA run's base, which every adapter is merged onto)",
+    )
     use_delta: bool = Field(True, description="rebuild from the local parent when the version is a delta")
     seed: int | None = Field(None, description="seed for source sampling (None: fresh randomness)")
 

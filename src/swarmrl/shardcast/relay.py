@@ -176,6 +176,11 @@ class Relay:
                 self._start_mirror(version)
         self._tasks = [asyncio.create_task(self._follow(url)) for url in self.upstreams]
         self._tasks.append(asyncio.create_task(self._gc_loop()))
+        self._tasks += [
+            asyncio.create_task(self._mirror_pinned(v))
+            for v in self.config.pinned_versions
+            if self.store.get(v) is None
+        ]
         yield
         tasks = self._tasks
         for task in tasks + list(self._mirroring.values()):
@@ -240,6 +245,30 @@ class Relay:
                 continue
             self._start_mirror(latest, *backed)
 
+    async def _mirror_pinned(self, version: int) -> None:
+        """Mirror a pinned version this relay lacks, however old: ask the upstreams for its signed manifest
+        until one serves it (it may not be published yet), then mirror it like an announced one."""
+        assert self._session is not None
+        while self.store.get(version) is None:
+            errors: dict[str, str] = {}
+            try:
+                manifest, raw, _ = await race_manifest(
+                    self._session,
+                    sorted(self.upstreams, key=self.selector.weight, reverse=True),
+                    version,
+                    self.public_key,
+                    self.selector,
+                    self.client_config,
+                    self.stats.setdefault(version, TransferStats()),
+                    errors,
+                )
+            except AllAttemptsFailed:
+                log.debug("relay: pinned version %d not served upstream yet: %s", version, errors)
+                await asyncio.sleep(self.config.retry_interval_s)
+                continue
+            self._start_mirror(version, manifest, raw)
+            return
+
     async def _verified_manifest(self, announcer: str, version: int) -> tuple[Manifest, bytes] | None:
         """The signed manifest of an announced version, asked of its announcer first (hedged to the other
         upstreams); None, with the announcer demoted, when no genuine one came."""
@@ -284,8 +313,13 @@ class Relay:
             except ShardcastError as exc:
                 log.warning("relay: mirroring version %d stalled: %s", version, exc)
                 await asyncio.sleep(self.config.retry_interval_s)
-            held = self.store.versions()
-            if len(held) >= self.config.keep_versions and version < held[-self.config.keep_versions]:
+            held = self._windowed(self.store.versions())
+            pinned = version in self.config.pinned_versions
+            if (
+                not pinned
+                and len(held) >= self.config.keep_versions
+                and version < held[-self.config.keep_versions]
+            ):
                 return  # it fell out of the window while failing; stop trying
 
     async def _mirror_once(
@@ -376,20 +410,25 @@ class Relay:
             self.store.add(manifest, raw, verified)
 
     # ---- garbage collection --------------------------------------------------------------------------
+    def _windowed(self, versions: list[int]) -> list[int]:
+        """The versions the keep window applies to: all but the pinned ones."""
+        return [v for v in versions if v not in self.config.pinned_versions]
+
     async def _gc_loop(self) -> None:
         while True:
             await asyncio.sleep(max(min(self.config.gc_grace_s / 2, 5.0), 0.2))
             await self.collect_garbage()
 
     async def collect_garbage(self) -> list[int]:
-        """Delete versions older than the newest `keep_versions` complete ones, unless being read."""
-        complete = [v for v in self.store.versions() if (e := self.store.get(v)) is not None and e.complete]
+        """Delete versions older than the newest `keep_versions` complete ones, unless being read or pinned."""
+        windowed = self._windowed(self.store.versions())
+        complete = [v for v in windowed if (e := self.store.get(v)) is not None and e.complete]
         if len(complete) <= self.config.keep_versions:
             return []
         cutoff = complete[-self.config.keep_versions]
         now = time.monotonic()
         removed = []
-        for version in self.store.versions():
+        for version in windowed:
             entry = self.store.get(version)
             if entry is None or version >= cutoff:
                 continue

@@ -54,11 +54,17 @@ def save_checkpoint(
 ) -> Path:
     """`state_dict` overrides the model's own tensors (the gathered full weights of a sharded model)."""
     path = save_pretrained_atomic(model, tokenizer, checkpoint_dir(root, step), state_dict=state_dict)
-    if keep:
-        # step_0 stays: the tokenizer, the KL reference and a colocated engine's architecture are read from it.
-        for old in [s for s in list_checkpoints(root)[:-keep] if s != 0]:
-            shutil.rmtree(checkpoint_dir(root, old), ignore_errors=True)
+    prune_checkpoints(root, keep)
     return path
+
+
+def prune_checkpoints(root: Path, keep: int, protect: int | None = None) -> None:
+    """Delete all but the newest `keep` checkpoints (0 keeps all); never `protect` (a LoRA run's base)."""
+    if keep:
+        # step_0 stays: the tokenizer, the KL reference, a colocated engine's architecture and a LoRA run's
+        # base are read from it.
+        for old in [s for s in list_checkpoints(root)[:-keep] if s not in (0, protect)]:
+            shutil.rmtree(checkpoint_dir(root, old), ignore_errors=True)
 
 
 def _rng_state() -> dict[str, Any]:

@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from swarmrl.config import RunConfig, TrainerSection
 from swarmrl.devices import InvalidDevice, resolve_device
+from swarmrl.inference.weights import read_checkpoint
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.logprobs import split_lm
 from swarmrl.rollouts import ScoredRow
@@ -252,6 +253,11 @@ def run_trainer(
     new policy in place before its checkpoint is written: it never needs to read a checkpoint. With
     `eval.every_steps`, rank 0 also scores policies on held-out tasks (`swarmrl.trainer.online_eval`).
     """
+    if config.trainer.lora.enabled and (weight_sink is not None or after_step is not None):
+        raise ValueError(
+            "[trainer.lora] trains adapters only; an in-process weight sink or an island merge would need "
+            "the merged full weights every step"
+        )
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
     torch.manual_seed(config.run.seed)
@@ -262,8 +268,18 @@ def run_trainer(
     state_steps = saved_trainer_steps(rundir.trainer_state)
     step = state_steps[-1] if state_steps else 0
     device = train_device(config.trainer.device)
-    # `trainer.precision` decides the compute dtype; the weights are fp32 masters.
-    model, policy_module = load_policy(checkpoint_dir(rundir.checkpoints, step), config.trainer, device)
+    lora = config.trainer.lora
+    adapter = None
+    if lora.enabled:
+        from swarmrl.trainer.lora import load_lora_policy  # peft is the optional `lora` extra
+
+        adapter = load_lora_policy(rundir.checkpoints, step, lora)
+        model = adapter.base_model.model  # the transformers model, adapters injected in place
+        policy_module = build_policy(model, config.trainer, device)
+    else:
+        # fp32 master weights (sharded straight from the checkpoint under torchrun); `trainer.precision`
+        # decides the compute dtype.
+        model, policy_module = load_policy(checkpoint_dir(rundir.checkpoints, step), config.trainer, device)
     policy_module.train()
     optimizer, scheduler = build_optimizer(
         model,
@@ -283,7 +299,7 @@ def run_trainer(
             checkpoint_dir(rundir.checkpoints, 0), config.trainer, device, for_training=False
         )
         ref_policy.eval()
-    policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
+    policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy, adapter)
     sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
     evaluator = None
     try:
@@ -313,6 +329,29 @@ class _Policy:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     ref_module: PackedPolicy | None
+    adapter: Any = None  # the peft wrapper of a LoRA run: its checkpoints are the adapter alone
+
+
+def _save_policy(
+    rundir: RunDir, step: int, policy: _Policy, keep: int, weights: dict[str, torch.Tensor] | None
+) -> None:
+    """Checkpoint `step`: the full model, or in a LoRA run the adapter alone."""
+    if policy.adapter is None:
+        save_checkpoint(
+            rundir.checkpoints, step, policy.module.model, policy.tokenizer, keep=keep, state_dict=weights
+        )
+        return
+    from swarmrl.trainer.lora import save_adapter_checkpoint
+
+    save_adapter_checkpoint(rundir.checkpoints, step, policy.adapter, keep=keep, full_state=weights)
+
+
+def _policy_weights(rundir: RunDir, step: int, policy: _Policy, model, weights) -> dict[str, torch.Tensor]:
+    """The full weights of policy `step`; a LoRA model's own state holds its adapters, so it is the saved
+    checkpoint's, merged onto the base as workers merge it."""
+    if policy.adapter is not None:
+        return read_checkpoint(checkpoint_dir(rundir.checkpoints, step))
+    return weights if weights is not None else model.state_dict()
 
 
 def _train_loop(
@@ -351,14 +390,7 @@ def _train_loop(
         weights = full_model_state(model)
         optimizer_state = full_optimizer_state(model, optimizer)
         if rank == 0:
-            save_checkpoint(
-                rundir.checkpoints,
-                step,
-                model,
-                tokenizer,
-                keep=config.trainer.keep_checkpoints,
-                state_dict=weights,
-            )
+            _save_policy(rundir, step, policy, config.trainer.keep_checkpoints, weights)
             save_trainer_state(rundir.trainer_state, step, optimizer_state, scheduler, {"run": config.run.id})
             if publish is not None:
                 publish(step)
@@ -368,7 +400,7 @@ def _train_loop(
             assert sink is not None
             sink.log(record)
             if evaluator is not None:
-                evaluator.policy_ready(step, weights if weights is not None else model.state_dict())
+                evaluator.policy_ready(step, _policy_weights(rundir, step, policy, model, weights))
             log.info(
                 "step %d reward %.3f task %.3f loss %.4f dropped %.0f%%",
                 step,

@@ -32,6 +32,7 @@ from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.envs.build import env_replay
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
+from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
@@ -70,23 +71,34 @@ class FetchedPolicies(PolicyCache):
     """Policy checkpoints by step, fetched through shardcast on first use, the last few kept loaded."""
 
     def __init__(
-        self, options: ValidatorOptions, trainer_key: str, dtype: str, keep: int, device: torch.device
+        self,
+        options: ValidatorOptions,
+        trainer_key: str,
+        dtype: str,
+        keep: int,
+        device: torch.device,
+        lora: bool = False,
     ) -> None:
         super().__init__(options.work_dir / "checkpoints", dtype, keep, device)
         self.options, self.trainer_key = options, trainer_key
+        # A LoRA run's base version: kept from the start, every adapter is merged onto it.
+        self.pinned: list[int] = [BASE_STEP] if lora else []
 
     def path(self, step: int) -> Path:
         if step not in local_versions(self.checkpoints):
-            config = ClientConfig(keep_versions=self.keep + 1)
-            fetch_checkpoint(
-                self.options.relays,
-                step,
-                self.checkpoints,
-                self.trainer_key,
-                config,
-                run_id=self.options.run_id,
-            )
+            self._fetch(step)
+            fetch_base(super().path(step), self._fetch, self.pinned)
         return super().path(step)
+
+    def _fetch(self, step: int) -> Path:
+        return fetch_checkpoint(
+            self.options.relays,
+            step,
+            self.checkpoints,
+            self.trainer_key,
+            ClientConfig(keep_versions=self.keep + 1, pinned_versions=self.pinned),
+            run_id=self.options.run_id,
+        )
 
 
 def swarm_context(
@@ -97,7 +109,12 @@ def swarm_context(
     device: torch.device,
 ) -> ValidationContext:
     policies = FetchedPolicies(
-        options, trainer_key, config.model.dtype, keep=config.worker.async_level + 1, device=device
+        options,
+        trainer_key,
+        config.model.dtype,
+        keep=config.worker.async_level + 1,
+        device=device,
+        lora=config.trainer.lora.enabled,
     )
     newest = None
     while newest is None:

@@ -32,6 +32,7 @@ from swarmrl.inference.config import EngineConfig
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
+from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rundir import write_json_atomic
@@ -120,8 +121,10 @@ class Policy:
         self.root = options.work_dir / "checkpoints"
         self.engine: InferenceEngine | None = None
         self.prompts: PromptFormat | None = None
+        # A LoRA run's base is pinned from the start: fetched with step 0 and kept, adapters merge onto it.
+        pinned = [BASE_STEP] if config.trainer.lora.enabled else []
         self.fetcher = CheckpointFetcher(
-            options.relays, trainer_key, self.root, ClientConfig(), options.run_id
+            options.relays, trainer_key, self.root, ClientConfig(pinned_versions=pinned), options.run_id
         )
 
     @property
@@ -138,6 +141,11 @@ class Policy:
         if found is None or (self.engine is not None and found[0] <= self.engine.policy_step):
             return
         newest, path = found
+        try:
+            fetch_base(path, self.fetcher.fetch, self.fetcher.config.pinned_versions)
+        except ShardcastError as exc:
+            log.warning("policy step %d is an adapter whose base could not be fetched: %s", newest, exc)
+            return
         if self.prompts is None:
             self.prompts = prompt_format(load_tokenizer(path), self.prompt_settings)
         if self.engine is not None and self.options.cheat is None:

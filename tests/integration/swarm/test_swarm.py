@@ -16,6 +16,9 @@ from rich.console import Console
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.swarm import Swarm, restart_coordinator, snapshot, start_swarm, stop_swarm, supervise
+from swarmrl.models.adapter import is_adapter_checkpoint
+from swarmrl.shardcast.client import local_versions
+from swarmrl.trainer.checkpoint import checkpoint_dir
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -25,7 +28,9 @@ def root(tmp_path_factory):
     return tmp_path_factory.mktemp("swarm")  # shared: the SFT start policy is built once and cached
 
 
-def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0, validators: int = 1) -> Swarm:
+def launch(
+    root, name: str, steps: int, honest: int = 2, cheaters: int = 0, validators: int = 1, *overrides: str
+) -> Swarm:
     config = tiny_config(
         root,
         name,
@@ -42,6 +47,7 @@ def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0, vali
         "coordinator.lease_target_s=6.0",
         "coordinator.lease_grace_s=10.0",
         "coordinator.validation_lease_s=20.0",
+        *overrides,
     )
     return start_swarm(config, prepare_run(config))
 
@@ -110,6 +116,33 @@ def test_trains_on_accepted_work_only_and_bans_the_cheater(root):
     trained = [p for p in (swarm.rundir.root / "accepted").rglob("*.parquet")]
     assert trained and {int(p.name.split("-")[0]) for p in trained} <= accepted
     assert not any(cheater.node_id[:16] in p.name for p in trained)
+
+
+def test_lora_run_broadcasts_adapters_that_workers_and_validators_merge(root):
+    # Seven steps: more than a worker (3) or a relay (5) keeps, so only pinning keeps the base step 0.
+    steps = 7
+    swarm = launch(
+        root, "lora", steps, 2, 0, 1, "trainer.lora.enabled=true", "trainer.lora.r=4", "worker.async_level=1"
+    )
+    try:
+        supervise(swarm, quiet(), timeout_s=550, interval_s=1.0)
+        state = snapshot(swarm)
+        with CoordinatorClient(swarm.coordinator_url) as client:
+            submissions = client.submissions(swarm.config.run.id)
+    finally:
+        stop_swarm(swarm)
+
+    assert len(swarm.rundir.read_metrics()) == steps
+    checkpoints = swarm.rundir.checkpoints
+    assert all(is_adapter_checkpoint(checkpoint_dir(checkpoints, step)) for step in range(1, steps + 1))
+    honest = [state.nodes[f"worker-{i}"] for i in range(2)]
+    assert all(r.rejected == 0 for r in honest) and sum(r.accepted for r in honest) > 0, state.reject_checks
+    # Work for step k >= 2 needs policy >= 1: accepted, it was generated and validated on merged adapters.
+    assert any(s.status == "accepted" and s.step >= 2 for s in submissions)
+    for name in ("worker-0", "validator", "relay-0"):
+        directory = swarm.swarm_dir / name
+        held = local_versions(directory / "checkpoints" if name != "relay-0" else directory)
+        assert held[0] == 0 and held[-1] >= 4, (name, held)
 
 
 def _wait_until(predicate, swarm: Swarm, what: str, timeout_s: float = 240.0):
