@@ -19,7 +19,7 @@ from transformers import (
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
-from swarmrl.inference.weights import load_policy_weights
+from swarmrl.inference.weights import policy_state
 from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_checkpoint
 
 # Checkpoints are read and written every policy step; per-shard progress bars would flood the logs.
@@ -55,7 +55,8 @@ def load_model(
             model = load_model(base_checkpoint(path), dtype, device, attn_implementation)
         except AdapterError as exc:
             raise ModelLoadError(str(exc)) from exc
-        load_policy_weights(model, path)  # the engines' own loader: one merge path for every reader
+        # The engines' own reader and checks: one merge path for every reader.
+        model.load_state_dict(policy_state(model, path), strict=False)
         return model
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"{path}: no config.json, not a model directory")
