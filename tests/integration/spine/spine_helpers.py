@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from swarmrl.config import RunConfig, load_config
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
+from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.rundir import RunDir
 from swarmrl.tasks.registry import build_tasks
@@ -65,3 +68,26 @@ def pregenerate(config: RunConfig, steps: int, batches: int) -> None:
             )
             path = rundir.rollouts(step) / f"pre-b{batch:04d}.parquet"
             write_batch(engine, spec, tasks, tokenizer, config, params, path, identity)
+
+
+def train_beside_a_worker(rundir: RunDir, log_path: Path) -> int:
+    """The trainer of `rundir` in this process (so tests can patch it) with one worker process beside it,
+    stopped by PID however training ends; returns the trainer's last step once the worker exited cleanly."""
+    with log_path.open("wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "swarmrl.cli", "worker", "--run-dir", str(rundir.root), "--index", "0"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            last = trainer_role(rundir.root)
+        finally:
+            rundir.stop_file.touch()
+            try:
+                worker.wait(timeout=60)
+            finally:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait(timeout=10)
+    assert worker.returncode == 0, log_path.read_text()[-2000:]
+    return last

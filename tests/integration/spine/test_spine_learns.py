@@ -1,18 +1,15 @@
 """A tiny asynchronous RL run (trainer + a worker sharing a run directory) raises the reward it is given."""
 
 import statistics
-import subprocess
-import sys
 
 import torch
 
 from swarmrl.launch.prepare import prepare_run
-from swarmrl.launch.roles import trainer_role
 from swarmrl.rundir import RunDir
 from swarmrl.tasks import reward as reward_module
 from swarmrl.tasks.task import Task
 
-from .spine_helpers import tiny_config
+from .spine_helpers import tiny_config, train_beside_a_worker
 
 
 class ContainsLetter:
@@ -43,24 +40,7 @@ def test_async_rl_raises_reward(tmp_path, monkeypatch):
     )
     rundir = prepare_run(config)
     # The worker never scores anything, so it runs as its own process; only the trainer needs the verifier.
-    log = (tmp_path / "worker.log").open("wb")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "swarmrl.cli", "worker", "--run-dir", str(rundir.root), "--index", "0"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        assert trainer_role(rundir.root) == 10
-    finally:
-        rundir.stop_file.touch()
-        try:
-            worker.wait(timeout=60)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait(timeout=10)
-        log.close()
-    assert worker.returncode == 0, (tmp_path / "worker.log").read_text()[-2000:]
+    assert train_beside_a_worker(rundir, tmp_path / "worker.log") == 10
     records = RunDir(rundir.root).read_metrics()
     rewards = [r["reward"] for r in records]
     assert len(rewards) == 10

@@ -3,8 +3,6 @@ policy, and the validator's TOPLOC check passes on its own merge of the same ada
 a stopped LoRA run resumes to the adapters of an uninterrupted one."""
 
 import dataclasses
-import subprocess
-import sys
 
 import torch
 from safetensors.torch import load_file
@@ -20,7 +18,7 @@ from swarmrl.validator.rollout_checks import SeenFiles, validate_file
 from swarmrl.validator.service import judge_pending, local_context
 
 from .conftest import STEPS
-from .spine_helpers import tiny_config
+from .spine_helpers import tiny_config, train_beside_a_worker
 
 
 def test_lora_run_publishes_adapters_that_workers_and_validators_merge_alike(tmp_path):
@@ -38,21 +36,7 @@ def test_lora_run_publishes_adapters_that_workers_and_validators_merge_alike(tmp
         "worker.async_level=0",
     )
     rundir = prepare_run(config)
-    log = (tmp_path / "worker.log").open("wb")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "swarmrl.cli", "worker", "--run-dir", str(rundir.root), "--index", "0"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        assert trainer_role(rundir.root) == 2
-    finally:
-        rundir.stop_file.touch()
-        try:
-            worker.wait(timeout=60)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
+    assert train_beside_a_worker(rundir, tmp_path / "worker.log") == 2
     checkpoints = rundir.checkpoints
     assert list_checkpoints(checkpoints) == [0, 1, 2]
     assert not is_adapter_checkpoint(checkpoint_dir(checkpoints, 0))
