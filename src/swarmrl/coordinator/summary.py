@@ -15,15 +15,26 @@ from sqlalchemy.orm import Session
 from swarmrl.coordinator import ledger
 from swarmrl.coordinator.api import (
     LedgerBalance,
+    MetricPoint,
     NodeSummary,
     NodeWork,
+    RelaySummary,
     RunSummary,
     StepPoint,
     ValidatorBacklog,
     ValidatorSummary,
 )
 from swarmrl.coordinator.config import CoordinatorConfig
-from swarmrl.coordinator.db import Ban, Membership, Run, Submission, Validator, Verdict
+from swarmrl.coordinator.db import (
+    Ban,
+    Membership,
+    RelayState,
+    Run,
+    Submission,
+    TrainerMetrics,
+    Validator,
+    Verdict,
+)
 from swarmrl.coordinator.db import Step as StepRow
 from swarmrl.coordinator.leases import expire_lapsed
 from swarmrl.coordinator.routes_trainer import current_state
@@ -32,6 +43,7 @@ from swarmrl.coordinator.views import member_info
 
 CURVE_STEPS = 200  # the reward curve and the step list cover this many recent steps (bounded work per read)
 RATE_STEPS = 10  # steps per minute over the most recent this many step intervals
+EVAL_PREFIX = "eval/"  # the trainer's held-out figures (eval/avg@k, eval/pass@k, ...): the accuracy curve
 
 
 def steps_per_minute(published_at: list[float]) -> float | None:
@@ -77,6 +89,31 @@ def _steps(session: Session, run: Run) -> list[StepPoint]:
         )
         for row in published
     ]
+
+
+def eval_curve(session: Session, run: Run) -> list[MetricPoint]:
+    """The trainer's eval/ figures of the last CURVE_STEPS policy steps, steps without any left out."""
+    first = max(0, run.current_step - CURVE_STEPS + 1)
+    rows = session.scalars(
+        select(TrainerMetrics)
+        .where(TrainerMetrics.run_id == run.run_id, TrainerMetrics.step >= first)
+        .order_by(TrainerMetrics.step)
+    )
+    points = [
+        MetricPoint(
+            step=row.step, metrics={k: v for k, v in row.metrics.items() if k.startswith(EVAL_PREFIX)}
+        )
+        for row in rows
+    ]
+    return [p for p in points if p.metrics]
+
+
+def relay_reports(session: Session, run_id: str, node_ids: list[str]) -> dict[str, RelayState]:
+    """node id → the last relay report of each of `node_ids` that sent one."""
+    rows = session.scalars(
+        select(RelayState).where(RelayState.run_id == run_id, RelayState.node_id.in_(node_ids))
+    )
+    return {r.node_id: r for r in rows}
 
 
 def rejections_by_node(session: Session, run_id: str) -> dict[str, Counter]:
@@ -152,12 +189,29 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
     banned = set(session.scalars(select(Ban.node_id).where(Ban.node_id.in_(ids))))
     validators = set(session.scalars(select(Validator.public_key).where(Validator.run_id == run_id)))
     rejections = rejections_by_node(session, run_id)
-    nodes = []
+    reports = relay_reports(session, run_id, ids)
+    nodes, relays = [], []
     for member in members:
         info = member_info(member, now, config)
         work = works.get(member.node_id) or NodeWork(node_id=member.node_id)
         balance = balances.get(member.node_id) or LedgerBalance(node_id=member.node_id)
-        role = "validator" if member.node_id in validators else "worker"
+        role = (
+            "validator"
+            if member.node_id in validators
+            else "relay"
+            if member.node_id in reports
+            else "worker"
+        )
+        if role == "relay":
+            report = reports[member.node_id]
+            relays.append(
+                RelaySummary(
+                    **report.report,
+                    node_id=member.node_id,
+                    health=info.health,
+                    reported_at=report.reported_at,
+                )
+            )
         nodes.append(
             NodeSummary(
                 node_id=member.node_id,
@@ -203,4 +257,6 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
             select(func.count()).select_from(Membership).where(Membership.run_id == run_id)
         )
         or 0,
+        evals=eval_curve(session, run),
+        relays=relays,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
 from swarmrl.launch.prepare import load_run_config
 from swarmrl.models import load_tokenizer, policy_vocab_size
@@ -24,6 +26,8 @@ from swarmrl.trainer.swarm_source import AcceptedSubmissions
 from swarmrl.trainer.train import AfterStep, run_trainer
 from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.local import run_local_worker
+
+log = logging.getLogger(__name__)
 
 
 def trainer_role(
@@ -61,9 +65,11 @@ def trainer_role(
         scorer = with_env_replay(scorer, config, tasks, tokenizer)
     with contextlib.ExitStack() as stack:
         if coordinator_url is None:
-            source, publish = RunDirSource(rundir), None
+            source, publish, forward = RunDirSource(rundir), None, None
         else:
-            source, publish = _swarm_endpoints(config, rundir, coordinator_url, key, origin_port, stack)
+            source, publish, forward = _swarm_endpoints(
+                config, rundir, coordinator_url, key, origin_port, stack
+            )
         feed = RolloutFeed(
             source,
             scorer,
@@ -79,7 +85,12 @@ def trainer_role(
 
         try:
             last = run_trainer(
-                config, collect, publish, stop_after_steps=stop_after_steps, after_step=after_step
+                config,
+                collect,
+                publish,
+                stop_after_steps=stop_after_steps,
+                after_step=after_step,
+                forward_metrics=forward,
             )
             if dist.is_initialized():
                 # Rank 0 still writes the last checkpoint when the others return; tearing gloo down under it
@@ -98,7 +109,8 @@ def origin_url_file(rundir: RunDir) -> Path:
 def _swarm_endpoints(
     config, rundir: RunDir, coordinator_url: str, key: Path | None, port: int, stack: contextlib.ExitStack
 ):
-    """The trainer's coordinator feed and its shardcast origin (serving every checkpoint it publishes)."""
+    """The trainer's coordinator feed, its shardcast origin (serving every checkpoint it publishes) and where
+    its metrics go (the coordinator's dashboard)."""
     if key is None:
         raise ValueError("a swarm trainer needs --key, the private key the run was created with")
     identity = Identity.load(key)
@@ -119,7 +131,19 @@ def _swarm_endpoints(
         last_step=config.trainer.steps - 1,
         async_level=config.worker.async_level,
     )
-    return source, lambda step: origin.publish(None, step)
+    return (
+        source,
+        lambda step: origin.publish(None, step),
+        functools.partial(_report_metrics, client, config.run.id),
+    )
+
+
+def _report_metrics(client: CoordinatorClient, run_id: str, step: int, metrics: dict[str, float]) -> None:
+    """A dashboard figure that does not arrive costs a point on a curve, never the run."""
+    try:
+        client.report_metrics(run_id, step, metrics)
+    except CoordinatorError as exc:
+        log.warning("step %d: metrics not reported to the coordinator: %s", step, exc)
 
 
 def worker_role(run_dir: Path, index: int) -> int:

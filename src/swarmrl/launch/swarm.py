@@ -160,6 +160,14 @@ def start_swarm(
         url_file.unlink(missing_ok=True)
         relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer.node_id]
         relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
+        relay_args += [
+            "--coordinator",
+            swarm.coordinator_url,
+            "--run-id",
+            config.run.id,
+            "--key",
+            str(swarm.key(name)),
+        ]
         process = swarm.start(name, _starter(swarm, name, relay_args))
         swarm.relay_urls.append(wait_for_file(url_file, process))
         swarm.starters[name] = _starter(swarm, name, [*relay_args, "--port", _port(swarm.relay_urls[-1])])

@@ -34,7 +34,7 @@ from swarmrl.trainer.checkpoint import (
 )
 from swarmrl.trainer.data import CollectStats
 from swarmrl.trainer.losses import policy_loss
-from swarmrl.trainer.metrics import MetricsSink
+from swarmrl.trainer.metrics import MetricsForward, MetricsSink
 from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.parallel import (
     full_model_state,
@@ -221,11 +221,12 @@ def run_trainer(
     stop_after_steps: int | None = None,
     weight_sink: WeightSink | None = None,
     after_step: AfterStep | None = None,
+    forward_metrics: MetricsForward | None = None,
 ) -> int:
     """Train from the newest resumable state to `config.trainer.steps`; returns the last step written.
 
     `weight_sink` (an engine sharing this process and GPU) gets each new policy in place, before the
-    checkpoint is written.
+    checkpoint is written. `forward_metrics` gets every metrics record's scalars too (rank 0).
     """
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
@@ -258,7 +259,11 @@ def run_trainer(
         ref_model = load_model(checkpoint_dir(rundir.checkpoints, 0), "float32")
         ref_policy = build_policy(ref_model, config.trainer, device, for_training=False).eval()
     policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy)
-    sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
+    sink = (
+        MetricsSink(config.metrics, rundir, config.model_dump(mode="json"), forward_metrics)
+        if rank == 0
+        else None
+    )
     try:
         return _train_loop(
             config, policy, collect, publish, sink, step, stop_after_steps, weight_sink, after_step

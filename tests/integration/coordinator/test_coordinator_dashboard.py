@@ -232,3 +232,67 @@ def test_status_command_prints_the_summary(world):
 
     unknown = CliRunner().invoke(app, ["status", "--coordinator", world.url, "--run-id", "nope"])
     assert unknown.exit_code == 1 and "unknown_run" in unknown.output
+
+
+def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(world):
+    run = world.run_id
+    world.trainer.publish_step(run, 0)
+    world.trainer.report_metrics(run, 1, {"loss": 0.5, "reward": 0.1})
+    merged = world.trainer.report_metrics(run, 1, {"eval/avg@8": 0.25, "eval/pass@8": 0.5, "reward": 0.2})
+    assert merged.metrics == {"loss": 0.5, "reward": 0.2, "eval/avg@8": 0.25, "eval/pass@8": 0.5}
+    world.trainer.report_metrics(run, 2, {"loss": 0.4})  # a step without an eval: no point on the curve
+    world.trainer.report_metrics(run, 3, {"eval/avg@8": 0.375})
+    evals = world.admin.summary(run).evals
+    assert [(p.step, p.metrics) for p in evals] == [
+        (1, {"eval/avg@8": 0.25, "eval/pass@8": 0.5}),
+        (3, {"eval/avg@8": 0.375}),
+    ]
+
+    with pytest.raises(CoordinatorError) as caught:
+        world.node().report_metrics(run, 4, {"eval/avg@8": 1.0})  # only the trainer speaks for training
+    assert (caught.value.status, caught.value.kind) == (403, "not_trainer")
+    for bad in ({"bad name": 1.0}, {"x" * 65: 1.0}, {"eval/avg@8": float("inf")}):
+        with pytest.raises(CoordinatorError) as caught:
+            world.trainer.report_metrics(run, 4, bad)
+        assert caught.value.status == 422, bad
+    world.trainer.report_metrics(run, 5, {f"m{i}": 0.0 for i in range(128)})
+    with pytest.raises(CoordinatorError) as caught:
+        world.trainer.report_metrics(run, 5, {"one-more": 0.0})
+    assert (caught.value.status, caught.value.kind) == (409, "too_many_metrics")
+
+
+def relay_report(url: str, upstream: str, versions: list[dict]) -> dict:
+    return {"url": url, "upstreams": [upstream], "versions": versions, "served_bytes": 4096}
+
+
+def test_relays_report_their_place_in_the_tree_with_their_heartbeat(world):
+    run = world.run_id
+    world.trainer.publish_step(run, 0)
+    first, second, worker = world.node(), world.node(), world.node()
+    origin, a, b = "http://127.0.0.1:9000", "http://127.0.0.1:9001", "http://127.0.0.1:9002"
+    done = {"version": 3, "complete": True, "bytes": 2_000_000, "seconds": 0.5}
+    first.heartbeat(run, relay=relay_report(a, origin, [done]))
+    second.heartbeat(run, relay=relay_report(b, a, [{"version": 3, "complete": False, "bytes": 10}]))
+    second.heartbeat(run, relay=relay_report(b, a, [{**done, "seconds": 1.0}]))  # the newest report wins
+    worker.heartbeat(run, 3)
+
+    summary = world.admin.summary(run)
+    roles = {n.node_id: n.role for n in summary.nodes}
+    assert (roles[first.node_id], roles[second.node_id], roles[worker.node_id]) == ("relay", "relay", "worker")
+    relays = {r.node_id: r for r in summary.relays}
+    assert set(relays) == {first.node_id, second.node_id}
+    assert (relays[first.node_id].url, relays[first.node_id].upstreams) == (a, [origin])
+    assert relays[second.node_id].upstreams == [a] and relays[second.node_id].health == "healthy"
+    assert [(v.version, v.complete, v.bytes, v.seconds) for v in relays[second.node_id].versions] == [
+        (3, True, 2_000_000, 1.0)
+    ]
+    assert relays[second.node_id].served_bytes == 4096
+
+    for bad in (
+        {**relay_report(a, origin, []), "admin_token": "x"},  # nothing but the report's own fields
+        relay_report(a, origin, [{"version": -1, "complete": True, "bytes": 1}]),
+        {**relay_report(a, origin, []), "upstreams": [origin] * 17},
+    ):
+        with pytest.raises(CoordinatorError) as caught:
+            first.heartbeat(run, relay=bad)
+        assert caught.value.status == 422
