@@ -25,6 +25,9 @@ MetricName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.@/:-]{1,64}
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Url = Annotated[str, StringConstraints(max_length=2000)]
 MAX_METRICS = 128  # names in one trainer metrics report
+# Trainer metric names the dashboard draws: held-out evals (eval/avg@k, eval/pass@k) and island merges.
+EVAL_PREFIX = "eval/"
+ISLANDS_PREFIX = "islands/"
 
 
 class Body(BaseModel):
@@ -437,5 +440,9 @@ class RunSummary(BaseModel):
     nodes_total: int = Field(description="members of the run (the list holds at most list_limit of them)")
     evals: list[MetricPoint] = Field(
         default_factory=list, description="the trainer's held-out eval figures (eval/...) by policy step"
+    )
+    islands: list[MetricPoint] = Field(
+        default_factory=list,
+        description="DiLoCo island merges (islands/...) the trainer reported, by policy step",
     )
     relays: list[RelaySummary] = Field(default_factory=list, description="SHARDCAST relays and their reports")

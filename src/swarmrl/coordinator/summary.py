@@ -14,6 +14,8 @@ from sqlalchemy.orm import Session
 
 from swarmrl.coordinator import ledger
 from swarmrl.coordinator.api import (
+    EVAL_PREFIX,
+    ISLANDS_PREFIX,
     LedgerBalance,
     MetricPoint,
     NodeSummary,
@@ -43,7 +45,6 @@ from swarmrl.coordinator.views import member_info
 
 CURVE_STEPS = 200  # the reward curve and the step list cover this many recent steps (bounded work per read)
 RATE_STEPS = 10  # steps per minute over the most recent this many step intervals
-EVAL_PREFIX = "eval/"  # the trainer's held-out figures (eval/avg@k, eval/pass@k, ...): the accuracy curve
 
 
 def steps_per_minute(published_at: list[float]) -> float | None:
@@ -91,8 +92,8 @@ def _steps(session: Session, run: Run) -> list[StepPoint]:
     ]
 
 
-def eval_curve(session: Session, run: Run) -> list[MetricPoint]:
-    """The trainer's eval/ figures of the last CURVE_STEPS policy steps, steps without any left out."""
+def metric_curve(session: Session, run: Run, prefix: str) -> list[MetricPoint]:
+    """The trainer's figures named `prefix`... of the last CURVE_STEPS policy steps, steps without any left out."""
     first = max(0, run.current_step - CURVE_STEPS + 1)
     rows = session.scalars(
         select(TrainerMetrics)
@@ -100,9 +101,7 @@ def eval_curve(session: Session, run: Run) -> list[MetricPoint]:
         .order_by(TrainerMetrics.step)
     )
     points = [
-        MetricPoint(
-            step=row.step, metrics={k: v for k, v in row.metrics.items() if k.startswith(EVAL_PREFIX)}
-        )
+        MetricPoint(step=row.step, metrics={k: v for k, v in row.metrics.items() if k.startswith(prefix)})
         for row in rows
     ]
     return [p for p in points if p.metrics]
@@ -257,6 +256,7 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
             select(func.count()).select_from(Membership).where(Membership.run_id == run_id)
         )
         or 0,
-        evals=eval_curve(session, run),
+        evals=metric_curve(session, run, EVAL_PREFIX),
+        islands=metric_curve(session, run, ISLANDS_PREFIX),
         relays=relays,
     )

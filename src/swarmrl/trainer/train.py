@@ -54,7 +54,8 @@ Collector = Callable[[int], tuple[list[ScoredRow], CollectStats]]
 Publisher = Callable[[int], None]
 # Called with (new step, model) after each policy step, before it is published; may change the weights in
 # place (trainer islands merge here, so the checkpoint of a merge step is the merged policy).
-AfterStep = Callable[[int, torch.nn.Module], None]
+# Runs after each policy step; the scalars it returns (if any) join that step's metrics record.
+AfterStep = Callable[[int, torch.nn.Module], "dict[str, float] | None"]
 
 
 # Metrics of `policy_loss` that are already normalised by the minibatch's global counts: they add up over
@@ -310,8 +311,7 @@ def _train_loop(
         planned = plan_policy_step(rows, config.trainer, policy.module, tokenizer.pad_token_id)
         metrics = train_step(policy.module, optimizer, scheduler, planned, config, policy.ref_module)
         step += 1
-        if after_step is not None:
-            after_step(step, model)
+        extra = after_step(step, model) if after_step is not None else None
         if weight_sink is not None:
             push_weights(model, weight_sink, step)
         weights = full_model_state(model)
@@ -331,6 +331,7 @@ def _train_loop(
             record = {"step": step, "time": time.time(), "train_seconds": time.monotonic() - started}
             record.update(batch_metrics(rows, stats))
             record.update(metrics)
+            record.update(extra or {})
             assert sink is not None
             sink.log(record)
             log.info(

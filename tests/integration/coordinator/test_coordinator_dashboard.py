@@ -240,12 +240,16 @@ def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(worl
     world.trainer.report_metrics(run, 1, {"loss": 0.5, "reward": 0.1})
     merged = world.trainer.report_metrics(run, 1, {"eval/avg@8": 0.25, "eval/pass@8": 0.5, "reward": 0.2})
     assert merged.metrics == {"loss": 0.5, "reward": 0.2, "eval/avg@8": 0.25, "eval/pass@8": 0.5}
-    world.trainer.report_metrics(run, 2, {"loss": 0.4})  # a step without an eval: no point on the curve
+    # A step without an eval: no point on the curve; an island merge goes to the islands view instead.
+    world.trainer.report_metrics(run, 2, {"loss": 0.4, "islands/round": 1.0, "islands/participants": 2.0})
     world.trainer.report_metrics(run, 3, {"eval/avg@8": 0.375})
-    evals = world.admin.summary(run).evals
-    assert [(p.step, p.metrics) for p in evals] == [
+    summary = world.admin.summary(run)
+    assert [(p.step, p.metrics) for p in summary.evals] == [
         (1, {"eval/avg@8": 0.25, "eval/pass@8": 0.5}),
         (3, {"eval/avg@8": 0.375}),
+    ]
+    assert [(p.step, p.metrics) for p in summary.islands] == [
+        (2, {"islands/round": 1.0, "islands/participants": 2.0})
     ]
 
     with pytest.raises(CoordinatorError) as caught:
