@@ -282,7 +282,11 @@ def test_relays_report_their_place_in_the_tree_with_their_heartbeat(world):
 
     summary = world.admin.summary(run)
     roles = {n.node_id: n.role for n in summary.nodes}
-    assert (roles[first.node_id], roles[second.node_id], roles[worker.node_id]) == ("relay", "relay", "worker")
+    assert (roles[first.node_id], roles[second.node_id], roles[worker.node_id]) == (
+        "relay",
+        "relay",
+        "worker",
+    )
     relays = {r.node_id: r for r in summary.relays}
     assert set(relays) == {first.node_id, second.node_id}
     assert (relays[first.node_id].url, relays[first.node_id].upstreams) == (a, [origin])

@@ -19,6 +19,15 @@ def test_metrics_go_to_jsonl_and_tensorboard(tmp_path):
     assert "time" not in events.Tags()["scalars"]
 
 
+def test_forward_gets_each_records_finite_scalars_by_step(tmp_path):
+    sent = []
+    sink = MetricsSink(MetricsSection(), RunDir(tmp_path), {}, forward=lambda step, m: sent.append((step, m)))
+    sink.log({"step": 4, "time": 9.0, "loss": float("nan"), "eval/avg@8": 0.5, "note": "text", "files": 3})
+    sink.close()
+    # NaN stays in metrics.jsonl but is not sent (the coordinator takes finite figures only).
+    assert sent == [(4, {"eval/avg@8": 0.5, "files": 3.0})]
+
+
 def test_missing_backend_is_a_clear_error(tmp_path, monkeypatch):
     import builtins
 
