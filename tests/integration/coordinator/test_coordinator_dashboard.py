@@ -191,6 +191,8 @@ def test_the_page_loads_only_its_own_assets_and_shows_no_secret(world):
     missing = httpx.get(f"{world.url}/dashboard/../app.py", timeout=5)
     assert missing.status_code == 404
     assert httpx.get(f"{world.url}/dashboard/secrets.txt", timeout=5).json()["error"] == "unknown_asset"
+    world.trainer.report_metrics(world.run_id, 1, {"eval/avg@8": 0.5})
+    world.node().heartbeat(world.run_id, relay=relay_report("http://r", "http://o", []))
     created = world.admin.runs()
     summary = httpx.get(f"{world.url}/v1/runs/{world.run_id}/summary", timeout=5).text
     for text in (page.text, summary, json.dumps([r.model_dump() for r in created])):
@@ -216,12 +218,28 @@ def test_status_command_prints_the_summary(world):
             rewards_summary={"rows": 2, "mean_reward": 0.5},
         )
     world.trainer.publish_step(run, 1)
+    world.trainer.report_metrics(run, 1, {"eval/avg@8": 0.25, "islands/round": 2.0, "islands/islands": 3.0})
+    world.trainer.report_metrics(run, 1, {"islands/island": 1.0, "islands/participants": 3.0})
+    world.trainer.report_metrics(run, 1, {"islands/contributors": 2.0})
+    world.trainer.report_metrics(run, 2, {"eval/avg@8": 0.5, "eval/pass@8": 0.75})
+    relay = world.node()
+    # A relay's URL is its own claim: printed as text, never read as terminal markup.
+    relay.heartbeat(
+        run,
+        relay=relay_report(
+            "http://[red]relay", "http://origin", [{"version": 1, "complete": True, "bytes": 1}]
+        ),
+    )
 
     result = CliRunner().invoke(app, ["status", "--coordinator", world.url], env={"COLUMNS": "240"})
     assert result.exit_code == 0, result.output
     out = result.output
     assert f"{run} (open) · step 1" in out and f"{world.url}/dashboard" in out
     assert "0.500@0" in out and "prefill×1" in out and "BANNED" in out
+    assert "held-out evals: eval/avg@8 0.500@2 · eval/pass@8 0.750@2" in out
+    assert "DiLoCo island 1 of 3: 2 merges committed; at step 1 2 of 3 islands contributed" in out
+    (relay_line,) = [line for line in out.splitlines() if relay.node_id[:12] in line and "http" in line]
+    assert "http://[red]relay" in relay_line and "http://origin" in relay_line
     (cheater_line,) = [line for line in out.splitlines() if cheater.node_id[:12] in line]
     (honest_line,) = [line for line in out.splitlines() if honest.node_id[:12] in line]
     assert "BANNED" in cheater_line and "BANNED" not in honest_line
