@@ -251,7 +251,9 @@ def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world,
     page = browser.page_source
     assert ADMIN not in page
     # The whole page in one picture: the window as tall as the page.
-    browser.set_window_size(1400, browser.execute_script("return document.documentElement.scrollHeight") + 140)
+    browser.set_window_size(
+        1400, browser.execute_script("return document.documentElement.scrollHeight") + 140
+    )
     (tmp_path / "dashboard.png").write_bytes(browser.get_screenshot_as_png())
 
     # At phone width the page itself does not scroll sideways (wide tables scroll inside their boxes).
