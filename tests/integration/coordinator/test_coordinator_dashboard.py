@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from swarmrl.coordinator.api import RunSummary
+from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.routes_dashboard import STREAM_SHARE_S, shared_summary
 from swarmrl.coordinator.summary import mean_rewards, steps_per_minute
@@ -322,3 +323,18 @@ def test_relays_report_their_place_in_the_tree_with_their_heartbeat(world):
         with pytest.raises(CoordinatorError) as caught:
             first.heartbeat(run, relay=bad)
         assert caught.value.status == 422
+
+
+def test_a_relay_member_takes_no_share_of_the_work(tmp_path):
+    # Leases as large as the step allows, so that only the fair share limits one.
+    config = CoordinatorConfig(lease_initial_unit_s=1.0, lease_target_s=100.0, lease_max_units=100)
+    world = ClockedCoordinator(tmp_path / "coordinator", config=config)
+    try:
+        run = world.run_id
+        world.trainer.publish_step(run, 0, units=4)
+        worker, relay = world.node(), world.node()
+        relay.heartbeat(run, relay=relay_report("http://r", "http://o", []))
+        # Two live members, one a relay: the worker's share is the whole step (4 units + 1 slack), not 3 of 5.
+        assert len(worker.lease_work(run).units) == 5
+    finally:
+        world.close()
