@@ -2,7 +2,8 @@
 
 Reuses the per-node and per-step counts of `stats` and the ledger's balances rather than counting again; adds
 what only a dashboard wants: the reward curve (the validators' trusted per-file means, by step), rejections
-by check, the validator backlog and the step rate.
+by check, the validator backlog and the step rate; and what nodes report for it alone: the trainer's held-out
+evals and island merges (its metrics, by step) and the relays' last reports (their place in the SHARDCAST tree).
 """
 
 from __future__ import annotations
