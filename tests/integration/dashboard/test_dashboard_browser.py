@@ -173,6 +173,14 @@ def banned_rows(browser, node_id: str) -> dict[str, dict] | None:
     return rows if rows.get(node_id, {}).get("banned") else None
 
 
+def full_page_png(browser, width: int) -> bytes:
+    """The whole page in one picture: the window `width` wide and as tall as the page is at that width."""
+    browser.set_window_size(width, 844)
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(width, height + 140)
+    return browser.get_screenshot_as_png()
+
+
 def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world, tmp_path):
     world.honest_work(reward=0.25)
     browser.get(f"{world.url}/dashboard")
@@ -250,17 +258,13 @@ def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world,
     assert merges[:4] == ["2", "1", "2", "2"] and merges[-2:] == ["yes", "no"]
     page = browser.page_source
     assert ADMIN not in page
-    # The whole page in one picture: the window as tall as the page.
-    browser.set_window_size(
-        1400, browser.execute_script("return document.documentElement.scrollHeight") + 140
-    )
-    (tmp_path / "dashboard.png").write_bytes(browser.get_screenshot_as_png())
+    (tmp_path / "dashboard.png").write_bytes(full_page_png(browser, 1400))
 
     # At phone width the page itself does not scroll sideways (wide tables scroll inside their boxes).
     browser.set_window_size(390, 844)
     overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"the page is {overflow}px wider than a phone screen"
-    (tmp_path / "dashboard-phone.png").write_bytes(browser.get_screenshot_as_png())
+    (tmp_path / "dashboard-phone.png").write_bytes(full_page_png(browser, 390))
     for name in ("dashboard.png", "dashboard-phone.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
