@@ -68,3 +68,13 @@ def test_a_chained_relay_reports_its_upstream_versions_and_traffic(tmp_path):
         app.state.engine.dispose()
         for server in reversed(servers):
             server.stop()
+
+
+def test_reporting_needs_the_run_and_the_key():
+    from typer.testing import CliRunner
+
+    from swarmrl.cli import app
+
+    args = ["relay", "--upstream", "http://127.0.0.1:1", "--trainer-public-key", TRAINER.node_id]
+    result = CliRunner().invoke(app, [*args, "--coordinator", "http://127.0.0.1:2", "--run-id", "r"])
+    assert result.exit_code == 2 and "--coordinator needs --run-id and --key" in result.output
