@@ -21,7 +21,8 @@ RunStatus = Literal["open", "draining", "drained"]
 UseOutcome = Literal["trained", "stale", "refused"]
 LedgerStatus = Literal["pending", "unlocked", "wiped"]
 # A trainer metric's name as its metrics.jsonl writes it: loss, reward, eval/avg@8, eval/pass@8, ...
-MetricName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.@/:-]{1,64}$")]
+METRIC_NAME_PATTERN = r"^[A-Za-z0-9_.@/:-]{1,64}$"
+MetricName = Annotated[str, StringConstraints(pattern=METRIC_NAME_PATTERN)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Url = Annotated[str, StringConstraints(max_length=2000)]
 MAX_METRICS = 128  # names in one trainer metrics report

@@ -6,11 +6,13 @@ import contextlib
 import functools
 import logging
 import os
+import re
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from swarmrl.coordinator.api import METRIC_NAME_PATTERN
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
@@ -139,9 +141,11 @@ def _swarm_endpoints(
 
 
 def _report_metrics(client: CoordinatorClient, run_id: str, step: int, metrics: dict[str, float]) -> None:
-    """A dashboard figure that does not arrive costs a point on a curve, never the run."""
+    """A dashboard figure that does not arrive costs a point on a curve, never the run. A name the coordinator
+    would refuse is left out (the file metrics.jsonl keeps it) rather than costing the step's other figures."""
+    sendable = {k: v for k, v in metrics.items() if re.fullmatch(METRIC_NAME_PATTERN, k)}
     try:
-        client.report_metrics(run_id, step, metrics)
+        client.report_metrics(run_id, step, sendable)
     except CoordinatorError as exc:
         log.warning("step %d: metrics not reported to the coordinator: %s", step, exc)
 
