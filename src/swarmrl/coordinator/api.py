@@ -20,6 +20,15 @@ SubmissionStatus = Literal["pending", "accepted", "rejected", "voided"]
 RunStatus = Literal["open", "draining", "drained"]
 UseOutcome = Literal["trained", "stale", "refused"]
 LedgerStatus = Literal["pending", "unlocked", "wiped"]
+# A trainer metric's name as its metrics.jsonl writes it: loss, reward, eval/avg@8, eval/pass@8, ...
+METRIC_NAME_PATTERN = r"^[A-Za-z0-9_.@/:-]{1,64}$"
+MetricName = Annotated[str, StringConstraints(pattern=METRIC_NAME_PATTERN)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Url = Annotated[str, StringConstraints(max_length=2000)]
+MAX_METRICS = 128  # names in one trainer metrics report
+# Trainer metric names the dashboard draws: held-out evals (eval/avg@k, eval/pass@k) and island merges.
+EVAL_PREFIX = "eval/"
+ISLANDS_PREFIX = "islands/"
 
 
 class Body(BaseModel):
@@ -90,8 +99,35 @@ class RegisterNode(Body):
     hardware: dict[str, Any] = Field(default_factory=dict, description="declared, informational only")
 
 
+class StepMetrics(Body):
+    metrics: Annotated[dict[MetricName, FiniteFloat], Field(max_length=MAX_METRICS)] = Field(
+        description="the trainer's scalars for this policy step (merged into what it reported before)"
+    )
+
+
+class RelayVersion(Body):
+    """One checkpoint version a SHARDCAST relay mirrors."""
+
+    version: Step
+    complete: bool = Field(description="every shard is held and verified")
+    bytes: Count = Field(description="bytes of verified shards held")
+    seconds: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] | None = Field(
+        None, description="from the start of mirroring to the last shard verified (complete versions)"
+    )
+
+
+class RelayReport(Body):
+    """What a relay tells the coordinator with its heartbeat: where it is in the tree and what it holds."""
+
+    url: Url = Field(description="where this relay serves")
+    upstreams: Annotated[list[Url], Field(max_length=16)] = Field(description="the sources it mirrors from")
+    versions: Annotated[list[RelayVersion], Field(max_length=64)] = Field(default_factory=list)
+    served_bytes: Count = 0
+
+
 class Heartbeat(Body):
     policy_step: Step | None = Field(None, description="checkpoint step the node has loaded")
+    relay: RelayReport | None = Field(None, description="sent by SHARDCAST relays only")
 
 
 class LeaseRequest(Body):
@@ -334,7 +370,7 @@ class NodeSummary(BaseModel):
     """One run member as the dashboard shows it: liveness, the checkpoint it holds, its files and credit."""
 
     node_id: str
-    role: Literal["worker", "validator", "trainer"]
+    role: Literal["worker", "validator", "trainer", "relay"]
     status: str = Field(description="membership: active | left | ejected")
     health: Literal["healthy", "unhealthy", "dead"]
     last_seen: float
@@ -362,6 +398,21 @@ class StepPoint(BaseModel):
     manifest_sha256: str | None = Field(description="the checkpoint version SHARDCAST broadcasts for it")
     mean_reward: float | None = Field(description="row-weighted mean reward of its judged files")
     rows: int = Field(description="rows behind mean_reward")
+
+
+class MetricPoint(BaseModel):
+    """The trainer's reported scalars for one policy step."""
+
+    step: int
+    metrics: dict[str, float]
+
+
+class RelaySummary(RelayReport):
+    """A relay member and its last report (as the relay sent it: its claims, not verified here)."""
+
+    node_id: str
+    health: Literal["healthy", "unhealthy", "dead"]
+    reported_at: float
 
 
 class ValidatorSummary(BaseModel):
@@ -394,3 +445,11 @@ class RunSummary(BaseModel):
     backlog: ValidatorBacklog
     nodes: list[NodeSummary]
     nodes_total: int = Field(description="members of the run (the list holds at most list_limit of them)")
+    evals: list[MetricPoint] = Field(
+        default_factory=list, description="the trainer's held-out eval figures (eval/...) by policy step"
+    )
+    islands: list[MetricPoint] = Field(
+        default_factory=list,
+        description="DiLoCo island merges (islands/...) the trainer reported, by policy step",
+    )
+    relays: list[RelaySummary] = Field(default_factory=list, description="SHARDCAST relays and their reports")

@@ -19,6 +19,7 @@ from swarmrl.coordinator import (
     routes_leases,
     routes_nodes,
     routes_read,
+    routes_reports,
     routes_trainer,
     routes_work,
 )
@@ -109,6 +110,7 @@ def create_app(
         routes_leases,
         routes_work,
         routes_trainer,
+        routes_reports,
         routes_read,
         routes_dashboard,
     ):

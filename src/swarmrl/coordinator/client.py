@@ -19,6 +19,7 @@ from swarmrl.coordinator.api import (
     HeartbeatAck,
     LedgerView,
     MemberInfo,
+    MetricPoint,
     NodeInfo,
     NodeWork,
     Ok,
@@ -187,10 +188,14 @@ class CoordinatorClient:
     def join(self, run_id: str) -> MemberInfo:
         return self._call(MemberInfo, "POST", f"/v1/runs/{run_id}/join", json_body={})
 
-    def heartbeat(self, run_id: str, policy_step: int | None = None) -> HeartbeatAck:
-        return self._call(
-            HeartbeatAck, "POST", f"/v1/runs/{run_id}/heartbeat", json_body={"policy_step": policy_step}
-        )
+    def heartbeat(
+        self, run_id: str, policy_step: int | None = None, *, relay: dict[str, Any] | None = None
+    ) -> HeartbeatAck:
+        """`relay`: a SHARDCAST relay's report (the fields of api.RelayReport), shown on the dashboard."""
+        body: dict[str, Any] = {"policy_step": policy_step}
+        if relay is not None:
+            body["relay"] = relay
+        return self._call(HeartbeatAck, "POST", f"/v1/runs/{run_id}/heartbeat", json_body=body)
 
     def leave(self, run_id: str) -> Ok:
         return self._call(Ok, "POST", f"/v1/runs/{run_id}/leave", json_body={})
@@ -298,6 +303,12 @@ class CoordinatorClient:
             "units": units,
         }
         return self._call(StepInfo, "POST", f"/v1/runs/{run_id}/steps", json_body=body)
+
+    def report_metrics(self, run_id: str, step: int, metrics: dict[str, float]) -> MetricPoint:
+        """The trainer's scalars for policy step `step` (merged into those it sent before)."""
+        return self._call(
+            MetricPoint, "POST", f"/v1/runs/{run_id}/steps/{step}/metrics", json_body={"metrics": metrics}
+        )
 
     def set_demand(self, run_id: str, step: int, units: int) -> StepWork:
         return self._call(

@@ -228,6 +228,26 @@ class Ban(Base):
     banned_at: Mapped[float] = mapped_column(Float)
 
 
+class TrainerMetrics(Base):
+    """The trainer's scalars per policy step (loss, reward, eval/...), for the dashboard's curves."""
+
+    __tablename__ = "trainer_metrics"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    metrics: Mapped[dict] = mapped_column(JSON, default=dict)
+    reported_at: Mapped[float] = mapped_column(Float)
+
+
+class RelayState(Base):
+    """A SHARDCAST relay's last report, sent with its heartbeat."""
+
+    __tablename__ = "relay_reports"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"), primary_key=True)
+    node_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    report: Mapped[dict] = mapped_column(JSON, default=dict)
+    reported_at: Mapped[float] = mapped_column(Float)
+
+
 def _create_v1(engine: Engine) -> None:
     schema_v1.metadata.create_all(engine)
 
@@ -266,13 +286,18 @@ def _upgrade_v2(engine: Engine) -> None:
         index.create(engine, checkfirst=True)
 
 
+def _upgrade_v3(engine: Engine) -> None:
+    """The dashboard's inputs: trainer metrics by step, relay reports."""
+    Base.metadata.create_all(engine, tables=[TrainerMetrics.__table__, RelayState.__table__])
+
+
 V2_INDEXES = (
     Index("ix_submissions_run_step_status", Submission.run_id, Submission.step, Submission.status),
     Index("ix_upload_slots_expires_at", UploadSlot.expires_at),
 )
 
 # version → upgrade from version-1. A new column or table is a new entry here, never an edit of an old one.
-MIGRATIONS: dict[int, Callable[[Engine], None]] = {1: _create_v1, 2: _upgrade_v2}
+MIGRATIONS: dict[int, Callable[[Engine], None]] = {1: _create_v1, 2: _upgrade_v2, 3: _upgrade_v3}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

@@ -19,7 +19,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.coordinator.config import CoordinatorConfig
-from swarmrl.coordinator.db import ACTIVE_UNIT_STATES, Membership, Run, WorkUnit
+from swarmrl.coordinator.db import ACTIVE_UNIT_STATES, Membership, RelayState, Run, WorkUnit
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ def fair_share(step_units: int, live_members: int) -> int:
 
 
 def live_members(session: Session, run_id: str, config: CoordinatorConfig, now: float) -> int:
-    """Active members of the run that are not yet unhealthy (heartbeat within the grace)."""
+    """Active members of the run that are not yet unhealthy (heartbeat within the grace). A SHARDCAST relay is a
+    member (it reports to the dashboard) that generates nothing: not counted."""
     unhealthy_before = (
         now - config.heartbeat_grace_s - config.unhealthy_after_missed * config.heartbeat_interval_s
     )
@@ -77,6 +78,7 @@ def live_members(session: Session, run_id: str, config: CoordinatorConfig, now: 
                 Membership.run_id == run_id,
                 Membership.status == "active",
                 Membership.last_seen > unhealthy_before,
+                Membership.node_id.not_in(select(RelayState.node_id).where(RelayState.run_id == run_id)),
             )
         )
         or 0

@@ -26,7 +26,7 @@ from swarmrl.coordinator.api import (
     Step,
 )
 from swarmrl.coordinator.auth import SignedCaller, state_of
-from swarmrl.coordinator.db import Membership, Node
+from swarmrl.coordinator.db import Membership, Node, RelayState
 from swarmrl.coordinator.errors import ApiError, ConflictError, ForbiddenError
 from swarmrl.coordinator.health import Health, health_of
 from swarmrl.coordinator.leases import ever_leased
@@ -96,6 +96,12 @@ def heartbeat(run_id: RunId, body: Heartbeat, request: Request, who: SignedCalle
         member.heartbeats += 1
         if body.policy_step is not None:
             member.policy_step = body.policy_step
+        if body.relay is not None:
+            report = session.get(RelayState, (run_id, node_id))
+            if report is None:
+                report = RelayState(run_id=run_id, node_id=node_id)
+                session.add(report)
+            report.report, report.reported_at = body.relay.model_dump(mode="json"), now
         return HeartbeatAck(
             current_step=run.current_step,
             async_level=run.async_level,

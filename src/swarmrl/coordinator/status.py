@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from swarmrl.coordinator.api import RunSummary
+from swarmrl.coordinator.api import ISLANDS_PREFIX, MetricPoint, RunSummary
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 
@@ -22,11 +23,43 @@ def _number(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def latest_metrics(points: list[MetricPoint]) -> dict[str, tuple[float, int]]:
+    """name → (its newest value, the step of it) over the trainer's reported points."""
+    return {name: (value, point.step) for point in points for name, value in point.metrics.items()}
+
+
+def relays_table(summary: RunSummary) -> Table:
+    """Each relay with its upstream (the tree's edges) and what it reports holding. URLs are the relays' own
+    claims: escaped, never read as markup."""
+    relays = Table(title="SHARDCAST relays", title_justify="left")
+    for column in ("relay", "serves", "mirrors", "state", "complete versions", "served MB"):
+        relays.add_column(column, justify="right" if column == "served MB" else "left")
+    for relay in summary.relays:
+        held = sorted(v.version for v in relay.versions if v.complete)
+        relays.add_row(
+            relay.node_id[:12],
+            escape(relay.url),
+            escape(", ".join(relay.upstreams)),
+            relay.health,
+            ", ".join(map(str, held)) or "-",
+            _number(relay.served_bytes / 1e6, 1),
+        )
+    return relays
+
+
 def summary_view(summary: RunSummary, url: str) -> Group:
-    """The run line, the reward by step, the nodes table, rejections by check and the validators."""
+    """The run line, reward and held-out evals by step, island merges, the nodes table, rejections by check,
+    the validators and the relays."""
     run, files, backlog, open_step = summary.run, summary.submissions, summary.backlog, summary.open_step
     rewards = [s for s in summary.steps if s.mean_reward is not None]
     curve = " → ".join(f"{s.mean_reward:.3f}@{s.step}" for s in rewards[-6:]) or "no judged files yet"
+    evals = (
+        " · ".join(
+            f"{name} {value:.3f}@{step}"
+            for name, (value, step) in sorted(latest_metrics(summary.evals).items())
+        )
+        or "none reported"
+    )
     head = Text.from_markup(
         f"[bold]{run.run_id}[/bold] ({run.status}) · step [bold]{run.current_step}[/bold] · "
         f"{_number(summary.steps_per_minute, 2)} steps/min · dashboard {url.rstrip('/')}/dashboard\n"
@@ -34,8 +67,17 @@ def summary_view(summary: RunSummary, url: str) -> Group:
         f"{files['voided']} voided · validator backlog: {backlog.pending} waiting, {backlog.judging} being judged\n"
         f"open step {open_step.step}: {open_step.accepted}/{open_step.demand} units accepted, "
         f"{open_step.leased} leased, {open_step.open_units} open\n"
-        f"reward by step: {curve}"
+        f"reward by step: {curve}\n"
+        f"held-out evals: {evals}"
     )
+    if summary.islands:  # one merge's figures arrive together: the newest point is the last merge
+        last = summary.islands[-1]
+        merge = {k.removeprefix(ISLANDS_PREFIX): _number(v) for k, v in last.metrics.items()}
+        head.append(
+            f"\nDiLoCo island {merge.get('island', '-')} of {merge.get('islands', '-')}: "
+            f"{merge.get('round', '-')} merges committed; at step {last.step} "
+            f"{merge.get('contributors', '-')} of {merge.get('participants', '-')} islands contributed"
+        )
     nodes = Table(title=f"nodes ({len(summary.nodes)} of {summary.nodes_total})", title_justify="left")
     for column in ("node", "role", "device", "state", "policy step", *NODE_COLUMNS, "banned", "rejected by"):
         nodes.add_column(
@@ -74,6 +116,8 @@ def summary_view(summary: RunSummary, url: str) -> Group:
             "-" if last is None else f"{max(0.0, summary.generated_at - last):.0f}s ago",
         )
     parts.append(validators)
+    if summary.relays:
+        parts.append(relays_table(summary))
     return Group(*parts)
 
 

@@ -2,7 +2,8 @@
 
 Reuses the per-node and per-step counts of `stats` and the ledger's balances rather than counting again; adds
 what only a dashboard wants: the reward curve (the validators' trusted per-file means, by step), rejections
-by check, the validator backlog and the step rate.
+by check, the validator backlog and the step rate; and what nodes report for it alone: the trainer's held-out
+evals and island merges (its metrics, by step) and the relays' last reports (their place in the SHARDCAST tree).
 """
 
 from __future__ import annotations
@@ -14,16 +15,30 @@ from sqlalchemy.orm import Session
 
 from swarmrl.coordinator import ledger
 from swarmrl.coordinator.api import (
+    EVAL_PREFIX,
+    ISLANDS_PREFIX,
     LedgerBalance,
+    MetricPoint,
     NodeSummary,
     NodeWork,
+    RelaySummary,
     RunSummary,
     StepPoint,
     ValidatorBacklog,
     ValidatorSummary,
 )
 from swarmrl.coordinator.config import CoordinatorConfig
-from swarmrl.coordinator.db import Ban, Membership, Node, Run, Submission, Validator, Verdict
+from swarmrl.coordinator.db import (
+    Ban,
+    Membership,
+    Node,
+    RelayState,
+    Run,
+    Submission,
+    TrainerMetrics,
+    Validator,
+    Verdict,
+)
 from swarmrl.coordinator.db import Step as StepRow
 from swarmrl.coordinator.leases import expire_lapsed
 from swarmrl.coordinator.routes_trainer import current_state
@@ -77,6 +92,29 @@ def _steps(session: Session, run: Run) -> list[StepPoint]:
         )
         for row in published
     ]
+
+
+def metric_curve(session: Session, run: Run, prefix: str) -> list[MetricPoint]:
+    """The trainer's figures named `prefix`... of the last CURVE_STEPS policy steps, steps without any left out."""
+    first = max(0, run.current_step - CURVE_STEPS + 1)
+    rows = session.scalars(
+        select(TrainerMetrics)
+        .where(TrainerMetrics.run_id == run.run_id, TrainerMetrics.step >= first)
+        .order_by(TrainerMetrics.step)
+    )
+    points = [
+        MetricPoint(step=row.step, metrics={k: v for k, v in row.metrics.items() if k.startswith(prefix)})
+        for row in rows
+    ]
+    return [p for p in points if p.metrics]
+
+
+def relay_reports(session: Session, run_id: str, node_ids: list[str]) -> dict[str, RelayState]:
+    """node id → the last relay report of each of `node_ids` that sent one."""
+    rows = session.scalars(
+        select(RelayState).where(RelayState.run_id == run_id, RelayState.node_id.in_(node_ids))
+    )
+    return {r.node_id: r for r in rows}
 
 
 def rejections_by_node(session: Session, run_id: str) -> dict[str, Counter]:
@@ -168,12 +206,29 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
     validators = set(session.scalars(select(Validator.public_key).where(Validator.run_id == run_id)))
     rejections = rejections_by_node(session, run_id)
     devices = declared_devices(session, ids)
-    nodes = []
+    reports = relay_reports(session, run_id, ids)
+    nodes, relays = [], []
     for member in members:
         info = member_info(member, now, config)
         work = works.get(member.node_id) or NodeWork(node_id=member.node_id)
         balance = balances.get(member.node_id) or LedgerBalance(node_id=member.node_id)
-        role = "validator" if member.node_id in validators else "worker"
+        role = (
+            "validator"
+            if member.node_id in validators
+            else "relay"
+            if member.node_id in reports
+            else "worker"
+        )
+        if role == "relay":
+            report = reports[member.node_id]
+            relays.append(
+                RelaySummary(
+                    **report.report,
+                    node_id=member.node_id,
+                    health=info.health,
+                    reported_at=report.reported_at,
+                )
+            )
         nodes.append(
             NodeSummary(
                 node_id=member.node_id,
@@ -220,4 +275,7 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
             select(func.count()).select_from(Membership).where(Membership.run_id == run_id)
         )
         or 0,
+        evals=metric_curve(session, run, EVAL_PREFIX),
+        islands=metric_curve(session, run, ISLANDS_PREFIX),
+        relays=relays,
     )

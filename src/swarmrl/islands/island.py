@@ -15,11 +15,12 @@ from pathlib import Path
 
 import torch
 
+from swarmrl.coordinator.api import ISLANDS_PREFIX
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators.torchft_comm import replica_manager
 from swarmrl.islands.communicator import QuorumCommunicator
 from swarmrl.islands.config import IslandsConfig
-from swarmrl.islands.merge import IslandMerger
+from swarmrl.islands.merge import IslandMerger, MergeRecord
 from swarmrl.islands.versions import merging_fragment
 from swarmrl.launch.prepare import load_run_config
 from swarmrl.launch.roles import trainer_role
@@ -68,10 +69,12 @@ class MergeHook:
         self.merger = merger
         return merger
 
-    def __call__(self, step: int, model: torch.nn.Module) -> None:
+    def __call__(self, step: int, model: torch.nn.Module) -> dict[str, float] | None:
+        """Merge at merge steps; the merge's figures go into the step's metrics (islands/...), from where a
+        swarm trainer's dashboard shows them."""
         fragment = merging_fragment(step, self.settings.merge_every, self.settings.fragments)
         if fragment is None:
-            return
+            return None
         merger = self.merger
         assert merger is not None, "attach() the trainer's model before the first step"
         record = merger.merge(step, fragment)
@@ -91,6 +94,14 @@ class MergeHook:
             record.wire_bytes,
             record.committed,
         )
+        return merge_metrics(record, self.communicator.island, self.settings.count)
+
+
+def merge_metrics(record: MergeRecord, island: int, islands: int) -> dict[str, float]:
+    """A merge as trainer metrics: this island, the islands configured, and the merge's own figures."""
+    figures = {"island": island, "islands": islands, **record.as_dict()}
+    figures.pop("step")  # the record's step is the metrics record's own
+    return {f"{ISLANDS_PREFIX}{name}": float(value) for name, value in figures.items()}
 
 
 def island_trainer_role(
@@ -129,11 +140,11 @@ def island_trainer_role(
     communicator = QuorumCommunicator(manager, group, island, settings.count)
     hook = MergeHook(rundir, settings, communicator)
 
-    def after_step(step: int, model: torch.nn.Module) -> None:
+    def after_step(step: int, model: torch.nn.Module) -> dict[str, float] | None:
         if hook.merger is None:
             merger = hook.attach(model)
             manager.register_state_dict_fn("islands", merger.load_state_dict, merger.state_dict)
-        hook(step, model)
+        return hook(step, model)
 
     try:
         return trainer_role(

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
+import re
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from swarmrl.config import ConfigError, RunConfig
+from swarmrl.coordinator.api import METRIC_NAME_PATTERN
 from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.devices import check_device
 from swarmrl.identity import Identity
 from swarmrl.launch.prepare import load_run_config
@@ -28,6 +32,8 @@ from swarmrl.trainer.train import AfterStep, run_trainer, train_device
 from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.colocated import ColocatedSource, colocated_source
 from swarmrl.worker.local import run_local_worker
+
+log = logging.getLogger(__name__)
 
 
 def trainer_role(
@@ -68,12 +74,14 @@ def trainer_role(
     sink = None
     with contextlib.ExitStack() as stack:
         if config.trainer.colocate:
-            source, publish = _colocated_source(config, coordinator_url, device), None
+            source, publish, forward = _colocated_source(config, coordinator_url, device), None, None
             sink = source.engine
         elif coordinator_url is None:
-            source, publish = RunDirSource(rundir), None
+            source, publish, forward = RunDirSource(rundir), None, None
         else:
-            source, publish = _swarm_endpoints(config, rundir, coordinator_url, key, origin_port, stack)
+            source, publish, forward = _swarm_endpoints(
+                config, rundir, coordinator_url, key, origin_port, stack
+            )
         feed = RolloutFeed(
             source,
             scorer,
@@ -95,6 +103,7 @@ def trainer_role(
                 stop_after_steps=stop_after_steps,
                 weight_sink=sink,
                 after_step=after_step,
+                forward_metrics=forward,
             )
             if dist.is_initialized():
                 # Rank 0 still writes the last checkpoint when the others return; tearing gloo down under it
@@ -126,7 +135,8 @@ def origin_url_file(rundir: RunDir) -> Path:
 def _swarm_endpoints(
     config, rundir: RunDir, coordinator_url: str, key: Path | None, port: int, stack: contextlib.ExitStack
 ):
-    """The trainer's coordinator feed and its shardcast origin (serving every checkpoint it publishes)."""
+    """The trainer's coordinator feed, its shardcast origin (serving every checkpoint it publishes) and where
+    its metrics go (the coordinator's dashboard)."""
     if key is None:
         raise ValueError("a swarm trainer needs --key, the private key the run was created with")
     identity = Identity.load(key)
@@ -147,7 +157,21 @@ def _swarm_endpoints(
         last_step=config.trainer.steps - 1,
         async_level=config.worker.async_level,
     )
-    return source, lambda step: origin.publish(None, step)
+    return (
+        source,
+        lambda step: origin.publish(None, step),
+        functools.partial(_report_metrics, client, config.run.id),
+    )
+
+
+def _report_metrics(client: CoordinatorClient, run_id: str, step: int, metrics: dict[str, float]) -> None:
+    """A dashboard figure that does not arrive costs a point on a curve, never the run. A name the coordinator
+    would refuse is left out (the file metrics.jsonl keeps it) rather than costing the step's other figures."""
+    sendable = {k: v for k, v in metrics.items() if re.fullmatch(METRIC_NAME_PATTERN, k)}
+    try:
+        client.report_metrics(run_id, step, sendable)
+    except CoordinatorError as exc:
+        log.warning("step %d: metrics not reported to the coordinator: %s", step, exc)
 
 
 def worker_role(run_dir: Path, index: int, device: str | None = None) -> int:

@@ -167,6 +167,14 @@ def start_swarm(
         relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
         if config.trainer.lora.enabled:  # every adapter is merged onto step 0: relays keep serving it
             relay_args += ["--pin", str(BASE_STEP)]
+        relay_args += [
+            "--coordinator",
+            swarm.coordinator_url,
+            "--run-id",
+            config.run.id,
+            "--key",
+            str(swarm.key(name)),
+        ]
         process = swarm.start(name, _starter(swarm, name, relay_args))
         swarm.relay_urls.append(wait_for_file(url_file, process))
         swarm.starters[name] = _starter(swarm, name, [*relay_args, "--port", _port(swarm.relay_urls[-1])])

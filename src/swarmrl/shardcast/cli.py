@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from aiohttp import web
@@ -21,7 +23,13 @@ from swarmrl.shardcast.origin import Origin
 from swarmrl.shardcast.relay import Relay
 
 
-async def _serve_until_signalled(start, name: str, url_file: Path | None = None) -> None:
+async def _serve_until_signalled(
+    start,
+    name: str,
+    url_file: Path | None = None,
+    beside: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM; `beside(url)` runs alongside (cancelled at the end)."""
     raise_open_file_limit()
     runner: web.AppRunner
     runner, url = await start()
@@ -32,9 +40,14 @@ async def _serve_until_signalled(start, name: str, url_file: Path | None = None)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    task = asyncio.create_task(beside(url)) if beside is not None else None
     try:
         await stop.wait()
     finally:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await runner.cleanup()
 
 
@@ -55,6 +68,11 @@ def relay(
             help="version mirrored however old and never deleted, e.g. a LoRA run's base (repeatable)"
         ),
     ] = None,
+    coordinator: Annotated[
+        str | None, typer.Option(help="report to this coordinator's dashboard (with --run-id and --key)")
+    ] = None,
+    run_id: Annotated[str | None, typer.Option(help="the run whose dashboard shows this relay")] = None,
+    key: Annotated[Path | None, typer.Option(help="this relay's node key (created if missing)")] = None,
 ) -> None:
     """Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them."""
     logging.basicConfig(level=logging.INFO)
@@ -68,7 +86,16 @@ def relay(
         pinned_versions=pin or [],
     )
     server = Relay(config, trainer_public_key)
-    asyncio.run(_serve_until_signalled(server.start, "relay", url_file))
+    beside = None
+    if coordinator is not None:
+        if run_id is None or key is None:
+            raise typer.BadParameter("--coordinator needs --run-id and --key", param_hint="--coordinator")
+        from swarmrl.shardcast.coordinator_report import report_forever
+
+        def beside(url: str):
+            return report_forever(server, url, coordinator, run_id, key)
+
+    asyncio.run(_serve_until_signalled(server.start, "relay", url_file, beside))
 
 
 def origin(

@@ -149,6 +149,32 @@ class Relay:
         self._tasks: list[asyncio.Task] = []
         self._session: aiohttp.ClientSession | None = None
         self.stats: dict[int, TransferStats] = {}
+        self.mirror_seconds: dict[int, float] = {}  # version → seconds its (last) mirroring pass took
+
+    def status(self, url: str) -> dict:
+        """Where this relay sits and what it holds (`url`: where it serves), in the coordinator's RelayReport
+        shape: the dashboard draws the relay tree and each version's spread and mirror throughput from it."""
+        versions = []
+        for version in self.store.versions():
+            entry = self.store.get(version)
+            if entry is None:  # collected meanwhile
+                continue
+            complete = entry.complete
+            versions.append(
+                {
+                    "version": version,
+                    "complete": complete,
+                    "bytes": sum(s.length for s in entry.manifest.all_shards if s.index in entry.verified),
+                    "seconds": self.mirror_seconds.get(version) if complete else None,
+                }
+            )
+        served = self.metrics.registry.get_sample_value("shardcast_bytes_served_total", {"role": "relay"})
+        return {
+            "url": url,
+            "upstreams": list(self.upstreams),
+            "versions": versions,
+            "served_bytes": int(served or 0),
+        }
 
     # ---- serving -------------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -365,6 +391,7 @@ class Relay:
                 self.metrics.shards_rejected.labels("relay").inc(stats.corrupt_shards)
                 stats.corrupt_shards = 0
         elapsed = time.monotonic() - started
+        self.mirror_seconds[version] = elapsed
         log.info(
             "relay: version %d complete, %d shards (%.0f MB) mirrored in %.2f s",
             version,
@@ -438,6 +465,7 @@ class Relay:
             if task is not None and not task.done():
                 task.cancel()
             self.store.remove(version)
+            self.mirror_seconds.pop(version, None)
             await asyncio.to_thread(shutil.rmtree, entry.directory, True)
             self.metrics.versions_collected.labels("relay").inc()
             removed.append(version)

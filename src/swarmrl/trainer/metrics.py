@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 from swarmrl.config import MetricsSection
@@ -16,9 +18,20 @@ class MetricsSinkError(Exception):
     """A configured metrics backend is not installed or cannot start."""
 
 
+# Gets each record's finite scalars by step: a swarm trainer sends them to its coordinator's dashboard.
+MetricsForward = Callable[[int, dict[str, float]], None]
+
+
 class MetricsSink:
-    def __init__(self, config: MetricsSection, rundir: RunDir, run_config: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        config: MetricsSection,
+        rundir: RunDir,
+        run_config: dict[str, Any],
+        forward: MetricsForward | None = None,
+    ) -> None:
         self.rundir = rundir
+        self._forward = forward
         self._tensorboard = None
         self._wandb = None
         if config.tensorboard:
@@ -66,6 +79,8 @@ class MetricsSink:
         if self._wandb is not None:
             self._wandb_step = max(self._wandb_step, step)
             self._wandb.log({**scalars, EVAL_STEP: step} if evaluated else scalars, step=self._wandb_step)
+        if self._forward is not None:
+            self._forward(step, {k: v for k, v in scalars.items() if math.isfinite(v)})
 
     def close(self) -> None:
         if self._prometheus is not None:

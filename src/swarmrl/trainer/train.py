@@ -38,7 +38,7 @@ from swarmrl.trainer.checkpoint import (
 )
 from swarmrl.trainer.data import CollectStats
 from swarmrl.trainer.losses import policy_loss
-from swarmrl.trainer.metrics import MetricsSink
+from swarmrl.trainer.metrics import MetricsForward, MetricsSink
 from swarmrl.trainer.online_eval import OnlineEvaluator
 from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.parallel import (
@@ -60,7 +60,8 @@ Collector = Callable[[int], tuple[list[ScoredRow], CollectStats]]
 Publisher = Callable[[int], None]
 # Called with (new step, model) after each policy step, before it is published; may change the weights in
 # place (trainer islands merge here, so the checkpoint of a merge step is the merged policy).
-AfterStep = Callable[[int, torch.nn.Module], None]
+# Runs after each policy step; the scalars it returns (if any) join that step's metrics record.
+AfterStep = Callable[[int, torch.nn.Module], "dict[str, float] | None"]
 
 
 # Metrics of `policy_loss` that are already normalised by the minibatch's global counts: they add up over
@@ -246,12 +247,14 @@ def run_trainer(
     stop_after_steps: int | None = None,
     weight_sink: WeightSink | None = None,
     after_step: AfterStep | None = None,
+    forward_metrics: MetricsForward | None = None,
 ) -> int:
     """Train from the newest resumable state to `config.trainer.steps`; returns the last step written.
 
     `weight_sink` (an engine sharing this process and GPU) gets the policy training starts from, then each
     new policy in place before its checkpoint is written: it never needs to read a checkpoint. With
     `eval.every_steps`, rank 0 also scores policies on held-out tasks (`swarmrl.trainer.online_eval`).
+    `forward_metrics` gets every metrics record's scalars too (rank 0).
     """
     if config.trainer.lora.enabled and (weight_sink is not None or after_step is not None):
         raise ValueError(
@@ -300,7 +303,11 @@ def run_trainer(
         )
         ref_policy.eval()
     policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy, adapter)
-    sink = MetricsSink(config.metrics, rundir, config.model_dump(mode="json")) if rank == 0 else None
+    sink = (
+        MetricsSink(config.metrics, rundir, config.model_dump(mode="json"), forward_metrics)
+        if rank == 0
+        else None
+    )
     evaluator = None
     try:
         if sink is not None and config.eval.every_steps:
@@ -383,8 +390,7 @@ def _train_loop(
         planned = plan_policy_step(rows, config.trainer, policy.module, tokenizer.pad_token_id)
         metrics = train_step(policy.module, optimizer, scheduler, planned, config, policy.ref_module)
         step += 1
-        if after_step is not None:
-            after_step(step, model)
+        extra = after_step(step, model) if after_step is not None else None
         if weight_sink is not None:
             push_weights(model, weight_sink, step)
         weights = full_model_state(model)
@@ -397,6 +403,7 @@ def _train_loop(
             record = {"step": step, "time": time.time(), "train_seconds": time.monotonic() - started}
             record.update(batch_metrics(rows, stats))
             record.update(metrics)
+            record.update(extra or {})
             assert sink is not None
             sink.log(record)
             if evaluator is not None:

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from swarmrl.coordinator.api import RunSummary
+from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.routes_dashboard import STREAM_SHARE_S, shared_summary
 from swarmrl.coordinator.summary import mean_rewards, steps_per_minute
@@ -191,6 +192,8 @@ def test_the_page_loads_only_its_own_assets_and_shows_no_secret(world):
     missing = httpx.get(f"{world.url}/dashboard/../app.py", timeout=5)
     assert missing.status_code == 404
     assert httpx.get(f"{world.url}/dashboard/secrets.txt", timeout=5).json()["error"] == "unknown_asset"
+    world.trainer.report_metrics(world.run_id, 1, {"eval/avg@8": 0.5})
+    world.node().heartbeat(world.run_id, relay=relay_report("http://r", "http://o", []))
     created = world.admin.runs()
     summary = httpx.get(f"{world.url}/v1/runs/{world.run_id}/summary", timeout=5).text
     for text in (page.text, summary, json.dumps([r.model_dump() for r in created])):
@@ -216,12 +219,28 @@ def test_status_command_prints_the_summary(world):
             rewards_summary={"rows": 2, "mean_reward": 0.5},
         )
     world.trainer.publish_step(run, 1)
+    world.trainer.report_metrics(run, 1, {"eval/avg@8": 0.25, "islands/round": 2.0, "islands/islands": 3.0})
+    world.trainer.report_metrics(run, 1, {"islands/island": 1.0, "islands/participants": 3.0})
+    world.trainer.report_metrics(run, 1, {"islands/contributors": 2.0})
+    world.trainer.report_metrics(run, 2, {"eval/avg@8": 0.5, "eval/pass@8": 0.75})
+    relay = world.node()
+    # A relay's URL is its own claim: printed as text, never read as terminal markup.
+    relay.heartbeat(
+        run,
+        relay=relay_report(
+            "http://[red]relay", "http://origin", [{"version": 1, "complete": True, "bytes": 1}]
+        ),
+    )
 
     result = CliRunner().invoke(app, ["status", "--coordinator", world.url], env={"COLUMNS": "240"})
     assert result.exit_code == 0, result.output
     out = result.output
     assert f"{run} (open) · step 1" in out and f"{world.url}/dashboard" in out
     assert "0.500@0" in out and "prefill×1" in out and "BANNED" in out
+    assert "held-out evals: eval/avg@8 0.500@2 · eval/pass@8 0.750@2" in out
+    assert "DiLoCo island 1 of 3: 2 merges committed; at step 1 2 of 3 islands contributed" in out
+    (relay_line,) = [line for line in out.splitlines() if relay.node_id[:12] in line and "http" in line]
+    assert "http://[red]relay" in relay_line and "http://origin" in relay_line
     (cheater_line,) = [line for line in out.splitlines() if cheater.node_id[:12] in line]
     (honest_line,) = [line for line in out.splitlines() if honest.node_id[:12] in line]
     assert "BANNED" in cheater_line and "BANNED" not in honest_line
@@ -232,3 +251,90 @@ def test_status_command_prints_the_summary(world):
 
     unknown = CliRunner().invoke(app, ["status", "--coordinator", world.url, "--run-id", "nope"])
     assert unknown.exit_code == 1 and "unknown_run" in unknown.output
+
+
+def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(world):
+    run = world.run_id
+    world.trainer.publish_step(run, 0)
+    world.trainer.report_metrics(run, 1, {"loss": 0.5, "reward": 0.1})
+    merged = world.trainer.report_metrics(run, 1, {"eval/avg@8": 0.25, "eval/pass@8": 0.5, "reward": 0.2})
+    assert merged.metrics == {"loss": 0.5, "reward": 0.2, "eval/avg@8": 0.25, "eval/pass@8": 0.5}
+    # A step without an eval: no point on the curve; an island merge goes to the islands view instead.
+    world.trainer.report_metrics(run, 2, {"loss": 0.4, "islands/round": 1.0, "islands/participants": 2.0})
+    world.trainer.report_metrics(run, 3, {"eval/avg@8": 0.375})
+    summary = world.admin.summary(run)
+    assert [(p.step, p.metrics) for p in summary.evals] == [
+        (1, {"eval/avg@8": 0.25, "eval/pass@8": 0.5}),
+        (3, {"eval/avg@8": 0.375}),
+    ]
+    assert [(p.step, p.metrics) for p in summary.islands] == [
+        (2, {"islands/round": 1.0, "islands/participants": 2.0})
+    ]
+
+    with pytest.raises(CoordinatorError) as caught:
+        world.node().report_metrics(run, 4, {"eval/avg@8": 1.0})  # only the trainer speaks for training
+    assert (caught.value.status, caught.value.kind) == (403, "not_trainer")
+    for bad in ({"bad name": 1.0}, {"x" * 65: 1.0}, {"eval/avg@8": float("inf")}):
+        with pytest.raises(CoordinatorError) as caught:
+            world.trainer.report_metrics(run, 4, bad)
+        assert caught.value.status == 422, bad
+    world.trainer.report_metrics(run, 5, {f"m{i}": 0.0 for i in range(128)})
+    with pytest.raises(CoordinatorError) as caught:
+        world.trainer.report_metrics(run, 5, {"one-more": 0.0})
+    assert (caught.value.status, caught.value.kind) == (409, "too_many_metrics")
+
+
+def relay_report(url: str, upstream: str, versions: list[dict]) -> dict:
+    return {"url": url, "upstreams": [upstream], "versions": versions, "served_bytes": 4096}
+
+
+def test_relays_report_their_place_in_the_tree_with_their_heartbeat(world):
+    run = world.run_id
+    world.trainer.publish_step(run, 0)
+    first, second, worker = world.node(), world.node(), world.node()
+    origin, a, b = "http://127.0.0.1:9000", "http://127.0.0.1:9001", "http://127.0.0.1:9002"
+    done = {"version": 3, "complete": True, "bytes": 2_000_000, "seconds": 0.5}
+    first.heartbeat(run, relay=relay_report(a, origin, [done]))
+    second.heartbeat(run, relay=relay_report(b, a, [{"version": 3, "complete": False, "bytes": 10}]))
+    second.heartbeat(run, relay=relay_report(b, a, [{**done, "seconds": 1.0}]))  # the newest report wins
+    worker.heartbeat(run, 3)
+
+    summary = world.admin.summary(run)
+    roles = {n.node_id: n.role for n in summary.nodes}
+    assert (roles[first.node_id], roles[second.node_id], roles[worker.node_id]) == (
+        "relay",
+        "relay",
+        "worker",
+    )
+    relays = {r.node_id: r for r in summary.relays}
+    assert set(relays) == {first.node_id, second.node_id}
+    assert (relays[first.node_id].url, relays[first.node_id].upstreams) == (a, [origin])
+    assert relays[second.node_id].upstreams == [a] and relays[second.node_id].health == "healthy"
+    assert [(v.version, v.complete, v.bytes, v.seconds) for v in relays[second.node_id].versions] == [
+        (3, True, 2_000_000, 1.0)
+    ]
+    assert relays[second.node_id].served_bytes == 4096
+
+    for bad in (
+        {**relay_report(a, origin, []), "admin_token": "x"},  # nothing but the report's own fields
+        relay_report(a, origin, [{"version": -1, "complete": True, "bytes": 1}]),
+        {**relay_report(a, origin, []), "upstreams": [origin] * 17},
+    ):
+        with pytest.raises(CoordinatorError) as caught:
+            first.heartbeat(run, relay=bad)
+        assert caught.value.status == 422
+
+
+def test_a_relay_member_takes_no_share_of_the_work(tmp_path):
+    # Leases as large as the step allows, so that only the fair share limits one.
+    config = CoordinatorConfig(lease_initial_unit_s=1.0, lease_target_s=100.0, lease_max_units=100)
+    world = ClockedCoordinator(tmp_path / "coordinator", config=config)
+    try:
+        run = world.run_id
+        world.trainer.publish_step(run, 0, units=4)
+        worker, relay = world.node(), world.node()
+        relay.heartbeat(run, relay=relay_report("http://r", "http://o", []))
+        # Two live members, one a relay: the worker's share is the whole step (4 units + 1 slack), not 3 of 5.
+        assert len(worker.lease_work(run).units) == 5
+    finally:
+        world.close()

@@ -2,7 +2,7 @@
 and keeps every accepted submission, verdict and credit."""
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert, inspect, select
 from sqlalchemy.orm import Session
 
 from swarmrl.coordinator import ledger, schema_v1
@@ -118,8 +118,9 @@ def test_a_v1_database_upgrades_in_place_and_keeps_its_work(db_url):
     try:
         _write_v1(engine)
         assert current_version(engine) == 1
-        assert migrate(engine) == SCHEMA_VERSION == 2
-        assert migrate(engine) == 2  # again: a no-op
+        assert migrate(engine) == SCHEMA_VERSION == 3
+        assert migrate(engine) == 3  # again: a no-op
+        assert {"trainer_metrics", "relay_reports"} <= set(inspect(engine).get_table_names())
         with Session(engine) as session:
             run = session.get(Run, "r")
             assert (run.status, run.step_units, run.current_step) == ("open", None, 3)

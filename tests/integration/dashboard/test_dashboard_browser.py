@@ -23,6 +23,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
 ADMIN = "admin-secret"
 RUN = "dash"
 UPDATE_WAIT_S = 20.0  # the stream sends a summary every 2 s: ten of them
+ORIGIN = "http://127.0.0.1:7000"
+
+
+def relay_url(index: int) -> str:
+    return f"http://127.0.0.1:{7001 + index}"
 
 
 def browser_binaries() -> tuple[str, str]:
@@ -68,6 +73,7 @@ class World:
         self.admin.add_validator(RUN, self.validator.node_id)
         self.honest = [self._member() for _ in range(2)]
         self.cheater = self._member()
+        self.relays = [self._member() for _ in range(2)]
         self.step = 0
         self.trainer.publish_step(RUN, 0)
 
@@ -93,6 +99,19 @@ class World:
             accept, check = decide(submission.node_id)
             summary = {"rows": submission.rows, "mean_reward": reward, "passed": accept}
             self.validator.post_verdict(submission.id, accept=accept, check=check, rewards_summary=summary)
+
+    def relay_reports(self, version: int) -> None:
+        """Relay 0 mirrors the origin, relay 1 mirrors relay 0; both hold `version` (2 MB in 0.5 s and 1 s)."""
+        for index, node in enumerate(self.relays):
+            upstream = ORIGIN if index == 0 else relay_url(index - 1)
+            held = {"version": version, "complete": True, "bytes": 2_000_000, "seconds": 0.5 * (index + 1)}
+            report = {
+                "url": relay_url(index),
+                "upstreams": [upstream],
+                "versions": [held],
+                "served_bytes": 10**6,
+            }
+            node.heartbeat(RUN, relay=report)
 
     def next_step(self) -> int:
         self.step += 1
@@ -128,7 +147,7 @@ def update_count(browser) -> int:
 
 ROWS_SCRIPT = """
 return Array.from(document.querySelectorAll('#nodes tbody tr')).map(row => ({
-  id: row.dataset.nodeId, banned: row.dataset.banned === 'true',
+  id: row.dataset.nodeId, banned: row.dataset.banned === 'true', role: row.cells[1].textContent,
   cells: Array.from(row.cells).map(c => c.textContent)}));
 """
 
@@ -154,10 +173,19 @@ def banned_rows(browser, node_id: str) -> dict[str, dict] | None:
     return rows if rows.get(node_id, {}).get("banned") else None
 
 
+def full_page_png(browser, width: int) -> bytes:
+    """The whole page in one picture: the window `width` wide and as tall as the page is at that width."""
+    browser.set_window_size(width, 844)
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(width, height + 140)
+    return browser.get_screenshot_as_png()
+
+
 def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world, tmp_path):
     world.honest_work(reward=0.25)
     browser.get(f"{world.url}/dashboard")
-    wait_for(browser, lambda b: len(node_rows(b)) == 3 and shown_step(b) == 0, "the three nodes at step 0")
+    wait_for(browser, lambda b: len(node_rows(b)) == 5 and shown_step(b) == 0, "the five nodes at step 0")
+    assert browser.find_element("id", "islands").is_displayed() is False  # no island merge reported yet
     assert browser.find_element("id", "run-id").text == RUN
 
     # Everything below reaches the page only through the event stream: it never fetches the summary again.
@@ -184,27 +212,59 @@ def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world,
         browser, lambda b: len(b.find_elements("css selector", "#reward-chart circle")) == 2, "two rewards"
     )
 
+    # The trainer's held-out evals (one line per figure), the relays' reports, an island merge.
+    world.trainer.report_metrics(RUN, 1, {"eval/avg@8": 0.25, "eval/pass@8": 0.5, "loss": 0.1})
+    world.trainer.report_metrics(RUN, 2, {"eval/avg@8": 0.375, "eval/pass@8": 0.625})
+    world.trainer.report_metrics(RUN, 2, {"islands/island": 0, "islands/islands": 2, "islands/round": 1})
+    world.trainer.report_metrics(RUN, 2, {"islands/participants": 2, "islands/contributors": 2})
+    world.trainer.report_metrics(RUN, 2, {"islands/wire_bytes": 1_500_000, "islands/committed": 1})
+    world.relay_reports(version=1)
     step = world.next_step()
     wait_for(browser, lambda b: shown_step(b) == step, f"step {step}")
+    wait_for(browser, lambda b: len(b.find_elements("css selector", "#eval-chart circle")) == 4, "four evals")
+    legend = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#eval-legend li')).map(li => li.textContent)"
+    )
+    assert legend == ["eval/avg@8", "eval/pass@8"]  # eval figures only: the loss is not an accuracy
     versions = browser.execute_script(
         "return Array.from(document.querySelectorAll('#versions tbody tr'))"
         ".map(r => Array.from(r.cells).map(c => c.textContent))"
     )
-    # step, manifest, published, nodes holding it, mean reward: both honest nodes generate with policy 1.
-    assert [(row[0], row[3], row[4]) for row in versions] == [
-        ("2", "0", "–"),
-        ("1", "2", "0.750 (4 rows)"),
-        ("0", "0", "0.250 (4 rows)"),
+    # step, manifest, published, nodes holding it, mean reward, relays complete, mirror MB/s: both honest
+    # nodes generate with policy 1, both relays hold it (4 MB in 1.5 s).
+    assert [(row[0], row[3], row[4], row[5], row[6]) for row in versions] == [
+        ("2", "0", "–", "0 / 2", "–"),
+        ("1", "2", "0.750 (4 rows)", "2 / 2", "2.7"),
+        ("0", "0", "0.250 (4 rows)", "0 / 2", "–"),
     ]
+    tree = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#relay-tree li'))"
+        ".map(li => [li.dataset.depth, li.dataset.nodeId || '', li.firstChild.textContent])"
+    )
+    (origin, first, second) = tree
+    assert origin == ["0", "", f"origin {ORIGIN}"]
+    assert first[:2] == ["1", world.relays[0].node_id] and relay_url(0) in first[2] and "v1" in first[2]
+    assert second[:2] == ["2", world.relays[1].node_id] and relay_url(1) in second[2]
+    roles = {row["id"]: row["role"] for row in browser.execute_script(ROWS_SCRIPT)}
+    assert [roles[r.node_id] for r in world.relays] == ["relay", "relay"]
+    assert browser.find_element("id", "islands").is_displayed()
+    cards = [
+        browser.find_element("id", name).text for name in ("island-of", "island-rounds", "island-quorum")
+    ]
+    assert cards == ["0 of 2", "1", "2 / 2"] and browser.find_element("id", "island-bytes").text == "1.5 MB"
+    merges = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#island-merges tbody td')).map(c => c.textContent)"
+    )
+    assert merges[:4] == ["2", "1", "2", "2"] and merges[-2:] == ["yes", "no"]
     page = browser.page_source
     assert ADMIN not in page
-    (tmp_path / "dashboard.png").write_bytes(browser.get_screenshot_as_png())
+    (tmp_path / "dashboard.png").write_bytes(full_page_png(browser, 1400))
 
     # At phone width the page itself does not scroll sideways (wide tables scroll inside their boxes).
     browser.set_window_size(390, 844)
     overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"the page is {overflow}px wider than a phone screen"
-    (tmp_path / "dashboard-phone.png").write_bytes(browser.get_screenshot_as_png())
+    (tmp_path / "dashboard-phone.png").write_bytes(full_page_png(browser, 390))
     for name in ("dashboard.png", "dashboard-phone.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -13,8 +13,11 @@ import pytest
 from prometheus_client import generate_latest
 
 from swarmrl.config import MetricsSection
+from swarmrl.coordinator.api import EVAL_PREFIX
 from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
-from swarmrl.node_metrics import serve_metrics
+from swarmrl.islands.island import merge_metrics
+from swarmrl.islands.merge import MergeRecord
+from swarmrl.node_metrics import metric_name, serve_metrics
 from swarmrl.shardcast.server import ServerMetrics
 from swarmrl.validator.node import validator_collector
 from swarmrl.worker.node import WorkLog, worker_collector
@@ -81,8 +84,17 @@ def test_every_panel_queries_an_exported_metric(names):
     )
     record_keys = set(re.findall(r'"([a-z_]+)"', (ROOT / "src/swarmrl/trainer/train.py").read_text()))
     record_keys |= set(re.findall(r'"([a-z_]+)"', (ROOT / "src/swarmrl/trainer/losses.py").read_text()))
-    unknown = {n for n in trainer if n.removeprefix("swarmrl_trainer_") not in record_keys}
+    # An island merge's figures join its step's record.
+    merge = MergeRecord(1, 2, 2, 2, 10, 0.1, True, False, 1.0)
+    record_keys |= {
+        metric_name("trainer", k).removeprefix("swarmrl_trainer_") for k in merge_metrics(merge, 0, 2)
+    }
+    # The held-out evals are a family matched by prefix (eval/avg@k, eval/pass@k, ... for any k).
+    families = {n for n in trainer if n.endswith("_")}
+    assert families == {metric_name("trainer", EVAL_PREFIX) + "_"}
+    unknown = {n for n in trainer - families if n.removeprefix("swarmrl_trainer_") not in record_keys}
     assert not unknown, f"trainer panels name keys its metrics record does not have: {sorted(unknown)}"
+    assert "swarmrl_trainer_islands_round" in trainer
 
 
 def test_the_check_can_fail(names):

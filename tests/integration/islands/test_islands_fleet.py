@@ -48,6 +48,14 @@ def test_two_islands_merge_to_the_same_policy(tmp_path):
         assert all(m["committed"] and m["participants"] == 2 and m["contributors"] == 2 for m in merges)
         # int8 both ways: about one byte per parameter per merge (ring all-reduce over two islands).
         assert all(0 < m["wire_bytes"] < 2_000_000 for m in merges)
+        # Each merge is in its step's trainer metrics too (what a swarm trainer sends its dashboard).
+        records = rundir.read_metrics()
+        shown = [
+            (r["step"], r["islands/round"], r["islands/participants"])
+            for r in records
+            if "islands/round" in r
+        ]
+        assert shown == [(2, 1.0, 2.0), (4, 2.0, 2.0)]
     # The merged policies are bit-identical across islands; the local steps between merges are not.
     assert latest_checkpoint(islands[0].checkpoints) == latest_checkpoint(islands[1].checkpoints) == 4
     assert weights_digest(islands[0], 4) == weights_digest(islands[1], 4)

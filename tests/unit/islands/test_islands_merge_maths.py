@@ -163,3 +163,32 @@ def test_non_finite_average_from_a_peer_is_discarded():
     assert not record.committed and record.round == 0
     assert model.weight.detach().flatten().tolist() == [0.5, 0.5]  # keeps its own progress
     assert merger.global_params[0].flatten().tolist() == [1.0, 1.0]
+
+
+def test_a_merge_becomes_the_steps_islands_metrics():
+    from swarmrl.islands.island import merge_metrics
+    from swarmrl.islands.merge import MergeRecord
+
+    record = MergeRecord(
+        round=3,
+        step=30,
+        participants=2,
+        contributors=1,
+        wire_bytes=4096,
+        seconds=0.25,
+        committed=True,
+        healed=False,
+        pseudo_gradient_norm=1.5,
+    )
+    assert merge_metrics(record, island=1, islands=3) == {
+        "islands/island": 1.0,
+        "islands/islands": 3.0,
+        "islands/round": 3.0,
+        "islands/participants": 2.0,
+        "islands/contributors": 1.0,
+        "islands/wire_bytes": 4096.0,
+        "islands/seconds": 0.25,
+        "islands/committed": 1.0,
+        "islands/healed": 0.0,
+        "islands/pseudo_gradient_norm": 1.5,
+    }

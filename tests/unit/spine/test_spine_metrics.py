@@ -19,6 +19,15 @@ def test_metrics_go_to_jsonl_and_tensorboard(tmp_path):
     assert "time" not in events.Tags()["scalars"]
 
 
+def test_forward_gets_each_records_finite_scalars_by_step(tmp_path):
+    sent = []
+    sink = MetricsSink(MetricsSection(), RunDir(tmp_path), {}, forward=lambda step, m: sent.append((step, m)))
+    sink.log({"step": 4, "time": 9.0, "loss": float("nan"), "eval/avg@8": 0.5, "note": "text", "files": 3})
+    sink.close()
+    # NaN stays in metrics.jsonl but is not sent (the coordinator takes finite figures only).
+    assert sent == [(4, {"eval/avg@8": 0.5, "files": 3.0})]
+
+
 def test_missing_backend_is_a_clear_error(tmp_path, monkeypatch):
     import builtins
 
@@ -112,3 +121,24 @@ def test_worker_and_validator_collectors_read_their_own_records(tmp_path):
     finally:
         worker.close()
         validator.close()
+
+
+def test_a_swarm_trainer_sends_what_the_coordinator_takes_and_survives_a_refusal(caplog):
+    from swarmrl.coordinator.errors import CoordinatorError
+    from swarmrl.launch.roles import _report_metrics
+
+    class Coordinator:
+        def __init__(self, refuse: bool) -> None:
+            self.refuse, self.sent = refuse, []
+
+        def report_metrics(self, run_id, step, metrics):
+            self.sent.append((run_id, step, metrics))
+            if self.refuse:
+                raise CoordinatorError(503, "unavailable", "down for a moment")
+
+    up = Coordinator(refuse=False)
+    _report_metrics(up, "r", 3, {"eval/avg@8": 0.5, "eval/acc (n=200)": 0.4, "loss": 1.0})
+    assert up.sent == [("r", 3, {"eval/avg@8": 0.5, "loss": 1.0})]  # a name it would refuse is left out
+    down = Coordinator(refuse=True)
+    _report_metrics(down, "r", 4, {"loss": 1.0})  # the training step goes on
+    assert len(down.sent) == 1 and "step 4: metrics not reported" in caplog.text

@@ -39,19 +39,26 @@ function svg(tag, attrs, text) {
   return el;
 }
 
-// A line chart of (x, y) points with its axes' extremes labelled; y may be missing for some x.
-function lineChart(container, points, xLabel, yLabel) {
-  const shown = points.filter((p) => p.y !== null && p.y !== undefined);
-  if (!shown.length) {
-    const empty = document.createElement("p");
-    empty.className = "empty";
-    empty.textContent = "no judged files yet";
-    container.replaceChildren(empty);
-    return;
-  }
+const COLORS = ["#2563eb", "#db2777", "#059669", "#d97706", "#7c3aed", "#0891b2"];
+
+function emptyNote(container, text) {
+  const empty = document.createElement("p");
+  empty.className = "empty";
+  empty.textContent = text;
+  container.replaceChildren(empty);
+}
+
+// A line chart of series [{name, points: [{x, y}]}] (y may be missing for some x), the axes' extremes labelled.
+function lineChart(container, series, xLabel, emptyText) {
+  const drawn = series
+    .map((s, i) => ({ ...s, color: COLORS[i % COLORS.length],
+      shown: s.points.filter((p) => p.y !== null && p.y !== undefined) }))
+    .filter((s) => s.shown.length);
+  if (!drawn.length) { emptyNote(container, emptyText); return; }
   // Drawn at the container's own pixel width so that text keeps its size on a phone and on a wide screen.
   const W = Math.max(280, container.clientWidth - 16), H = 220, L = 48, R = 12, T = 12, B = 28;
-  const xs = shown.map((p) => p.x), ys = shown.map((p) => p.y);
+  const all = drawn.flatMap((s) => s.shown);
+  const xs = all.map((p) => p.x), ys = all.map((p) => p.y);
   let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
   let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
   if (x0 === x1) { x0 -= 1; x1 += 1; }
@@ -65,19 +72,128 @@ function lineChart(container, points, xLabel, yLabel) {
     root.appendChild(svg("text", { x: L - 4, y: py(y) + 4, "text-anchor": "end", "font-size": 11, fill: "#6b7280" },
       y.toFixed(3)));
   }
-  const xEnds = xs.length > 1 ? [[xs[0], "start"], [xs[xs.length - 1], "end"]] : [[xs[0], "middle"]];
+  const [xMin, xMax] = [Math.min(...xs), Math.max(...xs)];
+  const xEnds = xMin === xMax ? [[xMin, "middle"]] : [[xMin, "start"], [xMax, "end"]];
   for (const [x, anchor] of xEnds) {
     root.appendChild(svg("text", { x: px(x), y: H - 8, "text-anchor": anchor, "font-size": 11, fill: "#6b7280" },
       `${xLabel} ${Math.round(x)}`));
   }
-  const path = shown.map((p, i) => `${i ? "L" : "M"}${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(" ");
-  root.appendChild(svg("path", { d: path, fill: "none", stroke: "#2563eb", "stroke-width": 2 }));
-  for (const p of shown) {
-    const dot = svg("circle", { cx: px(p.x), cy: py(p.y), r: 3, fill: "#2563eb" });
-    dot.appendChild(svg("title", {}, `${xLabel} ${p.x}: ${yLabel} ${p.y.toFixed(4)}`));
-    root.appendChild(dot);
+  for (const s of drawn) {
+    const path = s.shown.map((p, i) => `${i ? "L" : "M"}${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(" ");
+    root.appendChild(svg("path", { d: path, fill: "none", stroke: s.color, "stroke-width": 2 }));
+    for (const p of s.shown) {
+      const dot = svg("circle", { cx: px(p.x), cy: py(p.y), r: 3, fill: s.color, "data-series": s.name });
+      dot.appendChild(svg("title", {}, `${xLabel} ${p.x}: ${s.name} ${p.y.toFixed(4)}`));
+      root.appendChild(dot);
+    }
   }
   container.replaceChildren(root);
+  return drawn;
+}
+
+function legend(id, drawn) {
+  const items = (drawn || []).map((s) => {
+    const li = document.createElement("li");
+    const swatch = document.createElement("span");
+    swatch.className = "swatch";
+    swatch.style.background = s.color;
+    li.append(swatch, document.createTextNode(s.name));
+    li.dataset.series = s.name;
+    return li;
+  });
+  $(id).replaceChildren(...items);
+}
+
+function drawCharts(summary) {
+  const rewards = summary.steps.map((s) => ({ x: s.step, y: s.mean_reward }));
+  lineChart($("reward-chart"), [{ name: "reward", points: rewards }], "step", "no judged files yet");
+  // One line per eval figure the trainer reports (eval/avg@k, eval/pass@k, ...), whichever it sends.
+  const names = [...new Set(summary.evals.flatMap((p) => Object.keys(p.metrics)))].sort();
+  const series = names.map((name) => ({
+    name, points: summary.evals.filter((p) => name in p.metrics).map((p) => ({ x: p.step, y: p.metrics[name] })),
+  }));
+  legend("eval-legend", lineChart($("eval-chart"), series, "step", "the trainer has reported no eval yet"));
+}
+
+// The relay tree from the relays' own reports: a root is an upstream no reporting relay serves (the origin);
+// a relay hangs under each upstream it names. Reports are claims: cycles and depth are bounded here.
+function relayTree(relays, now) {
+  const served = new Set(relays.map((r) => r.url));
+  const roots = [...new Set(relays.flatMap((r) => r.upstreams))].filter((u) => !served.has(u)).sort();
+  const placed = new Set();
+  function item(label, cls, depth) {
+    const li = document.createElement("li");
+    const text = document.createElement("span");
+    text.className = cls;
+    text.textContent = label;
+    li.appendChild(text);
+    li.dataset.depth = String(depth);
+    return li;
+  }
+  function children(url, path, depth) {
+    const ul = document.createElement("ul");
+    for (const r of relays.filter((r) => r.upstreams.includes(url) && !path.has(r.node_id))) {
+      ul.appendChild(relayItem(r, new Set([...path, r.node_id]), depth));
+    }
+    return ul;
+  }
+  function relayItem(r, path, depth) {
+    placed.add(r.node_id);
+    const held = r.versions.filter((v) => v.complete).map((v) => v.version);
+    const latest = held.length ? `v${Math.max(...held)}` : "no complete version";
+    const label = `relay ${short(r.node_id)} · ${r.url} · ${r.health} · ${latest} · `
+      + `${mb(r.served_bytes)} served · reported ${ago(r.reported_at, now)}`;
+    const li = item(label, `state-${r.health}`, depth);
+    li.dataset.nodeId = r.node_id;
+    if (depth < 8) li.appendChild(children(r.url, path, depth + 1));
+    return li;
+  }
+  const top = roots.map((url) => {
+    const li = item(`origin ${url}`, "origin", 0);
+    li.appendChild(children(url, new Set(), 1));
+    return li;
+  });
+  // Relays only reachable through a cycle of claims still get a line.
+  const unplaced = relays.filter((r) => !placed.has(r.node_id)).map((r) => relayItem(r, new Set([r.node_id]), 0));
+  if (!top.length && !unplaced.length) {
+    const li = document.createElement("li");
+    li.className = "empty";
+    li.textContent = "no relay reports to this coordinator";
+    top.push(li);
+  }
+  $("relay-tree").replaceChildren(...top, ...unplaced);
+}
+
+function mb(bytes) { return `${(bytes / 1e6).toFixed(1)} MB`; }
+
+// Each version's spread over the relays and the relays' mirror throughput (bytes over seconds, summed).
+function relaySpread(relays, version) {
+  const held = relays.flatMap((r) => r.versions.filter((v) => v.version === version && v.complete));
+  const timed = held.filter((v) => v.seconds);
+  const seconds = timed.reduce((a, v) => a + v.seconds, 0);
+  return {
+    complete: held.length,
+    rate: seconds > 0 ? timed.reduce((a, v) => a + v.bytes, 0) / seconds / 1e6 : null,
+  };
+}
+
+function renderIslands(points) {
+  $("islands").hidden = !points.length;
+  if (!points.length) return;
+  const get = (p, name) => p.metrics[`islands/${name}`];
+  const last = points[points.length - 1];
+  $("island-of").textContent = `${fmt(get(last, "island"))} of ${fmt(get(last, "islands"))}`;
+  $("island-rounds").textContent = fmt(get(last, "round"));
+  $("island-quorum").textContent = `${fmt(get(last, "contributors"))} / ${fmt(get(last, "participants"))}`;
+  $("island-bytes").textContent = get(last, "wire_bytes") === undefined ? "–" : mb(get(last, "wire_bytes"));
+  fillTable("island-merges", points.slice(-12).reverse(), (tr, p) => {
+    cell(tr, String(p.step));
+    for (const name of ["round", "participants", "contributors"]) cell(tr, fmt(get(p, name)));
+    cell(tr, get(p, "wire_bytes") === undefined ? "–" : mb(get(p, "wire_bytes")));
+    cell(tr, get(p, "seconds") === undefined ? "–" : get(p, "seconds").toFixed(2));
+    cell(tr, get(p, "committed") ? "yes" : "no");
+    cell(tr, get(p, "healed") ? "yes" : "no");
+  });
 }
 
 let latest = null;  // the last summary, redrawn when the window changes size
@@ -103,7 +219,7 @@ function render(summary) {
   $("units-detail").textContent =
     `accepted of demand · ${fmt(open.leased)} leased · ${fmt(open.submitted)} submitted · ${fmt(open.open_units)} open`;
 
-  lineChart($("reward-chart"), summary.steps.map((s) => ({ x: s.step, y: s.mean_reward })), "step", "reward");
+  drawCharts(summary);
 
   $("nodes-total").textContent = `(${summary.nodes.length} of ${summary.nodes_total})`;
   fillTable("nodes", summary.nodes, (tr, n) => {
@@ -140,13 +256,19 @@ function render(summary) {
   for (const n of summary.nodes) {
     if (n.status === "active" && n.policy_step !== null) holding[n.policy_step] = (holding[n.policy_step] || 0) + 1;
   }
+  const relays = summary.relays;
   fillTable("versions", versions, (tr, s) => {
     cell(tr, String(s.step));
     cell(tr, s.manifest_sha256 ? short(s.manifest_sha256) : "–").title = s.manifest_sha256 || "";
     cell(tr, ago(s.published_at, now));
     cell(tr, fmt(holding[s.step] || 0));
     cell(tr, s.mean_reward === null ? "–" : `${s.mean_reward.toFixed(3)} (${s.rows} rows)`);
+    const spread = relaySpread(relays, s.step);
+    cell(tr, `${spread.complete} / ${relays.length}`);
+    cell(tr, spread.rate === null ? "–" : spread.rate.toFixed(1));
   });
+  relayTree(relays, now);
+  renderIslands(summary.islands);
 
   updates += 1;
   lastUpdate = Date.now();
@@ -196,6 +318,4 @@ async function start() {
 }
 
 document.addEventListener("DOMContentLoaded", start);
-window.addEventListener("resize", () => {
-  if (latest) lineChart($("reward-chart"), latest.steps.map((s) => ({ x: s.step, y: s.mean_reward })), "step", "reward");
-});
+window.addEventListener("resize", () => { if (latest) drawCharts(latest); });
