@@ -172,6 +172,7 @@ def test_a_merge_becomes_the_steps_islands_metrics():
     record = MergeRecord(
         round=3,
         step=30,
+        fragment=1,
         participants=2,
         contributors=1,
         wire_bytes=4096,
@@ -184,6 +185,7 @@ def test_a_merge_becomes_the_steps_islands_metrics():
         "islands/island": 1.0,
         "islands/islands": 3.0,
         "islands/round": 3.0,
+        "islands/fragment": 1.0,
         "islands/participants": 2.0,
         "islands/contributors": 1.0,
         "islands/wire_bytes": 4096.0,
