@@ -334,14 +334,30 @@ def trainer(
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
     coordinator_url: CoordinatorUrl = None,
     key: NodeKey = None,
+    origin_host: Annotated[
+        str | None,
+        typer.Option(help="address the shardcast origin of a swarm binds (default: [shardcast] origin_host)"),
+    ] = None,
     origin_port: Annotated[
-        int, typer.Option(help="port of the shardcast origin of a swarm (0: OS picks)")
-    ] = 0,
+        int | None,
+        typer.Option(
+            help="port of the shardcast origin of a swarm, 0: OS picks (default: [shardcast] origin_port)"
+        ),
+    ] = None,
+    origin_advertise: Annotated[
+        str | None,
+        typer.Option(
+            help="URL relays open to reach the origin, http://HOST:PORT (default: [shardcast] advertise_url, "
+            "else derived from host and port)"
+        ),
+    ] = None,
 ) -> None:
     """The trusted trainer: of a local run, or with --coordinator of a swarm (it then serves a shardcast origin)."""
     from swarmrl.launch.roles import trainer_role
 
-    trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key, origin_port=origin_port)
+    given = {"origin_host": origin_host, "origin_port": origin_port, "advertise_url": origin_advertise}
+    origin = {field: value for field, value in given.items() if value is not None}
+    trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key, origin=origin)
 
 
 @app.command("island-trainer")

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import torch
 
+from swarmrl.config import load_run_config
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators.torchft_comm import replica_manager
 from swarmrl.islands.communicator import QuorumCommunicator
 from swarmrl.islands.config import IslandsConfig
 from swarmrl.islands.merge import IslandMerger
 from swarmrl.islands.versions import is_merge_step
-from swarmrl.launch.prepare import load_run_config
 from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model
 from swarmrl.rundir import RunDir
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from swarmrl.islands.config import IslandsConfig
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.processes import LaunchError, ProcessGroup
 from swarmrl.rundir import RunDir, write_json_atomic
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 
 
 def island_config(config: RunConfig, island: int) -> RunConfig:

@@ -20,8 +20,8 @@ from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rundir import RunDir, write_json_atomic
+from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import heldout_sources
-from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 
 
 def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalResult:

@@ -15,19 +15,30 @@ from swarmrl.httpserve import raise_open_file_limit
 from swarmrl.identity import Identity
 from swarmrl.rundir import write_text_atomic
 from swarmrl.shardcast.client import fetch_checkpoint
-from swarmrl.shardcast.config import DEFAULT_SHARD_SIZE, ClientConfig, OriginConfig, RelayConfig
+from swarmrl.shardcast.config import (
+    DEFAULT_SHARD_SIZE,
+    ClientConfig,
+    OriginConfig,
+    RelayConfig,
+    check_advertise_url,
+)
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.shardcast.origin import Origin
 from swarmrl.shardcast.relay import Relay
 
 
-async def _serve_until_signalled(start, name: str, url_file: Path | None = None) -> None:
+async def _serve_until_signalled(
+    start, name: str, url_file: Path | None = None, advertise: str | None = None
+) -> None:
+    """Serve until SIGINT/SIGTERM; the URL peers are to open (`advertise`, else the bound one) is printed and
+    written to `url_file`."""
     raise_open_file_limit()
     runner: web.AppRunner
     runner, url = await start()
-    print(f"{name} listening on {url}", flush=True)
+    public = advertise or url
+    print(f"{name} listening on {url}" + (f", advertised as {public}" if public != url else ""), flush=True)
     if url_file is not None:
-        write_text_atomic(url_file, url)
+        write_text_atomic(url_file, public)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -38,11 +49,25 @@ async def _serve_until_signalled(start, name: str, url_file: Path | None = None)
         await runner.cleanup()
 
 
+ADVERTISE_HELP = (
+    "URL peers open to reach this server, http://HOST:PORT (printed and written to --url-file); default: "
+    "the bound address, with this machine's hostname for a wildcard host"
+)
+
+
+def _advertise_option(url: str | None) -> str | None:
+    try:
+        return check_advertise_url(url)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 def relay(
     upstream: Annotated[list[str], typer.Option(help="origin or relay base URL to mirror (repeatable)")],
     trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
-    host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
+    advertise: Annotated[str | None, typer.Option(help=ADVERTISE_HELP, callback=_advertise_option)] = None,
     data_dir: Annotated[Path, typer.Option(help="where mirrored versions are stored")] = Path(
         "shardcast-relay"
     ),
@@ -56,20 +81,22 @@ def relay(
         upstreams=upstream, host=host, port=port, data_dir=data_dir, keep_versions=keep, gc_grace_s=gc_grace_s
     )
     server = Relay(config, trainer_public_key)
-    asyncio.run(_serve_until_signalled(server.start, "relay", url_file))
+    asyncio.run(_serve_until_signalled(server.start, "relay", url_file, advertise))
 
 
 def origin(
     checkpoint_root: Annotated[Path, typer.Option(help="directory holding step_<k>/ checkpoints")],
     key: Annotated[Path, typer.Option(help="trainer's Ed25519 private key (PEM)")],
-    host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
+    advertise: Annotated[str | None, typer.Option(help=ADVERTISE_HELP, callback=_advertise_option)] = None,
     run_id: Annotated[str, typer.Option(help="run id written into manifests")] = "swarmrl",
+    url_file: Annotated[Path | None, typer.Option(help="write the URL served here once listening")] = None,
 ) -> None:
     """Serve every published version under the checkpoint root (rescanned for new ones)."""
     logging.basicConfig(level=logging.INFO)
     server = Origin(checkpoint_root, Identity.load(key), run_id, OriginConfig(host=host, port=port))
-    asyncio.run(_serve_until_signalled(server.start, "origin"))
+    asyncio.run(_serve_until_signalled(server.start, "origin", url_file, advertise))
 
 
 def publish(

@@ -36,7 +36,6 @@ from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.rollout_checks import CheckFailed, SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
 
@@ -67,19 +66,22 @@ class ValidatorOptions:
 class FetchedPolicies(PolicyCache):
     """Policy checkpoints by step, fetched through shardcast on first use, the last few kept loaded."""
 
-    def __init__(self, options: ValidatorOptions, trainer_key: str, dtype: str, keep: int) -> None:
+    def __init__(
+        self, options: ValidatorOptions, trainer_key: str, dtype: str, keep: int, fetching: ClientConfig
+    ) -> None:
         super().__init__(options.work_dir / "checkpoints", dtype, keep)
         self.options, self.trainer_key = options, trainer_key
+        # Files of any step still loaded here are judged against it: never delete one from disk first.
+        self.fetching = fetching.model_copy(update={"keep_versions": max(fetching.keep_versions, keep + 1)})
 
     def path(self, step: int) -> Path:
         if step not in local_versions(self.checkpoints):
-            config = ClientConfig(keep_versions=self.keep + 1)
             fetch_checkpoint(
                 self.options.relays,
                 step,
                 self.checkpoints,
                 self.trainer_key,
-                config,
+                self.fetching,
                 run_id=self.options.run_id,
             )
         return super().path(step)
@@ -88,11 +90,15 @@ class FetchedPolicies(PolicyCache):
 def swarm_context(
     config: RunConfig, client: CoordinatorClient, options: ValidatorOptions, trainer_key: str
 ) -> ValidationContext:
-    policies = FetchedPolicies(options, trainer_key, config.model.dtype, keep=config.worker.async_level + 1)
+    policies = FetchedPolicies(
+        options, trainer_key, config.model.dtype, config.worker.async_level + 1, config.shardcast.client
+    )
     newest = None
     while newest is None:
         step = client.run_state(options.run_id).current_step
-        newest = latest_version(options.relays, trainer_key, ceiling=step, run_id=options.run_id)
+        newest = latest_version(
+            options.relays, trainer_key, ceiling=step, config=config.shardcast.client, run_id=options.run_id
+        )
         if newest is None:
             if options.stop.wait(options.poll_seconds):
                 raise ValidatorStopped("stopped before any checkpoint was announced")
@@ -100,7 +106,7 @@ def swarm_context(
     tasks, tokenizer = build_tasks(config.tasks), load_tokenizer(start)
     return ValidationContext(
         config=config,
-        settings=ValidatorConfig(),
+        settings=config.validator,
         tasks=tasks,
         tokenizer=tokenizer,
         policy=policies,

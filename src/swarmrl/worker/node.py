@@ -33,12 +33,12 @@ from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
+from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher
-from swarmrl.shardcast.config import ClientConfig
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.worker.rollout import BatchSpec, write_batch
+from swarmrl.worker.rollout import write_batch
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Policy:
         self.engine: InferenceEngine | None = None
         self.prompts: PromptFormat | None = None
         self.fetcher = CheckpointFetcher(
-            options.relays, trainer_key, self.root, ClientConfig(), options.run_id
+            options.relays, trainer_key, self.root, config.shardcast.client, options.run_id
         )
 
     @property

@@ -10,7 +10,7 @@ from polling import wait_for
 from swarmrl.config import load_config
 from swarmrl.islands.demo import island_summary, read_merges, weights_digest
 from swarmrl.islands.launch import IslandFleet, prepare_islands
-from swarmrl.trainer.checkpoint import latest_checkpoint
+from swarmrl.steps import latest_checkpoint
 
 pytest.importorskip("torchft")
 
