@@ -177,3 +177,13 @@ def test_the_nodes_fetch_with_the_shardcast_section(tmp_path):
     assert policies.fetching == config.shardcast.client.model_copy(update={"keep_versions": 5})
     roomy = config.shardcast.client.model_copy(update={"keep_versions": 9})
     assert FetchedPolicies(options, "ab" * 32, "float32", 4, roomy).fetching == roomy
+
+
+def test_a_wildcard_bind_is_served_under_this_machines_name():
+    import socket
+
+    from swarmrl.shardcast.server import served_url
+
+    assert served_url("0.0.0.0", 8800) == f"http://{socket.gethostname()}:8800"
+    assert served_url("10.0.0.5", 8800) == "http://10.0.0.5:8800"
+    assert served_url("::1", 8900) == "http://[::1]:8900"
