@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
+from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option
 from swarmrl.config import ConfigError, RunConfig, load_config
 from swarmrl.logs import LOG_FORMAT_ENV, LogFormat, configure_logging
 
@@ -341,14 +342,16 @@ def trainer(
     origin_port: Annotated[
         int | None,
         typer.Option(
-            help="port of the shardcast origin of a swarm, 0: OS picks (default: [shardcast] origin_port)"
+            min=0,
+            max=65535,
+            help="port of the shardcast origin of a swarm, 0: OS picks (default: [shardcast] origin_port)",
         ),
     ] = None,
     origin_advertise: Annotated[
         str | None,
         typer.Option(
-            help="URL relays open to reach the origin, http://HOST:PORT (default: [shardcast] advertise_url, "
-            "else derived from host and port)"
+            help=f"{ADVERTISE_HELP}; relays are given it (default: [shardcast] advertise_url)",
+            callback=advertise_url_option,
         ),
     ] = None,
 ) -> None:

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from aiohttp import web
 
+from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option
 from swarmrl.httpserve import raise_open_file_limit
 from swarmrl.identity import Identity
 from swarmrl.rundir import write_text_atomic
@@ -20,7 +21,6 @@ from swarmrl.shardcast.config import (
     ClientConfig,
     OriginConfig,
     RelayConfig,
-    check_advertise_url,
 )
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.shardcast.origin import Origin
@@ -49,25 +49,17 @@ async def _serve_until_signalled(
         await runner.cleanup()
 
 
-ADVERTISE_HELP = (
-    "URL peers open to reach this server, http://HOST:PORT (printed and written to --url-file); default: "
-    "the bound address, with this machine's hostname for a wildcard host"
-)
-
-
-def _advertise_option(url: str | None) -> str | None:
-    try:
-        return check_advertise_url(url)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-
-
 def relay(
     upstream: Annotated[list[str], typer.Option(help="origin or relay base URL to mirror (repeatable)")],
     trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
     host: Annotated[str, typer.Option(help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
-    advertise: Annotated[str | None, typer.Option(help=ADVERTISE_HELP, callback=_advertise_option)] = None,
+    advertise: Annotated[
+        str | None,
+        typer.Option(
+            help=f"{ADVERTISE_HELP} (printed and written to --url-file)", callback=advertise_url_option
+        ),
+    ] = None,
     data_dir: Annotated[Path, typer.Option(help="where mirrored versions are stored")] = Path(
         "shardcast-relay"
     ),
@@ -89,7 +81,12 @@ def origin(
     key: Annotated[Path, typer.Option(help="trainer's Ed25519 private key (PEM)")],
     host: Annotated[str, typer.Option(help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
-    advertise: Annotated[str | None, typer.Option(help=ADVERTISE_HELP, callback=_advertise_option)] = None,
+    advertise: Annotated[
+        str | None,
+        typer.Option(
+            help=f"{ADVERTISE_HELP} (printed and written to --url-file)", callback=advertise_url_option
+        ),
+    ] = None,
     run_id: Annotated[str, typer.Option(help="run id written into manifests")] = "swarmrl",
     url_file: Annotated[Path | None, typer.Option(help="write the URL served here once listening")] = None,
 ) -> None:
