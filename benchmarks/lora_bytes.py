@@ -25,7 +25,7 @@ from swarmrl.models import Vocabulary, build_tiny_model, save_pretrained_atomic
 from swarmrl.models.shapes import SHAPES, build_shaped_model
 from swarmrl.shardcast.config import OriginConfig
 from swarmrl.shardcast.origin import Origin
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 from swarmrl.trainer.lora import load_lora_policy, save_adapter_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
+from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option
 from swarmrl.config import ConfigError, RunConfig, load_config
 from swarmrl.devices import DEVICE_HELP, DeviceUnavailable, InvalidDevice, check_device
 from swarmrl.logs import LOG_FORMAT_ENV, LogFormat, configure_logging
@@ -358,7 +359,31 @@ def _node_args(run_id, config_file, key, relays, work_dir) -> tuple[RunConfig, s
     return config, config.run.id
 
 
-OriginPort = Annotated[int, typer.Option(help="port of the shardcast origin of a swarm (0: OS picks)")]
+OriginHost = Annotated[
+    str | None,
+    typer.Option(help="address the shardcast origin of a swarm binds (default: [shardcast] origin_host)"),
+]
+OriginPort = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        max=65535,
+        help="port of the shardcast origin of a swarm, 0: OS picks (default: [shardcast] origin_port)",
+    ),
+]
+OriginAdvertise = Annotated[
+    str | None,
+    typer.Option(
+        help=f"{ADVERTISE_HELP}; relays are given it (default: [shardcast] advertise_url)",
+        callback=advertise_url_option,
+    ),
+]
+
+
+def _origin_overrides(host: str | None, port: int | None, advertise: str | None) -> dict[str, object]:
+    """The [shardcast] origin fields the command line sets (the rest stay the run config's)."""
+    given = {"origin_host": host, "origin_port": port, "advertise_url": advertise}
+    return {field: value for field, value in given.items() if value is not None}
 
 
 @app.command()
@@ -367,12 +392,15 @@ def trainer(
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
     coordinator_url: CoordinatorUrl = None,
     key: NodeKey = None,
-    origin_port: OriginPort = 0,
+    origin_host: OriginHost = None,
+    origin_port: OriginPort = None,
+    origin_advertise: OriginAdvertise = None,
 ) -> None:
     """The trusted trainer: of a local run, or with --coordinator of a swarm (it then serves a shardcast origin)."""
     from swarmrl.launch.roles import trainer_role
 
-    trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key, origin_port=origin_port)
+    origin = _origin_overrides(origin_host, origin_port, origin_advertise)
+    trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key, origin=origin)
 
 
 @app.command("island-trainer")
@@ -383,7 +411,9 @@ def island_trainer(
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
     coordinator_url: CoordinatorUrl = None,
     key: NodeKey = None,
-    origin_port: OriginPort = 0,
+    origin_host: OriginHost = None,
+    origin_port: OriginPort = None,
+    origin_advertise: OriginAdvertise = None,
 ) -> None:
     """One trainer island: the trainer of a local run or, with --coordinator, of the island's own swarm (merged
     policies then go out through its shardcast origin), merged with the other islands every H steps."""
@@ -396,7 +426,7 @@ def island_trainer(
         threads=threads,
         coordinator_url=coordinator_url,
         key=key,
-        origin_port=origin_port,
+        origin=_origin_overrides(origin_host, origin_port, origin_advertise),
     )
 
 

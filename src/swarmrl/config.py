@@ -1,7 +1,8 @@
 """The run configuration: one TOML file, typed sections, dotted CLI overrides, and a resolved copy per run.
 
 Each role owns the model of its own section (``swarmrl.<role>.config``); this module only composes them,
-loads TOML and applies ``section.field=value`` overrides.
+loads TOML and applies ``section.field=value`` overrides. Those config modules import pydantic and each
+other only (their packages export lazily), so reading a config never loads torch or a role's code.
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.devices import DEVICE_HELP, check_device, resolve_device
+from swarmrl.envs.config import EnvConfig
 from swarmrl.inference.config import EngineConfig, PagedEngineConfig
+from swarmrl.islands.config import IslandsConfig
 from swarmrl.models.tiny import TinyModelSpec
+from swarmrl.shardcast.config import ShardcastConfig
+from swarmrl.tasks.config import TasksConfig
+from swarmrl.trainer.loss_config import LossConfig
+from swarmrl.validator.config import ValidatorConfig
 
 if TYPE_CHECKING:
     from swarmrl.rollouts import RolloutLimits
@@ -297,21 +305,6 @@ class SwarmSection(Section):
     poll_seconds: float = Field(0.5, gt=0, description="how often nodes poll the coordinator when idle")
 
 
-def _role_sections() -> dict[str, type[BaseModel]]:
-    """The sections owned by role packages, imported here so each role keeps its own model."""
-    from swarmrl.coordinator.config import CoordinatorConfig
-    from swarmrl.islands.config import IslandsConfig
-    from swarmrl.tasks.config import TasksConfig
-    from swarmrl.trainer.loss_config import LossConfig
-
-    return {
-        "tasks": TasksConfig,
-        "loss": LossConfig,
-        "coordinator": CoordinatorConfig,
-        "islands": IslandsConfig,
-    }
-
-
 class RunConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     model: ModelSection = Field(default_factory=ModelSection)
@@ -325,33 +318,30 @@ class RunConfig(Section):
     engine: EngineConfig = Field(
         default_factory=PagedEngineConfig, description="the workers' inference engine"
     )
-    tasks: Any = None
-    loss: Any = None
-    coordinator: Any = None
-    islands: Any = None
-    env: Any = Field(None, description="a multi-turn environment ([env], swarmrl.envs); none: single-turn")
+    tasks: TasksConfig = Field(default_factory=TasksConfig, description="task sources and rewards")
+    loss: LossConfig = Field(default_factory=LossConfig, description="the policy objective")
+    coordinator: CoordinatorConfig = Field(
+        default_factory=CoordinatorConfig, description="the coordinator service of a swarm run"
+    )
+    islands: IslandsConfig = Field(default_factory=IslandsConfig, description="trainer islands")
+    validator: ValidatorConfig = Field(
+        default_factory=ValidatorConfig, description="thresholds of the validator's checks"
+    )
+    shardcast: ShardcastConfig = Field(
+        default_factory=ShardcastConfig, description="the trainer's origin and the nodes' checkpoint fetching"
+    )
+    env: EnvConfig | None = Field(
+        None, description="a multi-turn environment ([env], swarmrl.envs); none: single-turn"
+    )
 
-    def model_post_init(self, __context: Any) -> None:
-        if self.env is not None:
-            from swarmrl.envs.config import EnvConfig
-
-            try:
-                self.env = EnvConfig.model_validate(self.env)
-            except ValidationError as exc:
-                raise ConfigError(f"[env] {exc}") from exc
-            # A multi-turn row's completion (model and environment tokens) is bounded like a single-turn one.
-            if self.env.max_tokens > self.worker.max_new_tokens:
-                raise ConfigError(
-                    f"env.max_tokens {self.env.max_tokens} exceeds worker.max_new_tokens "
-                    f"{self.worker.max_new_tokens}, the longest completion a rollout file may hold"
-                )
-        for name, model in _role_sections().items():
-            value = getattr(self, name)
-            if not isinstance(value, model):
-                try:
-                    setattr(self, name, model.model_validate(value or {}))
-                except ValidationError as exc:
-                    raise ConfigError(f"[{name}] {exc}") from exc
+    @model_validator(mode="after")
+    def _check_across_sections(self) -> RunConfig:
+        # A multi-turn row's completion (model and environment tokens) is bounded like a single-turn one.
+        if self.env is not None and self.env.max_tokens > self.worker.max_new_tokens:
+            raise ConfigError(
+                f"env.max_tokens {self.env.max_tokens} exceeds worker.max_new_tokens "
+                f"{self.worker.max_new_tokens}, the longest completion a rollout file may hold"
+            )
         if self.trainer.pack_length and self.trainer.pack_length <= self.worker.max_new_tokens:
             raise ConfigError(
                 f"trainer.pack_length {self.trainer.pack_length} cannot hold a prompt and a completion of "
@@ -361,6 +351,7 @@ class RunConfig(Section):
         if self.loss.max_tokens is None:
             # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
             self.loss.max_tokens = self.worker.max_new_tokens
+        return self
 
     def _check_online_eval(self) -> None:
         from swarmrl.tasks.config import ReasoningGymSourceConfig
@@ -436,3 +427,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+def load_run_config(run_dir: Path) -> RunConfig:
+    """The resolved config a run directory was prepared with (what its processes all read)."""
+    return RunConfig.model_validate(json.loads((run_dir / "config.json").read_text()))

@@ -1,8 +1,29 @@
-"""The coordinator: a trusted HTTP service (FastAPI + SQLAlchemy) and the signed client every role uses."""
+"""The coordinator: a trusted HTTP service (FastAPI + SQLAlchemy) and the signed client every role uses.
 
-from swarmrl.coordinator.client import CoordinatorClient
-from swarmrl.coordinator.config import CoordinatorConfig
-from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.seeds import task_seed
+Names are imported on first use (`swarmrl.lazy_exports`): a run config embeds this package's config model,
+and reading it must not load the rest of the package.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from swarmrl.lazy_exports import lazy_exports
+
+_EXPORTS = {
+    "CoordinatorClient": "swarmrl.coordinator.client",
+    "CoordinatorConfig": "swarmrl.coordinator.config",
+    "CoordinatorError": "swarmrl.coordinator.errors",
+    "task_seed": "swarmrl.coordinator.seeds",
+}
 
 __all__ = ["CoordinatorClient", "CoordinatorConfig", "CoordinatorError", "task_seed"]
+
+if TYPE_CHECKING:
+    from swarmrl.coordinator.client import CoordinatorClient
+    from swarmrl.coordinator.config import CoordinatorConfig
+    from swarmrl.coordinator.errors import CoordinatorError
+    from swarmrl.coordinator.seeds import task_seed
+
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from swarmrl.config import RunConfig
     from swarmrl.inference.engine import InferenceEngine, SamplingParams
     from swarmrl.models.prompting import PromptFormat
+    from swarmrl.rollouts.assignment import BatchSpec
     from swarmrl.tasks.config import TasksConfig
-    from swarmrl.worker.rollout import AssignedPrompt, BatchSpec
+    from swarmrl.worker.rollout import AssignedPrompt
 
 
 class TaskVerifier:

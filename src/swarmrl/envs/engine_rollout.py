@@ -31,7 +31,8 @@ from swarmrl.rollouts.assignment import sample_seed
 from swarmrl.toploc import build_proofs_batch
 
 if TYPE_CHECKING:  # the worker module imports the validator's side of the run; only its types are needed
-    from swarmrl.worker.rollout import AssignedPrompt, BatchSpec
+    from swarmrl.rollouts.assignment import BatchSpec
+    from swarmrl.worker.rollout import AssignedPrompt
 
 
 def turn_seed(sample_seed: int, turn: int) -> int:

@@ -2,12 +2,25 @@
 
 `ConnectionLimits` (the knobs), `ConnectionGuard` (one server's open connections, caps and read deadlines),
 `guarded_uvicorn_config` (the coordinator) and `GuardedAppRunner` (the shardcast origin and relays).
+
+Names are imported on first use (`swarmrl.lazy_exports`): a run config embeds this package's config model,
+and reading it must not load the rest of the package.
 """
 
-from swarmrl.httpserve.aiohttp_runner import GuardedAppRunner
-from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, raise_open_file_limit
-from swarmrl.httpserve.limits import ConnectionLimits
-from swarmrl.httpserve.uvicorn_config import guarded_uvicorn_config
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from swarmrl.lazy_exports import lazy_exports
+
+_EXPORTS = {
+    "GuardedAppRunner": "swarmrl.httpserve.aiohttp_runner",
+    "ConnectionGuard": "swarmrl.httpserve.guard",
+    "GuardedProtocol": "swarmrl.httpserve.guard",
+    "raise_open_file_limit": "swarmrl.httpserve.guard",
+    "ConnectionLimits": "swarmrl.httpserve.limits",
+    "guarded_uvicorn_config": "swarmrl.httpserve.uvicorn_config",
+}
 
 __all__ = [
     "ConnectionGuard",
@@ -17,3 +30,12 @@ __all__ = [
     "guarded_uvicorn_config",
     "raise_open_file_limit",
 ]
+
+if TYPE_CHECKING:
+    from swarmrl.httpserve.aiohttp_runner import GuardedAppRunner
+    from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, raise_open_file_limit
+    from swarmrl.httpserve.limits import ConnectionLimits
+    from swarmrl.httpserve.uvicorn_config import guarded_uvicorn_config
+
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

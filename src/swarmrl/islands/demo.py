@@ -24,7 +24,7 @@ from swarmrl.islands.versions import merging_fragment
 from swarmrl.launch.demo import evaluate_checkpoint
 from swarmrl.models import load_model
 from swarmrl.rundir import RunDir, write_json_atomic
-from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
+from swarmrl.steps import checkpoint_dir, latest_checkpoint
 
 
 def read_merges(rundir: RunDir) -> list[dict[str, Any]]:

@@ -12,9 +12,11 @@ import logging
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from swarmrl.config import load_run_config
 from swarmrl.coordinator.api import ISLANDS_PREFIX
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators.torchft_comm import replica_manager
@@ -22,11 +24,10 @@ from swarmrl.islands.communicator import QuorumCommunicator
 from swarmrl.islands.config import IslandsConfig
 from swarmrl.islands.merge import IslandMerger, MergeRecord
 from swarmrl.islands.versions import merging_fragment
-from swarmrl.launch.prepare import load_run_config
 from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model
 from swarmrl.rundir import RunDir
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def island_trainer_role(
     threads: int = 1,
     coordinator_url: str | None = None,
     key: Path | None = None,
-    origin_port: int = 0,
+    origin: dict[str, Any] | None = None,
 ) -> int:
     """Train island `island` of a run whose `[islands]` section says how to merge; returns the last step.
     With `coordinator_url` the island is a swarm's trainer: the merge runs before a step's checkpoint is saved
@@ -152,7 +153,7 @@ def island_trainer_role(
             threads=threads,
             coordinator_url=coordinator_url,
             key=key,
-            origin_port=origin_port,
+            origin=origin,
             after_step=after_step,
         )
     finally:

@@ -21,7 +21,7 @@ from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.processes import LaunchError, ProcessGroup
 from swarmrl.launch.swarm import Swarm, start_swarm, stop_swarm
 from swarmrl.rundir import RunDir, write_json_atomic
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 
 
 def island_config(config: RunConfig, island: int) -> RunConfig:

@@ -14,10 +14,9 @@ from swarmrl.inference.engine import SamplingParams
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_tokenizer
 from swarmrl.models.prompting import prompt_format
+from swarmrl.steps import checkpoint_dir
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.checkpoint import checkpoint_dir
 from swarmrl.validator.calibrate import Calibration, calibrate
-from swarmrl.validator.config import ValidatorConfig
 
 
 def run_calibration(
@@ -36,6 +35,7 @@ def run_calibration(
         params=params,
         completions=completions,
         safety=safety,
+        settings=config.validator,
         progress=lambda what: console.print(f"[dim]{what}[/dim]"),
     )
     rates = result.rates()
@@ -48,7 +48,7 @@ def run_calibration(
             source + ("  (1 − false-reject rate)" if source == "honest" else "  (miss rate)"), *cells
         )
     console.print(table)
-    defaults = ValidatorConfig()
+    configured = config.validator
     stats = Table(title="what the validator sees: median (and worst) per source")
     for column in ("source", "exponent match", "mantissa mean", "logprob gap", "choice margin"):
         stats.add_column(column, justify="right")
@@ -61,14 +61,14 @@ def run_calibration(
             _spread([m.choice_margin for m in members], worst=min),
         )
     console.print(stats)
-    thresholds = defaults.toploc
+    thresholds = configured.toploc
     console.print(
         f"TOPLOC rule: exponent match ≥ {thresholds.min_exponent_match_fraction:.3f}, mantissa mean ≤ "
         f"{thresholds.max_mantissa_diff_mean}, median ≤ {thresholds.max_mantissa_diff_median}"
     )
     console.print(
-        f"chosen: logprob_tolerance {result.logprob_tolerance:.2e} (default {defaults.logprob_tolerance:.0e}), "
-        f"choice_margin_tolerance {result.choice_margin_tolerance:.2e} (default {defaults.choice_margin_tolerance:.0e})"
+        f"chosen: logprob_tolerance {result.logprob_tolerance:.2e} ([validator] now {configured.logprob_tolerance:.0e}), "
+        f"choice_margin_tolerance {result.choice_margin_tolerance:.2e} ([validator] now {configured.choice_margin_tolerance:.0e})"
     )
     if output is not None:
         output.write_text(

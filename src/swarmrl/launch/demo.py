@@ -16,7 +16,7 @@ from swarmrl.evaluation import EvalResult, HeldOutEval
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.rundir import RunDir, write_json_atomic
-from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
+from swarmrl.steps import checkpoint_dir, latest_checkpoint
 
 
 def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalResult:

@@ -26,9 +26,9 @@ from swarmrl.models import (
 from swarmrl.models.prompting import fill, prompt_format
 from swarmrl.models.tokenizer import CHATML_THINK_TEMPLATE
 from swarmrl.rundir import RunDir, write_json_atomic
+from swarmrl.steps import checkpoint_dir
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.task import TaskSource
-from swarmrl.trainer.checkpoint import checkpoint_dir
 from swarmrl.trainer.sft import run_sft
 
 log = logging.getLogger(__name__)
@@ -122,8 +122,3 @@ def prepare_run(config: RunConfig, progress: Progress | None = None) -> RunDir:
     else:
         build_start_policy(config, start, progress)
     return rundir
-
-
-def load_run_config(run_dir: Path) -> RunConfig:
-    """The resolved config a run directory was prepared with (what its processes all read)."""
-    return RunConfig.model_validate(json.loads((run_dir / "config.json").read_text()))

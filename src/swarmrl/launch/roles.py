@@ -8,23 +8,23 @@ import logging
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from swarmrl.config import ConfigError, RunConfig
+from swarmrl.config import ConfigError, RunConfig, load_run_config
 from swarmrl.coordinator.api import METRIC_NAME_PATTERN
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.devices import check_device
 from swarmrl.identity import Identity
-from swarmrl.launch.prepare import load_run_config
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.rundir import RunDir, write_text_atomic
-from swarmrl.shardcast.config import OriginConfig
+from swarmrl.shardcast.config import ShardcastConfig
 from swarmrl.shardcast.origin import Origin
+from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 from swarmrl.trainer.data import RolloutFeed, RunDirSource
 from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
@@ -43,12 +43,13 @@ def trainer_role(
     threads: int = 1,
     coordinator_url: str | None = None,
     key: Path | None = None,
-    origin_port: int = 0,
+    origin: dict[str, Any] | None = None,
     after_step: AfterStep | None = None,
 ) -> int:
     """Train a run: local (rollouts from the run directory) or, with `coordinator_url`, the trainer of a swarm
-    (accepted submissions in; checkpoints out through a shardcast origin). Under torchrun (WORLD_SIZE > 1)
-    each rank joins a gloo/NCCL process group."""
+    (accepted submissions in; checkpoints out through a shardcast origin set by the run's [shardcast] section,
+    with `origin` overriding its fields: origin_host, origin_port, advertise_url). Under torchrun
+    (WORLD_SIZE > 1) each rank joins a gloo/NCCL process group."""
     torch.set_num_threads(threads)
     config = load_run_config(run_dir)
     config.metrics.check_installed()
@@ -79,8 +80,9 @@ def trainer_role(
         elif coordinator_url is None:
             source, publish, forward = RunDirSource(rundir), None, None
         else:
+            shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
             source, publish, forward = _swarm_endpoints(
-                config, rundir, coordinator_url, key, origin_port, stack
+                config, shardcast, rundir, coordinator_url, key, stack
             )
         feed = RolloutFeed(
             source,
@@ -133,22 +135,30 @@ def origin_url_file(rundir: RunDir) -> Path:
 
 
 def _swarm_endpoints(
-    config, rundir: RunDir, coordinator_url: str, key: Path | None, port: int, stack: contextlib.ExitStack
+    config,
+    shardcast: ShardcastConfig,
+    rundir: RunDir,
+    coordinator_url: str,
+    key: Path | None,
+    stack: contextlib.ExitStack,
 ):
-    """The trainer's coordinator feed, its shardcast origin (serving every checkpoint it publishes) and where
-    its metrics go (the coordinator's dashboard)."""
+    """The trainer's coordinator feed, its shardcast origin (serving every checkpoint it publishes; the
+    origin's URL, as relays are to open it, goes to `origin_url_file`) and where its metrics go (the
+    coordinator's dashboard)."""
     if key is None:
         raise ValueError("a swarm trainer needs --key, the private key the run was created with")
     identity = Identity.load(key)
     client = stack.enter_context(CoordinatorClient(coordinator_url, identity, max_retries=8))
-    origin = Origin(rundir.checkpoints, identity, config.run.id, OriginConfig(host="127.0.0.1", port=port))
+    origin = Origin(rundir.checkpoints, identity, config.run.id, shardcast.origin_config())
     server = origin.serve_in_thread()
     stack.callback(server.stop)
     newest = latest_checkpoint(rundir.checkpoints)
     if newest is not None and newest not in origin.store.versions():
         # A fresh run (step 0), or a trainer killed between saving a checkpoint and publishing it.
         origin.publish(None, newest)
-    write_text_atomic(origin_url_file(rundir), server.url)
+    url = shardcast.advertise_url or server.url
+    log.info("shardcast origin serving on %s, advertised to relays as %s", server.url, url)
+    write_text_atomic(origin_url_file(rundir), url)
     source = AcceptedSubmissions(
         client,
         config.run.id,

@@ -7,6 +7,7 @@ A worker cannot cherry-pick easy prompts or lucky seeds, because the validator r
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,3 +35,35 @@ def assigned_prompt_indices(seed: int, num_prompts: int, num_tasks: int) -> list
 def sample_seed(seed: int, prompt_slot: int, completion: int) -> int:
     """The per-completion seed of the seeded sampler (Gumbel-max), one per (prompt slot, completion)."""
     return _hash_to_int("sample", seed, prompt_slot, completion)
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """Everything that fixes a batch's prompts and seeds; the validator rebuilds it from the same values.
+
+    `seed` is the task seed of (run, node, step, batch index): `rollouts.assignment.batch_seed` in a local
+    run, the coordinator's `task_seed` (keyed by a run secret) in a swarm.
+    """
+
+    run_id: str
+    node_id: str
+    step: int
+    batch_index: int
+    prompts_per_batch: int
+    group_size: int
+    run_seed: int
+    seed: int
+
+    @classmethod
+    def local(
+        cls,
+        run_id: str,
+        node_id: str,
+        step: int,
+        batch_index: int,
+        prompts_per_batch: int,
+        group_size: int,
+        run_seed: int,
+    ) -> BatchSpec:
+        seed = batch_seed(run_id, node_id, step, batch_index)
+        return cls(run_id, node_id, step, batch_index, prompts_per_batch, group_size, run_seed, seed)

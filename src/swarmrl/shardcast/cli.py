@@ -13,11 +13,17 @@ from typing import Annotated, Any
 import typer
 from aiohttp import web
 
+from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option
 from swarmrl.httpserve import raise_open_file_limit
 from swarmrl.identity import Identity
 from swarmrl.rundir import write_text_atomic
 from swarmrl.shardcast.client import fetch_checkpoint
-from swarmrl.shardcast.config import DEFAULT_SHARD_SIZE, ClientConfig, OriginConfig, RelayConfig
+from swarmrl.shardcast.config import (
+    DEFAULT_SHARD_SIZE,
+    ClientConfig,
+    OriginConfig,
+    RelayConfig,
+)
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.shardcast.origin import Origin
 from swarmrl.shardcast.relay import Relay
@@ -27,20 +33,23 @@ async def _serve_until_signalled(
     start,
     name: str,
     url_file: Path | None = None,
+    advertise: str | None = None,
     beside: Callable[[str], Coroutine[Any, Any, None]] | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM; `beside(url)` runs alongside (cancelled at the end)."""
+    """Serve until SIGINT/SIGTERM; the URL peers are to open (`advertise`, else the bound one) is printed and
+    written to `url_file`, and `beside(that url)` runs alongside (cancelled at the end)."""
     raise_open_file_limit()
     runner: web.AppRunner
     runner, url = await start()
-    print(f"{name} listening on {url}", flush=True)
+    public = advertise or url
+    print(f"{name} listening on {url}" + (f", advertised as {public}" if public != url else ""), flush=True)
     if url_file is not None:
-        write_text_atomic(url_file, url)
+        write_text_atomic(url_file, public)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    task = asyncio.create_task(beside(url)) if beside is not None else None
+    task = asyncio.create_task(beside(public)) if beside is not None else None
     try:
         await stop.wait()
     finally:
@@ -54,8 +63,14 @@ async def _serve_until_signalled(
 def relay(
     upstream: Annotated[list[str], typer.Option(help="origin or relay base URL to mirror (repeatable)")],
     trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
-    host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
+    advertise: Annotated[
+        str | None,
+        typer.Option(
+            help=f"{ADVERTISE_HELP} (printed and written to --url-file)", callback=advertise_url_option
+        ),
+    ] = None,
     data_dir: Annotated[Path, typer.Option(help="where mirrored versions are stored")] = Path(
         "shardcast-relay"
     ),
@@ -95,20 +110,27 @@ def relay(
         def beside(url: str):
             return report_forever(server, url, coordinator, run_id, key)
 
-    asyncio.run(_serve_until_signalled(server.start, "relay", url_file, beside))
+    asyncio.run(_serve_until_signalled(server.start, "relay", url_file, advertise, beside))
 
 
 def origin(
     checkpoint_root: Annotated[Path, typer.Option(help="directory holding step_<k>/ checkpoints")],
     key: Annotated[Path, typer.Option(help="trainer's Ed25519 private key (PEM)")],
-    host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
+    advertise: Annotated[
+        str | None,
+        typer.Option(
+            help=f"{ADVERTISE_HELP} (printed and written to --url-file)", callback=advertise_url_option
+        ),
+    ] = None,
     run_id: Annotated[str, typer.Option(help="run id written into manifests")] = "swarmrl",
+    url_file: Annotated[Path | None, typer.Option(help="write the URL served here once listening")] = None,
 ) -> None:
     """Serve every published version under the checkpoint root (rescanned for new ones)."""
     logging.basicConfig(level=logging.INFO)
     server = Origin(checkpoint_root, Identity.load(key), run_id, OriginConfig(host=host, port=port))
-    asyncio.run(_serve_until_signalled(server.start, "origin"))
+    asyncio.run(_serve_until_signalled(server.start, "origin", url_file, advertise))
 
 
 def publish(

@@ -25,7 +25,7 @@ from swarmrl.shardcast.discovery import Bounds, announced_versions, newest_verif
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError, ShardIntegrityError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
 from swarmrl.shardcast.hashing import HashAlgorithm, digest_range
-from swarmrl.shardcast.layout import manifest_path, parse_version_dir_name, version_dir_name
+from swarmrl.shardcast.layout import manifest_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry
 from swarmrl.shardcast.partial import PartialDownload, Progress
 from swarmrl.shardcast.publish import read_local_manifest
@@ -39,6 +39,7 @@ from swarmrl.shardcast.transfer import (
     normalize_sources,
 )
 from swarmrl.shardcast.verify import StreamingVerifier
+from swarmrl.steps import parse_step_dir_name, step_dir_name
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,7 +51,7 @@ def local_versions(dest_root: Path) -> list[int]:
         return []
     found = []
     for child in Path(dest_root).iterdir():
-        version = parse_version_dir_name(child.name)
+        version = parse_step_dir_name(child.name)
         if version is not None and manifest_path(child).is_file():
             found.append(version)
     return sorted(found)
@@ -191,7 +192,7 @@ class ShardcastClient:
                     f"no source backs any version{bound} with a signed manifest: {self.sources}"
                 )
             return found[1]
-        final = self.dest_root / version_dir_name(version)
+        final = self.dest_root / step_dir_name(version)
         if final.is_dir() and manifest_path(final).is_file():
             read_local_manifest(final, self.trainer_public_key, version)
             return final
@@ -218,7 +219,7 @@ class ShardcastClient:
         if found is None:
             if not installed:
                 return None
-            return installed[-1], self.dest_root / version_dir_name(installed[-1])
+            return installed[-1], self.dest_root / step_dir_name(installed[-1])
         manifest, raw = found
         if min_version is not None and manifest.version < min_version:
             raise ManifestError(f"replayed manifest: version {manifest.version} is older than {min_version}")
@@ -227,7 +228,7 @@ class ShardcastClient:
     async def _install(self, manifest: Manifest, raw: bytes) -> Path:
         """Download the version `manifest` describes into a partial directory and rename it into place."""
         version = manifest.version
-        final = self.dest_root / version_dir_name(version)
+        final = self.dest_root / step_dir_name(version)
         self.dest_root.mkdir(parents=True, exist_ok=True)
         partial = PartialDownload.acquire(self.dest_root, version)
         try:
@@ -253,7 +254,7 @@ class ShardcastClient:
         """The verified local parent the delta was coded against, or None (then fetch the full version)."""
         if not self.config.use_delta or manifest.delta is None:
             return None
-        parent_dir = self.dest_root / version_dir_name(manifest.delta.parent_version)
+        parent_dir = self.dest_root / step_dir_name(manifest.delta.parent_version)
         try:
             parent = read_local_manifest(parent_dir, self.trainer_public_key, manifest.delta.parent_version)
         except ManifestError:
@@ -374,7 +375,7 @@ class ShardcastClient:
         installed = [v for v in local_versions(self.dest_root) if v not in self.config.pinned_versions]
         for old in installed[: max(len(installed) - self.config.keep_versions, 0)]:
             if old != keep:
-                shutil.rmtree(self.dest_root / version_dir_name(old), ignore_errors=True)
+                shutil.rmtree(self.dest_root / step_dir_name(old), ignore_errors=True)
 
 
 class CheckpointFetcher:

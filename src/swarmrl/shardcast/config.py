@@ -1,10 +1,11 @@
-"""Typed, documented knobs of the origin, the relays and the client."""
+"""Typed, documented knobs of the origin, the relays and the client, and the run config's [shardcast] section."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swarmrl.httpserve.limits import ConnectionLimits
 from swarmrl.shardcast.hashing import HashAlgorithm
@@ -65,6 +66,8 @@ class RelayConfig(BaseModel):
 
 
 class ClientConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     concurrency: int = Field(8, ge=1, description="shards downloaded at once")
     request_timeout_s: float = Field(
         30.0, gt=0, description="longest silence while reading a response before the request counts as failed"
@@ -115,7 +118,49 @@ class ClientConfig(BaseModel):
     seed: int | None = Field(None, description="seed for source sampling (None: fresh randomness)")
 
 
+def check_advertise_url(url: str | None) -> str | None:
+    """An advertised URL must be one a relay or node can open: http(s)://host[:port], no path."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise ValueError(f"advertise URL {url!r} is not of the form http://HOST[:PORT]")
+    return url.rstrip("/")
+
+
 class ShardcastConfig(BaseModel):
-    origin: OriginConfig = Field(default_factory=OriginConfig, description="trainer-side publisher")
-    relay: RelayConfig = Field(default_factory=RelayConfig, description="mirror")
-    client: ClientConfig = Field(default_factory=ClientConfig, description="worker-side fetcher")
+    """The run config's [shardcast] section: where the trainer's origin listens and the URL it hands to relays,
+    and how workers and validators fetch checkpoints."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    origin_host: str = Field(
+        "127.0.0.1",
+        description="address the trainer's origin binds: 127.0.0.1 for one machine, the address relays reach "
+        "(or 0.0.0.0, every interface) across machines",
+    )
+    origin_port: int = Field(
+        0, ge=0, le=65535, description="TCP port of the trainer's origin; 0 lets the OS choose"
+    )
+    advertise_url: str | None = Field(
+        None,
+        description="URL of the origin given to relays (written to <run>/swarm/origin.url and logged); unset: "
+        "http://origin_host:PORT, with this machine's hostname in place of a wildcard host (0.0.0.0, ::)",
+    )
+    shard_size: int = Field(DEFAULT_SHARD_SIZE, ge=4096, description="bytes per shard the origin publishes")
+    delta: bool = Field(
+        True, description="the origin also publishes each version as a delta against the previous"
+    )
+    client: ClientConfig = Field(
+        default_factory=ClientConfig, description="how workers and validators download checkpoints"
+    )
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _advertise_url(cls, url: str | None) -> str | None:
+        return check_advertise_url(url)
+
+    def origin_config(self) -> OriginConfig:
+        return OriginConfig(
+            host=self.origin_host, port=self.origin_port, shard_size=self.shard_size, delta=self.delta
+        )

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 META_DIR = ".shardcast"
 MANIFEST_NAME = "manifest.json"
 DELTA_DIR = f"{META_DIR}/delta"
-_VERSION_DIR = re.compile(r"^step_(\d{1,18})$")
-
-
-def version_dir_name(version: int) -> str:
-    return f"step_{version}"
-
-
-def parse_version_dir_name(name: str) -> int | None:
-    match = _VERSION_DIR.match(name)
-    return int(match.group(1)) if match else None
 
 
 def manifest_path(version_dir: Path) -> Path:

@@ -20,10 +20,11 @@ from swarmrl.identity import Identity
 from swarmrl.shardcast.config import OriginConfig
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.shardcast.fsutil import resolve_inside
-from swarmrl.shardcast.layout import manifest_path, parse_version_dir_name, version_dir_name
+from swarmrl.shardcast.layout import manifest_path
 from swarmrl.shardcast.manifest import Manifest, parse_signed_manifest
 from swarmrl.shardcast.publish import publish_checkpoint
 from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app, start_site
+from swarmrl.steps import parse_step_dir_name, step_dir_name
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class OriginStore:
         if not self.root.is_dir():
             return added
         for child in self.root.iterdir():
-            version = parse_version_dir_name(child.name)
+            version = parse_step_dir_name(child.name)
             if version is None or version in self._published:
                 continue
             path = manifest_path(child)
@@ -136,7 +137,7 @@ class Origin:
 
         With `config.delta`, the payload against the newest older published version is written too.
         """
-        directory = Path(checkpoint_dir) if checkpoint_dir else self.store.root / version_dir_name(version)
+        directory = Path(checkpoint_dir) if checkpoint_dir else self.store.root / step_dir_name(version)
         with self._publish_lock:
             if version in self.store.versions():
                 raise ShardcastError(f"version {version} is already published")

@@ -30,7 +30,7 @@ from swarmrl.shardcast.errors import ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
 from swarmrl.shardcast.hashing import digest_range
 from swarmrl.shardcast.hedge import AllAttemptsFailed
-from swarmrl.shardcast.layout import META_DIR, manifest_path, parse_version_dir_name, version_dir_name
+from swarmrl.shardcast.layout import META_DIR, manifest_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
 from swarmrl.shardcast.selection import SourceSelector
 from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app, start_site
@@ -42,6 +42,7 @@ from swarmrl.shardcast.transfer import (
     normalize_sources,
     race_manifest,
 )
+from swarmrl.steps import parse_step_dir_name, step_dir_name
 
 log = logging.getLogger(__name__)
 VERIFIED_NAME = "verified.json"
@@ -72,7 +73,7 @@ class RelayStore:
         self._lock = threading.Lock()
 
     def add(self, manifest: Manifest, raw: bytes, verified: set[int]) -> _Mirrored:
-        directory = self.data_dir / version_dir_name(manifest.version)
+        directory = self.data_dir / step_dir_name(manifest.version)
         entry = _Mirrored(directory, manifest, raw, set(verified))
         for shard in manifest.all_shards:
             entry.shards_by_file.setdefault(shard.path, []).append(shard)
@@ -358,7 +359,7 @@ class Relay:
                 "a new version is mirrored from its verified manifest"
             )
             held = self.store.versions()
-            directory = self.store.data_dir / version_dir_name(version)
+            directory = self.store.data_dir / step_dir_name(version)
             await asyncio.to_thread(self._prepare_directory, directory, manifest, raw)
             entry = self.store.add(manifest, raw, set())
             if held and version > held[-1] or not held:
@@ -416,7 +417,7 @@ class Relay:
         if not data_dir.is_dir():
             return
         for child in data_dir.iterdir():
-            version = parse_version_dir_name(child.name)
+            version = parse_step_dir_name(child.name)
             if version is None:
                 continue
             try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -368,4 +369,12 @@ async def start_site(
     site = web.TCPSite(runner, host, port, reuse_address=True, backlog=runner.guard.backlog)
     await site.start()
     bound_port = runner.addresses[0][1]  # the OS's pick when port == 0
-    return runner, f"http://{host}:{bound_port}"
+    return runner, served_url(host, bound_port)
+
+
+def served_url(host: str, port: int) -> str:
+    """The base URL of a server bound to `host`:`port`. A wildcard host is no address a peer can open, so this
+    machine's hostname stands in for it (set an advertise URL where peers know the machine by another name)."""
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.gethostname()
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

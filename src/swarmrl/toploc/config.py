@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarmrl.toploc.layout import MAX_TOPK
+# Beyond ~1k points an index-folding modulus in (2**15, 65497] that keeps them distinct rarely exists.
+MAX_TOPK = 1024
 
 
 class VerifyThresholds(BaseModel):

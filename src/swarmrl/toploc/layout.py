@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from swarmrl.toploc.config import MAX_TOPK
 from swarmrl.toploc.errors import HiddenStatesError
 from swarmrl.toploc.selection import bf16_bits
 
@@ -81,10 +82,6 @@ def check_hidden_states(completion: torch.Tensor, prompt: torch.Tensor | None) -
             f"prompt hidden size {prompt_bits.shape[1]} differs from completion hidden size {completion_bits.shape[1]}"
         )
     return HiddenStates(completion_bits=completion_bits, prompt_bits=prompt_bits)
-
-
-# Beyond ~1k points an index-folding modulus in (2**15, 65497] that keeps them distinct rarely exists.
-MAX_TOPK = 1024
 
 
 def check_topk(topk: int) -> None:

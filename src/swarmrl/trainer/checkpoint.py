@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,29 +18,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from swarmrl.models import save_pretrained_atomic
-
-_STEP_DIR = re.compile(r"^step_(\d+)$")
-
-
-def checkpoint_dir(root: Path, step: int) -> Path:
-    return root / f"step_{step}"
-
-
-def list_checkpoints(root: Path) -> list[int]:
-    """Steps with a complete checkpoint directory, ascending (temporary names never match)."""
-    if not root.is_dir():
-        return []
-    steps = []
-    for entry in root.iterdir():
-        match = _STEP_DIR.match(entry.name)
-        if match and (entry / "config.json").is_file():
-            steps.append(int(match.group(1)))
-    return sorted(steps)
-
-
-def latest_checkpoint(root: Path) -> int | None:
-    steps = list_checkpoints(root)
-    return steps[-1] if steps else None
+from swarmrl.steps import checkpoint_dir, list_checkpoints
 
 
 def save_checkpoint(

@@ -25,11 +25,10 @@ from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.logprobs import split_lm
 from swarmrl.rollouts import ScoredRow
 from swarmrl.rundir import RunDir
+from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.trainer.attention import resolve_attention
 from swarmrl.trainer.batch import StepBatch, plan_step
 from swarmrl.trainer.checkpoint import (
-    checkpoint_dir,
-    latest_checkpoint,
     read_trainer_state,
     restore_scheduler_and_rng,
     save_checkpoint,

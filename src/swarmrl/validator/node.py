@@ -38,7 +38,6 @@ from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
 from swarmrl.shardcast.config import ClientConfig
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.rollout_checks import CheckFailed, SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
 
@@ -76,13 +75,21 @@ class FetchedPolicies(PolicyCache):
         trainer_key: str,
         dtype: str,
         keep: int,
+        fetching: ClientConfig,
         device: torch.device,
         lora: bool = False,
     ) -> None:
         super().__init__(options.work_dir / "checkpoints", dtype, keep, device)
         self.options, self.trainer_key = options, trainer_key
-        # A LoRA run's base version: kept from the start, every adapter is merged onto it.
+        # Files of any step still loaded here are judged against it: never delete one from disk first. A LoRA
+        # run's base version is kept from the start: every adapter is merged onto it.
         self.pinned: list[int] = [BASE_STEP] if lora else []
+        self.fetching = fetching.model_copy(
+            update={
+                "keep_versions": max(fetching.keep_versions, keep + 1),
+                "pinned_versions": sorted({*fetching.pinned_versions, *self.pinned}),
+            }
+        )
 
     def path(self, step: int) -> Path:
         if step not in local_versions(self.checkpoints):
@@ -96,7 +103,7 @@ class FetchedPolicies(PolicyCache):
             step,
             self.checkpoints,
             self.trainer_key,
-            ClientConfig(keep_versions=self.keep + 1, pinned_versions=self.pinned),
+            self.fetching,
             run_id=self.options.run_id,
         )
 
@@ -113,13 +120,16 @@ def swarm_context(
         trainer_key,
         config.model.dtype,
         keep=config.worker.async_level + 1,
+        fetching=config.shardcast.client,
         device=device,
         lora=config.trainer.lora.enabled,
     )
     newest = None
     while newest is None:
         step = client.run_state(options.run_id).current_step
-        newest = latest_version(options.relays, trainer_key, ceiling=step, run_id=options.run_id)
+        newest = latest_version(
+            options.relays, trainer_key, ceiling=step, config=config.shardcast.client, run_id=options.run_id
+        )
         if newest is None:
             if options.stop.wait(options.poll_seconds):
                 raise ValidatorStopped("stopped before any checkpoint was announced")
@@ -127,7 +137,7 @@ def swarm_context(
     tasks, tokenizer = build_tasks(config.tasks), load_tokenizer(start)
     return ValidationContext(
         config=config,
-        settings=ValidatorConfig(),
+        settings=config.validator,
         tasks=tasks,
         tokenizer=tokenizer,
         policy=policies,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -17,20 +16,19 @@ from pathlib import Path
 
 import torch
 
+from swarmrl.config import load_run_config
 from swarmrl.devices import resolve_device
 from swarmrl.envs.build import env_replay
-from swarmrl.launch.prepare import load_run_config
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.rollouts import write_rollouts
 from swarmrl.rollouts.assignment import batch_seed
 from swarmrl.rundir import write_json_atomic
+from swarmrl.steps import checkpoint_dir, parse_step_dir_name
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.checkpoint import checkpoint_dir
 from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, Verdict, validate_file
 
 log = logging.getLogger(__name__)
-_STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
 class PolicyCache:
@@ -57,7 +55,8 @@ class PolicyCache:
 def local_context(
     run_dir: Path, settings: ValidatorConfig | None = None, device: torch.device | None = None
 ) -> ValidationContext:
-    """Everything the validator trusts about a local run, read from its run directory."""
+    """Everything the validator trusts about a local run, read from its run directory; `settings` default to
+    the run config's [validator] section."""
     config = load_run_config(run_dir)
     checkpoints = run_dir / "checkpoints"
     tokenizer = load_tokenizer(checkpoint_dir(checkpoints, 0))
@@ -65,7 +64,7 @@ def local_context(
     tasks = build_tasks(config.tasks)
     return ValidationContext(
         config=config,
-        settings=settings or ValidatorConfig(),
+        settings=settings or config.validator,
         tasks=tasks,
         tokenizer=tokenizer,
         policy=policy,
@@ -85,10 +84,12 @@ class Judged:
 def judge_pending(submissions: Path, accepted_root: Path, context: ValidationContext) -> list[Judged]:
     """Judge every file that has no verdict yet; returns what was judged this pass."""
     judged = []
-    for step_dir in (
-        sorted(p for p in submissions.iterdir() if _STEP_DIR.match(p.name)) if submissions.is_dir() else []
-    ):
-        step = int(_STEP_DIR.match(step_dir.name).group(1))
+    steps = (
+        sorted((step, p) for p in submissions.iterdir() if (step := parse_step_dir_name(p.name)) is not None)
+        if submissions.is_dir()
+        else []
+    )
+    for step, step_dir in steps:
         for path in sorted(step_dir.glob("*.parquet")):
             verdict_path = path.with_suffix(".verdict.json")
             if verdict_path.exists():

@@ -22,7 +22,7 @@ from swarmrl.inference.engine import InferenceEngine
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import model_skeleton
 from swarmrl.rundir import RunDir
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 from swarmrl.trainer.data import RunDirSource
 from swarmrl.worker.local import BatchWriter
 

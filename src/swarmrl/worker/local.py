@@ -21,11 +21,12 @@ from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
+from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.rundir import RunDir
+from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.task import TaskSource
-from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
-from swarmrl.worker.rollout import BatchSpec, write_batch
+from swarmrl.worker.rollout import write_batch
 
 log = logging.getLogger(__name__)
 

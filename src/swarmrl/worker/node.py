@@ -35,12 +35,12 @@ from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
+from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher
-from swarmrl.shardcast.config import ClientConfig
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.worker.rollout import BatchSpec, write_batch
+from swarmrl.worker.rollout import write_batch
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,13 @@ class Policy:
         # A LoRA run's base is pinned from the start: fetched with step 0 and kept, adapters merge onto it.
         pinned = [BASE_STEP] if config.trainer.lora.enabled else []
         self.fetcher = CheckpointFetcher(
-            options.relays, trainer_key, self.root, ClientConfig(pinned_versions=pinned), options.run_id
+            options.relays,
+            trainer_key,
+            self.root,
+            config.shardcast.client.model_copy(
+                update={"pinned_versions": sorted({*config.shardcast.client.pinned_versions, *pinned})}
+            ),
+            options.run_id,
         )
 
     @property

@@ -12,43 +12,11 @@ from swarmrl.identity import Identity
 from swarmrl.inference.engine import GenerationRequest, InferenceEngine, SamplingParams
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.rollouts import RolloutHeader, RolloutRow, write_rollouts
-from swarmrl.rollouts.assignment import assigned_prompt_indices, batch_seed, sample_seed
+from swarmrl.rollouts.assignment import BatchSpec, assigned_prompt_indices, sample_seed
 from swarmrl.tasks.config import TasksConfig
 from swarmrl.tasks.length_reward import add_length_instruction, sample_target_length
 from swarmrl.tasks.task import Task, TaskSource
 from swarmrl.toploc import build_proofs_batch
-
-
-@dataclass(frozen=True)
-class BatchSpec:
-    """Everything that fixes a batch's prompts and seeds; the validator rebuilds it from the same values.
-
-    `seed` is the task seed of (run, node, step, batch index): `rollouts.assignment.batch_seed` in a local
-    run, the coordinator's `task_seed` (keyed by a run secret) in a swarm.
-    """
-
-    run_id: str
-    node_id: str
-    step: int
-    batch_index: int
-    prompts_per_batch: int
-    group_size: int
-    run_seed: int
-    seed: int
-
-    @classmethod
-    def local(
-        cls,
-        run_id: str,
-        node_id: str,
-        step: int,
-        batch_index: int,
-        prompts_per_batch: int,
-        group_size: int,
-        run_seed: int,
-    ) -> BatchSpec:
-        seed = batch_seed(run_id, node_id, step, batch_index)
-        return cls(run_id, node_id, step, batch_index, prompts_per_batch, group_size, run_seed, seed)
 
 
 @dataclass(frozen=True)

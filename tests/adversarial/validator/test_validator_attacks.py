@@ -15,12 +15,12 @@ from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import Vocabulary, build_tiny_model, load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutHeader, RolloutLimits, write_rollouts
-from swarmrl.rollouts.assignment import batch_seed
+from swarmrl.rollouts.assignment import BatchSpec, batch_seed
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.toploc import build_proofs_batch
 from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
-from swarmrl.worker.rollout import BatchSpec, assigned_prompts, generate_batch
+from swarmrl.worker.rollout import assigned_prompts, generate_batch
 
 NODE = Identity.from_seed(b"\x21" * 32)
 MODEL_MISMATCH = {"toploc", "seeded_sampling", "logprobs"}

@@ -15,7 +15,7 @@ from swarmrl.islands.demo import island_summary, read_merges, weights_digest
 from swarmrl.islands.launch import IslandFleet, prepare_islands
 from swarmrl.islands.merge import IslandMerger
 from swarmrl.models import load_model
-from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
+from swarmrl.steps import checkpoint_dir, latest_checkpoint
 
 pytest.importorskip("torchft")
 

@@ -17,7 +17,7 @@ from swarmrl.shardcast import ClientConfig, local_versions
 from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.config import RelayConfig
 from swarmrl.shardcast.relay import Relay
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 from swarmrl.trainer.lora import load_lora_policy, save_adapter_checkpoint
 
 

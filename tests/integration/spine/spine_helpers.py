@@ -12,10 +12,11 @@ from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model, load_tokenizer
+from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.rundir import RunDir
+from swarmrl.steps import checkpoint_dir
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.checkpoint import checkpoint_dir
-from swarmrl.worker.rollout import BatchSpec, write_batch
+from swarmrl.worker.rollout import write_batch
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -19,8 +19,8 @@ from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model
 from swarmrl.rollouts import read_rollouts
 from swarmrl.rundir import RunDir
+from swarmrl.steps import checkpoint_dir, list_checkpoints
 from swarmrl.trainer import train
-from swarmrl.trainer.checkpoint import checkpoint_dir, list_checkpoints
 
 from .spine_helpers import tiny_config
 

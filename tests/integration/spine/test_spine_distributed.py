@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 
 from swarmrl.launch.roles import trainer_role
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 
 from .conftest import STEPS
 

@@ -13,7 +13,7 @@ from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model
 from swarmrl.models.adapter import ADAPTER_WEIGHTS, is_adapter_checkpoint
 from swarmrl.rollouts import read_rollouts
-from swarmrl.trainer.checkpoint import checkpoint_dir, list_checkpoints
+from swarmrl.steps import checkpoint_dir, list_checkpoints
 from swarmrl.validator.rollout_checks import SeenFiles, validate_file
 from swarmrl.validator.service import judge_pending, local_context
 

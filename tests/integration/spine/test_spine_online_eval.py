@@ -7,7 +7,7 @@ from swarmrl.evaluation import HeldOutEval
 from swarmrl.launch.report import eval_curves
 from swarmrl.launch.roles import trainer_role
 from swarmrl.rundir import RunDir
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 
 from .conftest import STEPS
 

@@ -18,7 +18,7 @@ from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.swarm import Swarm, restart_coordinator, snapshot, start_swarm, stop_swarm, supervise
 from swarmrl.models.adapter import is_adapter_checkpoint
 from swarmrl.shardcast.client import local_versions
-from swarmrl.trainer.checkpoint import checkpoint_dir
+from swarmrl.steps import checkpoint_dir
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -6,8 +6,8 @@ from swarmrl.inference.engine import SamplingParams
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_tokenizer
 from swarmrl.models.prompting import prompt_format
+from swarmrl.steps import checkpoint_dir
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.checkpoint import checkpoint_dir
 from swarmrl.validator.calibrate import ATTACKS, TOLERANCE_FLOOR, calibrate
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from unit.inference.inference_testkit import tiny_model, tiny_tokenizer
 
-from swarmrl.config import ConfigError, RunConfig
+from swarmrl.config import ConfigError, RunConfig, load_config
 from swarmrl.envs.arithmetic import ArithmeticSource
 from swarmrl.envs.build import TaskVerifier, generate_config_env_batch, row_replayer, with_env_replay
 from swarmrl.envs.codec import PromptTurnCodec
@@ -17,8 +17,9 @@ from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutError
+from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.validator.scoring import score_rows
-from swarmrl.worker.rollout import BatchSpec, assigned_prompts
+from swarmrl.worker.rollout import assigned_prompts
 
 
 def test_a_run_without_an_env_section_stays_single_turn():
@@ -30,10 +31,10 @@ def test_the_env_section_is_validated_and_named():
         {"env": {"kind": "python_tool", "max_turns": 2, "max_tokens": 64}, "worker": {"max_new_tokens": 64}}
     )
     assert isinstance(config.env, EnvConfig) and config.env.max_turns == 2
-    with pytest.raises(ConfigError, match=r"\[env\]"):
-        RunConfig.model_validate({"env": {"kind": "shell"}})
-    with pytest.raises(ConfigError, match=r"\[env\]"):
-        RunConfig.model_validate({"env": {"kind": "python_tool", "max_turns": 0}})
+    with pytest.raises(ConfigError, match=r"env\.kind"):
+        load_config(None, ["env.kind='shell'"])
+    with pytest.raises(ConfigError, match=r"env\.max_turns"):
+        load_config(None, ["env.kind='python_tool'", "env.max_turns=0"])
     with pytest.raises(ConfigError, match="env.max_tokens 600 exceeds worker.max_new_tokens 64"):
         RunConfig.model_validate(
             {"env": {"kind": "python_tool", "max_tokens": 600}, "worker": {"max_new_tokens": 64}}
