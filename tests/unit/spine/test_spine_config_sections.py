@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from swarmrl.config import ConfigError, RunConfig, load_config
 from swarmrl.coordinator.config import CoordinatorConfig
@@ -167,16 +168,25 @@ def test_the_nodes_fetch_with_the_shardcast_section(tmp_path):
 
     config = load_config(None, ["shardcast.client.concurrency=3", "shardcast.client.keep_versions=2"])
     relays = ["http://relay.example:8900"]
+    cpu = torch.device("cpu")
     worker = Policy(
-        NodeOptions("http://c", "R", tmp_path / "k.pem", relays, tmp_path / "w"), "ab" * 32, config
+        NodeOptions("http://c", "R", tmp_path / "k.pem", relays, tmp_path / "w"), "ab" * 32, config, cpu
     )
     assert worker.fetcher.config == config.shardcast.client
     options = ValidatorOptions("http://c", "R", tmp_path / "v.pem", relays, tmp_path / "v")
-    policies = FetchedPolicies(options, "ab" * 32, "float32", 4, config.shardcast.client)
+    policies = FetchedPolicies(options, "ab" * 32, "float32", 4, config.shardcast.client, cpu)
     # The validator keeps on disk at least the versions it holds loaded, whatever the section says.
     assert policies.fetching == config.shardcast.client.model_copy(update={"keep_versions": 5})
     roomy = config.shardcast.client.model_copy(update={"keep_versions": 9})
-    assert FetchedPolicies(options, "ab" * 32, "float32", 4, roomy).fetching == roomy
+    assert FetchedPolicies(options, "ab" * 32, "float32", 4, roomy, cpu).fetching == roomy
+    # A LoRA run's base is pinned on top of the section's own pins, for workers and validators alike.
+    lora = load_config(None, ["trainer.lora.enabled=true", "shardcast.client.pinned_versions=[3]"])
+    lora_worker = Policy(
+        NodeOptions("http://c", "R", tmp_path / "k.pem", relays, tmp_path / "w"), "ab" * 32, lora, cpu
+    )
+    assert lora_worker.fetcher.config.pinned_versions == [0, 3]
+    lora_policies = FetchedPolicies(options, "ab" * 32, "float32", 4, lora.shardcast.client, cpu, lora=True)
+    assert lora_policies.fetching.pinned_versions == [0, 3]
 
 
 def test_a_wildcard_bind_is_served_under_this_machines_name():
