@@ -19,6 +19,7 @@ class EnvAccuracy:
     accuracy: float
     mean_reward: float
     mean_model_turns: float
+    mean_model_tokens: float
     episodes: int
 
 
@@ -42,5 +43,6 @@ def env_accuracy(
         accuracy=sum(t.reward >= 1.0 for t in trajectories) / count,
         mean_reward=sum(t.reward for t in trajectories) / count,
         mean_model_turns=sum(t.model_turns for t in trajectories) / count,
+        mean_model_tokens=sum(sum(t.completion_mask) for t in trajectories) / count,
         episodes=count,
     )

@@ -18,9 +18,10 @@ from swarmrl.inference.factory import build_engine
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.models.prompting import prompt_format
+from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.tasks.registry import heldout_sources
+from swarmrl.tasks.task import Task
 from swarmrl.trainer.checkpoint import checkpoint_dir, latest_checkpoint
 
 
@@ -35,13 +36,15 @@ def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalRes
     )
     sources = heldout_sources(config.tasks)
     if not sources:
-        raise ValueError("held-out evaluation needs a reasoning-gym source")
+        raise ValueError("held-out evaluation needs a reasoning-gym or arithmetic source")
     tasks = [sources[0][i] for i in range(min(config.eval.num_tasks, len(sources[0])))]
     params = SamplingParams(
         max_new_tokens=config.worker.max_new_tokens,
         temperature=config.eval.temperature,
         top_p=config.worker.top_p,
     )
+    if config.env is not None:
+        return _evaluate_env(config, engine, prompts, tasks, params)
     return evaluate(
         engine,
         tasks,
@@ -50,6 +53,21 @@ def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalRes
         params=params,
         samples_per_task=config.eval.samples_per_task,
     )
+
+
+def _evaluate_env(
+    config: RunConfig, engine, prompts: PromptFormat, tasks: list[Task], params: SamplingParams
+) -> EvalResult:
+    """Held-out accuracy of a multi-turn run: whole episodes in its environment (tool calls and all)."""
+    from swarmrl.envs.build import TaskVerifier
+    from swarmrl.envs.codec import PromptTurnCodec
+    from swarmrl.envs.evaluate import env_accuracy
+
+    repeated = [task for task in tasks for _ in range(config.eval.samples_per_task)]
+    result = env_accuracy(
+        engine, PromptTurnCodec(prompts), config.env, TaskVerifier(config.tasks), repeated, params
+    )
+    return EvalResult(result.accuracy, result.mean_reward, result.episodes, result.mean_model_tokens)
 
 
 @dataclass
