@@ -34,17 +34,17 @@ class Demonstration:
 def model_turns(config: EnvConfig, task: Task) -> list[str]:
     """The reference model turns of `task` in this environment.
 
-    With a tool to call and a code demonstration: the code, then the answer. Otherwise one turn: the answer
-    (a run without the tool, or the feedback environment, must answer at once).
+    A demonstration that is an answer is one turn anywhere. A code demonstration (the Python tool's) is the
+    code, then the answer, where there is a tool to run it; without one (`max_tool_calls = 0`, or another
+    environment) the model must answer at once, so the demonstration is the answer alone.
     """
-    code = last_python_block(task.demonstration or "")
-    if config.kind == "python_tool" and config.max_tool_calls > 0 and code is not None:
-        return [task.demonstration or "", answer_turn(task)]
-    if config.kind == "python_tool":
-        return [answer_turn(task)]
     if task.demonstration is None:
         raise EnvError(f"task {task.task_id} has no demonstration")
-    return [task.demonstration]
+    if last_python_block(task.demonstration) is None:
+        return [task.demonstration]
+    if config.kind == "python_tool" and config.max_tool_calls > 0:
+        return [task.demonstration, answer_turn(task)]
+    return [answer_turn(task)]
 
 
 def answer_turn(task: Task) -> str:

@@ -25,7 +25,9 @@ def root(tmp_path_factory):
     return tmp_path_factory.mktemp("swarm")  # shared: the SFT start policy is built once and cached
 
 
-def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0, validators: int = 1) -> Swarm:
+def launch(
+    root, name: str, steps: int, honest: int = 2, cheaters: int = 0, validators: int = 1, *overrides: str
+) -> Swarm:
     config = tiny_config(
         root,
         name,
@@ -42,6 +44,7 @@ def launch(root, name: str, steps: int, honest: int = 2, cheaters: int = 0, vali
         "coordinator.lease_target_s=6.0",
         "coordinator.lease_grace_s=10.0",
         "coordinator.validation_lease_s=20.0",
+        *overrides,
     )
     return start_swarm(config, prepare_run(config))
 
