@@ -96,7 +96,9 @@ def _sft_start_policy(config: RunConfig, progress: Progress | None):
     texts = [fill(around, question) + answer for question, answer in pairs] or [
         tasks[i].prompt for i in range(min(2000, len(tasks)))
     ]
-    tokenizer = train_tokenizer(texts, vocab_size=config.model.tokenizer_vocab_size, chat_template=chat_template)
+    tokenizer = train_tokenizer(
+        texts, vocab_size=config.model.tokenizer_vocab_size, chat_template=chat_template
+    )
     model = build_tiny_model(config.model.tiny, tokenizer, config.model.attn_implementation)
     _sft(config, model, prompt_format(tokenizer, config.prompt), pairs, progress)
     return tokenizer, model
@@ -110,10 +112,14 @@ def _sft_env_start_policy(config: RunConfig, tasks: TaskSource, progress: Progre
     from swarmrl.envs.demonstrate import demonstration_examples, play_demonstrations
 
     verifier = TaskVerifier(config.tasks)
-    played = play_demonstrations(config.env, verifier, tasks, config.sft.num_examples if config.sft.steps else 0)
+    played = play_demonstrations(
+        config.env, verifier, tasks, config.sft.num_examples if config.sft.steps else 0
+    )
     chat_template = _CHAT_TEMPLATES[config.model.chat_template]
     texts = [demo.text() for demo in played] or [tasks[i].prompt for i in range(min(2000, len(tasks)))]
-    tokenizer = train_tokenizer(texts, vocab_size=config.model.tokenizer_vocab_size, chat_template=chat_template)
+    tokenizer = train_tokenizer(
+        texts, vocab_size=config.model.tokenizer_vocab_size, chat_template=chat_template
+    )
     model = build_tiny_model(config.model.tiny, tokenizer, config.model.attn_implementation)
     fmt = prompt_format(tokenizer, config.prompt)
     _sft(config, model, fmt, demonstration_examples(played, fmt, PromptTurnCodec(fmt)), progress)

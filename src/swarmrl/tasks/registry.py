@@ -111,9 +111,7 @@ def build_tasks(config: TasksConfig) -> TaskSource:
     return MixedTaskSource(sources, [c.weight for c in config.sources], config.mix_seed)
 
 
-def _empty_band_reason(
-    config: SourceConfig, source: TaskSource, band: tuple[float, float]
-) -> str:
+def _empty_band_reason(config: SourceConfig, source: TaskSource, band: tuple[float, float]) -> str:
     if any(source[i].solve_rate is not None for i in range(len(source))):
         return f"the solve-rate band {list(band)} removed every task of source {source.name!r}"
     if isinstance(config, DatasetSourceConfig):

@@ -36,7 +36,9 @@ def sft_batch(
         targets = torch.tensor(completion)
         if completion_mask:
             if len(completion_mask[0]) != len(completion):
-                raise ValueError(f"example {i}: {len(completion_mask[0])} mask bits for {len(completion)} tokens")
+                raise ValueError(
+                    f"example {i}: {len(completion_mask[0])} mask bits for {len(completion)} tokens"
+                )
             targets[torch.tensor(completion_mask[0]) == 0] = -100
         labels[i, len(prompt) : len(ids)] = targets
         mask[i, : len(ids)] = 1

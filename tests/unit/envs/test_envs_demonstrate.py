@@ -35,7 +35,9 @@ def test_turns_with_and_without_the_tool():
     no_tool = EnvConfig(kind="python_tool", max_tool_calls=0)
     assert model_turns(no_tool, task) == [f"<answer>{truth}</answer>"]
     answer = Task("t", "q", "math", {"ground_truth": "7"}, demonstration="<answer>7</answer>")
-    assert model_turns(TOOL, answer) == model_turns(EnvConfig(kind="feedback"), answer) == ["<answer>7</answer>"]
+    assert (
+        model_turns(TOOL, answer) == model_turns(EnvConfig(kind="feedback"), answer) == ["<answer>7</answer>"]
+    )
     with pytest.raises(EnvError, match="no demonstration"):
         model_turns(TOOL, Task("t", "q", "math", {}))
     with pytest.raises(EnvError, match="no ground truth"):
@@ -72,7 +74,9 @@ def test_a_demonstration_that_does_not_solve_its_task_is_refused(verifier):
 
 
 def test_the_arithmetic_source_in_a_tasks_config_has_a_disjoint_held_out_split():
-    config = TasksConfig.model_validate({"sources": [{"type": "arithmetic", "digits": 3, "size": 50, "eval_size": 20}]})
+    config = TasksConfig.model_validate(
+        {"sources": [{"type": "arithmetic", "digits": 3, "size": 50, "eval_size": 20}]}
+    )
     train, (held,) = build_tasks(config), heldout_sources(config)
     assert len(train) == 50 and len(held) == 20
     assert train[0] == ArithmeticSource(0, 50, 3)[0] and held[0] == ArithmeticSource(1_000_003, 20, 3)[0]
