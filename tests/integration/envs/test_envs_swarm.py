@@ -1,7 +1,9 @@
-"""A multi-turn run with the Python tool as a swarm of processes on 127.0.0.1: workers lease units and play
-the environment (tool calls run in their sandboxes), the validator replays every row in its own environment
-before it accepts it, the trainer trains on accepted rows only, and a worker that runs half the model is still
-caught by the proofs over the model's tokens."""
+"""A run with an `[env]` section as a swarm of processes on 127.0.0.1: workers lease units and play the
+environment, the validator replays every row in its own environment before it accepts it, the trainer trains
+on accepted rows only, and a worker that runs half the model is still caught by the proofs over the model's
+tokens. The tiny swarm policy (spell words backward) answers without calling the tool; tool turns through
+the engine, the validator and the trainer are covered by tests/integration/envs/test_envs_local_loop.py's
+neighbours in tests/unit/envs and tests/adversarial/envs."""
 
 import pytest
 from integration.swarm.test_swarm import launch, quiet
@@ -15,7 +17,7 @@ pytestmark = pytest.mark.timeout(600)
 STEPS = 3
 
 
-def test_a_tool_env_run_trains_on_replayed_work_and_bans_the_cheater(tmp_path):
+def test_an_env_run_trains_on_replayed_work_and_bans_the_cheater(tmp_path):
     swarm = launch(
         tmp_path,
         "env-swarm",
@@ -23,12 +25,7 @@ def test_a_tool_env_run_trains_on_replayed_work_and_bans_the_cheater(tmp_path):
         1,
         1,
         1,
-        'tasks.sources=[{type="arithmetic",digits=2,size=400,eval_size=20}]',
-        "tasks.extraction.mode='answer_tag'",
-        'prompt.template="{question}\\n"',
-        "sft.num_examples=64",
-        "worker.max_new_tokens=48",
-        "env={kind='python_tool',max_turns=2,max_tokens=48,max_tool_calls=1,max_output_chars=32}",
+        'env={kind="python_tool",max_turns=2,max_tokens=8}',
     )
     try:
         supervise(swarm, quiet(), timeout_s=500, interval_s=1.0)
@@ -47,4 +44,4 @@ def test_a_tool_env_run_trains_on_replayed_work_and_bans_the_cheater(tmp_path):
     trained = sorted((swarm.rundir.root / "accepted").rglob("*.parquet"))
     assert trained and {int(p.name.split("-")[0]) for p in trained} <= {s.id for s in accepted}
     rows = [row for path in trained for row in read_rollouts(path)[1]]
-    assert rows and all(len(r.completion_mask) == len(r.completion_ids) for r in rows)
+    assert rows and all(len(r.completion_mask) == len(r.completion_ids) > 0 for r in rows)
