@@ -2,8 +2,7 @@
 environment, the validator replays every row in its own environment before it accepts it, the trainer trains
 on accepted rows only, and a worker that runs half the model is still caught by the proofs over the model's
 tokens. The tiny swarm policy (spell words backward) answers without calling the tool; tool turns through
-the engine, the validator and the trainer are covered by tests/integration/envs/test_envs_local_loop.py's
-neighbours in tests/unit/envs and tests/adversarial/envs."""
+the engine, the validator's replay and the sandbox are covered in tests/unit/envs and tests/adversarial/envs."""
 
 import pytest
 from integration.swarm.test_swarm import launch, quiet
