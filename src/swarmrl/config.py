@@ -354,7 +354,7 @@ class RunConfig(Section):
         return self
 
     def _check_online_eval(self) -> None:
-        from swarmrl.tasks.config import ReasoningGymSourceConfig
+        from swarmrl.tasks.config import ArithmeticSourceConfig, ReasoningGymSourceConfig
 
         every = self.eval.every_steps
         if not every:
@@ -369,10 +369,11 @@ class RunConfig(Section):
                 "eval.every_steps scores single-turn completions; a run with [env] is multi-turn, which "
                 "online evals do not run"
             )
-        if not any(isinstance(source, ReasoningGymSourceConfig) for source in self.tasks.sources):
+        generated = (ReasoningGymSourceConfig, ArithmeticSourceConfig)
+        if not any(isinstance(source, generated) for source in self.tasks.sources):
             raise ConfigError(
-                "eval.every_steps needs held-out tasks, i.e. a reasoning-gym source in tasks.sources "
-                "(a dataset source has no held-out split)"
+                "eval.every_steps needs held-out tasks, i.e. a reasoning-gym or arithmetic source in "
+                "tasks.sources (a dataset source has no held-out split)"
             )
 
     def check_devices(self) -> None:

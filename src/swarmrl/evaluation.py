@@ -64,11 +64,11 @@ def evaluate(
 
 
 def heldout_tasks(config: TasksConfig, num_tasks: int) -> list[Task]:
-    """The first `num_tasks` tasks of the first reasoning-gym source's held-out split: the same tasks on every
+    """The first `num_tasks` tasks of the first generated source's held-out split: the same tasks on every
     call, and never a training task (the split draws from its own seeds)."""
     sources = heldout_sources(config)
     if not sources:
-        raise EvalSetupError("held-out evaluation needs a reasoning-gym source")
+        raise EvalSetupError("held-out evaluation needs a reasoning-gym or arithmetic source")
     return [sources[0][i] for i in range(min(num_tasks, len(sources[0])))]
 
 

@@ -19,7 +19,9 @@ class EnvAccuracy:
     accuracy: float
     mean_reward: float
     mean_model_turns: float
+    mean_model_tokens: float
     episodes: int
+    solved: tuple[bool, ...]  # per episode, in the order of the tasks given
 
 
 def env_accuracy(
@@ -42,5 +44,7 @@ def env_accuracy(
         accuracy=sum(t.reward >= 1.0 for t in trajectories) / count,
         mean_reward=sum(t.reward for t in trajectories) / count,
         mean_model_turns=sum(t.model_turns for t in trajectories) / count,
+        mean_model_tokens=sum(sum(t.completion_mask) for t in trajectories) / count,
         episodes=count,
+        solved=tuple(t.reward >= 1.0 for t in trajectories),
     )

@@ -1,5 +1,7 @@
 """Guess with feedback: the model answers a puzzle, a wrong answer comes back as a turn, it tries again.
 
+The feedback turn says how close the guess was when the verifier gives partial credit (reasoning-gym's
+mini_sudoku scores the cells a grid gets right, for instance), so a later attempt can build on it.
 The reward is the verifier's score of the last answer, discounted by `retry_discount` per earlier wrong
 attempt, so solving at once is worth more than solving after hints.
 """
@@ -14,6 +16,15 @@ from swarmrl.tasks.task import Task
 RETRY_MESSAGE = (
     "That answer is not correct. Check your reasoning and give your answer again in <answer></answer>."
 )
+PARTIAL_MESSAGE = (
+    "That answer is not correct, but partly right (it scores {score:.2f} of 1). Check your reasoning and "
+    "give your answer again in <answer></answer>."
+)
+
+
+def feedback_message(score: float) -> str:
+    """The turn after a wrong answer: how close it was, where the verifier gives partial credit."""
+    return PARTIAL_MESSAGE.format(score=score) if score > 0 else RETRY_MESSAGE
 
 
 class FeedbackEnv:
@@ -41,4 +52,4 @@ class FeedbackEnv:
         if score >= 1.0 or self._attempts >= self.max_attempts:
             self._done = True
             return EnvStep(None, reward, True)
-        return EnvStep(RETRY_MESSAGE, 0.0, False)
+        return EnvStep(feedback_message(score), 0.0, False)

@@ -9,6 +9,7 @@ shows stdout then stderr's tail, cut to `max_output_chars`.
 
 from __future__ import annotations
 
+import functools
 from typing import Protocol
 
 from swarmrl.envs.base import EnvStep
@@ -31,6 +32,10 @@ class Verifier(Protocol):
     def score(self, task: Task, completion: str) -> float: ...
 
 
+# The output is a function of the code alone (above), and the G rollouts of one prompt mostly write the same
+# code: each process runs a given program once (a sandbox start costs tens of milliseconds, far more than the
+# generation of a tool call by a small model). Replays in other processes still run it themselves.
+@functools.lru_cache(maxsize=4096)
 def run_tool(code: str, plan: SandboxPlan, limits: SandboxLimits, max_output_chars: int) -> str:
     """The tool turn for `code`: its output as the sandbox returned it, or why it failed, fenced."""
     try:

@@ -46,9 +46,11 @@ def check_requests(
             raise InvalidRequestError(
                 f"request {index}: max_new_tokens {request.max_new_tokens} outside [1, {params.max_new_tokens}]"
             )
-        if max_positions is not None and len(ids) + params.max_new_tokens > max_positions:
+        # The request's own limit: a multi-turn row's later turns carry a long prefix and a budget cut to fit.
+        limit = new_token_limit(request, params)
+        if max_positions is not None and len(ids) + limit > max_positions:
             raise InvalidRequestError(
-                f"request {index}: {len(ids)} prompt + {params.max_new_tokens} new tokens exceed the model's "
+                f"request {index}: {len(ids)} prompt + {limit} new tokens exceed the model's "
                 f"{max_positions} positions"
             )
     if any(not 0 <= token < vocab for token in params.stop_token_ids):

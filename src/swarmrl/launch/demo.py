@@ -13,15 +13,43 @@ from rich.table import Table
 
 from swarmrl.config import RunConfig
 from swarmrl.evaluation import EvalResult, HeldOutEval
+from swarmrl.inference.engine import SamplingParams
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
+from swarmrl.models.prompting import PromptFormat
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
+from swarmrl.tasks.task import Task
 
 
 def evaluate_checkpoint(config: RunConfig, rundir: RunDir, step: int) -> EvalResult:
     path = checkpoint_dir(rundir.checkpoints, step)
-    return HeldOutEval.from_checkpoint(config, path, step, config.eval.num_tasks).run()
+    held_out = HeldOutEval.from_checkpoint(config, path, step, config.eval.num_tasks)
+    if config.env is not None:
+        return _evaluate_env(config, held_out.engine, held_out.prompts, held_out.tasks)
+    return held_out.run()
+
+
+def _evaluate_env(config: RunConfig, engine, prompts: PromptFormat, tasks: list[Task]) -> EvalResult:
+    """Held-out accuracy of a multi-turn run: whole episodes in its environment (tool calls and all), k per task."""
+    from swarmrl.envs.build import TaskVerifier
+    from swarmrl.envs.codec import PromptTurnCodec
+    from swarmrl.envs.evaluate import env_accuracy
+
+    k = config.eval.samples_per_task
+    params = SamplingParams(
+        max_new_tokens=config.worker.max_new_tokens,
+        temperature=config.eval.temperature,
+        top_p=config.worker.top_p,
+    )
+    repeated = [task for task in tasks for _ in range(k)]
+    result = env_accuracy(
+        engine, PromptTurnCodec(prompts), config.env, TaskVerifier(config.tasks), repeated, params
+    )
+    correct = [sum(result.solved[i * k : (i + 1) * k]) for i in range(len(tasks))]
+    return EvalResult.from_counts(
+        correct, k, mean_reward=result.mean_reward, mean_completion_tokens=result.mean_model_tokens
+    )
 
 
 @dataclass

@@ -57,6 +57,8 @@ def sft_cache_key(config: RunConfig) -> str:
         "sources": config.tasks.model_dump(mode="json")["sources"],
         "seed": config.run.seed,
     }
+    if config.env is not None:  # its demonstrations are played through the environment (tool or none)
+        shaping["env"] = config.env.model_dump(mode="json")
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -67,43 +69,77 @@ def build_start_policy(config: RunConfig, destination: Path, progress: Progress 
         log.info("reusing the SFT model cached at %s", cache)
     else:
         torch.manual_seed(config.run.seed)
-        tasks = build_tasks(config.tasks)
-        pairs = demonstrations(tasks, config.sft.num_examples)
-        if config.sft.steps and not pairs:
-            raise ValueError("SFT needs tasks with demonstrations; these sources have none")
-        chat_template = _CHAT_TEMPLATES[config.model.chat_template]
-        if chat_template is None or config.prompt.format == "plain":
-            # A plain prompt ends like "Answer:"; the demonstration follows after a space.
-            pairs = [(question, " " + answer) for question, answer in pairs]
-            around = config.prompt.template
-        else:
-            around = config.prompt.user_template
-        texts = [fill(around, question) + answer for question, answer in pairs] or [
-            tasks[i].prompt for i in range(min(2000, len(tasks)))
-        ]
-        tokenizer = train_tokenizer(
-            texts, vocab_size=config.model.tokenizer_vocab_size, chat_template=chat_template
-        )
-        model = build_tiny_model(config.model.tiny, tokenizer, config.model.attn_implementation)
-        if config.sft.steps:
-            run_sft(
-                model,
-                prompt_format(tokenizer, config.prompt),
-                pairs,
-                steps=config.sft.steps,
-                batch_size=config.sft.batch_size,
-                lr=config.sft.lr,
-                weight_decay=config.sft.weight_decay,
-                warmup_steps=config.sft.warmup_steps,
-                seed=config.run.seed,
-                progress=progress,
-            )
+        tokenizer, model = _sft_start_policy(config, progress)
         save_pretrained_atomic(model, tokenizer, cache)
     if destination.exists():
         shutil.rmtree(destination)
     shutil.copytree(cache, destination.with_name(destination.name + ".tmp"), dirs_exist_ok=True)
     (destination.with_name(destination.name + ".tmp")).rename(destination)
     return destination
+
+
+def _sft_start_policy(config: RunConfig, progress: Progress | None):
+    """A tokenizer trained on the demonstrations' text and a tiny model warm-started on them."""
+    tasks = build_tasks(config.tasks)
+    if config.env is not None:
+        return _sft_env_start_policy(config, tasks, progress)
+    pairs = demonstrations(tasks, config.sft.num_examples)
+    if config.sft.steps and not pairs:
+        raise ValueError("SFT needs tasks with demonstrations; these sources have none")
+    chat_template = _CHAT_TEMPLATES[config.model.chat_template]
+    if chat_template is None or config.prompt.format == "plain":
+        # A plain prompt ends like "Answer:"; the demonstration follows after a space.
+        pairs = [(question, " " + answer) for question, answer in pairs]
+        around = config.prompt.template
+    else:
+        around = config.prompt.user_template
+    texts = [fill(around, question) + answer for question, answer in pairs] or [
+        tasks[i].prompt for i in range(min(2000, len(tasks)))
+    ]
+    tokenizer = train_tokenizer(
+        texts, vocab_size=config.model.tokenizer_vocab_size, chat_template=chat_template
+    )
+    model = build_tiny_model(config.model.tiny, tokenizer, config.model.attn_implementation)
+    _sft(config, model, prompt_format(tokenizer, config.prompt), pairs, progress)
+    return tokenizer, model
+
+
+def _sft_env_start_policy(config: RunConfig, tasks: TaskSource, progress: Progress | None):
+    """The multi-turn warm start: every demonstration played through the run's environment (the model's turns
+    are exactly what its rollouts will hold, so no space is put before them), environment tokens masked out."""
+    from swarmrl.envs.build import TaskVerifier
+    from swarmrl.envs.codec import PromptTurnCodec
+    from swarmrl.envs.demonstrate import demonstration_examples, play_demonstrations
+
+    verifier = TaskVerifier(config.tasks)
+    played = play_demonstrations(
+        config.env, verifier, tasks, config.sft.num_examples if config.sft.steps else 0
+    )
+    chat_template = _CHAT_TEMPLATES[config.model.chat_template]
+    texts = [demo.text() for demo in played] or [tasks[i].prompt for i in range(min(2000, len(tasks)))]
+    tokenizer = train_tokenizer(
+        texts, vocab_size=config.model.tokenizer_vocab_size, chat_template=chat_template
+    )
+    model = build_tiny_model(config.model.tiny, tokenizer, config.model.attn_implementation)
+    fmt = prompt_format(tokenizer, config.prompt)
+    _sft(config, model, fmt, demonstration_examples(played, fmt, PromptTurnCodec(fmt)), progress)
+    return tokenizer, model
+
+
+def _sft(config: RunConfig, model, fmt, examples, progress: Progress | None) -> None:
+    if config.sft.steps:
+        run_sft(
+            model,
+            fmt,
+            examples,
+            steps=config.sft.steps,
+            batch_size=config.sft.batch_size,
+            lr=config.sft.lr,
+            weight_decay=config.sft.weight_decay,
+            warmup_steps=config.sft.warmup_steps,
+            seed=config.run.seed,
+            progress=progress,
+        )
 
 
 def prepare_run(config: RunConfig, progress: Progress | None = None) -> RunDir:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -15,12 +16,18 @@ from transformers import (
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
 )
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
 from swarmrl.inference.weights import policy_state
 from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_checkpoint
+
+# A tokenizer saved as the generic tokenizers backend (ours, and e.g. Llama 3's) is exactly its tokenizer.json.
+# AutoTokenizer would pick the class of the directory's model type instead (Qwen2Tokenizer for a tiny qwen2),
+# whose own normaliser and pre-tokenizer split text differently from what the tokenizer was trained and SFT'd on.
+_GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
 
 # Checkpoints are read and written every policy step; per-shard progress bars would flood the logs.
 hf_logging.disable_progress_bar()
@@ -36,7 +43,10 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     path = Path(path)
     if not path.is_dir():
         raise ModelLoadError(f"{path}: no such model directory")
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    settings = path / "tokenizer_config.json"
+    declared = json.loads(settings.read_text()).get("tokenizer_class") if settings.is_file() else None
+    loader = PreTrainedTokenizerFast if declared in _GENERIC_TOKENIZERS else AutoTokenizer
+    tokenizer = loader.from_pretrained(path, local_files_only=True)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer

@@ -86,7 +86,29 @@ class DatasetSourceConfig(_Strict):
         return self
 
 
-SourceConfig = Annotated[ReasoningGymSourceConfig | DatasetSourceConfig, Field(discriminator="type")]
+class ArithmeticSourceConfig(_Strict):
+    type: Literal["arithmetic"] = Field(
+        "arithmetic",
+        description="Discriminator: multi-digit products (swarmrl.envs.arithmetic), for the Python tool.",
+    )
+    name: str = Field("arithmetic", description="Source name used in task ids.")
+    weight: float = Field(1.0, gt=0, description="Relative sampling weight when sources are mixed.")
+    digits: int = Field(4, ge=1, le=12, description="Digits of each factor.")
+    size: int = Field(10_000, ge=1, le=1_000_000, description="Number of train tasks.")
+    eval_size: int = Field(200, ge=1, le=100_000, description="Number of held-out tasks.")
+    seed: int = Field(0, description="Seed of the train draw.")
+    eval_seed: int = Field(1_000_003, description="Seed of the held-out draw; must differ from `seed`.")
+
+    @model_validator(mode="after")
+    def _seeds_differ(self) -> ArithmeticSourceConfig:
+        if self.seed == self.eval_seed:
+            raise ValueError("seed and eval_seed must differ so the held-out split is a different draw")
+        return self
+
+
+SourceConfig = Annotated[
+    ReasoningGymSourceConfig | DatasetSourceConfig | ArithmeticSourceConfig, Field(discriminator="type")
+]
 
 
 class AnswerExtractionConfig(_Strict):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from swarmrl.tasks.config import DatasetSourceConfig, ReasoningGymSourceConfig, TasksConfig
+from swarmrl.tasks.config import (
+    ArithmeticSourceConfig,
+    DatasetSourceConfig,
+    ReasoningGymSourceConfig,
+    SourceConfig,
+    TasksConfig,
+)
 from swarmrl.tasks.dataset_source import dataset_source
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymSource
@@ -62,10 +68,18 @@ class MixedTaskSource:
         return self._sources[source_index][inner]
 
 
-def build_source(config: ReasoningGymSourceConfig | DatasetSourceConfig) -> TaskSource:
+def build_source(config: SourceConfig) -> TaskSource:
     if isinstance(config, ReasoningGymSourceConfig):
         return ReasoningGymSource(config)
+    if isinstance(config, ArithmeticSourceConfig):
+        return _arithmetic(config, config.seed, config.size)
     return dataset_source(config)
+
+
+def _arithmetic(config: ArithmeticSourceConfig, seed: int, size: int) -> TaskSource:
+    from swarmrl.envs.arithmetic import ArithmeticSource  # the environments' task; envs imports tasks
+
+    return ArithmeticSource(seed, size, config.digits, config.name)
 
 
 def filter_by_solve_rate(
@@ -97,9 +111,7 @@ def build_tasks(config: TasksConfig) -> TaskSource:
     return MixedTaskSource(sources, [c.weight for c in config.sources], config.mix_seed)
 
 
-def _empty_band_reason(
-    config: ReasoningGymSourceConfig | DatasetSourceConfig, source: TaskSource, band: tuple[float, float]
-) -> str:
+def _empty_band_reason(config: SourceConfig, source: TaskSource, band: tuple[float, float]) -> str:
     if any(source[i].solve_rate is not None for i in range(len(source))):
         return f"the solve-rate band {list(band)} removed every task of source {source.name!r}"
     if isinstance(config, DatasetSourceConfig):
@@ -114,9 +126,11 @@ def _empty_band_reason(
 
 
 def heldout_sources(config: TasksConfig) -> list[TaskSource]:
-    """The held-out split of every reasoning-gym source of the run (for evaluation)."""
-    return [
-        ReasoningGymSource(c.model_copy(update={"split": "eval"}))
-        for c in config.sources
-        if isinstance(c, ReasoningGymSourceConfig)
-    ]
+    """The held-out split of every generated (reasoning-gym or arithmetic) source of the run (for evaluation)."""
+    held: list[TaskSource] = []
+    for c in config.sources:
+        if isinstance(c, ReasoningGymSourceConfig):
+            held.append(ReasoningGymSource(c.model_copy(update={"split": "eval"})))
+        elif isinstance(c, ArithmeticSourceConfig):
+            held.append(_arithmetic(c, c.eval_seed, c.eval_size))
+    return held

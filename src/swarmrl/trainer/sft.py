@@ -17,18 +17,30 @@ from swarmrl.trainer.optim import build_optimizer
 log = logging.getLogger(__name__)
 
 
+# (prompt ids, completion ids) or (prompt ids, completion ids, completion mask): a multi-turn demonstration's
+# mask is 0 at the environment's tokens, which are context like the prompt and never trained on.
+Example = tuple[list[int], list[int]] | tuple[list[int], list[int], list[int]]
+
+
 def sft_batch(
-    examples: Sequence[tuple[list[int], list[int]]], pad_token_id: int
+    examples: Sequence[Example], pad_token_id: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded input ids, attention mask and labels that score only the completion tokens."""
-    width = max(len(p) + len(c) for p, c in examples)
+    """Right-padded input ids, attention mask and labels that score only the (masked-in) completion tokens."""
+    width = max(len(e[0]) + len(e[1]) for e in examples)
     input_ids = torch.full((len(examples), width), pad_token_id, dtype=torch.long)
     labels = torch.full((len(examples), width), -100, dtype=torch.long)
     mask = torch.zeros((len(examples), width), dtype=torch.long)
-    for i, (prompt, completion) in enumerate(examples):
+    for i, (prompt, completion, *completion_mask) in enumerate(examples):
         ids = prompt + completion
         input_ids[i, : len(ids)] = torch.tensor(ids)
-        labels[i, len(prompt) : len(ids)] = torch.tensor(completion)
+        targets = torch.tensor(completion)
+        if completion_mask:
+            if len(completion_mask[0]) != len(completion):
+                raise ValueError(
+                    f"example {i}: {len(completion_mask[0])} mask bits for {len(completion)} tokens"
+                )
+            targets[torch.tensor(completion_mask[0]) == 0] = -100
+        labels[i, len(prompt) : len(ids)] = targets
         mask[i, : len(ids)] = 1
     return input_ids, mask, labels
 
@@ -55,7 +67,7 @@ def sft_loss(
 def run_sft(
     model: PreTrainedModel,
     prompts: PromptFormat,
-    demonstrations: Sequence[tuple[str, str]],
+    demonstrations: Sequence[tuple[str, str]] | Sequence[Example],
     *,
     steps: int,
     batch_size: int,
@@ -66,14 +78,16 @@ def run_sft(
     progress=None,
     device: torch.device | None = None,
 ) -> list[float]:
-    """Train on (task prompt, demonstration text) pairs, prompted as in RL; returns the loss of every step.
+    """Train on (task prompt, demonstration text) pairs, prompted as in RL, or on token examples already built
+    (`Example`, e.g. multi-turn ones); returns the loss of every step.
 
     Runs on the GPU when there is one (bf16 autocast over fp32 master weights), and hands the model back on
     the CPU, where it was.
     """
     device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     examples = [
-        (prompts.ids(question), prompts.completion_ids(answer)) for question, answer in demonstrations
+        (prompts.ids(item[0]), prompts.completion_ids(item[1])) if isinstance(item[0], str) else item
+        for item in demonstrations
     ]
     if not examples:
         raise ValueError("SFT needs at least one demonstration")

@@ -2,7 +2,7 @@ import pytest
 
 from swarmrl.envs.arithmetic import ArithmeticSource
 from swarmrl.envs.errors import EnvError
-from swarmrl.envs.feedback import RETRY_MESSAGE, FeedbackEnv
+from swarmrl.envs.feedback import RETRY_MESSAGE, FeedbackEnv, feedback_message
 from swarmrl.envs.python_tool import PythonToolEnv
 from swarmrl.tasks.config import CodeRewardConfig, ReasoningGymSourceConfig
 from swarmrl.tasks.errors import SandboxError
@@ -75,3 +75,19 @@ def test_feedback_env_gives_a_second_chance_on_a_reasoning_gym_puzzle():
     answer = task.demonstration
     right = env.step(answer)
     assert right.done and right.reward == 0.5
+
+
+def test_a_partly_right_guess_at_a_reasoning_gym_puzzle_comes_back_with_its_score():
+    """mini_sudoku scores the cells a grid gets right: the feedback turn tells the model how close it was."""
+    source = ReasoningGymSource(ReasoningGymSourceConfig(generator="mini_sudoku", size=2, seed=1))
+    task = source[0]
+    env = FeedbackEnv(ReasoningGymVerifier(), max_attempts=2, retry_discount=0.5)
+    env.reset(task, 0)
+    grid = task.demonstration.splitlines()
+    grid[0] = " ".join(reversed(grid[0].split()))  # one row wrong, the rest right
+    partial = env.step("<answer>" + "\n".join(grid) + "</answer>")
+    assert not partial.done and partial.reward == 0.0
+    assert partial.message != RETRY_MESSAGE and "partly right (it scores 0." in partial.message
+    assert partial.message == feedback_message(float(partial.message.split("scores ")[1].split(" ")[0]))
+    final = env.step(f"<answer>{task.demonstration}</answer>")
+    assert final.done and final.reward == 0.5

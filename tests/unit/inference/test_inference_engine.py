@@ -220,6 +220,19 @@ def test_requests_the_engine_cannot_honour_are_rejected(
         engine().generate([request_], params)
 
 
+def test_a_long_prefix_fits_when_its_own_token_limit_does() -> None:
+    """A multi-turn row's later turn: a long prefix with a budget cut to fit the model is served; the model's
+    positions bound the request's own limit, not the sampling params' (which would refuse it)."""
+    live = engine()
+    positions = live.model.config.max_position_embeddings
+    prefix = [1] * (positions - 4)
+    params = SamplingParams(max_new_tokens=16)
+    (generation,) = live.generate([GenerationRequest(prefix, seed=0, max_new_tokens=4)], params)
+    assert 1 <= len(generation.completion_ids) <= 4
+    with pytest.raises(InvalidRequestError, match="positions"):
+        live.generate([GenerationRequest(prefix, seed=0, max_new_tokens=5)], params)
+
+
 def test_invalid_sampling_params_are_rejected_at_construction() -> None:
     with pytest.raises(InvalidRequestError):
         SamplingParams(max_new_tokens=0)
