@@ -10,6 +10,7 @@ shows stdout then stderr's tail, cut to `max_output_chars`.
 from __future__ import annotations
 
 import functools
+import signal
 from typing import Protocol
 
 from swarmrl.envs.base import EnvStep
@@ -45,8 +46,18 @@ def run_tool(code: str, plan: SandboxPlan, limits: SandboxLimits, max_output_cha
         return _fence(f"error: {exc}", max_output_chars)
     text = outcome.stdout
     if outcome.exit_status != 0:
-        text += f"\n(exit status {outcome.exit_status})\n{outcome.stderr[-max_output_chars:]}"
+        text += f"\n({_exit_reason(outcome.exit_status)})\n{outcome.stderr[-max_output_chars:]}"
     return _fence(text, max_output_chars)
+
+
+def _exit_reason(status: int) -> str:
+    """A negative status is the signal that ended the program, which names the limit it hit (SIGXCPU: CPU time)."""
+    if status < 0:
+        try:
+            return f"exit status {status}: killed by {signal.Signals(-status).name}"
+        except ValueError:
+            pass
+    return f"exit status {status}"
 
 
 def _fence(text: str, max_chars: int) -> str:

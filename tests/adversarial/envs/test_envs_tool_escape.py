@@ -54,7 +54,8 @@ def test_writes_stay_inside_the_sandbox(env, tmp_path):
 
 def test_hang_and_fork_bomb_are_cut(env):
     hang = run(env, "while True: pass")
-    assert "error: timed out" in hang
+    # Cut by whichever limit comes first on this machine: the wall-clock timeout or the CPU-time rlimit.
+    assert "error: timed out" in hang or "killed by SIGXCPU" in hang, hang
     bomb = run(env, "import os\nwhile True:\n    os.fork()")
     assert "error" in bomb or "exit status" in bomb
 
