@@ -23,6 +23,7 @@ from transformers.utils import logging as hf_logging
 
 from swarmrl.inference.weights import policy_state
 from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_checkpoint
+from swarmrl.models.construction import MODEL_CONSTRUCTION
 
 # A tokenizer saved as the generic tokenizers backend (ours, and e.g. Llama 3's) is exactly its tokenizer.json.
 # AutoTokenizer would pick the class of the directory's model type instead (Qwen2Tokenizer for a tiny qwen2),
@@ -72,9 +73,10 @@ def load_model(
         raise ModelLoadError(f"{path}: no config.json, not a model directory")
     if dtype not in _DTYPES:
         raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(_DTYPES)}")
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=_DTYPES[dtype], local_files_only=True, attn_implementation=attn_implementation
-    )
+    with MODEL_CONSTRUCTION:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=_DTYPES[dtype], local_files_only=True, attn_implementation=attn_implementation
+        )
     return model.to(device)
 
 
@@ -93,11 +95,11 @@ def model_skeleton(
     if dtype not in _DTYPES:
         raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(_DTYPES)}")
     config = AutoConfig.from_pretrained(path, local_files_only=True)
-    with no_init_weights():
+    with MODEL_CONSTRUCTION, no_init_weights():
         model = AutoModelForCausalLM.from_config(
             config, dtype=_DTYPES[dtype], attn_implementation=attn_implementation
         )
-    model.tie_weights()  # from_pretrained ties the head after loading; from_config under no_init does not
+        model.tie_weights()  # from_pretrained ties the head after loading; from_config under no_init does not
     return model.to(device)
 
 

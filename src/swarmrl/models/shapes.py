@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
+from swarmrl.models.construction import MODEL_CONSTRUCTION
+
 SHAPES_DIR = Path(__file__).parent / "shapes"
 SHAPES = tuple(sorted(path.stem for path in SHAPES_DIR.glob("*.json")))
 
@@ -38,7 +40,7 @@ def build_shaped_model(
 ) -> PreTrainedModel:
     """A randomly initialised model of a shipped shape, created directly on `device` in `dtype`."""
     config = shape_config(name, **overrides)
-    with torch.random.fork_rng(devices=[]), torch.device(device):
+    with MODEL_CONSTRUCTION, torch.random.fork_rng(devices=[]), torch.device(device):
         torch.manual_seed(seed)
         if torch.device(device).type == "cuda":
             torch.cuda.manual_seed(seed)
@@ -48,7 +50,7 @@ def build_shaped_model(
 
 def parameter_count(name: str) -> tuple[int, int]:
     """(all parameters, parameters outside the embedding and LM head) of a shape, counted without weights."""
-    with torch.device("meta"):
+    with MODEL_CONSTRUCTION, torch.device("meta"):
         model = AutoModelForCausalLM.from_config(shape_config(name))
     total = sum(p.numel() for p in model.parameters())
     embedding = sum(

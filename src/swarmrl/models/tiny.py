@@ -91,7 +91,9 @@ def build_tiny_model(
         pad_token_id=vocab.pad_token_id,
         attn_implementation=attn_implementation,
     )
-    with torch.random.fork_rng(devices=[]):
+    from swarmrl.models.construction import MODEL_CONSTRUCTION
+
+    with MODEL_CONSTRUCTION, torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         model = model_cls(config)
     return model

@@ -27,6 +27,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
+from swarmrl.models.construction import MODEL_CONSTRUCTION
 from swarmrl.models.loading import ModelLoadError
 
 _DTYPE_BYTES = {
@@ -77,7 +78,7 @@ def empty_model(path: str | Path, attn_implementation: str = "sdpa") -> PreTrain
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"{path}: no config.json, not a model directory")
     config = AutoConfig.from_pretrained(path, local_files_only=True)
-    with parameters_on_meta():
+    with MODEL_CONSTRUCTION, parameters_on_meta():
         return AutoModelForCausalLM.from_config(
             config, dtype=torch.float32, attn_implementation=attn_implementation
         )
