@@ -117,6 +117,10 @@ class ClientConfig(BaseModel):
     use_delta: bool = Field(True, description="rebuild from the local parent when the version is a delta")
     seed: int | None = Field(None, description="seed for source sampling (None: fresh randomness)")
 
+    def pinning(self, versions: list[int]) -> ClientConfig:
+        """These settings with `versions` kept as well (a LoRA run's base, on top of the section's own pins)."""
+        return self.model_copy(update={"pinned_versions": sorted({*self.pinned_versions, *versions})})
+
 
 def check_advertise_url(url: str | None) -> str | None:
     """An advertised URL must be one a relay or node can open: http(s)://host[:port], no path."""

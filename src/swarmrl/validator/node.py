@@ -84,11 +84,8 @@ class FetchedPolicies(PolicyCache):
         # Files of any step still loaded here are judged against it: never delete one from disk first. A LoRA
         # run's base version is kept from the start: every adapter is merged onto it.
         self.pinned: list[int] = [BASE_STEP] if lora else []
-        self.fetching = fetching.model_copy(
-            update={
-                "keep_versions": max(fetching.keep_versions, keep + 1),
-                "pinned_versions": sorted({*fetching.pinned_versions, *self.pinned}),
-            }
+        self.fetching = fetching.pinning(self.pinned).model_copy(
+            update={"keep_versions": max(fetching.keep_versions, keep + 1)}
         )
 
     def path(self, step: int) -> Path:

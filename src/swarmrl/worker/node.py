@@ -127,9 +127,7 @@ class Policy:
             options.relays,
             trainer_key,
             self.root,
-            config.shardcast.client.model_copy(
-                update={"pinned_versions": sorted({*config.shardcast.client.pinned_versions, *pinned})}
-            ),
+            config.shardcast.client.pinning(pinned),
             options.run_id,
         )
 
