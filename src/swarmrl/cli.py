@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -249,6 +250,7 @@ def demo(
     cfg = _config(config or default, overrides, dry_run)
     with _refuse_unavailable_device():
         cfg.check_devices()
+    _exit_on_sigterm()
     if islands:
         from swarmrl.islands.demo import run_islands_demo
 
@@ -275,7 +277,16 @@ def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = 
 
     with _refuse_unavailable_device():
         cfg.check_devices()
+    _exit_on_sigterm()
     run_local(cfg, prepare_run(cfg), console=console)
+
+
+def _exit_on_sigterm() -> None:
+    """A supervisor told to stop (SIGTERM, as `kill` and service managers send) unwinds like Ctrl-C does, so
+    its `finally` stops every role process it started instead of leaving them running."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
 
 
 @app.command()

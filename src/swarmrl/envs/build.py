@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from swarmrl.envs.base import Environment
 from swarmrl.envs.codec import PromptTurnCodec
+from swarmrl.envs.concurrency import submitted
 from swarmrl.envs.config import EnvConfig
 from swarmrl.envs.engine_rollout import generate_env_batch
 from swarmrl.envs.errors import EnvError
@@ -65,6 +66,7 @@ def generate_config_env_batch(
         lambda: build_env(env_config, verifier),
         PromptTurnCodec(fmt),
         rollout_limits(env_config),
+        concurrency=env_config.max_concurrent_steps,
     )
 
 
@@ -135,11 +137,12 @@ def with_env_replay(
 
     def scored(rows: list[RolloutRow]) -> list[ScoredRow]:
         rewards = []
-        for i, row in enumerate(rows):
-            try:
-                rewards.append(replay_row(row))
-            except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
-                raise RolloutError(f"row {i}: environment replay: {exc}") from exc
+        with submitted(replay_row, rows, config.env.max_concurrent_steps) as replays:
+            for i, replayed in enumerate(replays):
+                try:
+                    rewards.append(replayed.result())
+                except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
+                    raise RolloutError(f"row {i}: environment replay: {exc}") from exc
         return score(rows, env_rewards=rewards)
 
     return scored

@@ -19,6 +19,14 @@ class EnvConfig(BaseModel):
     max_turns: int = Field(4, ge=1, description="Model turns per rollout.")
     max_tokens: int = Field(512, ge=1, description="Completion tokens per rollout, model and environment.")
     max_seconds: float = Field(60.0, gt=0, description="Wall-clock limit per rollout (the worker's own).")
+    max_concurrent_steps: int = Field(
+        1,
+        ge=1,
+        description="Environment steps (tool runs) in flight at once in one process: the rows of a worker's "
+        "round of turns, and of a trainer's or validator's replay. Raise it where cores are free: each tool "
+        "run starts a sandbox, which costs CPU and kernel time (on 2 cores shared by a trainer and two "
+        "workers, 4 made the tool demo's steps slower).",
+    )
     max_tool_calls: int = Field(3, ge=0, description="python_tool: code runs per rollout (0: no tool).")
     max_output_chars: int = Field(1000, ge=16, description="python_tool: a tool turn's output is cut here.")
     max_attempts: int = Field(3, ge=1, description="feedback: answers per rollout.")

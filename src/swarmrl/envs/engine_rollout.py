@@ -104,9 +104,11 @@ def generate_env_batch(
     make_env: Callable[[], Environment],
     codec: TurnCodec,
     limits: RolloutLimits,
+    concurrency: int = 1,
 ) -> list[RolloutRow]:
     """`worker.rollout.generate_batch` for a multi-turn run: group_size episodes per assigned prompt, all
-    advanced together, each row's first turn the assigned prompt ids (the environment must agree)."""
+    advanced together (`concurrency` environment steps at once), each row's first turn the assigned prompt
+    ids (the environment must agree)."""
     episodes = [(prompt, g) for prompt in prompts for g in range(spec.group_size)]
     seeds = [sample_seed(spec.seed, prompt.slot, g) for prompt, g in episodes]
     trajectories = run_episodes(
@@ -116,6 +118,7 @@ def generate_env_batch(
         engine_generator(engine, params, seeds),
         codec,
         limits,
+        concurrency=concurrency,
     )
     rows = []
     for (prompt, _), seed, trajectory in zip(episodes, seeds, trajectories, strict=True):

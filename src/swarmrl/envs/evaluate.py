@@ -37,7 +37,13 @@ def env_accuracy(
     seeds = [seed * 1_000_003 + i for i in range(len(tasks))]
     envs = [build_env(config, verifier) for _ in tasks]
     trajectories = run_episodes(
-        envs, list(tasks), seeds, engine_generator(engine, params, seeds), codec, rollout_limits(config)
+        envs,
+        list(tasks),
+        seeds,
+        engine_generator(engine, params, seeds),
+        codec,
+        rollout_limits(config),
+        concurrency=config.max_concurrent_steps,
     )
     count = len(trajectories)
     return EnvAccuracy(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from swarmrl.envs.base import Environment
+from swarmrl.envs.concurrency import submitted
 from swarmrl.envs.errors import EnvError
 from swarmrl.tasks.task import Task
 
@@ -133,8 +134,10 @@ def run_episodes(
     codec: TurnCodec,
     limits: RolloutLimits,
     clock: Callable[[], float] = time.monotonic,
+    concurrency: int = 1,
 ) -> list[Trajectory]:
-    """Run one episode per row to its end; rows advance together one model turn per round."""
+    """Run one episode per row to its end; rows advance together one model turn per round, and the
+    environments answer a round's turns up to `concurrency` at a time."""
     if not len(envs) == len(tasks) == len(seeds):
         raise EnvError("run_episodes needs one task and one seed per environment")
     started = clock()
@@ -152,7 +155,6 @@ def run_episodes(
         )
         if len(generations) != len(running):
             raise EnvError(f"the generator answered {len(generations)} rows for {len(running)}")
-        still: list[int] = []
         for row, generation in zip(running, generations, strict=True):
             trajectory = trajectories[row]
             if not generation.ids:  # every budget is >= 1 token, so this is a generator fault
@@ -160,11 +162,20 @@ def run_episodes(
             trajectory.segments.append(Segment(True, tuple(generation.ids), tuple(generation.logprobs)))
             if generation.hidden_states is not None:
                 trajectory.model_hidden_states.append(generation.hidden_states)
-            reason = _after_model_turn(envs[row], trajectory, generation, codec, limits, clock() - started)
-            if reason is None:
-                still.append(row)
-            else:
-                trajectory.end_reason = reason
+
+        def answer(turn: tuple[int, Generation]) -> str | None:
+            row, generation = turn
+            return _after_model_turn(
+                envs[row], trajectories[row], generation, codec, limits, clock() - started
+            )
+
+        still: list[int] = []
+        with submitted(answer, zip(running, generations, strict=True), concurrency) as reasons:
+            for row, reason in zip(running, reasons, strict=True):
+                if reason.result() is None:
+                    still.append(row)
+                else:
+                    trajectories[row].end_reason = reason.result()
         running = still
     return trajectories
 

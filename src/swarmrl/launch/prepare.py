@@ -58,7 +58,8 @@ def sft_cache_key(config: RunConfig) -> str:
         "seed": config.run.seed,
     }
     if config.env is not None:  # its demonstrations are played through the environment (tool or none)
-        shaping["env"] = config.env.model_dump(mode="json")
+        # How many tool runs are in flight changes no demonstration, so it keeps the cached start.
+        shaping["env"] = config.env.model_dump(mode="json", exclude={"max_concurrent_steps"})
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
 

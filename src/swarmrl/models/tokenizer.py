@@ -52,8 +52,15 @@ def train_tokenizer(
     a completion is decoded, so the answer extraction can find them).
     """
     tokenizer = Tokenizer(models.BPE(unk_token=None))
-    # No prefix space: digits and operators of short task prompts stay their own tokens.
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    # Every digit is a token of its own, as in Qwen's tokenizers: a number is then the same tokens wherever it
+    # appears (" 698" in a question, "698" in code copied from it), which arithmetic and copying depend on.
+    # No prefix space: operators of short task prompts stay their own tokens.
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     chat_specials = [IM_START, IM_END] if chat_template is not None else []
     trainer = trainers.BpeTrainer(

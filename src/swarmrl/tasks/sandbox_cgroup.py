@@ -110,9 +110,13 @@ class SandboxCgroup:
 
 # Groups are reused: creating and removing one costs more than a sandbox start (the last processes of a
 # killed sandbox take milliseconds to leave). A group goes back to the pool when its sandbox is killed and is
-# handed out again only once empty, so two sandboxes never share one.
+# handed out again only once empty, so two sandboxes never share one. A sandbox started while every pooled
+# group is still draining gets a new group rather than waiting for one (back-to-back tool runs would
+# otherwise each wait out the previous sandbox's exit); only a pool already holding `_POOL_LIMIT` groups
+# waits, so a group that never drains cannot make the pool grow without bound.
 _FREE: list[SandboxCgroup] = []
 _LOCK = threading.Lock()
+_POOL_LIMIT = 8
 
 
 def acquire(parents: CgroupParents, memory_bytes: int, max_processes: int) -> SandboxCgroup:
@@ -122,11 +126,11 @@ def acquire(parents: CgroupParents, memory_bytes: int, max_processes: int) -> Sa
         free = [group for group in _FREE if group.parents == parents]
         for group in free:
             _FREE.remove(group)
-    chosen = None
+    chosen = next((group for group in free if _is_empty(group)), None)
+    if chosen is None and len(free) >= _POOL_LIMIT:
+        chosen = next((group for group in free if _wait_empty(group, wait_seconds=0.5)), None)
     for group in free:
-        if chosen is None and _wait_empty(group, wait_seconds=0.5):
-            chosen = group
-        else:
+        if group is not chosen:
             release(group)
     chosen = chosen or SandboxCgroup(parents)
     chosen.limit(memory_bytes, max_processes)
@@ -144,6 +148,13 @@ def _remove_pool() -> None:
         groups, _FREE[:] = list(_FREE), []
     for group in groups:
         group.remove()
+
+
+def _is_empty(group: SandboxCgroup) -> bool:
+    try:
+        return group.empty()
+    except OSError:  # removed under us: never hand it out
+        return False
 
 
 def _wait_empty(group: SandboxCgroup, wait_seconds: float) -> bool:

@@ -333,15 +333,19 @@ def _env_replay(rows: list[RolloutRow], context: ValidationContext) -> list[floa
         if any(row.completion_mask for row in rows):
             raise CheckFailed("env_replay", "multi-turn rows, but this run has no environment to replay them")
         return [None] * len(rows)
-    from swarmrl.envs.errors import EnvError  # the environment layer is only needed by multi-turn runs
+    # The environment layer is only needed by multi-turn runs.
+    from swarmrl.envs.concurrency import submitted
+    from swarmrl.envs.errors import EnvError
     from swarmrl.tasks.errors import TaskError
 
+    concurrency = context.config.env.max_concurrent_steps if context.config.env is not None else 1
     rewards: list[float | None] = []
-    for i, row in enumerate(rows):
-        try:
-            rewards.append(context.env_replay(row))
-        except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
-            raise CheckFailed("env_replay", f"row {i}: {exc}") from exc
+    with submitted(context.env_replay, rows, concurrency) as replays:
+        for i, replayed in enumerate(replays):
+            try:
+                rewards.append(replayed.result())
+            except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
+                raise CheckFailed("env_replay", f"row {i}: {exc}") from exc
     return rewards
 
 

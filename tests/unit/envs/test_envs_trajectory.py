@@ -1,3 +1,5 @@
+import threading
+
 import pytest
 from unit.envs.envs_testkit import (
     ENV_MARK,
@@ -14,10 +16,10 @@ from swarmrl.envs import EnvError, RolloutLimits, Segment, run_episodes, segment
 ROOMY = RolloutLimits(max_turns=4, max_tokens=200)
 
 
-def run(scripts, limits=ROOMY, clock=None):
+def run(scripts, limits=ROOMY, clock=None, envs=None, concurrency=1):
     generator = ScriptedGenerator(scripts)
-    envs = [CountdownEnv() for _ in scripts]
-    kwargs = {} if clock is None else {"clock": clock}
+    envs = envs or [CountdownEnv() for _ in scripts]
+    kwargs = {"concurrency": concurrency} if clock is None else {"clock": clock, "concurrency": concurrency}
     out = run_episodes(
         envs,
         [task(i) for i in range(len(scripts))],
@@ -49,6 +51,39 @@ def test_rows_advance_in_lock_step_and_finished_rows_leave_the_batch():
         *map(ord, "again 1"),
     ]
     assert [t.model_turns for t in trajs] == [1, 3, 2]
+
+
+class MeetingEnv(CountdownEnv):
+    """A CountdownEnv whose steps each wait for another row's step to be in flight too (a barrier)."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__()
+        self.barrier = barrier
+
+    def step(self, model_turn):
+        self.barrier.wait()
+        return super().step(model_turn)
+
+
+def test_a_rounds_environment_steps_run_side_by_side_with_the_same_result():
+    scripts = [["no", "yes"], ["no", "yes"]]
+    serial, _ = run(scripts)
+    barrier = threading.Barrier(2, timeout=10)
+    side_by_side, _ = run(scripts, envs=[MeetingEnv(barrier) for _ in scripts], concurrency=2)
+    assert [t.completion_ids for t in side_by_side] == [t.completion_ids for t in serial]
+    assert [t.reward for t in side_by_side] == [1.0, 1.0]
+    # One at a time, the first row's step waits for a second that never comes: the barrier breaks.
+    with pytest.raises(threading.BrokenBarrierError):
+        run(scripts, envs=[MeetingEnv(threading.Barrier(2, timeout=0.5)) for _ in scripts])
+
+
+def test_an_environment_error_names_the_first_failing_row_in_order():
+    class Failing(CountdownEnv):
+        def step(self, model_turn):
+            raise EnvError(f"row with turn {model_turn!r} failed")
+
+    with pytest.raises(EnvError, match="'no'"):
+        run([["yes"], ["no"]], envs=[CountdownEnv(), Failing()], concurrency=2)
 
 
 def test_turn_limit_ends_the_episode_without_a_dangling_env_turn():
