@@ -32,8 +32,9 @@ def test_sigterm_to_the_supervisor_stops_every_role_process(run_copy):
     # Enough steps that the run is still going when the signal comes.
     config_path = config.run.directory / "supervised.json"
     config_path.write_text(
-        config.model_copy(update={"trainer": config.trainer.model_copy(update={"steps": STEPS * 50})})
-        .model_dump_json()
+        config.model_copy(
+            update={"trainer": config.trainer.model_copy(update={"steps": STEPS * 50})}
+        ).model_dump_json()
     )
     log = (config.run.directory / "supervisor.log").open("wb")
     supervisor = subprocess.Popen(

@@ -88,6 +88,7 @@ def test_engine_episodes_verify_like_single_turn_rows():
     assert all(report.ok for report in reports), [report.reason for report in reports]
     for row, result, mask in zip(rows, results, masks, strict=True):
         assert torch.allclose(torch.tensor(row.logprobs)[mask], result.logprobs[mask], atol=1e-3)
+
     # A tool output edited after the fact changes the model tokens' context: their proofs no longer verify.
     # The row edited is the one with the most model tokens after its first environment token, so most of
     # its committed hidden states see the edit (one changed state in six is within TOPLOC's tolerance).
