@@ -1,14 +1,11 @@
 """The local worker: trades rollouts for checkpoints with the trainer through the run directory.
 
-A file for training step k needs a policy no older than k - async_level. Each file goes to the step that
-needs it soonest (`next_step`): the lowest open step in the window the newest policy may serve that has fewer
-files than a step uses, else the step the trainer is collecting now. A worker that kept writing for one step
-until the trainer closed it would, running ahead, fill a future step with files the trainer never reads.
+For training step k it needs a policy no older than k - async_level; it blocks until the trainer has
+written one, produces batches for step k until the trainer marks step k complete, then moves on to k+1.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -87,11 +84,6 @@ class BatchWriter:
     def path(self, step: int, batch_index: int) -> Path:
         return self.rundir.rollouts(step) / f"w{self.index}-b{batch_index:04d}.parquet"
 
-    def next_batch_index(self, step: int) -> int:
-        """One past this worker's last file for `step` (files survive a restart, so indices are not reused)."""
-        mine = self.rundir.rollouts(step).glob(f"w{self.index}-b*.parquet")
-        return 1 + max((int(p.stem.rsplit("-b", 1)[1]) for p in mine), default=-1)
-
     def write(self, engine: InferenceEngine, step: int, batch_index: int) -> Path:
         config = self.config
         spec = BatchSpec.local(
@@ -116,13 +108,10 @@ def run_local_worker(config: RunConfig, index: int) -> int:
     rundir = writer.rundir
     engine: InferenceEngine | None = None
     files = 0
-    first_open = 0
+    step = _first_open_step(rundir, config.trainer.steps)
     try:
-        while not rundir.should_stop():
-            first_open = first_open_step(rundir, config.trainer.steps, first_open)
-            if first_open >= config.trainer.steps:
-                break
-            policy = wait_for_policy(rundir, first_open - config.worker.async_level)
+        while step < config.trainer.steps:
+            policy = wait_for_policy(rundir, step - config.worker.async_level)
             if engine is None:
                 engine = build_engine(
                     config.engine,
@@ -132,49 +121,31 @@ def run_local_worker(config: RunConfig, index: int) -> int:
                 )
             elif policy > engine.policy_step:
                 engine.load_weights(checkpoint_dir(rundir.checkpoints, policy), policy_step=policy)
-            step = next_step(rundir, config, first_open, engine.policy_step)
-            writer.write(engine, step, writer.next_batch_index(step))
-            files += 1
+            batch_index = 0
+            # Keep producing until the trainer has enough informative groups for this step; it gives up
+            # (and says why) when a step needs more files than it allows.
+            while not rundir.is_complete(step) and not rundir.should_stop():
+                writer.write(engine, step, batch_index)
+                files += 1
+                batch_index += 1
+                # A newer policy may have landed while this batch ran; later batches should use it.
+                newest = latest_checkpoint(rundir.checkpoints)
+                if newest is not None and newest > engine.policy_step:
+                    engine.load_weights(checkpoint_dir(rundir.checkpoints, newest), policy_step=newest)
+            if rundir.should_stop():
+                break
+            step += 1
     except WorkerStopped:
         pass
     return files
 
 
-def first_open_step(rundir: RunDir, total_steps: int, start: int = 0) -> int:
-    """The first step from `start` on that the trainer has not marked complete (steps never reopen)."""
-    step = start
+def _first_open_step(rundir: RunDir, total_steps: int) -> int:
+    """After a restart, resume at the first step the trainer has not marked complete."""
+    step = 0
     while step < total_steps and rundir.is_complete(step):
         step += 1
     return step
-
-
-def next_step(rundir: RunDir, config: RunConfig, first_open: int, policy_step: int) -> int:
-    """The step a file made now with policy `policy_step` should go to (see the module docstring).
-
-    A step uses as many files as the last completed one took (a step's informative share varies slowly);
-    before any step completes, as many as its prompts fill.
-    """
-    last = min(config.trainer.steps - 1, policy_step + config.worker.async_level)
-    wanted = files_per_step(rundir, first_open, config)
-    for step in range(first_open, last + 1):
-        if not rundir.is_complete(step) and len(step_files(rundir, step)) < wanted:
-            return step
-    return first_open
-
-
-def files_per_step(rundir: RunDir, first_open: int, config: RunConfig) -> int:
-    if first_open > 0:
-        try:
-            summary = json.loads(rundir.complete_marker(first_open - 1).read_text())
-            return max(1, len(summary["outcomes"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # a marker from an older layout: fall back to the prompts' count
-    return -(-config.trainer.prompts_per_step // config.worker.prompts_per_batch)
-
-
-def step_files(rundir: RunDir, step: int) -> list[Path]:
-    directory = rundir.rollouts(step)
-    return list(directory.glob("*.parquet")) if directory.is_dir() else []
 
 
 def worker_key_path(rundir: RunDir, index: int) -> Path:
