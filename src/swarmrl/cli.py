@@ -254,18 +254,21 @@ def demo(
     if islands:
         from swarmrl.islands.demo import run_islands_demo
 
-        run_islands_demo(cfg, console)
+        with _launch_failure_as_exit():
+            run_islands_demo(cfg, console)
         return
     if swarm:
         from swarmrl.launch.swarm import run_swarm_demo
 
-        result = run_swarm_demo(cfg, console)
+        with _launch_failure_as_exit():
+            result = run_swarm_demo(cfg, console)
         if result.failures():
             raise typer.Exit(1)
         return
     from swarmrl.launch.demo import run_demo
 
-    run_demo(cfg, console)
+    with _launch_failure_as_exit():
+        run_demo(cfg, console)
 
 
 @app.command()
@@ -278,7 +281,21 @@ def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = 
     with _refuse_unavailable_device():
         cfg.check_devices()
     _exit_on_sigterm()
-    run_local(cfg, prepare_run(cfg), console=console)
+    with _launch_failure_as_exit():
+        run_local(cfg, prepare_run(cfg), console=console)
+
+
+@contextmanager
+def _launch_failure_as_exit():
+    """A role process that failed ends the launcher with its own message and log tail, not a traceback
+    through the supervisor's code."""
+    from swarmrl.launch.processes import LaunchError
+
+    try:
+        yield
+    except LaunchError as exc:
+        console.print(str(exc), style="red", markup=False, highlight=False)
+        raise typer.Exit(1) from exc
 
 
 def _exit_on_sigterm() -> None:

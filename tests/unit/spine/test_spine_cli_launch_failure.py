@@ -1,0 +1,22 @@
+"""A launcher whose role process failed exits 1 with that process's message, not a traceback."""
+
+import pytest
+import typer
+
+from swarmrl import cli
+from swarmrl.launch.processes import LaunchError
+
+
+def test_a_failed_role_process_ends_the_launcher_with_its_message(capsys):
+    failure = "trainer exited with code 1; last lines of its log:\nNotEnoughRollouts: step 0: [0/16 groups]"
+    with pytest.raises(typer.Exit) as exit_info, cli._launch_failure_as_exit():
+        raise LaunchError(failure)
+    assert exit_info.value.exit_code == 1
+    out = capsys.readouterr().out
+    assert "NotEnoughRollouts: step 0: [0/16 groups]" in out  # brackets printed as written, not as markup
+    assert "Traceback" not in out
+
+
+def test_other_errors_pass_through():
+    with pytest.raises(ValueError), cli._launch_failure_as_exit():
+        raise ValueError("not a launch failure")
