@@ -36,7 +36,9 @@ def main() -> None:
         seconds = time.perf_counter() - started
         assert all(str(workers * 1000 + i) in out for i, out in enumerate(outputs)), outputs[:2]
         baseline = baseline or seconds
-        print(f"{workers} at a time: {args.runs} tool runs in {seconds:.2f} s ({baseline / seconds:.2f}x one at a time)")
+        print(
+            f"{workers} at a time: {args.runs} tool runs in {seconds:.2f} s ({baseline / seconds:.2f}x one at a time)"
+        )
 
 
 if __name__ == "__main__":
