@@ -11,7 +11,7 @@ from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.concurrency import submitted
 from swarmrl.envs.config import EnvConfig
 from swarmrl.envs.engine_rollout import generate_env_batch
-from swarmrl.envs.errors import EnvError
+from swarmrl.envs.errors import EnvError, RowReplayFailed
 from swarmrl.envs.feedback import FeedbackEnv
 from swarmrl.envs.python_tool import PythonToolEnv, Verifier
 from swarmrl.envs.replay import replay
@@ -113,6 +113,21 @@ def row_replayer(
     return replay_row
 
 
+def replay_rows(
+    replay_row: Callable[[RolloutRow], float], rows: list[RolloutRow], concurrency: int
+) -> list[float]:
+    """Every row's replayed reward, `concurrency` replays at once; the first row (in order) whose replay fails
+    raises `RowReplayFailed` naming it."""
+    rewards = []
+    with submitted(replay_row, rows, concurrency) as replays:
+        for i, replayed in enumerate(replays):
+            try:
+                rewards.append(replayed.result())
+            except (EnvError, TaskError) as exc:
+                raise RowReplayFailed(i, exc) from exc
+    return rewards
+
+
 def env_replay(
     config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase
 ) -> Callable[[RolloutRow], float] | None:
@@ -136,13 +151,10 @@ def with_env_replay(
         raise EnvError("this run has no [env] section")
 
     def scored(rows: list[RolloutRow]) -> list[ScoredRow]:
-        rewards = []
-        with submitted(replay_row, rows, config.env.max_concurrent_steps) as replays:
-            for i, replayed in enumerate(replays):
-                try:
-                    rewards.append(replayed.result())
-                except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
-                    raise RolloutError(f"row {i}: environment replay: {exc}") from exc
+        try:
+            rewards = replay_rows(replay_row, rows, config.env.max_concurrent_steps)
+        except RowReplayFailed as failed:  # a ReplayMismatch cause names the check that failed
+            raise RolloutError(f"row {failed.row}: environment replay: {failed.cause}") from failed.cause
         return score(rows, env_rewards=rewards)
 
     return scored

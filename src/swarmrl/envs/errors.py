@@ -14,3 +14,12 @@ class ReplayMismatch(EnvError):
         super().__init__(f"{check}: {detail}")
         self.check = check
         self.detail = detail
+
+
+class RowReplayFailed(EnvError):
+    """Row `row` of a batch failed its replay; `cause` is why (a ReplayMismatch names the check)."""
+
+    def __init__(self, row: int, cause: Exception) -> None:
+        super().__init__(f"row {row}: {cause}")
+        self.row = row
+        self.cause = cause

@@ -172,10 +172,11 @@ def run_episodes(
         still: list[int] = []
         with submitted(answer, zip(running, generations, strict=True), concurrency) as reasons:
             for row, reason in zip(running, reasons, strict=True):
-                if reason.result() is None:
+                ended = reason.result()
+                if ended is None:
                     still.append(row)
                 else:
-                    trajectories[row].end_reason = reason.result()
+                    trajectories[row].end_reason = ended
         running = still
     return trajectories
 

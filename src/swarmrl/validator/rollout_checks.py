@@ -334,19 +334,14 @@ def _env_replay(rows: list[RolloutRow], context: ValidationContext) -> list[floa
             raise CheckFailed("env_replay", "multi-turn rows, but this run has no environment to replay them")
         return [None] * len(rows)
     # The environment layer is only needed by multi-turn runs.
-    from swarmrl.envs.concurrency import submitted
-    from swarmrl.envs.errors import EnvError
-    from swarmrl.tasks.errors import TaskError
+    from swarmrl.envs.build import replay_rows
+    from swarmrl.envs.errors import RowReplayFailed
 
     concurrency = context.config.env.max_concurrent_steps if context.config.env is not None else 1
-    rewards: list[float | None] = []
-    with submitted(context.env_replay, rows, concurrency) as replays:
-        for i, replayed in enumerate(replays):
-            try:
-                rewards.append(replayed.result())
-            except (EnvError, TaskError) as exc:  # ReplayMismatch names the check that failed
-                raise CheckFailed("env_replay", f"row {i}: {exc}") from exc
-    return rewards
+    try:
+        return replay_rows(context.env_replay, rows, concurrency)
+    except RowReplayFailed as failed:  # a ReplayMismatch cause names the check that failed
+        raise CheckFailed("env_replay", str(failed)) from failed.cause
 
 
 def _toploc(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
