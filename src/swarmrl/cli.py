@@ -250,25 +250,20 @@ def demo(
     cfg = _config(config or default, overrides, dry_run)
     with _refuse_unavailable_device():
         cfg.check_devices()
-    _exit_on_sigterm()
-    if islands:
-        from swarmrl.islands.demo import run_islands_demo
+    with _supervising():
+        if islands:
+            from swarmrl.islands.demo import run_islands_demo
 
-        with _launch_failure_as_exit():
             run_islands_demo(cfg, console)
-        return
-    if swarm:
-        from swarmrl.launch.swarm import run_swarm_demo
+        elif swarm:
+            from swarmrl.launch.swarm import run_swarm_demo
 
-        with _launch_failure_as_exit():
-            result = run_swarm_demo(cfg, console)
-        if result.failures():
-            raise typer.Exit(1)
-        return
-    from swarmrl.launch.demo import run_demo
+            if run_swarm_demo(cfg, console).failures():
+                raise typer.Exit(1)
+        else:
+            from swarmrl.launch.demo import run_demo
 
-    with _launch_failure_as_exit():
-        run_demo(cfg, console)
+            run_demo(cfg, console)
 
 
 @app.command()
@@ -280,30 +275,28 @@ def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = 
 
     with _refuse_unavailable_device():
         cfg.check_devices()
-    _exit_on_sigterm()
-    with _launch_failure_as_exit():
+    with _supervising():
         run_local(cfg, prepare_run(cfg), console=console)
 
 
 @contextmanager
-def _launch_failure_as_exit():
-    """A role process that failed ends the launcher with its own message and log tail, not a traceback
-    through the supervisor's code."""
+def _supervising():
+    """Around a launcher that starts role processes (`demo`, `rl`). Told to stop (SIGTERM, as `kill` and service
+    managers send), the launcher unwinds like Ctrl-C does, so its `finally` stops every role process it started
+    instead of leaving them running. A role process that failed ends it with that process's own message and
+    log tail, not a traceback through the supervisor's code."""
+    import signal
+
     from swarmrl.launch.processes import LaunchError
 
+    previous = signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     try:
         yield
     except LaunchError as exc:
         console.print(str(exc), style="red", markup=False, highlight=False)
         raise typer.Exit(1) from exc
-
-
-def _exit_on_sigterm() -> None:
-    """A supervisor told to stop (SIGTERM, as `kill` and service managers send) unwinds like Ctrl-C does, so
-    its `finally` stops every role process it started instead of leaving them running."""
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @app.command()
