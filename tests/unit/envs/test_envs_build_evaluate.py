@@ -16,7 +16,6 @@ from swarmrl.envs.python_tool import TOOL_INSTRUCTIONS
 from swarmrl.inference.engine import Generation, SamplingParams
 from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
-from swarmrl.tasks.math_verifier import MathVerifier
 
 
 class ToolUsingEngine:
@@ -62,13 +61,6 @@ class ToolUsingEngine:
 
 
 @pytest.fixture(scope="module")
-def verifier():
-    v = MathVerifier()
-    yield v
-    v.close()
-
-
-@pytest.fixture(scope="module")
 def codec():
     settings = PromptSection(format="chat", system=TOOL_INSTRUCTIONS)
     return PromptTurnCodec(prompt_format(load_chat_tokenizer(), settings))
@@ -78,14 +70,14 @@ TASKS = [ArithmeticSource(seed=9, size=3, digits=5)[i] for i in range(3)]
 PARAMS = SamplingParams(max_new_tokens=64)
 
 
-def test_accuracy_with_and_without_the_tool(verifier, codec):
+def test_accuracy_with_and_without_the_tool(math_verifier, codec):
     engine = ToolUsingEngine(codec)
-    with_tool = env_accuracy(engine, codec, EnvConfig(kind="python_tool"), verifier, TASKS, PARAMS)
+    with_tool = env_accuracy(engine, codec, EnvConfig(kind="python_tool"), math_verifier, TASKS, PARAMS)
     assert with_tool.accuracy == 1.0 and with_tool.mean_model_turns == 2.0
     assert [len(batch) for batch in engine.requests] == [3, 3]
     # Without tool calls a code block is the final turn: no answer, nothing solved.
     without = env_accuracy(
-        engine, codec, EnvConfig(kind="python_tool", max_tool_calls=0), verifier, TASKS, PARAMS
+        engine, codec, EnvConfig(kind="python_tool", max_tool_calls=0), math_verifier, TASKS, PARAMS
     )
     assert without.accuracy == 0.0 and without.mean_model_turns == 1.0
 
@@ -97,7 +89,7 @@ def test_config_is_strict_and_bounded():
         EnvConfig(kind="shell")
 
 
-def test_the_validators_replay_reproduces_the_workers_reward(verifier, codec):
+def test_the_validators_replay_reproduces_the_workers_reward(math_verifier, codec):
     from swarmrl.envs import run_episodes
     from swarmrl.envs.build import build_env, rollout_limits
     from swarmrl.envs.engine_rollout import engine_generator
@@ -107,14 +99,14 @@ def test_the_validators_replay_reproduces_the_workers_reward(verifier, codec):
     engine = ToolUsingEngine(codec)
     seeds = [1, 2, 3]
     trajectories = run_episodes(
-        [build_env(config, verifier) for _ in TASKS],
+        [build_env(config, math_verifier) for _ in TASKS],
         TASKS,
         seeds,
         engine_generator(engine, PARAMS, seeds),
         codec,
         rollout_limits(config),
     )
-    replay_row = row_replayer(config, ListTaskSource("arith", TASKS), codec, verifier)
+    replay_row = row_replayer(config, ListTaskSource("arith", TASKS), codec, math_verifier)
     for i, trajectory in enumerate(trajectories):
         row = trajectory_row(
             trajectory,

@@ -12,20 +12,12 @@ from swarmrl.envs.errors import EnvError
 from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.tasks.config import TasksConfig
-from swarmrl.tasks.math_verifier import MathVerifier
 from swarmrl.tasks.registry import build_tasks, heldout_sources
 from swarmrl.tasks.task import ListTaskSource, Task
 from swarmrl.trainer.sft import sft_batch
 
 TOOL = EnvConfig(kind="python_tool")
 SOURCE = ArithmeticSource(seed=3, size=4, digits=3)
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    v = MathVerifier()
-    yield v
-    v.close()
 
 
 def test_turns_with_and_without_the_tool():
@@ -44,8 +36,8 @@ def test_turns_with_and_without_the_tool():
         model_turns(no_tool, Task("t", "q", "math", {}, demonstration="```python\nprint(1)\n```"))
 
 
-def test_played_through_the_sandbox_and_masked_like_a_rollout(verifier):
-    (demo,) = play_demonstrations(TOOL, verifier, SOURCE, limit=1)
+def test_played_through_the_sandbox_and_masked_like_a_rollout(math_verifier):
+    (demo,) = play_demonstrations(TOOL, math_verifier, SOURCE, limit=1)
     truth = SOURCE[0].verification_info["ground_truth"]
     assert demo.turns == (
         (True, SOURCE[0].demonstration),
@@ -67,10 +59,10 @@ def test_played_through_the_sandbox_and_masked_like_a_rollout(verifier):
         sft_batch([(prompt, ids, mask[:-1])], pad_token_id=0)
 
 
-def test_a_demonstration_that_does_not_solve_its_task_is_refused(verifier):
+def test_a_demonstration_that_does_not_solve_its_task_is_refused(math_verifier):
     wrong = Task("t", "What is 2 * 3?", "math", {"ground_truth": "6"}, demonstration="<answer>7</answer>")
     with pytest.raises(EnvError, match="does not solve"):
-        play_demonstrations(TOOL, verifier, ListTaskSource("w", [wrong]), limit=1)
+        play_demonstrations(TOOL, math_verifier, ListTaskSource("w", [wrong]), limit=1)
 
 
 def test_the_arithmetic_source_in_a_tasks_config_has_a_disjoint_held_out_split():

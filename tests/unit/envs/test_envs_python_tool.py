@@ -6,7 +6,6 @@ from swarmrl.envs.feedback import RETRY_MESSAGE, FeedbackEnv, feedback_message
 from swarmrl.envs.python_tool import PythonToolEnv
 from swarmrl.tasks.config import CodeRewardConfig, ReasoningGymSourceConfig
 from swarmrl.tasks.errors import SandboxError
-from swarmrl.tasks.math_verifier import MathVerifier
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymSource, ReasoningGymVerifier
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan
 
@@ -16,13 +15,6 @@ LIMITS = SandboxLimits(wall_seconds=10, cpu_seconds=5)
 @pytest.fixture(scope="module")
 def plan():
     return sandbox_plan(CodeRewardConfig())
-
-
-@pytest.fixture(scope="module")
-def math():
-    verifier = MathVerifier()
-    yield verifier
-    verifier.close()
 
 
 def test_arithmetic_tasks_are_deterministic_multi_digit_products():
@@ -37,9 +29,9 @@ def test_arithmetic_tasks_are_deterministic_multi_digit_products():
         source[5]
 
 
-def test_tool_output_comes_back_and_the_answer_is_scored(plan, math):
+def test_tool_output_comes_back_and_the_answer_is_scored(plan, math_verifier):
     task = ArithmeticSource(seed=1, size=1)[0]
-    env = PythonToolEnv(math, plan, LIMITS)
+    env = PythonToolEnv(math_verifier, plan, LIMITS)
     assert env.reset(task, 0) == task.prompt
     step = env.step(f"Let me compute.\n{task.demonstration}")
     truth = task.verification_info["ground_truth"]
@@ -50,8 +42,8 @@ def test_tool_output_comes_back_and_the_answer_is_scored(plan, math):
         env.step("again")
 
 
-def test_a_wrong_answer_scores_zero_and_errors_reach_the_model(plan, math):
-    env = PythonToolEnv(math, plan, LIMITS, max_tool_calls=1)
+def test_a_wrong_answer_scores_zero_and_errors_reach_the_model(plan, math_verifier):
+    env = PythonToolEnv(math_verifier, plan, LIMITS, max_tool_calls=1)
     env.reset(ArithmeticSource(seed=1, size=1)[0], 0)
     step = env.step("```python\nraise ValueError('boom')\n```")
     assert not step.done and "(exit status 1)" in step.message and "ValueError: boom" in step.message
@@ -59,10 +51,10 @@ def test_a_wrong_answer_scores_zero_and_errors_reach_the_model(plan, math):
     assert env.step("```python\nprint(1)\n```") == type(step)(None, 0.0, True)
 
 
-def test_unisolated_sandbox_is_refused_for_model_code(math):
+def test_unisolated_sandbox_is_refused_for_model_code(math_verifier):
     unsafe = sandbox_plan(CodeRewardConfig(isolation="none", unsafe_no_os_isolation=True))
     with pytest.raises(SandboxError):
-        PythonToolEnv(math, unsafe, LIMITS)
+        PythonToolEnv(math_verifier, unsafe, LIMITS)
 
 
 def test_feedback_env_gives_a_second_chance_on_a_reasoning_gym_puzzle():
