@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from swarmrl.config import load_config
+from swarmrl.configs import load_config
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
 

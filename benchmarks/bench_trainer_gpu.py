@@ -31,7 +31,7 @@ import time
 import torch
 from transformers import PretrainedConfig
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.models.shapes import build_shaped_model, shape_config
 from swarmrl.rollouts import ScoredRow
 from swarmrl.trainer.attention import document_mask

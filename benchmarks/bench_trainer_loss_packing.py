@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from swarmrl.configs.loss import LossConfig
 from swarmrl.models.logprobs import token_logprobs
-from swarmrl.trainer.loss_config import LossConfig
 from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.packing import block_causal_mask, pack_examples
 

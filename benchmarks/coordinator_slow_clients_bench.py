@@ -34,8 +34,8 @@ from pathlib import Path
 
 import httpx
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import CoordinatorClient
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.testing import start_coordinator
 from swarmrl.identity import Identity
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from swarmrl.diloco.config import (
+from swarmrl.configs.diloco import (
     ByteCorpusConfig,
     DiLoCoConfig,
     InnerOptimizerConfig,

@@ -20,8 +20,9 @@ from collections.abc import Callable
 
 import torch
 
+from swarmrl.configs.model import TinyModelSpec
 from swarmrl.inference import GenerationRequest, PagedEngine, SamplingParams, TorchEngine
-from swarmrl.models import TinyModelSpec, build_tiny_model, train_tokenizer
+from swarmrl.models import build_tiny_model, train_tokenizer
 
 PRESETS = {
     # configs/demo.toml's model and worker batch

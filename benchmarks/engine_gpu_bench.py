@@ -50,12 +50,13 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.inference import GenerationRequest, PagedEngine, PagedEngineConfig, SamplingParams
+from swarmrl.configs.engine import PagedEngineConfig
+from swarmrl.configs.validator import ValidatorConfig
+from swarmrl.inference import GenerationRequest, PagedEngine, SamplingParams
 from swarmrl.inference.engine import Generation
 from swarmrl.models.shapes import build_shaped_model, shape_config
 from swarmrl.toploc import build_proofs_batch
 from swarmrl.validator.calibrate import Measured, measure
-from swarmrl.validator.config import ValidatorConfig
 
 PARTS = ("tests", "copy_bandwidth", "nano_vllm", "batch16", "roofline", "sharing", "honesty", "memory")
 BUDGETS = {  # seconds per part

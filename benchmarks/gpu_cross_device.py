@@ -22,7 +22,8 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
+from swarmrl.configs.validator import ValidatorConfig
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
@@ -32,7 +33,6 @@ from swarmrl.trainer.checkpoint import save_checkpoint
 from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.train import build_policy, plan_policy_step, train_step
 from swarmrl.validator.calibrate import commit, measure
-from swarmrl.validator.config import ValidatorConfig
 
 
 def generate(model, requests, params, batch: int, eos: int):

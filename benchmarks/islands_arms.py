@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from swarmrl.config import load_config
+from swarmrl.configs import load_config
 from swarmrl.islands.demo import run_islands_demo
 
 NESTEROV = ["islands.outer_lr=0.7", "islands.outer_momentum=0.9"]  # DiLoCo's pre-training setting

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.config import LoraSection, load_config
+from swarmrl.configs import load_config
+from swarmrl.configs.shardcast import OriginConfig
+from swarmrl.configs.trainer import LoraSection
 from swarmrl.identity import Identity
 from swarmrl.models import Vocabulary, build_tiny_model, save_pretrained_atomic
 from swarmrl.models.shapes import SHAPES, build_shaped_model
-from swarmrl.shardcast.config import OriginConfig
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir
 from swarmrl.trainer.lora import load_lora_policy, save_adapter_checkpoint

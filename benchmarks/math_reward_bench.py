@@ -24,7 +24,7 @@ from pathlib import Path
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from swarmrl.tasks.config import MathRewardConfig
+from swarmrl.configs.tasks import MathRewardConfig
 from swarmrl.tasks.math_verifier import MathVerifier
 from swarmrl.tasks.task import Task
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from swarmrl.config import RunConfig, load_config
+from swarmrl.configs import RunConfig, load_config
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model, load_tokenizer

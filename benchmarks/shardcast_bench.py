@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from swarmrl.configs.shardcast import ClientConfig, OriginConfig
 from swarmrl.identity import Identity
-from swarmrl.shardcast import ClientConfig, Origin, OriginConfig, ShardcastClient
+from swarmrl.shardcast import Origin, ShardcastClient
 
 TRAINER = Identity.from_seed(b"b" * 32)
 MiB = 1024 * 1024
@@ -182,7 +183,8 @@ def bench_single(work: Path, size: int, shard_size: int, repeats: int) -> dict:
 CLIENT_WAIT = """
 import asyncio, sys, time
 from pathlib import Path
-from swarmrl.shardcast import ClientConfig, ShardcastClient
+from swarmrl.configs.shardcast import ClientConfig
+from swarmrl.shardcast import ShardcastClient
 async def main():
     async with ShardcastClient(sys.argv[1].split(","), sys.argv[2], Path(sys.argv[3]), ClientConfig()) as c:
         print("ready", flush=True)

@@ -32,8 +32,9 @@ import aiohttp
 from aiohttp import web
 from shardcast_bench import read_line_with, spawn, stop_all
 
+from swarmrl.configs.shardcast import ClientConfig, OriginConfig
 from swarmrl.identity import Identity
-from swarmrl.shardcast import CheckpointFetcher, ClientConfig, Origin, OriginConfig, ShardcastError
+from swarmrl.shardcast import CheckpointFetcher, Origin, ShardcastError
 from swarmrl.shardcast.server import start_site
 
 TRAINER = Identity.from_seed(b"L" * 32)

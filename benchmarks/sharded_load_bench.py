@@ -30,7 +30,7 @@ def rank_main(checkpoint: Path, out: Path) -> None:
     import torch
     import torch.distributed as dist
 
-    from swarmrl.config import TrainerSection
+    from swarmrl.configs.trainer import TrainerSection
     from swarmrl.models import load_model
     from swarmrl.trainer.sharded_load import load_sharded
     from swarmrl.trainer.train import build_policy

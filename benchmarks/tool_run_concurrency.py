@@ -14,7 +14,7 @@ import argparse
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from swarmrl.envs.config import EnvConfig
+from swarmrl.configs.envs import EnvConfig
 from swarmrl.envs.python_tool import run_tool
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.config import load_config
+from swarmrl.configs import load_config
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
@@ -27,10 +27,10 @@ from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutHeader, write_rollouts
-from swarmrl.rollouts.assignment import BatchSpec
+from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts
 from swarmrl.validator.rollout_checks import validate_file
 from swarmrl.validator.service import local_context
-from swarmrl.worker.rollout import assigned_prompts, generate_batch
+from swarmrl.worker.rollout import generate_batch
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,8 +16,9 @@ from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
 from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option
-from swarmrl.config import ConfigError, RunConfig, load_config
-from swarmrl.devices import DEVICE_HELP, DeviceUnavailable, InvalidDevice, check_device
+from swarmrl.configs import ConfigError, RunConfig, load_config
+from swarmrl.configs.devices import DEVICE_HELP, InvalidDevice, check_device
+from swarmrl.devices import DeviceUnavailable, check_run_devices
 from swarmrl.logs import LOG_FORMAT_ENV, LogFormat, configure_logging
 
 
@@ -249,7 +250,7 @@ def demo(
     )
     cfg = _config(config or default, overrides, dry_run)
     with _refuse_unavailable_device():
-        cfg.check_devices()
+        check_run_devices(cfg)
     with _supervising():
         if islands:
             from swarmrl.islands.demo import run_islands_demo
@@ -274,7 +275,7 @@ def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = 
     from swarmrl.launch.prepare import prepare_run
 
     with _refuse_unavailable_device():
-        cfg.check_devices()
+        check_run_devices(cfg)
     with _supervising():
         run_local(cfg, prepare_run(cfg), console=console)
 

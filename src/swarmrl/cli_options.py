@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from swarmrl.shardcast.config import check_advertise_url
+from swarmrl.configs.shardcast import check_advertise_url
 
 ADVERTISE_HELP = (
     "URL peers open to reach this server, http://HOST:PORT; default: the bound address, with this machine's "

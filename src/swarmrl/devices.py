@@ -7,29 +7,18 @@ GPU that is not there is refused at startup with `DeviceUnavailable`, never mid-
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
+
+from swarmrl.configs.devices import check_device
 
 if TYPE_CHECKING:
     import torch
 
-_SETTING = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
-DEVICE_HELP = "'cpu', 'cuda' (this process's GPU), 'cuda:N', or 'auto' (cuda when one is visible, else cpu)"
-
-
-class InvalidDevice(ValueError):
-    """A device setting that is not one of auto, cpu, cuda, cuda:N."""
+    from swarmrl.configs.run import RunConfig
 
 
 class DeviceUnavailable(RuntimeError):
     """A device setting names a CUDA device this machine does not have."""
-
-
-def check_device(setting: str) -> str:
-    """`setting` when it is spelled right (no torch import: configs are read by processes that never load it)."""
-    if not isinstance(setting, str) or not _SETTING.match(setting):
-        raise InvalidDevice(f"device {setting!r} is not one of {DEVICE_HELP}")
-    return setting
 
 
 def resolve_device(setting: str, local_rank: int = 0) -> torch.device:
@@ -57,3 +46,10 @@ def hardware_of(device: torch.device, torch_threads: int) -> dict[str, object]:
     if device.type == "cuda":
         hardware["gpu"] = torch.cuda.get_device_name(device)
     return hardware
+
+
+def check_run_devices(config: RunConfig) -> None:
+    """Refuse, before any work (SFT included), a trainer or worker device this machine lacks
+    (`DeviceUnavailable`); called by what starts both roles on one machine (`rl`, `demo`)."""
+    resolve_device(config.trainer.device)
+    resolve_device(config.worker.device)

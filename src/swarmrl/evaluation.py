@@ -9,18 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
+from swarmrl.configs.tasks import TasksConfig
 from swarmrl.eval_metrics import EvalResult
 from swarmrl.inference.engine import GenerationRequest, InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.rollouts.assignment import sample_seed
-from swarmrl.tasks.config import TasksConfig
+from swarmrl.tasks.completion import completion_text
 from swarmrl.tasks.registry import heldout_sources
 from swarmrl.tasks.reward import RewardRequest, compute_rewards
 from swarmrl.tasks.task import Task
-from swarmrl.validator.scoring import completion_text
 
 _EVAL_SEED = 0x5EED
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from swarmrl.config import MetricsSection
+from swarmrl.configs.metrics import MetricsSection
 from swarmrl.rundir import write_text_atomic
 
 log = logging.getLogger(__name__)

@@ -72,3 +72,25 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class RunDirSource:
+    """A local run: workers write `rollouts/step_k/*.parquet`; a COMPLETE marker closes the step."""
+
+    rundir: RunDir
+
+    def open_step(self, step: int) -> None:
+        pass
+
+    def new_files(self, step: int, seen: set[str]) -> list[Path]:
+        directory = self.rundir.rollouts(step)
+        return (
+            sorted(p for p in directory.glob("*.parquet") if p.name not in seen) if directory.is_dir() else []
+        )
+
+    def close_step(self, step: int, summary: dict[str, Any]) -> None:
+        self.rundir.mark_complete(step, summary)
+
+    def should_stop(self) -> bool:
+        return self.rundir.should_stop()

@@ -1,7 +1,7 @@
 """The coordinator: a trusted HTTP service (FastAPI + SQLAlchemy) and the signed client every role uses.
 
-Names are imported on first use (`swarmrl.lazy_exports`): a run config embeds this package's config model,
-and reading it must not load the rest of the package.
+Names are imported on first use (`swarmrl.lazy_exports`): importing the
+package must not load the rest of it.
 """
 
 from __future__ import annotations
@@ -12,16 +12,14 @@ from swarmrl.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "CoordinatorClient": "swarmrl.coordinator.client",
-    "CoordinatorConfig": "swarmrl.coordinator.config",
     "CoordinatorError": "swarmrl.coordinator.errors",
     "task_seed": "swarmrl.coordinator.seeds",
 }
 
-__all__ = ["CoordinatorClient", "CoordinatorConfig", "CoordinatorError", "task_seed"]
+__all__ = ["CoordinatorClient", "CoordinatorError", "task_seed"]
 
 if TYPE_CHECKING:
     from swarmrl.coordinator.client import CoordinatorClient
-    from swarmrl.coordinator.config import CoordinatorConfig
     from swarmrl.coordinator.errors import CoordinatorError
     from swarmrl.coordinator.seeds import task_seed
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.auth import Caller
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Membership, Node, Run, Validator
 from swarmrl.coordinator.errors import ConflictError, ForbiddenError, NotFoundError
 from swarmrl.coordinator.health import Health, health_of

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator import (
     routes_admin,
     routes_dashboard,
@@ -24,7 +25,6 @@ from swarmrl.coordinator import (
     routes_work,
 )
 from swarmrl.coordinator.bodylimit import BodySizeLimit
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import make_engine, make_sessionmaker, migrate
 from swarmrl.coordinator.errors import ApiError
 from swarmrl.coordinator.ratelimit import TokenBuckets

@@ -12,7 +12,7 @@ import typer
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import SchemaVersionError
 
 ADMIN_TOKEN_ENV = "SWARMRL_ADMIN_TOKEN"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.db import ACTIVE_UNIT_STATES, Membership, RelayState, Run, WorkUnit
 
 

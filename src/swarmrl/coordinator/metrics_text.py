@@ -7,8 +7,8 @@ from collections import Counter, defaultdict
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator import janitor, leases, ledger
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Ban, Membership, Run
 from swarmrl.coordinator.stats import node_work, step_work
 from swarmrl.coordinator.summary import rejections_by_node, validator_backlog

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator import leases
 from swarmrl.coordinator.access import active_member, get_run, require_validator
 from swarmrl.coordinator.api import (
@@ -22,7 +23,6 @@ from swarmrl.coordinator.api import (
     WorkUnitInfo,
 )
 from swarmrl.coordinator.auth import SignedCaller, state_of
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Membership, Run, Submission, WorkUnit
 from swarmrl.coordinator.errors import ConflictError, ForbiddenError
 from swarmrl.coordinator.seeds import task_seed

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy import exists, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator import leases
 from swarmrl.coordinator.access import get_run, require_privileged, require_trainer_or_admin
 from swarmrl.coordinator.api import (
@@ -25,7 +26,6 @@ from swarmrl.coordinator.api import (
     SubmissionInfo,
 )
 from swarmrl.coordinator.auth import SignedCaller, state_of
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Run, Submission
 from swarmrl.coordinator.db import Step as StepRow
 from swarmrl.coordinator.errors import ConflictError

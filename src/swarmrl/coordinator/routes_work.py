@@ -18,6 +18,7 @@ from fastapi.responses import FileResponse
 from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator import janitor, leases, ledger
 from swarmrl.coordinator.access import (
     active_member,
@@ -39,7 +40,6 @@ from swarmrl.coordinator.api import (
     VerdictRequest,
 )
 from swarmrl.coordinator.auth import SignedCaller, authenticate_node, state_of
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Run, Submission, UploadSlot, Verdict, WorkUnit
 from swarmrl.coordinator.errors import ApiError, AuthError, ConflictError, NotFoundError, RateLimitError
 from swarmrl.coordinator.penalties import hard_invalidate

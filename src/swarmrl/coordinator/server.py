@@ -13,7 +13,8 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
-from swarmrl.httpserve import ConnectionGuard, ConnectionLimits, guarded_uvicorn_config, raise_open_file_limit
+from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.httpserve import ConnectionGuard, guarded_uvicorn_config, raise_open_file_limit
 from swarmrl.httpserve.guard import GuardCollector
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from sqlalchemy.orm import Session, sessionmaker
 
-from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.ratelimit import TokenBuckets
 from swarmrl.coordinator.storage import Storage
 

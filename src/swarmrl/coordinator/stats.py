@@ -5,9 +5,9 @@ from __future__ import annotations
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator import leases
 from swarmrl.coordinator.api import NodeWork, StepWork
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Membership, Run, Submission, Verdict, WorkUnit
 
 

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator import ledger
 from swarmrl.coordinator.api import (
     EVAL_PREFIX,
@@ -27,7 +28,6 @@ from swarmrl.coordinator.api import (
     ValidatorBacklog,
     ValidatorSummary,
 )
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import (
     Ban,
     Membership,

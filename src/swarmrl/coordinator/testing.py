@@ -22,7 +22,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.configs.coordinator import CoordinatorConfig
 
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import (
     LedgerEntryInfo,
     MemberInfo,
@@ -12,7 +13,6 @@ from swarmrl.coordinator.api import (
     UnitInfo,
     VerdictInfo,
 )
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import LedgerEntry, Membership, Node, Run, Step, Submission, Verdict, WorkUnit
 from swarmrl.coordinator.health import health_of
 

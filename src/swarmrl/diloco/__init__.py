@@ -13,7 +13,7 @@ from swarmrl.diloco.communicators import (
     ThrottledCommunicator,
     TorchDistCommunicator,
 )
-from swarmrl.diloco.config import DiLoCoConfig, load_diloco_config
+from swarmrl.diloco.config_file import load_diloco_config
 from swarmrl.diloco.errors import (
     CodecError,
     CommunicatorError,
@@ -35,7 +35,6 @@ __all__ = [
     "CommunicatorError",
     "CorpusError",
     "DiLoCo",
-    "DiLoCoConfig",
     "DiLoCoConfigError",
     "DiLoCoError",
     "DiLoCoStateError",

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from swarmrl.diloco.config import DiLoCoConfig, load_diloco_config
+from swarmrl.configs.diloco import DiLoCoConfig
+from swarmrl.diloco.config_file import load_diloco_config
 from swarmrl.diloco.errors import DiLoCoError
 from swarmrl.diloco.launcher import launch
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.diloco.config import ByteCorpusConfig
+from swarmrl.configs.diloco import ByteCorpusConfig
 from swarmrl.diloco.errors import CorpusError
 from swarmrl.diloco.model import EOS_TOKEN_ID
 

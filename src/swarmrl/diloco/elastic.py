@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel, Field
 
+from swarmrl.configs.diloco import DiLoCoConfig
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators.torchft_comm import TorchFTCommunicator, replica_manager
-from swarmrl.diloco.config import DiLoCoConfig
 from swarmrl.diloco.data import BatchSampler, load_corpus_split
 from swarmrl.diloco.errors import DiLoCoConfigError
 from swarmrl.diloco.model import build_tiny_causal_lm

@@ -14,8 +14,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import ProcessException
 
+from swarmrl.configs.diloco import DiLoCoConfig
 from swarmrl.diloco.communicators.torch_dist import TorchDistCommunicator, init_process_group
-from swarmrl.diloco.config import DiLoCoConfig
 from swarmrl.diloco.errors import DiLoCoConfigError, DiLoCoError
 from swarmrl.diloco.model import build_tiny_causal_lm, count_parameters
 from swarmrl.diloco.reports import RunReport, WorkerReport

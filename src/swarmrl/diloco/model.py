@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from swarmrl.diloco.config import TinyModelConfig
-from swarmrl.models import TinyModelSpec, Vocabulary, build_tiny_model
+from swarmrl.configs.diloco import TinyModelConfig
+from swarmrl.configs.model import TinyModelSpec
+from swarmrl.models import Vocabulary, build_tiny_model
 
 # Byte-level tokens 0..255 plus BOS and EOS.
 BYTE_VOCAB_SIZE = 256

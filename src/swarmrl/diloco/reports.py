@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from swarmrl.diloco.config import DiLoCoConfig
+from swarmrl.configs.diloco import DiLoCoConfig
 
 
 class WorkerReport(BaseModel):

@@ -8,10 +8,10 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LRScheduler
 
+from swarmrl.configs.diloco import DiLoCoConfig, InnerOptimizerConfig
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators.base import Communicator
 from swarmrl.diloco.communicators.throttled import SimulatedLink, ThrottledCommunicator
-from swarmrl.diloco.config import DiLoCoConfig, InnerOptimizerConfig
 from swarmrl.diloco.data import BatchSampler, fixed_eval_batches, load_corpus_split
 from swarmrl.diloco.ddp import attach_counting_hook
 from swarmrl.diloco.model import build_tiny_causal_lm

@@ -6,10 +6,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from swarmrl.configs.envs import EnvConfig
 from swarmrl.envs.base import Environment
 from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.concurrency import submitted
-from swarmrl.envs.config import EnvConfig
 from swarmrl.envs.engine_rollout import generate_env_batch
 from swarmrl.envs.errors import EnvError, RowReplayFailed
 from swarmrl.envs.feedback import FeedbackEnv
@@ -19,26 +19,25 @@ from swarmrl.envs.trajectory import RolloutLimits, TurnCodec
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutError, RolloutRow, ScoredRow
 from swarmrl.tasks.errors import TaskError
-from swarmrl.tasks.reward import _computer_for
+from swarmrl.tasks.reward import reward_computer
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan
 from swarmrl.tasks.task import Task, TaskSource
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from swarmrl.config import RunConfig
+    from swarmrl.configs import RunConfig
+    from swarmrl.configs.tasks import TasksConfig
     from swarmrl.inference.engine import InferenceEngine, SamplingParams
     from swarmrl.models.prompting import PromptFormat
-    from swarmrl.rollouts.assignment import BatchSpec
-    from swarmrl.tasks.config import TasksConfig
-    from swarmrl.worker.rollout import AssignedPrompt
+    from swarmrl.rollouts.assignment import AssignedPrompt, BatchSpec
 
 
 class TaskVerifier:
     """The run's verifier of each task's own type (the tasks config's shared verifiers and pools)."""
 
     def __init__(self, config: TasksConfig) -> None:
-        self._computer = _computer_for(config)
+        self._computer = reward_computer(config)
 
     def score(self, task: Task, completion: str) -> float:
         return float(self._computer.verifier(task.task_type).score(task, completion))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from swarmrl.envs.errors import EnvError
-from swarmrl.models.prompting import PromptFormat, _apply_template
+from swarmrl.models.prompting import PromptFormat, apply_chat_template
 
 _PROBE_ANSWER = "swarmrl-env-probe"
 
@@ -40,7 +40,7 @@ class PromptTurnCodec:
         tokenizer, settings = self.fmt.tokenizer, self.fmt.settings
         before = [*self.fmt.messages("?"), {"role": "assistant", "content": _PROBE_ANSWER}]
         after = [*before, {"role": "user", "content": message}]
-        text = _apply_template(tokenizer, after, settings, tokenize=False, add_generation_prompt=True)
+        text = apply_chat_template(tokenizer, after, settings, tokenize=False, add_generation_prompt=True)
         cut = text.rfind(_PROBE_ANSWER)
         stop = tokenizer.decode([self.stop_token_ids[0]])
         if cut < 0 or not text[cut + len(_PROBE_ANSWER) :].startswith(stop):

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from swarmrl.configs.envs import EnvConfig
 from swarmrl.envs.build import build_env
-from swarmrl.envs.config import EnvConfig
 from swarmrl.envs.errors import EnvError
 from swarmrl.envs.python_tool import Verifier
 from swarmrl.envs.trajectory import TurnCodec

@@ -31,8 +31,7 @@ from swarmrl.rollouts.assignment import sample_seed
 from swarmrl.toploc import build_proofs_batch
 
 if TYPE_CHECKING:  # the worker module imports the validator's side of the run; only its types are needed
-    from swarmrl.rollouts.assignment import BatchSpec
-    from swarmrl.worker.rollout import AssignedPrompt
+    from swarmrl.rollouts.assignment import AssignedPrompt, BatchSpec
 
 
 def turn_seed(sample_seed: int, turn: int) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from swarmrl.configs.envs import EnvConfig
 from swarmrl.envs.build import build_env, rollout_limits
-from swarmrl.envs.config import EnvConfig
 from swarmrl.envs.engine_rollout import engine_generator
 from swarmrl.envs.python_tool import Verifier
 from swarmrl.envs.trajectory import TurnCodec, run_episodes

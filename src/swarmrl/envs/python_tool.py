@@ -13,9 +13,9 @@ import functools
 import signal
 from typing import Protocol
 
+from swarmrl.configs.tasks import AnswerExtractionConfig
 from swarmrl.envs.base import EnvStep
 from swarmrl.envs.errors import EnvError
-from swarmrl.tasks.config import AnswerExtractionConfig
 from swarmrl.tasks.errors import SandboxError
 from swarmrl.tasks.extraction import last_python_block, last_tag_content
 from swarmrl.tasks.sandbox import SandboxLimits, SandboxPlan, SandboxSession, SessionBroken

@@ -3,8 +3,8 @@
 `ConnectionLimits` (the knobs), `ConnectionGuard` (one server's open connections, caps and read deadlines),
 `guarded_uvicorn_config` (the coordinator) and `GuardedAppRunner` (the shardcast origin and relays).
 
-Names are imported on first use (`swarmrl.lazy_exports`): a run config embeds this package's config model,
-and reading it must not load the rest of the package.
+Names are imported on first use (`swarmrl.lazy_exports`): importing the
+package must not load the rest of it.
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ _EXPORTS = {
     "ConnectionGuard": "swarmrl.httpserve.guard",
     "GuardedProtocol": "swarmrl.httpserve.guard",
     "raise_open_file_limit": "swarmrl.httpserve.guard",
-    "ConnectionLimits": "swarmrl.httpserve.limits",
     "guarded_uvicorn_config": "swarmrl.httpserve.uvicorn_config",
 }
 
 __all__ = [
     "ConnectionGuard",
-    "ConnectionLimits",
     "GuardedAppRunner",
     "GuardedProtocol",
     "guarded_uvicorn_config",
@@ -34,7 +32,6 @@ __all__ = [
 if TYPE_CHECKING:
     from swarmrl.httpserve.aiohttp_runner import GuardedAppRunner
     from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, raise_open_file_limit
-    from swarmrl.httpserve.limits import ConnectionLimits
     from swarmrl.httpserve.uvicorn_config import guarded_uvicorn_config
 
 

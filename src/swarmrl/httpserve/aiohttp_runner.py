@@ -14,8 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
+from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.httpserve.guard import ConnectionGuard
-from swarmrl.httpserve.limits import ConnectionLimits
 
 
 class GuardedAppRunner(web.AppRunner):

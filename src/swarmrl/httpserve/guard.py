@@ -20,7 +20,7 @@ from typing import Literal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from swarmrl.httpserve.limits import ConnectionLimits
+from swarmrl.configs.connections import ConnectionLimits
 
 Phase = Literal["head", "body", "busy"]
 """What the server waits for: the client's request head, the client's request body, or nothing (it is busy

@@ -15,8 +15,8 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, Phase
-from swarmrl.httpserve.limits import ConnectionLimits
 
 
 def h11_phase(protocol: asyncio.BaseProtocol) -> Phase:

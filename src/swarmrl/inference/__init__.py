@@ -1,6 +1,6 @@
 """Generation engines with seeded sampling and hidden-state capture, and the prefill that checks them.
 
-Names are imported on first use, so reading a run config (which embeds the engine's config) does not load torch.
+Names are imported on first use, so importing the package does not load torch.
 The validator's `prefill` function is imported from `swarmrl.inference.prefill`: lazily, the package's
 `prefill` attribute is that submodule.
 """
@@ -12,9 +12,6 @@ from typing import TYPE_CHECKING
 from swarmrl.lazy_exports import lazy_exports
 
 _EXPORTS = {
-    "EngineConfig": "swarmrl.inference.config",
-    "PagedEngineConfig": "swarmrl.inference.config",
-    "TorchEngineConfig": "swarmrl.inference.config",
     "HIDDEN_STATE_DTYPE": "swarmrl.inference.engine",
     "FinishReason": "swarmrl.inference.engine",
     "Generation": "swarmrl.inference.engine",
@@ -24,7 +21,7 @@ _EXPORTS = {
     "InferenceError": "swarmrl.inference.errors",
     "InvalidRequestError": "swarmrl.inference.errors",
     "UnsupportedModelError": "swarmrl.inference.errors",
-    "WeightLoadError": "swarmrl.inference.errors",
+    "WeightLoadError": "swarmrl.models.checkpoint",
     "build_engine": "swarmrl.inference.factory",
     "PagedEngine": "swarmrl.inference.paged.engine",
     "PrefillResult": "swarmrl.inference.prefill",
@@ -39,7 +36,6 @@ _EXPORTS = {
 
 __all__ = [
     "HIDDEN_STATE_DTYPE",
-    "EngineConfig",
     "FinishReason",
     "Generation",
     "GenerationRequest",
@@ -47,11 +43,9 @@ __all__ = [
     "InferenceError",
     "InvalidRequestError",
     "PagedEngine",
-    "PagedEngineConfig",
     "PrefillResult",
     "SamplingParams",
     "TorchEngine",
-    "TorchEngineConfig",
     "UnsupportedModelError",
     "WeightLoadError",
     "build_engine",
@@ -64,7 +58,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from swarmrl.inference.config import EngineConfig, PagedEngineConfig, TorchEngineConfig
     from swarmrl.inference.engine import (
         HIDDEN_STATE_DTYPE,
         FinishReason,
@@ -73,12 +66,7 @@ if TYPE_CHECKING:
         InferenceEngine,
         SamplingParams,
     )
-    from swarmrl.inference.errors import (
-        InferenceError,
-        InvalidRequestError,
-        UnsupportedModelError,
-        WeightLoadError,
-    )
+    from swarmrl.inference.errors import InferenceError, InvalidRequestError, UnsupportedModelError
     from swarmrl.inference.factory import build_engine
     from swarmrl.inference.paged.engine import PagedEngine
     from swarmrl.inference.prefill import PrefillResult, completion_logprobs
@@ -90,6 +78,7 @@ if TYPE_CHECKING:
         sampling_log_probs,
     )
     from swarmrl.inference.torch_engine import TorchEngine
+    from swarmrl.models.checkpoint import WeightLoadError
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -13,9 +13,5 @@ class UnsupportedModelError(InferenceError):
     """The model's LM head is not a plain projection of the final hidden state, so hidden states can't be bound."""
 
 
-class WeightLoadError(InferenceError):
-    """New policy weights are missing tensors, carry unknown ones, or do not fit the model's shapes."""
-
-
 class EngineBusyError(InferenceError):
     """The engine was asked to change its weights while it generates, or to generate while they change."""

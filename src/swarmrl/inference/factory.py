@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import torch
 
+from swarmrl.configs.engine import EngineConfig, PagedEngineConfig, TorchEngineConfig
 from swarmrl.inference import llama_layers
-from swarmrl.inference.config import EngineConfig, PagedEngineConfig, TorchEngineConfig
 from swarmrl.inference.engine import InferenceEngine
 from swarmrl.inference.paged.engine import PagedEngine
 from swarmrl.inference.torch_engine import TorchEngine

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.inference.errors import EngineBusyError, WeightLoadError
-from swarmrl.inference.weights import copy_weights_in_place, policy_state
+from swarmrl.inference.errors import EngineBusyError
+from swarmrl.inference.weights import copy_weights_in_place
+from swarmrl.models.checkpoint import WeightLoadError, policy_state
 
 
 class LiveWeights:

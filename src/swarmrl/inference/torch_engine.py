@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from swarmrl.configs.engine import TorchEngineConfig
 from swarmrl.inference.checks import check_requests, eos_token_ids, new_token_limit, stop_ids
-from swarmrl.inference.config import TorchEngineConfig
 from swarmrl.inference.engine import HIDDEN_STATE_DTYPE, Generation, GenerationRequest, SamplingParams
 from swarmrl.inference.kv_cache import PreallocatedLayer, generation_cache
 from swarmrl.inference.lean_decode import LeanDecoder

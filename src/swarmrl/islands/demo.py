@@ -14,10 +14,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
+from swarmrl.configs.islands import IslandsConfig
 from swarmrl.diloco.communicators.base import ring_all_reduce_bytes
 from swarmrl.eval_metrics import is_eval_record
-from swarmrl.islands.config import IslandsConfig
 from swarmrl.islands.island import merges_log
 from swarmrl.islands.launch import IslandFleet, island_config, prepare_islands
 from swarmrl.islands.versions import merging_fragment

@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from swarmrl.config import load_run_config
+from swarmrl.configs import load_run_config
+from swarmrl.configs.islands import IslandsConfig
 from swarmrl.coordinator.api import ISLANDS_PREFIX
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators.torchft_comm import replica_manager
 from swarmrl.islands.communicator import QuorumCommunicator
-from swarmrl.islands.config import IslandsConfig
 from swarmrl.islands.merge import IslandMerger, MergeRecord
 from swarmrl.islands.versions import merging_fragment
 from swarmrl.launch.roles import trainer_role

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from swarmrl.config import RunConfig
-from swarmrl.islands.config import IslandsConfig
+from swarmrl.configs import RunConfig
+from swarmrl.configs.islands import IslandsConfig
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.processes import LaunchError, ProcessGroup
 from swarmrl.launch.swarm import Swarm, start_swarm, stop_swarm

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.evaluation import EvalResult, HeldOutEval
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.launch.local import run_local

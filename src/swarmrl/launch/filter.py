@@ -9,18 +9,18 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts.assignment import sample_seed
+from swarmrl.tasks.completion import completion_text
 from swarmrl.tasks.dataset_source import write_tasks_jsonl
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import RewardComputer
 from swarmrl.tasks.solve_rate import solve_rate
 from swarmrl.tasks.task import Task
-from swarmrl.validator.scoring import completion_text
 
 _FILTER_SEED = 0xF117E2
 

@@ -8,7 +8,7 @@ import time
 from rich.console import Console
 from rich.live import Live
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.launch.processes import ProcessGroup
 from swarmrl.launch.report import metrics_table, plot_reward_curve
 from swarmrl.rundir import RunDir

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.models import (
     build_tiny_model,
     load_model,

@@ -13,19 +13,20 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from swarmrl.config import ConfigError, RunConfig, load_run_config
+from swarmrl.configs import ConfigError, RunConfig, load_run_config
+from swarmrl.configs.devices import check_device
+from swarmrl.configs.shardcast import ShardcastConfig
 from swarmrl.coordinator.api import METRIC_NAME_PATTERN
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.devices import check_device
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
-from swarmrl.rundir import RunDir, write_text_atomic
-from swarmrl.shardcast.config import ShardcastConfig
+from swarmrl.rollouts import RolloutLimits
+from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.data import RolloutFeed, RunDirSource
+from swarmrl.trainer.data import RolloutFeed
 from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
 from swarmrl.trainer.train import AfterStep, run_trainer, train_device
@@ -89,7 +90,9 @@ def trainer_role(
             scorer,
             async_level=config.worker.async_level,
             group_size=config.worker.group_size,
-            limits=config.worker.rollout_limits(policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))),
+            limits=RolloutLimits.for_worker(
+                config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))
+            ),
             max_files=config.trainer.max_files_per_step,
             poll_seconds=0.1 if coordinator_url is None else config.swarm.poll_seconds,
         )

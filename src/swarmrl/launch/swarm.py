@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.coordinator.cli import ADMIN_TOKEN_ENV
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError

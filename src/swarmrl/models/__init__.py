@@ -1,6 +1,6 @@
 """Causal language models and tokenizers: load any HF model directory, or build a tiny one for tests and demos.
 
-Names are imported on first use, so reading a config (which needs `TinyModelSpec`) does not load torch.
+Names are imported on first use, so importing the package does not load torch.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ _EXPORTS = {
     "model_skeleton": "swarmrl.models.loading",
     "policy_vocab_size": "swarmrl.models.loading",
     "save_pretrained_atomic": "swarmrl.models.loading",
-    "TinyModelSpec": "swarmrl.models.tiny",
     "Vocabulary": "swarmrl.models.tiny",
     "build_tiny_model": "swarmrl.models.tiny",
     "SPECIAL_TOKENS": "swarmrl.models.tokenizer",
@@ -26,7 +25,6 @@ _EXPORTS = {
 __all__ = [
     "SPECIAL_TOKENS",
     "ModelLoadError",
-    "TinyModelSpec",
     "Vocabulary",
     "build_tiny_model",
     "load_model",
@@ -46,7 +44,7 @@ if TYPE_CHECKING:
         policy_vocab_size,
         save_pretrained_atomic,
     )
-    from swarmrl.models.tiny import TinyModelSpec, Vocabulary, build_tiny_model
+    from swarmrl.models.tiny import Vocabulary, build_tiny_model
     from swarmrl.models.tokenizer import SPECIAL_TOKENS, train_tokenizer
 
 

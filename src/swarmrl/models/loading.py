@@ -21,8 +21,8 @@ from transformers import (
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
-from swarmrl.inference.weights import policy_state
 from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_checkpoint
+from swarmrl.models.checkpoint import policy_state
 from swarmrl.models.construction import MODEL_CONSTRUCTION
 
 # A tokenizer saved as the generic tokenizers backend (ours, and e.g. Llama 3's) is exactly its tokenizer.json.

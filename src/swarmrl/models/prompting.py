@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from swarmrl.config import PromptSection
+    from swarmrl.configs.model import PromptSection
 
 # Stands in for an assistant answer when probing which token a chat template closes a turn with.
 _PROBE_ANSWER = "swarmrl-probe-answer"
@@ -52,13 +52,13 @@ class PromptFormat:
         """The prompt as text (for people and corpora; the model gets `ids`)."""
         if not self.chat:
             return fill(self.settings.template, question)
-        return _apply_template(self.tokenizer, self.messages(question), self.settings, tokenize=False)
+        return apply_chat_template(self.tokenizer, self.messages(question), self.settings, tokenize=False)
 
     def ids(self, question: str) -> list[int]:
         """The prompt token ids: exactly what a worker sends to its model and the validator expects."""
         if self.chat:
             return list(
-                _apply_template(self.tokenizer, self.messages(question), self.settings, tokenize=True)
+                apply_chat_template(self.tokenizer, self.messages(question), self.settings, tokenize=True)
             )
         ids = self.tokenizer(self.text(question), add_special_tokens=False).input_ids
         bos = self.tokenizer.bos_token_id
@@ -111,7 +111,7 @@ def _end_of_turn_id(tokenizer: PreTrainedTokenizerBase, settings: PromptSection)
         {"role": "user", "content": "?"},
         {"role": "assistant", "content": _PROBE_ANSWER},
     ]
-    text = _apply_template(tokenizer, probe, settings, tokenize=False, add_generation_prompt=False)
+    text = apply_chat_template(tokenizer, probe, settings, tokenize=False, add_generation_prompt=False)
     _, found, after = text.rpartition(_PROBE_ANSWER)
     if not found or not after:
         return None
@@ -149,7 +149,7 @@ def _single_token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int:
     return ids[0]
 
 
-def _apply_template(
+def apply_chat_template(
     tokenizer: PreTrainedTokenizerBase,
     messages: list[dict[str, str]],
     settings: PromptSection,
@@ -157,6 +157,7 @@ def _apply_template(
     tokenize: bool,
     add_generation_prompt: bool = True,
 ) -> Any:
+    """The tokenizer's chat template over `messages` with the [prompt] section's template variables."""
     kwargs = dict(settings.chat_template_kwargs)
     if settings.enable_thinking is not None:
         kwargs["enable_thinking"] = settings.enable_thinking

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from swarmrl.configs.model import TinyModelSpec
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -25,34 +25,13 @@ class Vocabulary:
         return cls(len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
 
 
-class TinyModelSpec(BaseModel):
-    """The few numbers that shape a tiny model; everything else takes the architecture's defaults."""
-
-    arch: Literal["qwen2", "qwen3", "llama"] = Field("qwen2", description="HF architecture family")
-    hidden_size: int = Field(128, ge=8, description="width of the residual stream")
-    num_layers: int = Field(4, ge=1, description="transformer blocks")
-    num_heads: int = Field(4, ge=1, description="attention heads")
-    num_kv_heads: int = Field(2, ge=1, description="key/value heads (grouped-query attention)")
-    intermediate_size: int = Field(0, ge=0, description="MLP width; 0 means 4 × hidden_size")
-    max_position_embeddings: int = Field(512, ge=16, description="longest sequence the rotary table covers")
-    tie_word_embeddings: bool = Field(True, description="share the input embedding and the LM head")
-    head_dim: int = Field(0, ge=0, description="width of one attention head; 0 means hidden_size / num_heads")
-    vocab_size: int = Field(
-        0,
-        ge=0,
-        description="rows of the embedding and LM head; 0 means the tokenizer's size. A published shape's "
-        "larger vocabulary (Qwen: 151936) keeps the real LM-head cost; ids the tokenizer lacks decode to ''",
-    )
-    seed: int = Field(0, description="initialisation seed")
-
-
 def build_tiny_model(
     spec: TinyModelSpec,
     vocabulary: PreTrainedTokenizerBase | Vocabulary,
     attn_implementation: str = "sdpa",
 ) -> PreTrainedModel:
     """A randomly initialised model whose vocabulary and special tokens match a tokenizer (or `Vocabulary`)."""
-    # torch and transformers load here, not at import: the run config embeds `TinyModelSpec`.
+    # torch and transformers load here, not at import, so importing swarmrl.models stays light.
     import torch
     from transformers import (
         LlamaConfig,

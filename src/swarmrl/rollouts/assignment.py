@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from swarmrl.tasks.length_reward import add_length_instruction, sample_target_length
+
+if TYPE_CHECKING:
+    from swarmrl.configs.tasks import TasksConfig
+    from swarmrl.models.prompting import PromptFormat
+    from swarmrl.tasks.task import Task, TaskSource
 
 _SEED_MASK = (1 << 63) - 1
 
@@ -67,3 +75,32 @@ class BatchSpec:
     ) -> BatchSpec:
         seed = batch_seed(run_id, node_id, step, batch_index)
         return cls(run_id, node_id, step, batch_index, prompts_per_batch, group_size, run_seed, seed)
+
+
+@dataclass(frozen=True)
+class AssignedPrompt:
+    slot: int
+    task_index: int
+    task: Task
+    target_length: int  # -1 when no length target
+    prompt_ids: list[int]
+
+
+def assigned_prompts(
+    spec: BatchSpec,
+    tasks: TaskSource,
+    prompt: PromptFormat,
+    tasks_config: TasksConfig,
+) -> list[AssignedPrompt]:
+    """The prompts of a batch, exactly as the node must send them to its model."""
+    prompts = []
+    indices = assigned_prompt_indices(spec.seed, spec.prompts_per_batch, len(tasks))
+    for slot, index in enumerate(indices):
+        task = tasks[index]
+        question, target = task.prompt, -1
+        length = tasks_config.length
+        if length.mode != "none":
+            target = sample_target_length(length.targets, spec.run_seed, spec.seed, slot)
+            question = add_length_instruction(question, target, length.prompt_suffix)
+        prompts.append(AssignedPrompt(slot, index, task, target, prompt.ids(question)))
+    return prompts

@@ -13,7 +13,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,6 +32,9 @@ from swarmrl.rollouts.schema import (
     ScoredRow,
 )
 
+if TYPE_CHECKING:
+    from swarmrl.configs.worker import WorkerSection
+
 _META_HEADER = b"swarmrl.header"
 _META_SIGNATURE = b"swarmrl.signature"
 
@@ -45,6 +48,16 @@ class RolloutLimits(BaseModel):
     max_completion_tokens: int = Field(32768, description="longest completion")
     vocab_size: int = Field(2**31 - 1, description="token ids must lie in [0, vocab_size)")
     require_proofs: bool = Field(True, description="every row must carry one TOPLOC proof per 32 tokens")
+
+    @classmethod
+    def for_worker(cls, worker: WorkerSection, vocab_size: int) -> RolloutLimits:
+        """Bounds a rollout file of a run with these [worker] settings must respect; `vocab_size` is the policy
+        model's, not the tokenizer's."""
+        return cls(
+            max_rows=worker.prompts_per_batch * worker.group_size,
+            max_completion_tokens=worker.max_new_tokens,
+            vocab_size=vocab_size,
+        )
 
 
 def _table(rows: list[RolloutRow], schema: pa.Schema) -> pa.Table:

@@ -4,8 +4,8 @@ Trainer: `Origin(root, identity).publish(step_dir, step)` and serve it. Relays: 
 Workers: `CheckpointFetcher(sources, trainer_key, dest_root).refresh(ceiling)`, `fetch_checkpoint(...)`, or the
 async `ShardcastClient`. A version counts only once its trainer-signed manifest is in hand.
 
-Names are imported on first use (`swarmrl.lazy_exports`): a run config embeds this package's config model,
-and reading it must not load the rest of the package.
+Names are imported on first use (`swarmrl.lazy_exports`): importing the
+package must not load the rest of it.
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ _EXPORTS = {
     "fetch_checkpoint": "swarmrl.shardcast.client",
     "latest_version": "swarmrl.shardcast.client",
     "local_versions": "swarmrl.shardcast.client",
-    "ClientConfig": "swarmrl.shardcast.config",
-    "OriginConfig": "swarmrl.shardcast.config",
-    "RelayConfig": "swarmrl.shardcast.config",
-    "ShardcastConfig": "swarmrl.shardcast.config",
     "DeltaError": "swarmrl.shardcast.errors",
     "ManifestError": "swarmrl.shardcast.errors",
     "ShardcastError": "swarmrl.shardcast.errors",
@@ -42,18 +38,14 @@ _EXPORTS = {
 
 __all__ = [
     "CheckpointFetcher",
-    "ClientConfig",
     "DeltaError",
     "Manifest",
     "ManifestError",
     "Origin",
-    "OriginConfig",
     "Relay",
-    "RelayConfig",
     "ServerThread",
     "ShardIntegrityError",
     "ShardcastClient",
-    "ShardcastConfig",
     "ShardcastError",
     "SignedManifest",
     "TransferStats",
@@ -74,7 +66,6 @@ if TYPE_CHECKING:
         latest_version,
         local_versions,
     )
-    from swarmrl.shardcast.config import ClientConfig, OriginConfig, RelayConfig, ShardcastConfig
     from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError, ShardIntegrityError
     from swarmrl.shardcast.manifest import Manifest, SignedManifest, parse_signed_manifest, sign_manifest
     from swarmrl.shardcast.origin import Origin

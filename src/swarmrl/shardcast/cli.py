@@ -14,16 +14,11 @@ import typer
 from aiohttp import web
 
 from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option
+from swarmrl.configs.shardcast import DEFAULT_SHARD_SIZE, ClientConfig, OriginConfig, RelayConfig
 from swarmrl.httpserve import raise_open_file_limit
 from swarmrl.identity import Identity
 from swarmrl.rundir import write_text_atomic
 from swarmrl.shardcast.client import fetch_checkpoint
-from swarmrl.shardcast.config import (
-    DEFAULT_SHARD_SIZE,
-    ClientConfig,
-    OriginConfig,
-    RelayConfig,
-)
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.shardcast.origin import Origin
 from swarmrl.shardcast.relay import Relay

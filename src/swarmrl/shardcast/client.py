@@ -19,12 +19,12 @@ from typing import TypeVar
 
 import aiohttp
 
-from swarmrl.shardcast.config import ClientConfig
+from swarmrl.configs.shardcast import ClientConfig, HashAlgorithm
 from swarmrl.shardcast.delta import apply_delta
 from swarmrl.shardcast.discovery import Bounds, announced_versions, newest_verified
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError, ShardIntegrityError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
-from swarmrl.shardcast.hashing import HashAlgorithm, digest_range
+from swarmrl.shardcast.hashing import digest_range
 from swarmrl.shardcast.layout import manifest_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry
 from swarmrl.shardcast.partial import PartialDownload, Progress

@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 import zstandard
 
+from swarmrl.configs.shardcast import HashAlgorithm
 from swarmrl.shardcast.errors import DeltaError
-from swarmrl.shardcast.hashing import HashAlgorithm, new_hasher
+from swarmrl.shardcast.hashing import new_hasher
 
 DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024
 WORD = 4

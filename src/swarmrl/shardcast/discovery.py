@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from swarmrl.shardcast.config import ClientConfig
+from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.shardcast.hedge import AllAttemptsFailed
 from swarmrl.shardcast.manifest import Manifest
 from swarmrl.shardcast.selection import SourceSelector

@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import blake3
 
-HashAlgorithm = Literal["sha256", "blake3"]
+from swarmrl.configs.shardcast import HashAlgorithm
+
 READ_SIZE = 8 * 1024 * 1024
 
 

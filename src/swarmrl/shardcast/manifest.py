@@ -11,10 +11,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from swarmrl.configs.shardcast import HashAlgorithm
 from swarmrl.identity import Identity, SignatureError, verify
 from swarmrl.shardcast.errors import ManifestError
 from swarmrl.shardcast.fsutil import is_safe_relative_path
-from swarmrl.shardcast.hashing import HashAlgorithm
 from swarmrl.shardcast.layout import DELTA_DIR, is_metadata_path
 
 MANIFEST_FORMAT = 1

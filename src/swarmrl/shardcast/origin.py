@@ -16,8 +16,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from swarmrl.configs.shardcast import OriginConfig
 from swarmrl.identity import Identity
-from swarmrl.shardcast.config import OriginConfig
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.shardcast.fsutil import resolve_inside
 from swarmrl.shardcast.layout import manifest_path

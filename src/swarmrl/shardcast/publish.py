@@ -6,11 +6,12 @@ import os
 import time
 from pathlib import Path
 
+from swarmrl.configs.shardcast import HashAlgorithm
 from swarmrl.identity import Identity
 from swarmrl.shardcast.delta import encode_delta
 from swarmrl.shardcast.errors import ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, resolve_inside, unique_temp_name
-from swarmrl.shardcast.hashing import HashAlgorithm, hash_file_and_shards
+from swarmrl.shardcast.hashing import hash_file_and_shards
 from swarmrl.shardcast.layout import delta_payload_path, list_checkpoint_files, manifest_path
 from swarmrl.shardcast.manifest import (
     DeltaEntry,

@@ -24,7 +24,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from swarmrl.shardcast.config import ClientConfig, RelayConfig
+from swarmrl.configs.shardcast import ClientConfig, RelayConfig
 from swarmrl.shardcast.discovery import as_version
 from swarmrl.shardcast.errors import ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside

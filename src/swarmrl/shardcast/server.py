@@ -25,7 +25,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import Metric
 
-from swarmrl.httpserve import ConnectionGuard, ConnectionLimits, GuardedAppRunner
+from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.httpserve import ConnectionGuard, GuardedAppRunner
 
 MAX_LONG_POLL_S = 60.0
 

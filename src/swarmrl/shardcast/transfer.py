@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from swarmrl.shardcast.config import ClientConfig
+from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.shardcast.errors import ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import copy_region, resolve_inside, zero_region
 from swarmrl.shardcast.hashing import new_hasher

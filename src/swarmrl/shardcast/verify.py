@@ -14,8 +14,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from swarmrl.configs.shardcast import HashAlgorithm
 from swarmrl.shardcast.fsutil import resolve_inside
-from swarmrl.shardcast.hashing import HashAlgorithm, new_hasher
+from swarmrl.shardcast.hashing import new_hasher
 from swarmrl.shardcast.manifest import FileEntry, ShardEntry
 
 

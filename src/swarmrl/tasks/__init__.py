@@ -1,7 +1,7 @@
 """Task sources (reasoning-gym, INTELLECT-2 layout datasets) and verifiable rewards (math, code, length).
 
-Names are imported on first use (`swarmrl.lazy_exports`): a run config embeds this package's config model,
-and reading it must not load the rest of the package. `solve_rate` is the submodule
+Names are imported on first use (`swarmrl.lazy_exports`): importing the
+package must not load the rest of it. `solve_rate` is the submodule
 (`swarmrl.tasks.solve_rate.solve_rate` the function), as a lazy name could not shadow it reliably.
 """
 
@@ -12,13 +12,6 @@ from typing import TYPE_CHECKING
 from swarmrl.lazy_exports import lazy_exports
 
 _EXPORTS = {
-    "AnswerExtractionConfig": "swarmrl.tasks.config",
-    "CodeRewardConfig": "swarmrl.tasks.config",
-    "DatasetSourceConfig": "swarmrl.tasks.config",
-    "LengthRewardConfig": "swarmrl.tasks.config",
-    "MathRewardConfig": "swarmrl.tasks.config",
-    "ReasoningGymSourceConfig": "swarmrl.tasks.config",
-    "TasksConfig": "swarmrl.tasks.config",
     "RewardError": "swarmrl.tasks.errors",
     "SandboxError": "swarmrl.tasks.errors",
     "TaskError": "swarmrl.tasks.errors",
@@ -49,14 +42,8 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "AnswerExtractionConfig",
-    "CodeRewardConfig",
-    "DatasetSourceConfig",
-    "LengthRewardConfig",
     "ListTaskSource",
-    "MathRewardConfig",
     "MixedTaskSource",
-    "ReasoningGymSourceConfig",
     "RewardBreakdown",
     "RewardComputer",
     "RewardError",
@@ -65,7 +52,6 @@ __all__ = [
     "Task",
     "TaskError",
     "TaskSource",
-    "TasksConfig",
     "Verifier",
     "VerifierCrash",
     "VerifierTimeout",
@@ -86,15 +72,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from swarmrl.tasks.config import (
-        AnswerExtractionConfig,
-        CodeRewardConfig,
-        DatasetSourceConfig,
-        LengthRewardConfig,
-        MathRewardConfig,
-        ReasoningGymSourceConfig,
-        TasksConfig,
-    )
     from swarmrl.tasks.errors import RewardError, SandboxError, TaskError, VerifierCrash, VerifierTimeout
     from swarmrl.tasks.length_reward import (
         add_length_instruction,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from swarmrl.tasks.config import DatasetSourceConfig, ReasoningGymSourceConfig
+from swarmrl.configs.tasks import DatasetSourceConfig, ReasoningGymSourceConfig
 from swarmrl.tasks.dataset_source import load_dataset_tasks, write_tasks_jsonl
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymSource

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 
+from swarmrl.configs.tasks import AnswerExtractionConfig, CodeRewardConfig
 from swarmrl.tasks.code_judge import CodeTestReport, judge
 from swarmrl.tasks.code_tests import CodeTests, parse_code_tests
-from swarmrl.tasks.config import AnswerExtractionConfig, CodeRewardConfig
 from swarmrl.tasks.errors import SandboxError, VerifierCrash, VerifierTimeout
 from swarmrl.tasks.extraction import answer_region, last_python_block
 from swarmrl.tasks.process_pool import WallClockPool

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from swarmrl.tasks.config import SOLVE_RATE_FIELDS, DatasetSourceConfig
+from swarmrl.configs.tasks import SOLVE_RATE_FIELDS, DatasetSourceConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.task import ListTaskSource, Task, TaskSource
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from swarmrl.tasks.config import AnswerExtractionConfig
+from swarmrl.configs.tasks import AnswerExtractionConfig
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 

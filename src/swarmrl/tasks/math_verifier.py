@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from swarmrl.tasks.config import AnswerExtractionConfig, MathRewardConfig
+from swarmrl.configs.tasks import AnswerExtractionConfig, MathRewardConfig
 from swarmrl.tasks.errors import TaskError, VerifierCrash, VerifierTimeout
 from swarmrl.tasks.extraction import answer_text
 from swarmrl.tasks.process_pool import WallClockPool

@@ -7,7 +7,7 @@ import json
 import threading
 from typing import Any
 
-from swarmrl.tasks.config import AnswerExtractionConfig, ReasoningGymSourceConfig
+from swarmrl.configs.tasks import AnswerExtractionConfig, ReasoningGymSourceConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.extraction import answer_region
 from swarmrl.tasks.task import Task

@@ -5,13 +5,14 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from swarmrl.tasks.config import (
+from swarmrl.configs.tasks import (
     ArithmeticSourceConfig,
     DatasetSourceConfig,
     ReasoningGymSourceConfig,
     SourceConfig,
     TasksConfig,
 )
+from swarmrl.tasks.arithmetic import ArithmeticSource
 from swarmrl.tasks.dataset_source import dataset_source
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymSource
@@ -77,8 +78,6 @@ def build_source(config: SourceConfig) -> TaskSource:
 
 
 def _arithmetic(config: ArithmeticSourceConfig, seed: int, size: int) -> TaskSource:
-    from swarmrl.envs.arithmetic import ArithmeticSource  # the environments' task; envs imports tasks
-
     return ArithmeticSource(seed, size, config.digits, config.name)
 
 

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from swarmrl.configs.tasks import TasksConfig
 from swarmrl.tasks.code_verifier import CodeVerifier
-from swarmrl.tasks.config import TasksConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.length_reward import length_shaped_reward
 from swarmrl.tasks.math_verifier import MathVerifier
@@ -115,7 +115,8 @@ _COMPUTERS: dict[str, RewardComputer] = {}
 _COMPUTERS_LOCK = threading.Lock()
 
 
-def _computer_for(config: TasksConfig) -> RewardComputer:
+def reward_computer(config: TasksConfig) -> RewardComputer:
+    """The one shared `RewardComputer` of a tasks config (its verifiers and process pools are built once)."""
     key = config.model_dump_json()
     with _COMPUTERS_LOCK:
         if key not in _COMPUTERS:
@@ -132,11 +133,11 @@ def compute_reward(
     config: TasksConfig,
 ) -> RewardBreakdown:
     """Reward of one completion (verifiers and pools are shared per config within the process)."""
-    return _computer_for(config).compute(
+    return reward_computer(config).compute(
         task, completion_text, num_completion_tokens=num_completion_tokens, target_length=target_length
     )
 
 
 def compute_rewards(requests: Sequence[RewardRequest], *, config: TasksConfig) -> list[RewardBreakdown]:
     """Batch version of `compute_reward`."""
-    return _computer_for(config).compute_batch(requests)
+    return reward_computer(config).compute_batch(requests)

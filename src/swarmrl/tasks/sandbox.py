@@ -44,8 +44,8 @@ from typing import Any
 
 from prometheus_client import Gauge
 
+from swarmrl.configs.tasks import CodeRewardConfig
 from swarmrl.tasks import sandbox_cgroup, sandbox_wire
-from swarmrl.tasks.config import CodeRewardConfig
 from swarmrl.tasks.errors import SandboxError
 from swarmrl.tasks.sandbox_cgroup import SandboxCgroup, cgroup_parents
 from swarmrl.tasks.sandbox_seccomp import seccomp_bpf

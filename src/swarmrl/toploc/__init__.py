@@ -1,7 +1,7 @@
 """TOPLOC: commit to the final hidden states of untrusted inference and check them — pure functions, no I/O.
 
-Names are imported on first use (`swarmrl.lazy_exports`): a run config embeds this package's config model,
-and reading it must not load the rest of the package.
+Names are imported on first use (`swarmrl.lazy_exports`): importing the
+package must not load the rest of it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ _EXPORTS = {
     "DEFAULT_CHUNK_SIZE": "swarmrl.toploc.build",
     "build_proofs": "swarmrl.toploc.build",
     "build_proofs_batch": "swarmrl.toploc.build",
-    "ToplocConfig": "swarmrl.toploc.config",
-    "VerifyThresholds": "swarmrl.toploc.config",
     "DEFAULT_TOPK": "swarmrl.toploc.encoding",
     "Proof": "swarmrl.toploc.encoding",
     "decode_proof": "swarmrl.toploc.encoding",
@@ -45,9 +43,7 @@ __all__ = [
     "Proof",
     "ProofError",
     "ProofFormatError",
-    "ToplocConfig",
     "VerifyReport",
-    "VerifyThresholds",
     "build_proofs",
     "build_proofs_batch",
     "decode_proof",
@@ -62,7 +58,6 @@ __all__ = [
 
 if TYPE_CHECKING:
     from swarmrl.toploc.build import DEFAULT_CHUNK_SIZE, build_proofs, build_proofs_batch
-    from swarmrl.toploc.config import ToplocConfig, VerifyThresholds
     from swarmrl.toploc.encoding import (
         DEFAULT_TOPK,
         Proof,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from swarmrl.toploc.config import MAX_TOPK
+from swarmrl.configs.toploc import MAX_TOPK
 from swarmrl.toploc.errors import HiddenStatesError
 from swarmrl.toploc.selection import bf16_bits
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from swarmrl.configs.toploc import VerifyThresholds
 from swarmrl.toploc.build import DEFAULT_CHUNK_SIZE
-from swarmrl.toploc.config import VerifyThresholds
 from swarmrl.toploc.encoding import DEFAULT_TOPK, decode_proofs
 from swarmrl.toploc.errors import HiddenStatesError
 from swarmrl.toploc.field import evaluate

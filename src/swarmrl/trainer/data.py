@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from swarmrl.rollouts import RolloutError, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
-from swarmrl.rundir import RunDir
-from swarmrl.trainer.advantages import OnlineFilter
+from swarmrl.rollouts.advantages import OnlineFilter
 
 log = logging.getLogger(__name__)
 
@@ -77,28 +76,6 @@ class RolloutSource(Protocol):
         """`step` has all the data it will use: producers move on."""
 
     def should_stop(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class RunDirSource:
-    """A local run: workers write `rollouts/step_k/*.parquet`; a COMPLETE marker closes the step."""
-
-    rundir: RunDir
-
-    def open_step(self, step: int) -> None:
-        pass
-
-    def new_files(self, step: int, seen: set[str]) -> list[Path]:
-        directory = self.rundir.rollouts(step)
-        return (
-            sorted(p for p in directory.glob("*.parquet") if p.name not in seen) if directory.is_dir() else []
-        )
-
-    def close_step(self, step: int, summary: dict[str, Any]) -> None:
-        self.rundir.mark_complete(step, summary)
-
-    def should_stop(self) -> bool:
-        return self.rundir.should_stop()
 
 
 class RolloutFeed:

@@ -14,7 +14,7 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file, save_file
 
-from swarmrl.config import LoraSection
+from swarmrl.configs.trainer import LoraSection
 from swarmrl.models import load_model
 from swarmrl.models.adapter import ADAPTER_WEIGHTS, BASE_STEP, is_adapter_checkpoint
 from swarmrl.models.loading import atomic_directory

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from swarmrl.trainer.loss_config import (
+from swarmrl.configs.loss import (
     CISPOClip,
     GSPOClip,
     LossConfig,

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from swarmrl.config import MetricsSection
+from swarmrl.configs.metrics import MetricsSection
 from swarmrl.eval_metrics import EVAL_PREFIX, is_eval_record
 from swarmrl.node_metrics import RoleCollector, serve_metrics
 from swarmrl.rundir import RunDir

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.eval_metrics import eval_record
 from swarmrl.evaluation import HeldOutEval
 

@@ -18,10 +18,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from swarmrl.config import RunConfig, TrainerSection
-from swarmrl.devices import InvalidDevice, resolve_device
-from swarmrl.inference.weights import read_checkpoint
+from swarmrl.configs import RunConfig
+from swarmrl.configs.devices import InvalidDevice
+from swarmrl.configs.trainer import TrainerSection
+from swarmrl.devices import resolve_device
 from swarmrl.models import load_model, load_tokenizer
+from swarmrl.models.checkpoint import read_checkpoint
 from swarmrl.models.logprobs import split_lm
 from swarmrl.rollouts import ScoredRow
 from swarmrl.rundir import RunDir

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from swarmrl.configs.validator import ValidatorConfig
 from swarmrl.inference.engine import Generation, GenerationRequest, SamplingParams
 from swarmrl.inference.prefill import prefill
 from swarmrl.inference.torch_engine import TorchEngine
@@ -32,7 +33,6 @@ from swarmrl.models import load_model
 from swarmrl.models.prompting import PromptFormat
 from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import build_proofs_batch, verify_proofs_batch
-from swarmrl.validator.config import ValidatorConfig
 
 TOLERANCE_FLOOR = 1e-4
 

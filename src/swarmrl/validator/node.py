@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
+from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
@@ -34,9 +35,9 @@ from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
+from swarmrl.rollouts import RolloutLimits
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
-from swarmrl.shardcast.config import ClientConfig
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.validator.rollout_checks import CheckFailed, SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
@@ -140,7 +141,7 @@ def swarm_context(
         policy=policies,
         task_seed=lambda node, step, batch: client.task_seed(options.run_id, step, batch, node_id=node),
         seen=SeenFiles(options.work_dir / "seen.sqlite"),
-        limits=config.worker.rollout_limits(policy_vocab_size(start)),
+        limits=RolloutLimits.for_worker(config.worker, policy_vocab_size(start)),
         env_replay=env_replay(config, tasks, tokenizer),
     )
 

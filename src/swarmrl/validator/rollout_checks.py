@@ -20,17 +20,16 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
+from swarmrl.configs.validator import ValidatorConfig
 from swarmrl.inference.errors import InferenceError
 from swarmrl.inference.prefill import PrefillResult, prefill
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
-from swarmrl.rollouts.assignment import BatchSpec, sample_seed
+from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts, sample_seed
 from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import ProofError, verify_proofs_batch
-from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.scoring import score_rows
-from swarmrl.worker.rollout import assigned_prompts
 
 CHECKS = (
     "schema_and_signature",

@@ -13,11 +13,12 @@ from typing import Literal
 
 from transformers import PreTrainedTokenizerBase
 
+from swarmrl.configs.tasks import TasksConfig
 from swarmrl.rollouts import RolloutError, RolloutRow, ScoredRow
-from swarmrl.tasks.config import TasksConfig
+from swarmrl.rollouts.advantages import grpo_advantages
+from swarmrl.tasks.completion import completion_text
 from swarmrl.tasks.reward import RewardRequest, compute_rewards
 from swarmrl.tasks.task import TaskSource
-from swarmrl.trainer.advantages import grpo_advantages
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,11 +26,6 @@ class _Terms:
     task_reward: float
     length_term: float
     total: float
-
-
-def completion_text(tokenizer: PreTrainedTokenizerBase, completion_ids: list[int]) -> str:
-    """The answer text a verifier sees: special tokens dropped, and the space after the prompt's colon too."""
-    return tokenizer.decode(completion_ids, skip_special_tokens=True).strip()
 
 
 def score_rows(

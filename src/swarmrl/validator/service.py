@@ -16,16 +16,16 @@ from pathlib import Path
 
 import torch
 
-from swarmrl.config import load_run_config
+from swarmrl.configs import load_run_config
+from swarmrl.configs.validator import ValidatorConfig
 from swarmrl.devices import resolve_device
 from swarmrl.envs.build import env_replay
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.rollouts import write_rollouts
+from swarmrl.rollouts import RolloutLimits, write_rollouts
 from swarmrl.rollouts.assignment import batch_seed
 from swarmrl.rundir import write_json_atomic
 from swarmrl.steps import checkpoint_dir, parse_step_dir_name
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, Verdict, validate_file
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def local_context(
         policy=policy,
         task_seed=lambda node, step, batch: batch_seed(config.run.id, node, step, batch),
         seen=SeenFiles(run_dir / "validator" / "seen.sqlite"),
-        limits=config.worker.rollout_limits(policy(0).config.vocab_size),
+        limits=RolloutLimits.for_worker(config.worker, policy(0).config.vocab_size),
         env_replay=env_replay(config, tasks, tokenizer),
     )
 

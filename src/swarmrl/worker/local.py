@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.devices import resolve_device
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import InferenceEngine, SamplingParams

@@ -23,12 +23,12 @@ from typing import Literal
 
 import torch
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
+from swarmrl.configs.engine import EngineConfig
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.identity import Identity
-from swarmrl.inference.config import EngineConfig
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer

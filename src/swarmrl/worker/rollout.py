@@ -2,50 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import GenerationRequest, InferenceEngine, SamplingParams
-from swarmrl.models.prompting import PromptFormat, prompt_format
+from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutHeader, RolloutRow, write_rollouts
-from swarmrl.rollouts.assignment import BatchSpec, assigned_prompt_indices, sample_seed
-from swarmrl.tasks.config import TasksConfig
-from swarmrl.tasks.length_reward import add_length_instruction, sample_target_length
-from swarmrl.tasks.task import Task, TaskSource
+from swarmrl.rollouts.assignment import AssignedPrompt, BatchSpec, assigned_prompts, sample_seed
+from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import build_proofs_batch
-
-
-@dataclass(frozen=True)
-class AssignedPrompt:
-    slot: int
-    task_index: int
-    task: Task
-    target_length: int  # -1 when no length target
-    prompt_ids: list[int]
-
-
-def assigned_prompts(
-    spec: BatchSpec,
-    tasks: TaskSource,
-    prompt: PromptFormat,
-    tasks_config: TasksConfig,
-) -> list[AssignedPrompt]:
-    """The prompts of a batch, exactly as the node must send them to its model."""
-    prompts = []
-    indices = assigned_prompt_indices(spec.seed, spec.prompts_per_batch, len(tasks))
-    for slot, index in enumerate(indices):
-        task = tasks[index]
-        question, target = task.prompt, -1
-        length = tasks_config.length
-        if length.mode != "none":
-            target = sample_target_length(length.targets, spec.run_seed, spec.seed, slot)
-            question = add_length_instruction(question, target, length.prompt_suffix)
-        prompts.append(AssignedPrompt(slot, index, task, target, prompt.ids(question)))
-    return prompts
 
 
 def generate_batch(

@@ -7,8 +7,8 @@ import time
 import httpx
 import pytest
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import CoordinatorClient
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.signing import NODE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_request
 from swarmrl.coordinator.testing import POSTGRES_SKIP_REASON, coordinator_backend, postgres_available
 from swarmrl.identity import Identity

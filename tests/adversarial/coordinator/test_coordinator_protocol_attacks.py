@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.signing import sign_request

@@ -11,8 +11,8 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import CoordinatorClient
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.signing import sign_request
 from swarmrl.coordinator.testing import coordinator_backend, leased_submit
 from swarmrl.identity import Identity

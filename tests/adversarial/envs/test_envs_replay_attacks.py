@@ -3,14 +3,14 @@ caught by the validator's replay, which reruns every tool in its own sandbox; ea
 
 import pytest
 
-from swarmrl.config import PromptSection
+from swarmrl.configs.model import PromptSection
+from swarmrl.configs.tasks import CodeRewardConfig
 from swarmrl.envs import Generation, ReplayMismatch, RolloutLimits, replay, run_episodes
-from swarmrl.envs.arithmetic import ArithmeticSource
 from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.python_tool import PythonToolEnv
 from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
-from swarmrl.tasks.config import CodeRewardConfig
+from swarmrl.tasks.arithmetic import ArithmeticSource
 from swarmrl.tasks.math_verifier import MathVerifier
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan
 

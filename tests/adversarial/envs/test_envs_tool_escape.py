@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from swarmrl.envs.arithmetic import ArithmeticSource
+from swarmrl.configs.tasks import CodeRewardConfig
 from swarmrl.envs.python_tool import PythonToolEnv
-from swarmrl.tasks.config import CodeRewardConfig
+from swarmrl.tasks.arithmetic import ArithmeticSource
 from swarmrl.tasks.math_verifier import MathVerifier
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan
 

@@ -14,12 +14,13 @@ import time
 
 import pytest
 
+from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.configs.shardcast import OriginConfig
 from swarmrl.coordinator.app import create_app
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.server import bind, build_server
-from swarmrl.httpserve import ConnectionLimits
 from swarmrl.identity import Identity
-from swarmrl.shardcast import Origin, OriginConfig
+from swarmrl.shardcast import Origin
 
 LIMITS = ConnectionLimits(
     header_timeout_s=1.0, body_timeout_s=1.0, min_body_rate_bytes_s=1e6, max_per_address=20, max_total=60

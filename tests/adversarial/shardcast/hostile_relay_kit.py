@@ -11,8 +11,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.identity import Identity
-from swarmrl.shardcast import ClientConfig
 from swarmrl.shardcast.manifest import SignedManifest
 
 TRAINER = Identity.from_seed(b"t" * 32)

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 from adversarial.shardcast.hostile_relay_kit import QUICK, SHARD, TRAINER, Lies, hostile_app, make_checkpoint
 
+from swarmrl.configs.shardcast import OriginConfig, RelayConfig
 from swarmrl.identity import Identity
 from swarmrl.shardcast import (
     ManifestError,
     Origin,
-    OriginConfig,
     Relay,
-    RelayConfig,
     ServerThread,
     ShardcastClient,
     ShardcastError,

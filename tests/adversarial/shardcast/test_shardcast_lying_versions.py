@@ -20,16 +20,8 @@ from adversarial.shardcast.hostile_relay_kit import (
     make_checkpoint,
 )
 
-from swarmrl.shardcast import (
-    CheckpointFetcher,
-    Origin,
-    OriginConfig,
-    Relay,
-    RelayConfig,
-    ServerThread,
-    ShardcastClient,
-    latest_version,
-)
+from swarmrl.configs.shardcast import OriginConfig, RelayConfig
+from swarmrl.shardcast import CheckpointFetcher, Origin, Relay, ServerThread, ShardcastClient, latest_version
 
 # A refresh with an honest source beside the liar costs one hedge delay (1 s) at most, plus the honest work.
 REFRESH_BOUND_S = 6.0

@@ -8,8 +8,9 @@ import urllib.request
 
 import pytest
 
+from swarmrl.configs.shardcast import OriginConfig
 from swarmrl.identity import Identity
-from swarmrl.shardcast import Origin, OriginConfig
+from swarmrl.shardcast import Origin
 
 TRAINER = Identity.from_seed(b"s" * 32)
 

@@ -14,7 +14,8 @@ import time
 import pytest
 from adversarial.shardcast.hostile_relay_kit import SHARD, TRAINER, Lies, hostile_app, make_checkpoint
 
-from swarmrl.shardcast import ClientConfig, Origin, OriginConfig, ServerThread, ShardcastClient
+from swarmrl.configs.shardcast import ClientConfig, OriginConfig
+from swarmrl.shardcast import Origin, ServerThread, ShardcastClient
 
 BOUND_S = 10.0  # generous for a loaded 2-core machine; the unhardened client needs 30 s or more per case
 

@@ -9,7 +9,8 @@ import pytest
 from adversarial.shardcast.hostile_relay_kit import QUICK, SHARD, TRAINER, Lies, hostile_app, make_checkpoint
 from typer.testing import CliRunner
 
-from swarmrl.shardcast import Origin, OriginConfig, ServerThread, ShardcastClient, ShardcastError
+from swarmrl.configs.shardcast import OriginConfig
+from swarmrl.shardcast import Origin, ServerThread, ShardcastClient, ShardcastError
 from swarmrl.shardcast.__main__ import app
 from swarmrl.shardcast.manifest import SignedManifest
 

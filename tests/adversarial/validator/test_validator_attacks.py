@@ -6,8 +6,9 @@ import pytest
 import torch
 from integration.spine.spine_helpers import tiny_config
 
+from swarmrl.configs.engine import TorchEngineConfig
+from swarmrl.configs.validator import ValidatorConfig
 from swarmrl.identity import Identity
-from swarmrl.inference.config import TorchEngineConfig
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.prefill import prefill
 from swarmrl.inference.torch_engine import TorchEngine
@@ -15,12 +16,11 @@ from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import Vocabulary, build_tiny_model, load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutHeader, RolloutLimits, write_rollouts
-from swarmrl.rollouts.assignment import BatchSpec, batch_seed
+from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts, batch_seed
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.toploc import build_proofs_batch
-from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
-from swarmrl.worker.rollout import assigned_prompts, generate_batch
+from swarmrl.worker.rollout import generate_batch
 
 NODE = Identity.from_seed(b"\x21" * 32)
 MODEL_MISMATCH = {"toploc", "seeded_sampling", "logprobs"}

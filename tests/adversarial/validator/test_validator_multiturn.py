@@ -13,10 +13,9 @@ from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.prefill import prefill
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models.prompting import prompt_format
-from swarmrl.rollouts.assignment import BatchSpec
+from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts
 from swarmrl.toploc import build_proofs_batch
 from swarmrl.validator.rollout_checks import validate_file
-from swarmrl.worker.rollout import assigned_prompts
 
 
 def as_multi_turn(kit, rows):

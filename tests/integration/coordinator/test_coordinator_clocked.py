@@ -3,9 +3,9 @@
 import pytest
 from sqlalchemy import func, select
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.app import create_app
 from swarmrl.coordinator.client import CoordinatorClient
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.db import Nonce
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.testing import FakeClock, leased_submit, serve_in_thread

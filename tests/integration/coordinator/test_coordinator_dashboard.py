@@ -11,8 +11,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import RunSummary
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.routes_dashboard import STREAM_SHARE_S, shared_summary
 from swarmrl.coordinator.summary import mean_rewards, steps_per_minute

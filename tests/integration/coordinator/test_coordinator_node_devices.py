@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from swarmrl.config import load_config
+from swarmrl.configs import load_config
 from swarmrl.coordinator.app import create_app
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.status import summary_view

@@ -2,8 +2,8 @@
 
 from hashlib import sha256
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import CoordinatorClient
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.testing import leased_submit, start_coordinator
 from swarmrl.identity import Identity

@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import CoordinatorClient
-from swarmrl.coordinator.config import CoordinatorConfig
 from swarmrl.coordinator.testing import coordinator_backend, leased_submit
 from swarmrl.identity import Identity
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client import generate_latest
 
-from swarmrl.config import MetricsSection
+from swarmrl.configs.metrics import MetricsSection
 from swarmrl.coordinator.api import EVAL_PREFIX
 from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
 from swarmrl.islands.island import merge_metrics

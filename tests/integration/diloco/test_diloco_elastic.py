@@ -8,7 +8,7 @@ import pytest
 import torch
 from polling import wait_for
 
-from swarmrl.diloco.config import ByteCorpusConfig, DiLoCoConfig, TinyModelConfig
+from swarmrl.configs.diloco import ByteCorpusConfig, DiLoCoConfig, TinyModelConfig
 from swarmrl.diloco.elastic import replica_process_main
 
 torch.set_num_threads(1)

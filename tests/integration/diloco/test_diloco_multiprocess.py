@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from swarmrl.diloco.config import ByteCorpusConfig, DiLoCoConfig, ThrottleConfig, TinyModelConfig
+from swarmrl.configs.diloco import ByteCorpusConfig, DiLoCoConfig, ThrottleConfig, TinyModelConfig
 from swarmrl.diloco.launcher import launch
 
 torch.set_num_threads(1)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from polling import wait_for
 
-from swarmrl.config import load_config
+from swarmrl.configs import load_config
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators import LocalCommunicator
 from swarmrl.islands.demo import island_summary, read_merges, weights_digest

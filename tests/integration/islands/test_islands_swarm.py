@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from polling import wait_for
 
-from swarmrl.config import load_config
+from swarmrl.configs import load_config
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.islands.demo import read_merges, weights_digest
 from swarmrl.islands.launch import IslandFleet, prepare_islands

@@ -9,8 +9,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from swarmrl.configs.shardcast import OriginConfig, RelayConfig
 from swarmrl.identity import Identity
-from swarmrl.shardcast import Origin, OriginConfig, Relay, RelayConfig, ServerThread
+from swarmrl.shardcast import Origin, Relay, ServerThread
 
 TRAINER = Identity.from_seed(b"t" * 32)
 SHARD = 64 * 1024

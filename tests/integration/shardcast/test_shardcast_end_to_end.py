@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from shardcast_testkit import TRAINER, relay_holds, start_origin, start_relay, wait_until, write_checkpoint
 
+from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.shardcast import (
-    ClientConfig,
     ShardcastClient,
     fetch_checkpoint,
     latest_version,

@@ -22,7 +22,8 @@ from shardcast_testkit import (
     write_checkpoint,
 )
 
-from swarmrl.shardcast import ClientConfig, ShardcastClient, ShardcastError, fetch_checkpoint
+from swarmrl.configs.shardcast import ClientConfig
+from swarmrl.shardcast import ShardcastClient, ShardcastError, fetch_checkpoint
 from swarmrl.shardcast.partial import PARTIAL_DIR, PROGRESS_NAME
 
 FAST_FAIL = ClientConfig(
@@ -132,7 +133,8 @@ def test_both_relays_dying_after_manifest_fails_naming_the_shard(tmp_path, stopp
 CLIENT_SCRIPT = """
 import sys
 from pathlib import Path
-from swarmrl.shardcast import ClientConfig, fetch_checkpoint
+from swarmrl.configs.shardcast import ClientConfig
+from swarmrl.shardcast import fetch_checkpoint
 fetch_checkpoint([sys.argv[1]], 1, Path(sys.argv[2]), sys.argv[3], ClientConfig(concurrency=2))
 """
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from swarmrl.config import RunConfig, load_config
+from swarmrl.configs import RunConfig, load_config
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine

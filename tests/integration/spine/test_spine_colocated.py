@@ -12,12 +12,12 @@ import json
 import pytest
 import torch
 
-from swarmrl.config import ConfigError
+from swarmrl.configs import ConfigError
 from swarmrl.inference.live_weights import LiveWeights
 from swarmrl.launch import roles
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model
-from swarmrl.rollouts import read_rollouts
+from swarmrl.rollouts import RolloutLimits, read_rollouts
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir, list_checkpoints
 from swarmrl.trainer import train
@@ -91,7 +91,7 @@ def test_a_colocated_run_trains_resumes_and_never_reads_a_checkpoint_into_its_en
 
     monkeypatch.setattr(LiveWeights, "update_weights", spy_update)
     monkeypatch.setattr(LiveWeights, "load_weights", refuse)
-    monkeypatch.setattr("swarmrl.inference.weights.read_checkpoint", refuse)
+    monkeypatch.setattr("swarmrl.models.checkpoint.read_checkpoint", refuse)
     monkeypatch.setattr("swarmrl.worker.local.load_model", refuse)
     monkeypatch.setattr(train, "load_model", spy_trainer_load)
 
@@ -106,7 +106,7 @@ def test_a_colocated_run_trains_resumes_and_never_reads_a_checkpoint_into_its_en
     records = rundir.read_metrics()
     assert [r["step"] for r in records] == [1, 2, 3]
     assert all(r["policy_lag"] == 0 and r["refused_files"] == 0 and r["stale_rows"] == 0 for r in records)
-    limits = config.worker.rollout_limits(10**6)
+    limits = RolloutLimits.for_worker(config.worker, 10**6)
     for step in range(STEPS):
         assert rundir.is_complete(step)
         files = sorted(rundir.rollouts(step).glob("*.parquet"))

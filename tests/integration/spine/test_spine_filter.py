@@ -4,18 +4,18 @@ import json
 
 import torch
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
+from swarmrl.configs.tasks import DatasetSourceConfig
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.launch.filter import run_filter
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
+from swarmrl.rollouts.advantages import informative_groups
 from swarmrl.tasks import reward as reward_module
-from swarmrl.tasks.config import DatasetSourceConfig
+from swarmrl.tasks.completion import completion_text
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import RewardComputer, RewardRequest
-from swarmrl.trainer.advantages import informative_groups
-from swarmrl.validator.scoring import completion_text
 
 K, G = 8, 8
 

@@ -7,7 +7,7 @@ import dataclasses
 import torch
 from safetensors.torch import load_file
 
-from swarmrl.config import LoraSection
+from swarmrl.configs.trainer import LoraSection
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model

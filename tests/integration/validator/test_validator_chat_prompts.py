@@ -15,10 +15,10 @@ from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.models.tokenizer import IM_END, IM_START
 from swarmrl.rollouts import RolloutHeader, write_rollouts
-from swarmrl.rollouts.assignment import BatchSpec
+from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts
 from swarmrl.validator.rollout_checks import validate_file
 from swarmrl.validator.service import local_context
-from swarmrl.worker.rollout import assigned_prompts, generate_batch, write_batch
+from swarmrl.worker.rollout import generate_batch, write_batch
 
 NODE = Identity.from_seed(b"\x31" * 32)
 

@@ -6,9 +6,9 @@ import sys
 
 from integration.spine.spine_helpers import pregenerate, tiny_config
 
-from swarmrl.config import load_run_config
+from swarmrl.configs import load_run_config
+from swarmrl.configs.validator import ValidatorConfig
 from swarmrl.launch.prepare import prepare_run
-from swarmrl.validator.config import ValidatorConfig
 from swarmrl.validator.service import verdict_of
 
 

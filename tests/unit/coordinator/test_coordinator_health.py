@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.health import Health, health_of, missed_beats
 from swarmrl.coordinator.testing import FakeClock
 

@@ -3,7 +3,7 @@
 import pytest
 from sqlalchemy.orm import Session
 
-from swarmrl.coordinator.config import CoordinatorConfig
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.db import Run, WorkUnit, make_engine, migrate
 from swarmrl.coordinator.leases import (
     Standing,

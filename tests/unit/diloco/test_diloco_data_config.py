@@ -3,10 +3,11 @@ import time
 import pytest
 import torch
 
+from swarmrl.configs.diloco import ByteCorpusConfig, DiLoCoConfig
 from swarmrl.diloco.codecs import EncodedRows
 from swarmrl.diloco.communicators.base import all_gather_bytes, all_to_all_bytes, ring_all_reduce_bytes
 from swarmrl.diloco.communicators.throttled import SimulatedLink
-from swarmrl.diloco.config import ByteCorpusConfig, DiLoCoConfig, load_diloco_config
+from swarmrl.diloco.config_file import load_diloco_config
 from swarmrl.diloco.data import BatchSampler, fixed_eval_batches, load_corpus_split
 from swarmrl.diloco.errors import CorpusError, DiLoCoConfigError
 from swarmrl.diloco.reduce import pack_rows, unpack_rows

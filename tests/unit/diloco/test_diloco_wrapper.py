@@ -1,9 +1,9 @@
 import pytest
 import torch
 
+from swarmrl.configs.diloco import InnerOptimizerConfig, TinyModelConfig
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators.local import LocalCommunicator
-from swarmrl.diloco.config import InnerOptimizerConfig, TinyModelConfig
 from swarmrl.diloco.errors import DiLoCoStateError
 from swarmrl.diloco.model import VOCAB_SIZE, build_tiny_causal_lm
 from swarmrl.diloco.train import language_model_loss, make_inner_optimizer

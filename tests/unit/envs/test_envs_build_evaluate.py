@@ -5,17 +5,17 @@ import re
 import pytest
 import torch
 
-from swarmrl.config import PromptSection
-from swarmrl.envs.arithmetic import ArithmeticSource
+from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.model import PromptSection
 from swarmrl.envs.build import row_replayer
 from swarmrl.envs.codec import PromptTurnCodec
-from swarmrl.envs.config import EnvConfig
 from swarmrl.envs.engine_rollout import trajectory_row
 from swarmrl.envs.evaluate import env_accuracy
 from swarmrl.envs.python_tool import TOOL_INSTRUCTIONS
 from swarmrl.inference.engine import Generation, SamplingParams
 from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
+from swarmrl.tasks.arithmetic import ArithmeticSource
 
 
 class ToolUsingEngine:

@@ -1,6 +1,6 @@
 import pytest
 
-from swarmrl.config import PromptSection
+from swarmrl.configs.model import PromptSection
 from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format

@@ -3,15 +3,15 @@ as rollouts are, with the environment's tokens masked out of the loss; the arith
 
 import pytest
 
-from swarmrl.config import PromptSection
-from swarmrl.envs.arithmetic import ArithmeticSource
+from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.model import PromptSection
+from swarmrl.configs.tasks import TasksConfig
 from swarmrl.envs.codec import PromptTurnCodec
-from swarmrl.envs.config import EnvConfig
 from swarmrl.envs.demonstrate import demonstration_examples, model_turns, play_demonstrations
 from swarmrl.envs.errors import EnvError
 from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
-from swarmrl.tasks.config import TasksConfig
+from swarmrl.tasks.arithmetic import ArithmeticSource
 from swarmrl.tasks.registry import build_tasks, heldout_sources
 from swarmrl.tasks.task import ListTaskSource, Task
 from swarmrl.trainer.sft import sft_batch

@@ -1,10 +1,10 @@
 import pytest
 
-from swarmrl.envs.arithmetic import ArithmeticSource
+from swarmrl.configs.tasks import CodeRewardConfig, ReasoningGymSourceConfig
 from swarmrl.envs.errors import EnvError
 from swarmrl.envs.feedback import RETRY_MESSAGE, FeedbackEnv, feedback_message
 from swarmrl.envs.python_tool import PythonToolEnv
-from swarmrl.tasks.config import CodeRewardConfig, ReasoningGymSourceConfig
+from swarmrl.tasks.arithmetic import ArithmeticSource
 from swarmrl.tasks.errors import SandboxError
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymSource, ReasoningGymVerifier
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan

@@ -8,18 +8,17 @@ import pytest
 import torch
 from unit.inference.inference_testkit import tiny_model, tiny_tokenizer
 
-from swarmrl.config import ConfigError, RunConfig, load_config
-from swarmrl.envs.arithmetic import ArithmeticSource
+from swarmrl.configs import ConfigError, RunConfig, load_config
+from swarmrl.configs.envs import EnvConfig
 from swarmrl.envs.build import TaskVerifier, generate_config_env_batch, row_replayer, with_env_replay
 from swarmrl.envs.codec import PromptTurnCodec
-from swarmrl.envs.config import EnvConfig
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutError
-from swarmrl.rollouts.assignment import BatchSpec
+from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts
+from swarmrl.tasks.arithmetic import ArithmeticSource
 from swarmrl.validator.scoring import score_rows
-from swarmrl.worker.rollout import assigned_prompts
 
 
 def test_a_run_without_an_env_section_stays_single_turn():

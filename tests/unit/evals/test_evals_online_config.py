@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from swarmrl.config import ConfigError, load_config
+from swarmrl.configs import ConfigError, load_config
 
 DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.toml"
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.eval_metrics import EvalResult
 from swarmrl.trainer import online_eval
 from swarmrl.trainer.online_eval import OnlineEvaluator

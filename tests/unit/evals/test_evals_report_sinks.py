@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from swarmrl.config import MetricsSection
+from swarmrl.configs.metrics import MetricsSection
 from swarmrl.launch.report import eval_curves, metrics_table, plot_reward_curve
 from swarmrl.rundir import RunDir
 from swarmrl.trainer.metrics import MetricsSink

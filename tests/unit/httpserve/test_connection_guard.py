@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, _Connection
-from swarmrl.httpserve.limits import ConnectionLimits
 
 LIMITS = ConnectionLimits(
     header_timeout_s=10, body_timeout_s=30, min_body_rate_bytes_s=1000, max_per_address=2, max_total=3

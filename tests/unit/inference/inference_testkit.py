@@ -7,7 +7,8 @@ import functools
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from swarmrl.models import TinyModelSpec, build_tiny_model, train_tokenizer
+from swarmrl.configs.model import TinyModelSpec
+from swarmrl.models import build_tiny_model, train_tokenizer
 
 
 @functools.cache

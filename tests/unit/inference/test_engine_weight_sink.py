@@ -13,14 +13,8 @@ import pytest
 import torch
 from inference_testkit import prompts, tiny_model, tiny_tokenizer
 
-from swarmrl.inference import (
-    GenerationRequest,
-    PagedEngine,
-    PagedEngineConfig,
-    SamplingParams,
-    TorchEngine,
-    WeightLoadError,
-)
+from swarmrl.configs.engine import PagedEngineConfig
+from swarmrl.inference import GenerationRequest, PagedEngine, SamplingParams, TorchEngine, WeightLoadError
 from swarmrl.inference.errors import EngineBusyError
 from swarmrl.inference.paged.scheduler import PrefillItem
 from swarmrl.models import load_model, model_skeleton, save_pretrained_atomic

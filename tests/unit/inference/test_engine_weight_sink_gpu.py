@@ -12,7 +12,8 @@ import pytest
 import torch
 from inference_testkit import prompts, tiny_model
 
-from swarmrl.inference import GenerationRequest, PagedEngine, PagedEngineConfig, SamplingParams
+from swarmrl.configs.engine import PagedEngineConfig
+from swarmrl.inference import GenerationRequest, PagedEngine, SamplingParams
 from swarmrl.trainer.weight_sync import push_weights
 
 pytestmark = [

@@ -8,19 +8,20 @@ import pytest
 import torch
 from inference_testkit import assert_bf16_close, prompts, tiny_model, tiny_tokenizer
 
+from swarmrl.configs.engine import TorchEngineConfig
+from swarmrl.configs.model import TinyModelSpec
 from swarmrl.inference import (
     GenerationRequest,
     InferenceEngine,
     InvalidRequestError,
     SamplingParams,
     TorchEngine,
-    TorchEngineConfig,
     WeightLoadError,
     build_engine,
 )
 from swarmrl.inference.lean_decode import LeanDecoder
 from swarmrl.inference.prefill import prefill
-from swarmrl.models import TinyModelSpec, build_tiny_model, save_pretrained_atomic
+from swarmrl.models import build_tiny_model, save_pretrained_atomic
 
 torch.set_num_threads(1)
 

@@ -9,13 +9,14 @@ import torch
 import torch.nn.functional as F
 from inference_testkit import assert_bf16_close, prompts, tiny_model, tiny_tokenizer
 
+from swarmrl.configs.model import TinyModelSpec
 from swarmrl.inference import (
     InvalidRequestError,
     UnsupportedModelError,
     completion_logprobs,
 )
 from swarmrl.inference.prefill import prefill
-from swarmrl.models import TinyModelSpec, build_tiny_model
+from swarmrl.models import build_tiny_model
 
 torch.set_num_threads(1)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from swarmrl.inference import PagedEngine, PagedEngineConfig, SamplingParams
+from swarmrl.configs.engine import PagedEngineConfig
+from swarmrl.inference import PagedEngine, SamplingParams
 from swarmrl.inference.engine import GenerationRequest
 from swarmrl.inference.llama_layers import supports
 from swarmrl.inference.prefill import prefill

@@ -14,7 +14,8 @@ import torch
 from inference_testkit import tiny_model
 from test_paged_engine import assert_same, requests
 
-from swarmrl.inference import PagedEngine, PagedEngineConfig, SamplingParams, TorchEngine
+from swarmrl.configs.engine import PagedEngineConfig
+from swarmrl.inference import PagedEngine, SamplingParams, TorchEngine
 from swarmrl.inference.paged import model_runner
 from swarmrl.inference.sampler import choose, gumbel_noise
 

@@ -13,19 +13,20 @@ import pytest
 import torch
 from inference_testkit import assert_bf16_close, prompts, tiny_model, tiny_tokenizer
 
+from swarmrl.configs.engine import PagedEngineConfig
+from swarmrl.configs.model import TinyModelSpec
 from swarmrl.inference import (
     GenerationRequest,
     InferenceEngine,
     InvalidRequestError,
     PagedEngine,
-    PagedEngineConfig,
     SamplingParams,
     TorchEngine,
     WeightLoadError,
     build_engine,
 )
 from swarmrl.inference.prefill import prefill
-from swarmrl.models import TinyModelSpec, build_tiny_model, save_pretrained_atomic
+from swarmrl.models import build_tiny_model, save_pretrained_atomic
 
 torch.set_num_threads(1)
 

@@ -13,14 +13,8 @@ import pytest
 import torch
 from inference_testkit import assert_bf16_close, prompts, tiny_model
 
-from swarmrl.inference import (
-    GenerationRequest,
-    InferenceError,
-    PagedEngine,
-    PagedEngineConfig,
-    SamplingParams,
-    TorchEngine,
-)
+from swarmrl.configs.engine import PagedEngineConfig
+from swarmrl.inference import GenerationRequest, InferenceError, PagedEngine, SamplingParams, TorchEngine
 from swarmrl.inference.prefill import prefill
 from swarmrl.inference.sampler import choose
 from swarmrl.models.shapes import build_shaped_model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swarmrl.config import ConfigError, load_config
+from swarmrl.configs import ConfigError, load_config
 from swarmrl.islands.launch import island_config
 
 

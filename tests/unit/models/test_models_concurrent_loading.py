@@ -7,13 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from transformers.modeling_utils import PreTrainedModel
 
-from swarmrl.models import (
-    TinyModelSpec,
-    build_tiny_model,
-    load_model,
-    save_pretrained_atomic,
-    train_tokenizer,
-)
+from swarmrl.configs.model import TinyModelSpec
+from swarmrl.models import build_tiny_model, load_model, save_pretrained_atomic, train_tokenizer
 from swarmrl.models.loading import model_skeleton
 
 

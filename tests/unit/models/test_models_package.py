@@ -14,7 +14,7 @@ def test_every_exported_name_resolves():
 
 def test_reading_a_config_does_not_import_torch():
     code = (
-        "import sys; from swarmrl.config import load_config; load_config(None, ['model.tiny.num_layers=2']); "
+        "import sys; from swarmrl.configs import load_config; load_config(None, ['model.tiny.num_layers=2']); "
         "print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

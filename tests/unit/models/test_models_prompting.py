@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from swarmrl.config import ConfigError, PromptSection, load_config
+from swarmrl.configs import ConfigError, load_config
+from swarmrl.configs.model import PromptSection
 from swarmrl.models.prompting import PromptError, prompt_format
 from swarmrl.models.tokenizer import CHATML_THINK_TEMPLATE, IM_END, IM_START, train_tokenizer
 

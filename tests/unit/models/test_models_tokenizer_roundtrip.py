@@ -3,13 +3,8 @@ ids workers, validators and the trainer use (the directory's model type must not
 
 import pytest
 
-from swarmrl.models import (
-    TinyModelSpec,
-    build_tiny_model,
-    load_tokenizer,
-    save_pretrained_atomic,
-    train_tokenizer,
-)
+from swarmrl.configs.model import TinyModelSpec
+from swarmrl.models import build_tiny_model, load_tokenizer, save_pretrained_atomic, train_tokenizer
 from swarmrl.models.tokenizer import CHATML_THINK_TEMPLATE
 
 TEXT = "What is 698 * 791?\n```python\nprint(698 * 791)\n```\n<output>\n552118\n</output>\n<answer>552118</answer>"

@@ -9,8 +9,9 @@ import torch
 from typer.testing import CliRunner
 
 from swarmrl.cli import app
-from swarmrl.config import ConfigError, load_config
-from swarmrl.devices import DeviceUnavailable, InvalidDevice, check_device, hardware_of, resolve_device
+from swarmrl.configs import ConfigError, load_config
+from swarmrl.configs.devices import InvalidDevice, check_device
+from swarmrl.devices import DeviceUnavailable, hardware_of, resolve_device
 
 REPO = Path(__file__).resolve().parents[3]
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -45,9 +46,7 @@ def test_reading_a_config_does_not_need_torch_for_the_device():
     import subprocess
     import sys
 
-    code = (
-        "import sys; from swarmrl.config import load_config; load_config(None, ['worker.device=\"cuda:3\"']);"
-    )
+    code = "import sys; from swarmrl.configs import load_config; load_config(None, ['worker.device=\"cuda:3\"']);"
     code += "print('torch' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120

@@ -7,8 +7,8 @@ import pytest
 
 from swarmrl.identity import Identity
 from swarmrl.rollouts import RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, write_rollouts
-from swarmrl.rundir import RunDir
-from swarmrl.trainer.data import NotEnoughRollouts, RolloutFeed, RunDirSource
+from swarmrl.rundir import RunDir, RunDirSource
+from swarmrl.trainer.data import NotEnoughRollouts, RolloutFeed
 
 NODE = Identity.from_seed(b"\x09" * 32)
 G = 2

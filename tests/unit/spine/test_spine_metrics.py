@@ -1,7 +1,7 @@
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from swarmrl.config import MetricsSection
+from swarmrl.configs.metrics import MetricsSection
 from swarmrl.rundir import RunDir
 from swarmrl.trainer.metrics import MetricsSink, MetricsSinkError
 

@@ -1,8 +1,8 @@
 import pytest
 
+from swarmrl.configs.tasks import CodeRewardConfig
 from swarmrl.tasks.code_tests import call_result_matches, parse_code_tests, stdout_matches
 from swarmrl.tasks.code_verifier import CodeVerifier
-from swarmrl.tasks.config import CodeRewardConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.task import Task
 

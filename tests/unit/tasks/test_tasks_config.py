@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from swarmrl.tasks.config import (
+from swarmrl.configs.tasks import (
     TARGET_LONG,
     DatasetSourceConfig,
     LengthRewardConfig,

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from swarmrl.tasks.config import DatasetSourceConfig, ReasoningGymSourceConfig, TasksConfig
+from swarmrl.configs.tasks import DatasetSourceConfig, ReasoningGymSourceConfig, TasksConfig
 from swarmrl.tasks.dataset_source import load_dataset_tasks, read_rows, row_to_task, write_tasks_jsonl
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.registry import MixedTaskSource, build_tasks, filter_by_solve_rate, heldout_sources

@@ -1,4 +1,4 @@
-from swarmrl.tasks.config import AnswerExtractionConfig
+from swarmrl.configs.tasks import AnswerExtractionConfig
 from swarmrl.tasks.extraction import answer_region, answer_text, last_python_block
 
 

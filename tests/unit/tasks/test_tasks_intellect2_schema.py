@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from swarmrl.tasks.config import DatasetSourceConfig, ReasoningGymSourceConfig, TasksConfig
+from swarmrl.configs.tasks import DatasetSourceConfig, ReasoningGymSourceConfig, TasksConfig
 from swarmrl.tasks.dataset_source import load_dataset_tasks, write_tasks_jsonl
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.registry import build_tasks

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from swarmrl.tasks.config import AnswerExtractionConfig, MathRewardConfig
+from swarmrl.configs.tasks import AnswerExtractionConfig, MathRewardConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.math_verifier import MathVerifier, gold_text, math_ground_truths
 from swarmrl.tasks.task import Task

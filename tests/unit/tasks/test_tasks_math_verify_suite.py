@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from swarmrl.tasks.config import MathRewardConfig
+from swarmrl.configs.tasks import MathRewardConfig
 from swarmrl.tasks.math_verifier import MathVerifier
 from swarmrl.tasks.task import Task
 

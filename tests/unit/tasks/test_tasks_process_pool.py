@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from swarmrl.tasks.config import MathRewardConfig
+from swarmrl.configs.tasks import MathRewardConfig
 from swarmrl.tasks.errors import VerifierCrash, VerifierTimeout
 from swarmrl.tasks.math_verifier import MathVerifier
 from swarmrl.tasks.process_pool import WallClockPool

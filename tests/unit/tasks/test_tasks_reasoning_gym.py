@@ -1,6 +1,6 @@
 import pytest
 
-from swarmrl.tasks.config import ReasoningGymSourceConfig
+from swarmrl.configs.tasks import ReasoningGymSourceConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymSource, ReasoningGymVerifier
 from swarmrl.tasks.task import Task, TaskSource

@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from swarmrl.tasks.config import LengthRewardConfig, MathRewardConfig, TasksConfig
+from swarmrl.configs.tasks import LengthRewardConfig, MathRewardConfig, TasksConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.reward import (
     RewardBreakdown,

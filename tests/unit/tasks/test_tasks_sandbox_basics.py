@@ -3,8 +3,8 @@ import time
 
 import pytest
 
+from swarmrl.configs.tasks import CodeRewardConfig
 from swarmrl.tasks import sandbox
-from swarmrl.tasks.config import CodeRewardConfig
 from swarmrl.tasks.errors import SandboxError
 from swarmrl.tasks.sandbox import (
     ISOLATION_GAUGE,

@@ -4,8 +4,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from swarmrl.configs.tasks import TasksConfig
 from swarmrl.tasks.cli import filter_band, preview_generator
-from swarmrl.tasks.config import TasksConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.reward import RewardComputer
 from swarmrl.tasks.solve_rate import annotate_solve_rates, solve_rate

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
+from swarmrl.configs.toploc import VerifyThresholds
 from swarmrl.toploc import (
     HiddenStatesError,
     ProofError,
-    VerifyThresholds,
     build_proofs,
     expected_proof_count,
     split_prefill_hidden,

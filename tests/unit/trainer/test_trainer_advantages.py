@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swarmrl.trainer.advantages import (
+from swarmrl.rollouts.advantages import (
     AdvantageError,
     GroupVerdict,
     OnlineFilter,

@@ -57,7 +57,9 @@ def test_values_and_gradients_match_the_plain_path(chunk_tokens: int, bias: bool
     (coefficients[0] * scores.logprobs + coefficients[1] * scores.entropy).sum().backward()
     grads = [hidden.grad, head.weight.grad] + ([head.bias.grad] if bias else [])
     for got, expected in zip(grads, expected_grads, strict=True):
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+        # A weight gradient is summed chunk by chunk instead of in one matmul: its fp32 rounding is relative
+        # to the size of the summed terms, not of an entry that happens to be near zero.
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6 * float(expected.abs().max()))
 
 
 def test_gradients_pass_gradcheck_in_float64() -> None:

@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from swarmrl.cli import app
-from swarmrl.config import ConfigError, load_config
+from swarmrl.configs import ConfigError, load_config
 from swarmrl.models import Vocabulary, build_tiny_model
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"

@@ -8,11 +8,11 @@ import pytest
 import torch
 from trainer_testkit import random_examples, scored_rows, tiny_model
 
-from swarmrl.config import LoraSection, RunConfig
-from swarmrl.inference.errors import WeightLoadError
-from swarmrl.inference.weights import read_checkpoint
+from swarmrl.configs import RunConfig
+from swarmrl.configs.trainer import LoraSection
 from swarmrl.models import load_model, save_pretrained_atomic
 from swarmrl.models.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterError, read_adapter_config
+from swarmrl.models.checkpoint import WeightLoadError, read_checkpoint
 from swarmrl.trainer.batch import plan_step
 from swarmrl.trainer.checkpoint import checkpoint_dir, list_checkpoints, save_checkpoint
 from swarmrl.trainer.lora import LoraRunError, load_lora_policy, save_adapter_checkpoint, wrap_lora

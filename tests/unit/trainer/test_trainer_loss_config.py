@@ -8,7 +8,7 @@ import tomllib
 import pytest
 from pydantic import ValidationError
 
-from swarmrl.trainer.loss_config import (
+from swarmrl.configs.loss import (
     CISPOClip,
     GSPOClip,
     LossConfig,

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from trainer_testkit import ADVANTAGES, EXAMPLES, padded_batch, tiny_model
 
-from swarmrl.trainer.loss_config import LossConfig
+from swarmrl.configs.loss import LossConfig
 from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.packing import block_causal_mask, pack_examples
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from swarmrl import config as config_module
-from swarmrl.config import ConfigError, RunConfig, load_config
+from swarmrl.configs import ConfigError, RunConfig, load_config
+from swarmrl.configs import metrics as config_module
+from swarmrl.configs.loss import CISPOClip, GSPOClip, TwoSidedClip, loss_preset
 from swarmrl.launch.demo import run_demo
-from swarmrl.trainer.loss_config import CISPOClip, GSPOClip, TwoSidedClip, loss_preset
 
 
 def _load(tmp_path: Path, text: str, overrides: list[str] | None = None) -> RunConfig:

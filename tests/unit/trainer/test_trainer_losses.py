@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swarmrl.trainer.loss_config import (
+from swarmrl.configs.loss import (
     CISPOClip,
     GSPOClip,
     LossConfig,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from trainer_testkit import tiny_model
 from transformers import Qwen2ForCausalLM
 
-from swarmrl.trainer.loss_config import GSPOClip, LossConfig, TwoSidedClip
+from swarmrl.configs.loss import GSPOClip, LossConfig, TwoSidedClip
 from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.packing import PackingError, block_causal_mask, pack_examples, pack_sequences
 

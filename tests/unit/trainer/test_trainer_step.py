@@ -9,7 +9,7 @@ import pytest
 import torch
 from trainer_testkit import padded_batch, plain_logprobs, random_examples, scored_rows, tiny_model
 
-from swarmrl.config import RunConfig
+from swarmrl.configs import RunConfig
 from swarmrl.rollouts import ScoredRow
 from swarmrl.trainer.batch import plan_step
 from swarmrl.trainer.losses import policy_loss

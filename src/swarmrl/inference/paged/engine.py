@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from swarmrl.configs.engine import PagedEngineConfig
 from swarmrl.inference.checks import check_requests, eos_token_ids, new_token_limit, stop_ids
-from swarmrl.inference.config import PagedEngineConfig
 from swarmrl.inference.engine import Generation, GenerationRequest, SamplingParams
 from swarmrl.inference.errors import InvalidRequestError
 from swarmrl.inference.live_weights import LiveWeights

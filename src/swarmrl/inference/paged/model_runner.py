@@ -14,7 +14,7 @@ from collections.abc import Sequence as Seq
 import torch
 from torch import nn
 
-from swarmrl.inference.config import PagedEngineConfig
+from swarmrl.configs.engine import PagedEngineConfig
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.errors import InferenceError
 from swarmrl.inference.paged.attention import (

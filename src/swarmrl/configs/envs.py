@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarmrl.tasks.config import CodeRewardConfig
+from swarmrl.configs.tasks import CodeRewardConfig
 
 
 class EnvConfig(BaseModel):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from swarmrl.httpserve.limits import ConnectionLimits
-from swarmrl.shardcast.hashing import HashAlgorithm
+from swarmrl.configs.connections import ConnectionLimits
+
+HashAlgorithm = Literal["sha256", "blake3"]
 
 CONNECTIONS_DESCRIPTION = (
     "slow-client limits of the server: request head deadline, open-connection caps (512 per address: one "

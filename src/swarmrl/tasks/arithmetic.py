@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import random
 
-from swarmrl.envs.errors import EnvError
+from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.task import Task
 
 
 class ArithmeticSource:
     def __init__(self, seed: int, size: int, digits: int = 4, name: str = "arithmetic") -> None:
         if size < 1 or digits < 1:
-            raise EnvError("arithmetic source: size and digits must be >= 1")
+            raise TaskError("arithmetic source: size and digits must be >= 1")
         self.seed, self.size, self.digits, self._name = seed, size, digits, name
 
     @property

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from swarmrl.httpserve.limits import ConnectionLimits
+from swarmrl.configs.connections import ConnectionLimits
 
 Severity = Literal["soft", "hard"]
 

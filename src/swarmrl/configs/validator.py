@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarmrl.toploc import VerifyThresholds
+from swarmrl.configs.toploc import VerifyThresholds
 
 
 class ValidatorConfig(BaseModel):

@@ -89,7 +89,7 @@ class DatasetSourceConfig(_Strict):
 class ArithmeticSourceConfig(_Strict):
     type: Literal["arithmetic"] = Field(
         "arithmetic",
-        description="Discriminator: multi-digit products (swarmrl.envs.arithmetic), for the Python tool.",
+        description="Discriminator: multi-digit products (swarmrl.tasks.arithmetic), for the Python tool.",
     )
     name: str = Field("arithmetic", description="Source name used in task ids.")
     weight: float = Field(1.0, gt=0, description="Relative sampling weight when sources are mixed.")

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from swarmrl.diloco.errors import DiLoCoConfigError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CodecName = Literal["fp32", "fp16", "bf16", "int8"]
 
@@ -130,19 +127,3 @@ class DiLoCoConfig(BaseModel):
                 f"overlap_steps ({self.overlap_steps}) must be < inner_steps ({self.inner_steps})"
             )
         return self
-
-
-def load_diloco_config(path: Path, overrides: dict[str, object] | None = None) -> DiLoCoConfig:
-    """Read a TOML file (its `[diloco]` table if present, else the whole file) and apply flat overrides."""
-    try:
-        raw = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise DiLoCoConfigError(f"cannot read config {path}: {exc}") from exc
-    table = raw.get("diloco", raw)
-    if not isinstance(table, dict):
-        raise DiLoCoConfigError(f"{path}: [diloco] must be a table")
-    merged = {**table, **{k: v for k, v in (overrides or {}).items() if v is not None}}
-    try:
-        return DiLoCoConfig.model_validate(merged)
-    except ValidationError as exc:
-        raise DiLoCoConfigError(f"{path}: invalid diloco config: {exc}") from exc

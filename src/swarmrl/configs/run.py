@@ -1,0 +1,167 @@
+"""The run configuration: one TOML file of typed sections, dotted CLI overrides, and a resolved copy per run.
+
+Each section is a model of its own in this package (`swarmrl.configs.<section>`), which imports pydantic and the
+standard library only, so every role can read a config without loading torch or another role's code.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from swarmrl.configs.base import ConfigError, Section
+from swarmrl.configs.coordinator import CoordinatorConfig
+from swarmrl.configs.engine import EngineConfig, PagedEngineConfig
+from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.evals import EvalSection
+from swarmrl.configs.islands import IslandsConfig
+from swarmrl.configs.loss import LossConfig
+from swarmrl.configs.metrics import MetricsSection
+from swarmrl.configs.model import ModelSection, PromptSection
+from swarmrl.configs.shardcast import ShardcastConfig
+from swarmrl.configs.swarm import SwarmSection
+from swarmrl.configs.tasks import ArithmeticSourceConfig, ReasoningGymSourceConfig, TasksConfig
+from swarmrl.configs.trainer import SFTSection, TrainerSection
+from swarmrl.configs.validator import ValidatorConfig
+from swarmrl.configs.worker import WorkerSection
+
+
+class RunSection(Section):
+    name: str = Field("demo", description="run name; the run directory is <root>/<name>")
+    root: Path = Field(Path("runs"), description="directory that holds run directories")
+    seed: int = Field(0, description="seed for every random choice of the run")
+    run_id: str = Field("", description="identifier bound into seeds and signatures; defaults to the name")
+
+    @property
+    def directory(self) -> Path:
+        return self.root / self.name
+
+    @property
+    def id(self) -> str:
+        return self.run_id or self.name
+
+
+class RunConfig(Section):
+    run: RunSection = Field(default_factory=RunSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    prompt: PromptSection = Field(default_factory=PromptSection)
+    sft: SFTSection = Field(default_factory=SFTSection)
+    trainer: TrainerSection = Field(default_factory=TrainerSection)
+    worker: WorkerSection = Field(default_factory=WorkerSection)
+    eval: EvalSection = Field(default_factory=EvalSection)
+    metrics: MetricsSection = Field(default_factory=MetricsSection)
+    swarm: SwarmSection = Field(default_factory=SwarmSection)
+    engine: EngineConfig = Field(
+        default_factory=PagedEngineConfig, description="the workers' inference engine"
+    )
+    tasks: TasksConfig = Field(default_factory=TasksConfig, description="task sources and rewards")
+    loss: LossConfig = Field(default_factory=LossConfig, description="the policy objective")
+    coordinator: CoordinatorConfig = Field(
+        default_factory=CoordinatorConfig, description="the coordinator service of a swarm run"
+    )
+    islands: IslandsConfig = Field(default_factory=IslandsConfig, description="trainer islands")
+    validator: ValidatorConfig = Field(
+        default_factory=ValidatorConfig, description="thresholds of the validator's checks"
+    )
+    shardcast: ShardcastConfig = Field(
+        default_factory=ShardcastConfig, description="the trainer's origin and the nodes' checkpoint fetching"
+    )
+    env: EnvConfig | None = Field(
+        None, description="a multi-turn environment ([env], swarmrl.envs); none: single-turn"
+    )
+
+    @model_validator(mode="after")
+    def _check_across_sections(self) -> RunConfig:
+        # A multi-turn row's completion (model and environment tokens) is bounded like a single-turn one.
+        if self.env is not None and self.env.max_tokens > self.worker.max_new_tokens:
+            raise ConfigError(
+                f"env.max_tokens {self.env.max_tokens} exceeds worker.max_new_tokens "
+                f"{self.worker.max_new_tokens}, the longest completion a rollout file may hold"
+            )
+        if self.trainer.pack_length and self.trainer.pack_length <= self.worker.max_new_tokens:
+            raise ConfigError(
+                f"trainer.pack_length {self.trainer.pack_length} cannot hold a prompt and a completion of "
+                f"worker.max_new_tokens {self.worker.max_new_tokens} tokens"
+            )
+        self._check_online_eval()
+        if self.loss.max_tokens is None:
+            # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
+            self.loss.max_tokens = self.worker.max_new_tokens
+        return self
+
+    def _check_online_eval(self) -> None:
+        every = self.eval.every_steps
+        if not every:
+            return
+        if every > self.trainer.steps:
+            raise ConfigError(
+                f"eval.every_steps {every} exceeds trainer.steps {self.trainer.steps}: only the starting "
+                "policy would be evaluated"
+            )
+        if self.env is not None:
+            raise ConfigError(
+                "eval.every_steps scores single-turn completions; a run with [env] is multi-turn, which "
+                "online evals do not run"
+            )
+        generated = (ReasoningGymSourceConfig, ArithmeticSourceConfig)
+        if not any(isinstance(source, generated) for source in self.tasks.sources):
+            raise ConfigError(
+                "eval.every_steps needs held-out tasks, i.e. a reasoning-gym or arithmetic source in "
+                "tasks.sources (a dataset source has no held-out split)"
+            )
+
+    def dump_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `section.field=value` overrides (values parsed as TOML, else taken as strings)."""
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {override!r} is not of the form section.field=value")
+        *parents, leaf = key.strip().lstrip("-").split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {override!r}: {part} is not a section")
+        node[leaf] = _parse_value(value.strip())
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(str(path).lstrip("@"))
+        try:
+            # A run directory's resolved config.json is valid input too (what swarm nodes are handed).
+            text = path.read_text()
+            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: invalid JSON ({exc})") from exc
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
+    apply_overrides(data, overrides or [])
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def load_run_config(run_dir: Path) -> RunConfig:
+    """The resolved config a run directory was prepared with (what its processes all read)."""
+    return RunConfig.model_validate(json.loads((run_dir / "config.json").read_text()))

@@ -1,0 +1,28 @@
+"""The run config's [worker] section: how rollouts are sampled and how stale a policy may be."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from swarmrl.configs.base import Section
+from swarmrl.configs.devices import DEVICE_HELP, check_device
+
+
+class WorkerSection(Section):
+    num_workers: int = Field(2, ge=1, description="local inference workers")
+    prompts_per_batch: int = Field(16, ge=1, description="prompts per rollout file")
+    group_size: int = Field(8, ge=2, description="completions per prompt (G)")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
+    max_new_tokens: int = Field(16, ge=1, description="longest completion")
+    async_level: int = Field(
+        2, ge=0, description="a batch for step k may come from a policy no older than k - async_level"
+    )
+    torch_threads: int = Field(1, ge=1, description="CPU threads per worker")
+    device: str = Field(
+        "cpu",
+        description=f"where a worker generates (local workers and swarm nodes; `swarmrl worker --device` "
+        f"overrides it): {DEVICE_HELP}",
+    )
+
+    _device = field_validator("device")(check_device)
