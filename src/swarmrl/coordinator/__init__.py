@@ -1,5 +1,8 @@
 """The coordinator: a trusted HTTP service (FastAPI + SQLAlchemy) and the signed client every role uses.
 
+`api.py` is the wire schema both sides share; `server/` the service, `rules/` the protocol over its stored
+state, `store/` the tables and upload storage; `client.py` what nodes, validators, trainer and operators call.
+
 Names are imported on first use (`swarmrl.lazy_exports`): importing the
 package must not load the rest of it.
 """

@@ -61,15 +61,15 @@ def coordinator(
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
 ) -> None:
     """Run the coordinator: identities, heartbeats, step counter, task seeds, uploads, verdicts, ledger."""
-    from swarmrl.coordinator.app import create_app
-    from swarmrl.coordinator.server import serve
+    from swarmrl.coordinator.server.app import create_app
+    from swarmrl.coordinator.server.listen import serve
 
     logging.basicConfig(level=logging.INFO)
     settings = load_config(config)
     try:
         storage = storage_dir
         if s3_bucket is not None:
-            from swarmrl.coordinator.storage import S3Storage
+            from swarmrl.coordinator.store.storage import S3Storage
 
             storage = S3Storage(s3_bucket, storage_dir, endpoint_url=s3_endpoint_url)
         app = create_app(db_url=db_url, storage=storage, admin_token=admin_token, config=settings)

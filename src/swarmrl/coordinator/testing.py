@@ -256,7 +256,7 @@ class ThreadedServer:
 
 
 def serve_in_thread(app: FastAPI, timeout_s: float = 30.0) -> ThreadedServer:
-    from swarmrl.coordinator.server import bind
+    from swarmrl.coordinator.server.listen import bind
 
     sock = bind("127.0.0.1", 0)
     sock.listen(128)
@@ -327,7 +327,7 @@ class ClockedCoordinator:
     ADMIN = "admin-secret"
 
     def __init__(self, workdir: Path, config: CoordinatorConfig | None = None, run_id: str = "r") -> None:
-        from swarmrl.coordinator.app import create_app
+        from swarmrl.coordinator.server.app import create_app
         from swarmrl.identity import Identity
 
         workdir.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ import pytest
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.janitor import PURGE_EVERY_S
+from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.signing import sign_request
 from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
 from swarmrl.identity import Identity

@@ -16,9 +16,9 @@ import pytest
 
 from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.configs.shardcast import OriginConfig
-from swarmrl.coordinator.app import create_app
 from swarmrl.coordinator.client import CoordinatorClient
-from swarmrl.coordinator.server import bind, build_server
+from swarmrl.coordinator.server.app import create_app
+from swarmrl.coordinator.server.listen import bind, build_server
 from swarmrl.identity import Identity
 from swarmrl.shardcast import Origin
 

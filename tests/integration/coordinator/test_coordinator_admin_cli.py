@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from swarmrl.cli import app
-from swarmrl.coordinator.app import create_app
 from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.identity import Identity
 

@@ -4,10 +4,10 @@ import pytest
 from sqlalchemy import func, select
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.app import create_app
 from swarmrl.coordinator.client import CoordinatorClient
-from swarmrl.coordinator.db import Nonce
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.server.app import create_app
+from swarmrl.coordinator.store.db import Nonce
 from swarmrl.coordinator.testing import FakeClock, leased_submit, serve_in_thread
 from swarmrl.identity import Identity
 

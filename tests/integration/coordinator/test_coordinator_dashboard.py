@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import RunSummary
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.routes_dashboard import STREAM_SHARE_S, shared_summary
-from swarmrl.coordinator.summary import mean_rewards, steps_per_minute
+from swarmrl.coordinator.server.routes.dashboard import STREAM_SHARE_S, shared_summary
+from swarmrl.coordinator.server.summary import mean_rewards, steps_per_minute
 from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
 
 

@@ -5,8 +5,9 @@ import pytest
 from sqlalchemy import insert, inspect, select
 from sqlalchemy.orm import Session
 
-from swarmrl.coordinator import ledger, schema_v1
-from swarmrl.coordinator.db import (
+from swarmrl.coordinator.rules import ledger
+from swarmrl.coordinator.store import schema_v1
+from swarmrl.coordinator.store.db import (
     MIGRATIONS,
     SCHEMA_VERSION,
     Run,

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from swarmrl.configs import load_config
-from swarmrl.coordinator.app import create_app
 from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.status import summary_view
 from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.devices import DeviceUnavailable

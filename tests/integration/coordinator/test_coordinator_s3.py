@@ -9,10 +9,10 @@ import pytest
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
-from swarmrl.coordinator.app import create_app
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.storage import S3Storage
+from swarmrl.coordinator.server.app import create_app
+from swarmrl.coordinator.store.storage import S3Storage
 from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.identity import Identity
 

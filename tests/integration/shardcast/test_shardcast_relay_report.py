@@ -7,8 +7,8 @@ import asyncio
 
 from shardcast_testkit import TRAINER, relay_holds, start_origin, start_relay, wait_until, write_checkpoint
 
-from swarmrl.coordinator.app import create_app
 from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.shardcast import fetch_checkpoint
 from swarmrl.shardcast.coordinator_report import report_forever

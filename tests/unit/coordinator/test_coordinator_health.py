@@ -2,7 +2,7 @@ import pytest
 from pydantic import ValidationError
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.health import Health, health_of, missed_beats
+from swarmrl.coordinator.rules.health import Health, health_of, missed_beats
 from swarmrl.coordinator.testing import FakeClock
 
 

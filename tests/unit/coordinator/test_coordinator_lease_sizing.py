@@ -4,8 +4,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.db import Run, WorkUnit, make_engine, migrate
-from swarmrl.coordinator.leases import (
+from swarmrl.coordinator.rules.leases import (
     Standing,
     fair_share,
     free_batch_indices,
@@ -13,6 +12,7 @@ from swarmrl.coordinator.leases import (
     unit_deadlines,
     updated_speed,
 )
+from swarmrl.coordinator.store.db import Run, WorkUnit, make_engine, migrate
 from swarmrl.trainer.swarm_source import next_demand
 
 CONFIG = CoordinatorConfig(

@@ -1,9 +1,9 @@
 import pytest
 from sqlalchemy.orm import Session
 
-from swarmrl.coordinator import ledger
 from swarmrl.coordinator.api import LedgerBalance
-from swarmrl.coordinator.db import Run, Submission, make_engine, migrate
+from swarmrl.coordinator.rules import ledger
+from swarmrl.coordinator.store.db import Run, Submission, make_engine, migrate
 
 A, B = "aa" * 32, "bb" * 32
 

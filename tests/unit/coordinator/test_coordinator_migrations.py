@@ -2,8 +2,8 @@ import pytest
 from sqlalchemy import inspect, update
 from sqlalchemy.orm import Session
 
-from swarmrl.coordinator.db import SCHEMA_VERSION, SchemaVersion, current_version, make_engine, migrate
 from swarmrl.coordinator.errors import SchemaVersionError
+from swarmrl.coordinator.store.db import SCHEMA_VERSION, SchemaVersion, current_version, make_engine, migrate
 
 TABLES = {
     "schema_version",

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from swarmrl.coordinator.ratelimit import TokenBuckets
-from swarmrl.coordinator.storage import LocalStorage, StorageError
+from swarmrl.coordinator.server.ratelimit import TokenBuckets
+from swarmrl.coordinator.store.storage import LocalStorage, StorageError
 from swarmrl.coordinator.testing import FakeClock
 
 

@@ -13,14 +13,14 @@ from fastapi.responses import Response, StreamingResponse
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
-from swarmrl.coordinator.access import get_run
 from swarmrl.coordinator.api import RunId, RunState, RunSummary
-from swarmrl.coordinator.auth import state_of
-from swarmrl.coordinator.db import Run
 from swarmrl.coordinator.errors import NotFoundError
-from swarmrl.coordinator.routes_trainer import current_state
-from swarmrl.coordinator.state import ServiceState
-from swarmrl.coordinator.summary import run_summary
+from swarmrl.coordinator.server.access import get_run
+from swarmrl.coordinator.server.auth import state_of
+from swarmrl.coordinator.server.routes.trainer import current_state
+from swarmrl.coordinator.server.state import ServiceState
+from swarmrl.coordinator.server.summary import run_summary
+from swarmrl.coordinator.store.db import Run
 
 router = APIRouter(tags=["dashboard"])
 

@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from sqlalchemy.orm import Session, sessionmaker
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.ratelimit import TokenBuckets
-from swarmrl.coordinator.storage import Storage
+from swarmrl.coordinator.server.ratelimit import TokenBuckets
+from swarmrl.coordinator.store.storage import Storage
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 

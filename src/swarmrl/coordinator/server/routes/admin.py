@@ -6,7 +6,6 @@ import secrets
 
 from fastapi import APIRouter, Request
 
-from swarmrl.coordinator.access import get_run, require_trainer_or_admin
 from swarmrl.coordinator.api import (
     AddValidator,
     BanRequest,
@@ -20,11 +19,12 @@ from swarmrl.coordinator.api import (
     SetStep,
     StepInfo,
 )
-from swarmrl.coordinator.auth import AdminCaller, SignedCaller, state_of
-from swarmrl.coordinator.db import Ban, Run, Step, Validator
 from swarmrl.coordinator.errors import ConflictError, NotFoundError
-from swarmrl.coordinator.penalties import ban_node
-from swarmrl.coordinator.views import run_state, step_info
+from swarmrl.coordinator.rules.penalties import ban_node
+from swarmrl.coordinator.server.access import get_run, require_trainer_or_admin
+from swarmrl.coordinator.server.auth import AdminCaller, SignedCaller, state_of
+from swarmrl.coordinator.server.views import run_state, step_info
+from swarmrl.coordinator.store.db import Ban, Run, Step, Validator
 
 router = APIRouter()
 

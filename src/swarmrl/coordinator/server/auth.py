@@ -12,10 +12,10 @@ from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
-from swarmrl.coordinator.db import Ban, Nonce
 from swarmrl.coordinator.errors import AuthError, ForbiddenError, RateLimitError
+from swarmrl.coordinator.server.state import ServiceState
 from swarmrl.coordinator.signing import RequestSignatureError, SignedHeaders, verify_request
-from swarmrl.coordinator.state import ServiceState
+from swarmrl.coordinator.store.db import Ban, Nonce
 
 NONCE_PURGE_EVERY_S = 60.0
 

@@ -11,9 +11,9 @@ import logging
 
 from sqlalchemy import func, or_, select
 
-from swarmrl.coordinator.db import UploadSlot
-from swarmrl.coordinator.state import ServiceState
-from swarmrl.coordinator.storage import StorageError
+from swarmrl.coordinator.server.state import ServiceState
+from swarmrl.coordinator.store.db import UploadSlot
+from swarmrl.coordinator.store.storage import StorageError
 
 log = logging.getLogger(__name__)
 

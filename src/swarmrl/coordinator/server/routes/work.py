@@ -19,14 +19,6 @@ from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator import janitor, leases, ledger
-from swarmrl.coordinator.access import (
-    active_member,
-    get_run,
-    require_privileged,
-    require_registered,
-    require_validator,
-)
 from swarmrl.coordinator.api import (
     RowId,
     RunId,
@@ -39,14 +31,22 @@ from swarmrl.coordinator.api import (
     VerdictInfo,
     VerdictRequest,
 )
-from swarmrl.coordinator.auth import SignedCaller, authenticate_node, state_of
-from swarmrl.coordinator.db import Run, Submission, UploadSlot, Verdict, WorkUnit
 from swarmrl.coordinator.errors import ApiError, AuthError, ConflictError, NotFoundError, RateLimitError
-from swarmrl.coordinator.penalties import hard_invalidate
+from swarmrl.coordinator.rules import janitor, leases, ledger
+from swarmrl.coordinator.rules.penalties import hard_invalidate
+from swarmrl.coordinator.server.access import (
+    active_member,
+    get_run,
+    require_privileged,
+    require_registered,
+    require_validator,
+)
+from swarmrl.coordinator.server.auth import SignedCaller, authenticate_node, state_of
+from swarmrl.coordinator.server.state import ServiceState
+from swarmrl.coordinator.server.views import submission_info, verdict_info
 from swarmrl.coordinator.signing import RequestSignatureError, parse_signed_headers
-from swarmrl.coordinator.state import ServiceState
-from swarmrl.coordinator.storage import StorageError
-from swarmrl.coordinator.views import submission_info, verdict_info
+from swarmrl.coordinator.store.db import Run, Submission, UploadSlot, Verdict, WorkUnit
+from swarmrl.coordinator.store.storage import StorageError
 
 router = APIRouter(tags=["work"])
 

@@ -9,8 +9,6 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import func, select
 
-from swarmrl.coordinator import janitor, ledger
-from swarmrl.coordinator.access import get_run
 from swarmrl.coordinator.api import (
     HexKey,
     LedgerView,
@@ -27,16 +25,16 @@ from swarmrl.coordinator.api import (
     UnitInfo,
     VerdictInfo,
 )
-from swarmrl.coordinator.auth import state_of
-from swarmrl.coordinator.db import Ban, Membership, Node, Run, Submission, Verdict, WorkUnit
-from swarmrl.coordinator.db import Step as StepRow
 from swarmrl.coordinator.errors import NotFoundError
-from swarmrl.coordinator.health import Health, health_of
-from swarmrl.coordinator.leases import expire_lapsed
-from swarmrl.coordinator.metrics_text import gauge, merge_run_metrics, run_metrics
-from swarmrl.coordinator.routes_trainer import current_state
-from swarmrl.coordinator.stats import node_work, step_work
-from swarmrl.coordinator.views import (
+from swarmrl.coordinator.rules import janitor, ledger
+from swarmrl.coordinator.rules.health import Health, health_of
+from swarmrl.coordinator.rules.leases import expire_lapsed
+from swarmrl.coordinator.server.access import get_run
+from swarmrl.coordinator.server.auth import state_of
+from swarmrl.coordinator.server.metrics_text import gauge, merge_run_metrics, run_metrics
+from swarmrl.coordinator.server.routes.trainer import current_state
+from swarmrl.coordinator.server.stats import node_work, step_work
+from swarmrl.coordinator.server.views import (
     ledger_entry_info,
     member_info,
     node_info,
@@ -45,6 +43,8 @@ from swarmrl.coordinator.views import (
     unit_info,
     verdict_info,
 )
+from swarmrl.coordinator.store.db import Ban, Membership, Node, Run, Submission, Verdict, WorkUnit
+from swarmrl.coordinator.store.db import Step as StepRow
 
 router = APIRouter(tags=["read"])
 

@@ -19,7 +19,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.db import ACTIVE_UNIT_STATES, Membership, RelayState, Run, WorkUnit
+from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, RelayState, Run, WorkUnit
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from swarmrl.coordinator.state import Metrics
+from swarmrl.coordinator.server.state import Metrics
 
 
 class RequestMetrics:

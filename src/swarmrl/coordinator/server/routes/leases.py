@@ -13,8 +13,6 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator import leases
-from swarmrl.coordinator.access import active_member, get_run, require_validator
 from swarmrl.coordinator.api import (
     LeaseRequest,
     RunId,
@@ -22,12 +20,14 @@ from swarmrl.coordinator.api import (
     WorkLease,
     WorkUnitInfo,
 )
-from swarmrl.coordinator.auth import SignedCaller, state_of
-from swarmrl.coordinator.db import Membership, Run, Submission, WorkUnit
 from swarmrl.coordinator.errors import ConflictError, ForbiddenError
+from swarmrl.coordinator.rules import leases
 from swarmrl.coordinator.seeds import task_seed
-from swarmrl.coordinator.state import ServiceState
-from swarmrl.coordinator.views import submission_info
+from swarmrl.coordinator.server.access import active_member, get_run, require_validator
+from swarmrl.coordinator.server.auth import SignedCaller, state_of
+from swarmrl.coordinator.server.state import ServiceState
+from swarmrl.coordinator.server.views import submission_info
+from swarmrl.coordinator.store.db import Membership, Run, Submission, WorkUnit
 
 router = APIRouter()
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from swarmrl.coordinator.access import get_run, require_trainer_or_admin
 from swarmrl.coordinator.api import MAX_METRICS, MetricPoint, RunId, Step, StepMetrics
-from swarmrl.coordinator.auth import SignedCaller, state_of
-from swarmrl.coordinator.db import TrainerMetrics
 from swarmrl.coordinator.errors import ConflictError
+from swarmrl.coordinator.server.access import get_run, require_trainer_or_admin
+from swarmrl.coordinator.server.auth import SignedCaller, state_of
+from swarmrl.coordinator.store.db import TrainerMetrics
 
 router = APIRouter(tags=["trainer"])
 

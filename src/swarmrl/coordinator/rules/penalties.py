@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from swarmrl.coordinator import ledger
-from swarmrl.coordinator.db import Ban, LedgerEntry, Membership, Node, Submission, UploadSlot, WorkUnit
+from swarmrl.coordinator.rules import ledger
+from swarmrl.coordinator.store.db import Ban, LedgerEntry, Membership, Node, Submission, UploadSlot, WorkUnit
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator import leases
 from swarmrl.coordinator.api import NodeWork, StepWork
-from swarmrl.coordinator.db import Membership, Run, Submission, Verdict, WorkUnit
+from swarmrl.coordinator.rules import leases
+from swarmrl.coordinator.store.db import Membership, Run, Submission, Verdict, WorkUnit
 
 
 def _count_if(condition):

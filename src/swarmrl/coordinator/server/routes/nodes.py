@@ -6,13 +6,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from swarmrl.coordinator import janitor
-from swarmrl.coordinator.access import (
-    active_member,
-    get_run,
-    is_validator,
-    require_registered,
-)
 from swarmrl.coordinator.api import (
     Heartbeat,
     HeartbeatAck,
@@ -25,13 +18,15 @@ from swarmrl.coordinator.api import (
     SeedInfo,
     Step,
 )
-from swarmrl.coordinator.auth import SignedCaller, state_of
-from swarmrl.coordinator.db import Membership, Node, RelayState
 from swarmrl.coordinator.errors import ApiError, ConflictError, ForbiddenError
-from swarmrl.coordinator.health import Health, health_of
-from swarmrl.coordinator.leases import ever_leased
+from swarmrl.coordinator.rules import janitor
+from swarmrl.coordinator.rules.health import Health, health_of
+from swarmrl.coordinator.rules.leases import ever_leased
 from swarmrl.coordinator.seeds import task_seed
-from swarmrl.coordinator.views import member_info, node_info
+from swarmrl.coordinator.server.access import active_member, get_run, is_validator, require_registered
+from swarmrl.coordinator.server.auth import SignedCaller, state_of
+from swarmrl.coordinator.server.views import member_info, node_info
+from swarmrl.coordinator.store.db import Membership, Node, RelayState
 
 router = APIRouter(tags=["nodes"])
 

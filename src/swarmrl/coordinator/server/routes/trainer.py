@@ -13,8 +13,6 @@ from sqlalchemy import exists, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator import leases
-from swarmrl.coordinator.access import get_run, require_privileged, require_trainer_or_admin
 from swarmrl.coordinator.api import (
     OutcomeReceipt,
     RunId,
@@ -25,12 +23,14 @@ from swarmrl.coordinator.api import (
     StepWork,
     SubmissionInfo,
 )
-from swarmrl.coordinator.auth import SignedCaller, state_of
-from swarmrl.coordinator.db import Run, Submission
-from swarmrl.coordinator.db import Step as StepRow
 from swarmrl.coordinator.errors import ConflictError
-from swarmrl.coordinator.stats import is_drained, step_work
-from swarmrl.coordinator.views import run_state, submission_info
+from swarmrl.coordinator.rules import leases
+from swarmrl.coordinator.server.access import get_run, require_privileged, require_trainer_or_admin
+from swarmrl.coordinator.server.auth import SignedCaller, state_of
+from swarmrl.coordinator.server.stats import is_drained, step_work
+from swarmrl.coordinator.server.views import run_state, submission_info
+from swarmrl.coordinator.store.db import Run, Submission
+from swarmrl.coordinator.store.db import Step as StepRow
 
 router = APIRouter(tags=["trainer"])
 

@@ -14,7 +14,6 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator import ledger
 from swarmrl.coordinator.api import (
     EVAL_PREFIX,
     ISLANDS_PREFIX,
@@ -28,7 +27,12 @@ from swarmrl.coordinator.api import (
     ValidatorBacklog,
     ValidatorSummary,
 )
-from swarmrl.coordinator.db import (
+from swarmrl.coordinator.rules import ledger
+from swarmrl.coordinator.rules.leases import expire_lapsed
+from swarmrl.coordinator.server.routes.trainer import current_state
+from swarmrl.coordinator.server.stats import node_work, step_work
+from swarmrl.coordinator.server.views import member_info
+from swarmrl.coordinator.store.db import (
     Ban,
     Membership,
     Node,
@@ -39,11 +43,7 @@ from swarmrl.coordinator.db import (
     Validator,
     Verdict,
 )
-from swarmrl.coordinator.db import Step as StepRow
-from swarmrl.coordinator.leases import expire_lapsed
-from swarmrl.coordinator.routes_trainer import current_state
-from swarmrl.coordinator.stats import node_work, step_work
-from swarmrl.coordinator.views import member_info
+from swarmrl.coordinator.store.db import Step as StepRow
 
 CURVE_STEPS = 200  # the reward curve and the step list cover this many recent steps (bounded work per read)
 RATE_STEPS = 10  # steps per minute over the most recent this many step intervals

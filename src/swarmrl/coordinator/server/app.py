@@ -14,23 +14,14 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator import (
-    routes_admin,
-    routes_dashboard,
-    routes_leases,
-    routes_nodes,
-    routes_read,
-    routes_reports,
-    routes_trainer,
-    routes_work,
-)
-from swarmrl.coordinator.bodylimit import BodySizeLimit
-from swarmrl.coordinator.db import make_engine, make_sessionmaker, migrate
 from swarmrl.coordinator.errors import ApiError
-from swarmrl.coordinator.ratelimit import TokenBuckets
-from swarmrl.coordinator.request_metrics import RequestMetrics
-from swarmrl.coordinator.state import ServiceState
-from swarmrl.coordinator.storage import LocalStorage, Storage, StorageError
+from swarmrl.coordinator.server.bodylimit import BodySizeLimit
+from swarmrl.coordinator.server.ratelimit import TokenBuckets
+from swarmrl.coordinator.server.request_metrics import RequestMetrics
+from swarmrl.coordinator.server.routes import admin, dashboard, leases, nodes, read, reports, trainer, work
+from swarmrl.coordinator.server.state import ServiceState
+from swarmrl.coordinator.store.db import make_engine, make_sessionmaker, migrate
+from swarmrl.coordinator.store.storage import LocalStorage, Storage, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -104,16 +95,7 @@ def create_app(
         limiter=TokenBuckets(config.requests_per_minute, clock),
     )
     app.state.engine = engine
-    for module in (
-        routes_admin,
-        routes_nodes,
-        routes_leases,
-        routes_work,
-        routes_trainer,
-        routes_reports,
-        routes_read,
-        routes_dashboard,
-    ):
+    for module in (admin, nodes, leases, work, trainer, reports, read, dashboard):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit_bytes=config.max_request_body_bytes)

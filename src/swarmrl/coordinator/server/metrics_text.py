@@ -8,10 +8,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator import janitor, leases, ledger
-from swarmrl.coordinator.db import Ban, Membership, Run
-from swarmrl.coordinator.stats import node_work, step_work
-from swarmrl.coordinator.summary import rejections_by_node, validator_backlog
+from swarmrl.coordinator.rules import janitor, leases, ledger
+from swarmrl.coordinator.server.stats import node_work, step_work
+from swarmrl.coordinator.server.summary import rejections_by_node, validator_backlog
+from swarmrl.coordinator.store.db import Ban, Membership, Run
 
 Sample = tuple[dict[str, str], float]
 

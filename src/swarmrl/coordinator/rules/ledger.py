@@ -11,7 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.coordinator.api import LedgerBalance
-from swarmrl.coordinator.db import LedgerEntry, Submission
+from swarmrl.coordinator.store.db import LedgerEntry, Submission
 
 LEDGER_STATES = ("pending", "unlocked", "wiped")
 

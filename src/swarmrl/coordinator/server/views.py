@@ -13,8 +13,17 @@ from swarmrl.coordinator.api import (
     UnitInfo,
     VerdictInfo,
 )
-from swarmrl.coordinator.db import LedgerEntry, Membership, Node, Run, Step, Submission, Verdict, WorkUnit
-from swarmrl.coordinator.health import health_of
+from swarmrl.coordinator.rules.health import health_of
+from swarmrl.coordinator.store.db import (
+    LedgerEntry,
+    Membership,
+    Node,
+    Run,
+    Step,
+    Submission,
+    Verdict,
+    WorkUnit,
+)
 
 
 def run_state(run: Run, step: Step | None, *, drained: bool = False) -> RunState:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.auth import Caller
-from swarmrl.coordinator.db import Membership, Node, Run, Validator
 from swarmrl.coordinator.errors import ConflictError, ForbiddenError, NotFoundError
-from swarmrl.coordinator.health import Health, health_of
+from swarmrl.coordinator.rules.health import Health, health_of
+from swarmrl.coordinator.server.auth import Caller
+from swarmrl.coordinator.store.db import Membership, Node, Run, Validator
 
 
 def get_run(session: Session, run_id: str, *, for_update: bool = False) -> Run:

@@ -32,8 +32,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from swarmrl.coordinator import schema_v1
 from swarmrl.coordinator.errors import SchemaVersionError
+from swarmrl.coordinator.store import schema_v1
 
 KEY = String(64)
 SHA = String(64)
