@@ -205,14 +205,6 @@ class SandboxSession:
             return reply
         raise SessionBroken(_failure(reply, f"calling {name}"))
 
-    def names(self) -> list[str]:
-        """The callables the solution defines at top level."""
-        reply = self.request(("names",))
-        if len(reply) == 2 and reply[0] == "names" and type(reply[1]) is list:
-            if all(type(name) is str and name.isidentifier() for name in reply[1]):
-                return reply[1]
-        raise SessionBroken(_failure(reply, "listing the solution's functions"))
-
     def request(self, message: tuple) -> tuple:
         if self._failed is not None:  # replies may be out of step now: the session stays broken
             raise SessionBroken(self._failed)
