@@ -47,20 +47,35 @@ _WORD_UNITS = re.compile(
     r"(-?[\d.,]*\d)(?:\s+(?!(?:hundred|thousand|million|billion|trillion|dozen|percent)\b)[A-Za-z]{2,}\.?)+",
     re.IGNORECASE,
 )
-# A lettered choice with its value ("\textbf{(B)}\ 12", "(C) 3"), as AMC answers are written: either counts.
+# A lettered choice with its value ("\\textbf{(B)}\\ 12", "(C) 3"), as AMC answers are written: either counts.
 _CHOICE = re.compile(
     r"(?:\\(?:text|textbf|mathrm)\{\s*\(([A-E])\)\s*\}|\(([A-E])\))(?:\s|~|\\[ ,;:!])*([^\s].*)", re.DOTALL
 )
+# A percentage ("12.5\\%", "40%"): math-verify reads it as the value 0.125, MATH's graders as the number 12.5.
+_PERCENT = re.compile(r"(-?[\d.,]*\d)\s*\\?%")
 
 
 def gold_texts(truth: str) -> list[str]:
-    """The ground truth as math-verify should read it: one text, or for a lettered choice with its value
-    ("\\textbf{(B)}\\ 12") the letter and the value, either of which a completion may give."""
-    choice = _CHOICE.fullmatch(truth.strip())
-    if choice is None:
-        return [gold_text(truth)]
-    letter = choice.group(1) or choice.group(2)
-    return [gold_text(letter), gold_text(choice.group(3))]
+    """The readings of a ground truth that a completion may match, each as math-verify should read it: the
+    truth itself; for a lettered choice with its value ("\\textbf{(B)}\\ 12") the letter and the value too;
+    for a percentage ("12.5\\%") the number of percent too (math-verify alone takes 10 for 10\\% but not
+    12.5 for 12.5\\%)."""
+    stripped = truth.strip()
+    readings = [stripped]
+    choice = _CHOICE.fullmatch(stripped)
+    if choice is not None:
+        readings = [choice.group(1) or choice.group(2), choice.group(3), stripped]
+    percent = _PERCENT.fullmatch(stripped)
+    if percent is not None:
+        readings.append(percent.group(1))
+    return [gold_text(reading) for reading in readings]
+
+
+def completion_text(answer: str) -> str:
+    """The answer region with the two dataset spellings math-verify misreads made plain, as in gold answers:
+    an escaped dollar is a currency sign ("The total is \\$1.17."), never a delimiter, and "1\\,000" is a
+    thousand, not the product 1*0 that would match a gold 0."""
+    return _SPACED_THOUSANDS.sub("", _ESCAPED_DOLLAR.sub("", answer))
 
 
 def gold_text(truth: str) -> str:
@@ -105,8 +120,7 @@ def verify_math(
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     configs = [LatexExtractionConfig(boxed_match_priority=boxed_match_priority), ExprExtractionConfig()]
-    # An escaped dollar is a currency sign in a completion too ("The total is \\$1.17."), never a delimiter.
-    predictions = parse(_ESCAPED_DOLLAR.sub("", answer_text), extraction_config=configs, parsing_timeout=None)
+    predictions = parse(completion_text(answer_text), extraction_config=configs, parsing_timeout=None)
     if not predictions:
         return False
     for truth in ground_truths:

@@ -35,6 +35,8 @@ RIGHT = [
     (r"\boxed{\$10,\!000}", r"\$10,\!000"),
     # Thousands separators as LaTeX writes them; math-verify alone reads "1\,000" as 1*0.
     (r"\boxed{1000}", r"1\,000"),
+    (r"\boxed{1\,000}", r"1\,000"),
+    (r"\boxed{2\,016}", "2016"),
     (r"\boxed{1,000,000}", r"1{,}000{,}000"),
     (r"\boxed{12000}", r"12,\!000"),
     # Plain-text money and units.
@@ -44,9 +46,12 @@ RIGHT = [
     (r"\boxed{90}", r"90^\circ"),
     (r"\boxed{90^{\circ}}", r"90^\circ"),
     (r"\boxed{10\%}", r"10\%"),
+    (r"\boxed{12.5}", r"12.5\%"),  # the number of percent; math-verify alone takes 10 for 10% but not this
+    (r"\boxed{12.5\%}", r"12.5\%"),
     # Lettered choices (AMC in MATH / NuminaMath): the letter or the value.
     (r"\boxed{B}", r"\textbf{(B)}\ 12"),
     (r"\boxed{12}", r"\textbf{(B)}\ 12"),
+    (r"\boxed{\textbf{(B)}\ 12}", r"\textbf{(B)}\ 12"),
     (r"\boxed{\text{(C)}}", r"\text{(C)}"),
     # MATH's \boxed{} gold, fractions, intervals, several answers in any order.
     (r"\boxed{\frac{3}{4}}", r"\boxed{\frac34}"),
@@ -60,6 +65,8 @@ WRONG = [
     (r"\boxed{\$33}", r"\$32"),
     (r"\boxed{18.91}", r"\$18.90"),
     (r"\boxed{0}", r"1\,000"),
+    (r"\boxed{1\,000}", "0"),  # math-verify alone reads the completion as 1*0
+    (r"\boxed{12.6}", r"12.5\%"),
     (r"\boxed{5}", "5 million"),
     (r"\boxed{C}", r"\textbf{(B)}\ 12"),
     (r"\boxed{13}", r"\textbf{(B)}\ 12"),
