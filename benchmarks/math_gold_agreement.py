@@ -98,15 +98,19 @@ def hendrycks_strip(text: str) -> str:
     if "\\text{ " in text:  # units on the right
         text = text.split("\\text{ ")[0]
     text = text.replace("\\%", "").replace(" .", " 0.").replace("{.", "{0.")
+    text = finish_strip(text, r"\\sqrt(\w)")
+    return "\\frac{1}{2}" if text == "0.5" else text
+
+
+def finish_strip(text: str, sqrt_argument: str) -> str:
+    """The end both references' strip_string share: a leading "." gets its 0, a short left side of "=" goes,
+    \\sqrt and \\frac get their braces, spaces go, an integer ratio a/b becomes \\frac{a}{b}."""
     if text.startswith("."):
         text = "0" + text
     sides = text.split("=")
     if len(sides) == 2 and len(sides[0]) <= 2:
         text = sides[1]
-    text = re.sub(r"\\sqrt(\w)", r"\\sqrt{\1}", text).replace(" ", "")
-    text = fix_fracs(text)
-    if text == "0.5":
-        text = "\\frac{1}{2}"
+    text = fix_fracs(re.sub(sqrt_argument, r"\\sqrt{\1}", text).replace(" ", ""))
     if re.fullmatch(r"-?\d+/\d+", text):
         top, bottom = text.split("/")
         text = f"\\frac{{{top}}}{{{bottom}}}"
@@ -159,17 +163,7 @@ def qwen_strip(text: str) -> str:
     text = text.replace("\\emptyset", "{}").replace("(-\\infty,\\infty)", "\\mathbb{R}").replace("and", "")
     text = re.sub(r"(\d+)\.0*([^\d])", r"\1\2", text)
     text = re.sub(r"(\d+)\.0*$", r"\1", text)
-    if text.startswith("."):
-        text = "0" + text
-    sides = text.split("=")
-    if len(sides) == 2 and len(sides[0]) <= 2:
-        text = sides[1]
-    text = re.sub(r"\\sqrt(\w+)", r"\\sqrt{\1}", text).replace(" ", "")
-    text = fix_fracs(text)
-    if re.fullmatch(r"-?\d+/\d+", text):
-        top, bottom = text.split("/")
-        text = f"\\frac{{{top}}}{{{bottom}}}"
-    return text
+    return finish_strip(text, r"\\sqrt(\w+)")
 
 
 def qwen_number(text: str) -> float | None:

@@ -139,10 +139,10 @@ ENTRY["he/inc"] = "inc"
 
 
 @pytest.fixture(scope="module")
-def verifier():
-    v = CodeVerifier(CodeRewardConfig(timeout_seconds=20))
-    yield v
-    v.close()
+def code_verifier():
+    verifier = CodeVerifier(CodeRewardConfig(timeout_seconds=20))
+    yield verifier
+    verifier.close()
 
 
 def fenced(code: str) -> str:
@@ -150,27 +150,27 @@ def fenced(code: str) -> str:
 
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.task_id)
-def test_right_solutions_pass(verifier, task):
-    assert verifier.score(task, fenced(GOOD[task.task_id])) == 1.0
+def test_right_solutions_pass(code_verifier, task):
+    assert code_verifier.score(task, fenced(GOOD[task.task_id])) == 1.0
 
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.task_id)
-def test_wrong_solutions_that_shadow_the_tests_names_fail(verifier, task):
-    assert [verifier.score(task, fenced(code)) for code in SHADOWING[task.task_id]] == [0.0] * len(
+def test_wrong_solutions_that_shadow_the_tests_names_fail(code_verifier, task):
+    assert [code_verifier.score(task, fenced(code)) for code in SHADOWING[task.task_id]] == [0.0] * len(
         SHADOWING[task.task_id]
     )
 
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.task_id)
-def test_other_cheats_fail(verifier, task):
+def test_other_cheats_fail(code_verifier, task):
     entry = ENTRY[task.task_id]
-    scores = [verifier.score(task, fenced(cheat.replace("ENTRY", entry))) for cheat in OTHER_CHEATS]
+    scores = [code_verifier.score(task, fenced(cheat.replace("ENTRY", entry))) for cheat in OTHER_CHEATS]
     assert scores == [0.0] * len(OTHER_CHEATS)
 
 
-def test_tests_that_call_nothing_of_the_solution_score_zero(verifier):
+def test_tests_that_call_nothing_of_the_solution_score_zero(code_verifier):
     vacuous = Task("vacuous", "p", "code", {"test_list": ["assert True", "assert len([1]) == 1"]})
-    assert verifier.score(vacuous, fenced(GOOD["mbpp/2"])) == 0.0
+    assert code_verifier.score(vacuous, fenced(GOOD["mbpp/2"])) == 0.0
 
 
 def test_the_verdict_holds_under_python_optimize():

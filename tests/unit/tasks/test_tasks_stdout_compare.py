@@ -54,17 +54,24 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def verifier():
-    v = CodeVerifier(CodeRewardConfig(timeout_seconds=20))
-    yield v
-    v.close()
+def verifiers():
+    """The default rule, and one-token-sequence matching with a coarser tolerance."""
+    made = {
+        "default": CodeVerifier(CodeRewardConfig(timeout_seconds=20)),
+        "tokens": CodeVerifier(
+            CodeRewardConfig(stdout_compare="tokens", stdout_float_tolerance=1e-3, timeout_seconds=20)
+        ),
+    }
+    yield made
+    for verifier in made.values():
+        verifier.close()
 
 
 def printing(text: str) -> str:
     return f"</think>\n```python\nimport sys\nsys.stdout.write({text!r})\n```"
 
 
-def test_each_case_through_the_code_reward(verifier):
+def test_each_case_through_the_code_reward(verifiers):
     task = Task(
         "stdio",
         "print the answer",
@@ -78,23 +85,19 @@ def test_each_case_through_the_code_reward(verifier):
     wrong = [
         (got, want)
         for index, (got, want, accepted) in enumerate(CASES)
-        if verifier.score(tests_of[index], printing(got)) != (1.0 if accepted else 0.0)
+        if verifiers["default"].score(tests_of[index], printing(got)) != (1.0 if accepted else 0.0)
     ]
     assert wrong == []
 
 
-def test_line_breaks_are_spaces_in_tokens_mode_and_the_tolerance_is_the_configs():
-    config = CodeRewardConfig(stdout_compare="tokens", stdout_float_tolerance=1e-3, timeout_seconds=20)
-    verifier = CodeVerifier(config)
-    try:
-        task = Task("t", "p", "code", {"test_cases": [{"input": "", "output": "1 2\n3 0.5"}]})
-        assert verifier.score(task, printing("1\n2 3\n0.5004")) == 1.0
-        assert verifier.score(task, printing("1 2 3 0.502")) == 0.0
-    finally:
-        verifier.close()
+def test_line_breaks_are_spaces_in_tokens_mode_and_the_tolerance_is_the_configs(verifiers):
+    task = Task("t", "p", "code", {"test_cases": [{"input": "", "output": "1 2\n3 0.5"}]})
+    assert verifiers["tokens"].score(task, printing("1\n2 3\n0.5004")) == 1.0
+    assert verifiers["tokens"].score(task, printing("1 2 3 0.502")) == 0.0
+    assert verifiers["default"].score(task, printing("1\n2 3\n0.5004")) == 0.0
 
 
-def test_a_correct_program_with_windows_line_ends_and_trailing_spaces_passes(verifier):
+def test_a_correct_program_with_windows_line_ends_and_trailing_spaces_passes(verifiers):
     task = Task(
         "sum",
         "sum of each pair",
@@ -108,4 +111,4 @@ def test_a_correct_program_with_windows_line_ends_and_trailing_spaces_passes(ver
         "        a, b = map(int, line.split())\n"
         "        print(a + b, end=' \\r\\n')\n```"
     )
-    assert verifier.score(task, solution) == 1.0
+    assert verifiers["default"].score(task, solution) == 1.0
