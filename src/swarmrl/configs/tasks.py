@@ -135,6 +135,12 @@ class MathRewardConfig(_Strict):
         "'final answer is'/'Answer:' phrases (as math-verify's test suite and open-r1 run it), 50 = "
         "math-verify's default (after those phrases), -1 = boxes are not looked for.",
     )
+    multiple_answers: Literal["all", "any"] = Field(
+        "all",
+        description="A ground truth that lists several answers ('2, 3', '\\pm 3', 'x=1 \\text{ or } x=2'): "
+        "'all' = the completion must give the same set (order free; MATH's and math-verify's reading), "
+        "'any' = one of them suffices. Several ground truths in a list are always alternatives.",
+    )
 
 
 class CodeRewardConfig(_Strict):
@@ -166,6 +172,20 @@ class CodeRewardConfig(_Strict):
         False,
         description="Allow running untrusted completions without OS isolation when bwrap is unavailable. "
         "The audit hook is not a security boundary: a completion can take over this machine.",
+    )
+    stdout_compare: Literal["lines", "tokens"] = Field(
+        "lines",
+        description="How a program's stdout is matched with the expected output, whitespace-normalised either "
+        "way: 'lines' = the same non-blank lines, token by token (testlib's lcmp); 'tokens' = one token "
+        "sequence, line breaks count as spaces (testlib's wcmp).",
+    )
+    stdout_float_tolerance: float = Field(
+        1e-6,
+        ge=0,
+        le=0.5,
+        description="Absolute or relative error allowed where an expected stdout token is a non-integer decimal "
+        "('0.333333', '1.5e-7') and the printed one is a decimal too (testlib's rcmp6); integers and words must "
+        "match exactly, and an integer printed for a decimal must equal it exactly. 0 = exact values.",
     )
     allowed_packages: list[str] = Field(
         default_factory=lambda: ["numpy"],

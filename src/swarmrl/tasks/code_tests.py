@@ -4,9 +4,11 @@ Formats:
 - `{"test_cases": [{"type": "stdin_stdout", "input": str, "output": str}, ...]}` (INTELLECT-2 / SYNTHETIC-1),
 - `{"test_cases": [{"type": "function_call", "fn_name": str, "input": [args] | JSON str, "output": value}]}`,
 - `{"test": "def check(candidate): ...", "entry_point": "name"}` (HumanEval) or `{"test": "assert f(1) == 2"}`
-  (MBPP style: the test calls the solution's functions by name). Test code is trusted dataset code and runs on
-  the trusted side; what it needs besides the solution comes from `test_setup` (code run before it) or, for
-  HumanEval-layout tasks (an `entry_point` and no `test_setup`), from the task's prompt when that is Python
+  / `{"test_list": ["assert f(1) == 2", ...]}` (MBPP style: the test calls the solution's functions by name;
+  MBPP's `test_imports` and `test_setup_code` are read too, its `challenge_test_list` is not run, as in the
+  MBPP paper's own evaluation). Test code is trusted dataset code and runs on the trusted side; what it needs
+  besides the solution comes from `test_imports` and `test_setup` / `test_setup_code` (code run before it)
+  or, for HumanEval-layout tasks (an `entry_point` and no setup), from the task's prompt when that is Python
   source — the prompt's helpers (`poly` in HumanEval/32, `encode_cyclic` in /38) are trusted, the
   completion's copies of them are not.
 """
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,21 +76,50 @@ def parse_code_tests(task: Task) -> CodeTests:
             calls.append(_call_case(case, where))
         else:
             raise TaskError(f"{where}: unknown test type {kind!r}")
-    check = info.get("test")
+    check = _test_code(info, task.task_id)
     entry_point = info.get("entry_point")
-    if check is not None and not isinstance(check, str):
-        raise TaskError(f"task {task.task_id}: test must be a string of python code")
     if entry_point is not None and (not isinstance(entry_point, str) or not entry_point.isidentifier()):
         raise TaskError(f"task {task.task_id}: entry_point must be a python identifier")
-    setup = info.get("test_setup")
-    if setup is not None and not isinstance(setup, str):
-        raise TaskError(f"task {task.task_id}: test_setup must be a string of python code")
+    setup = _setup_code(info, task.task_id)
     if setup is None and check is not None and entry_point is not None and _is_python(task.prompt):
         setup = task.prompt
+    for code, what in ((setup, "test setup"), (check, "test")):
+        if code is not None and not _is_python(code):
+            raise TaskError(f"task {task.task_id}: the {what} code is not valid python")
     tests = CodeTests(stdio, calls, check, entry_point, setup)
     if tests.total == 0:
         raise TaskError(f"task {task.task_id}: verification_info has no test_cases and no test")
     return tests
+
+
+def _test_code(info: dict[str, Any], task_id: str) -> str | None:
+    """`test` (one string) or MBPP's `test_list` (asserts, one a line); None when the task has neither."""
+    check, listed = info.get("test"), info.get("test_list")
+    if check is not None and listed is not None:
+        raise TaskError(f"task {task_id}: give test or test_list, not both")
+    if listed is not None:
+        check = "\n".join(_strings(listed, "test_list", task_id))
+    if check is not None and not isinstance(check, str):
+        raise TaskError(f"task {task_id}: test must be a string of python code")
+    return check
+
+
+def _setup_code(info: dict[str, Any], task_id: str) -> str | None:
+    """MBPP's `test_imports`, then `test_setup` (or MBPP's `test_setup_code`); None when there is none."""
+    if "test_setup" in info and "test_setup_code" in info:
+        raise TaskError(f"task {task_id}: give test_setup or test_setup_code, not both")
+    setup = info.get("test_setup", info.get("test_setup_code"))
+    if setup is not None and not isinstance(setup, str):
+        raise TaskError(f"task {task_id}: test_setup must be a string of python code")
+    imports = _strings(info.get("test_imports", []), "test_imports", task_id)
+    parts = [*imports, *([setup] if setup and setup.strip() else [])]
+    return "\n".join(parts) if parts else None
+
+
+def _strings(value: Any, field_name: str, task_id: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise TaskError(f"task {task_id}: {field_name} must be a list of strings of python code")
+    return value
 
 
 def _is_python(text: str) -> bool:
@@ -116,28 +146,6 @@ def _call_case(case: dict[str, Any], where: str) -> CallCase:
     if not isinstance(args, list):
         raise TaskError(f"{where}: function_call input must be a list of arguments")
     return CallCase(fn_name, args, expected)
-
-
-def stdout_matches(actual: str, expected: str) -> bool:
-    """Whitespace-insensitive line/token comparison; numeric tokens compare with a 1e-6 tolerance."""
-    actual_tokens = [line.split() for line in actual.strip().splitlines() if line.strip()]
-    expected_tokens = [line.split() for line in expected.strip().splitlines() if line.strip()]
-    if len(actual_tokens) != len(expected_tokens):
-        return False
-    for got_line, want_line in zip(actual_tokens, expected_tokens, strict=True):
-        if len(got_line) != len(want_line):
-            return False
-        for got, want in zip(got_line, want_line, strict=True):
-            if got != want and not _close_numbers(got, want):
-                return False
-    return True
-
-
-def _close_numbers(got: str, want: str) -> bool:
-    try:
-        return math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=1e-6)
-    except ValueError:
-        return False
 
 
 def call_result_matches(result: Any, expected: Any) -> bool:

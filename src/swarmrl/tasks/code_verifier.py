@@ -15,6 +15,7 @@ from swarmrl.tasks.code_judge import CodeTestReport, judge
 from swarmrl.tasks.code_tests import CodeTests, parse_code_tests
 from swarmrl.tasks.errors import SandboxError, VerifierCrash, VerifierTimeout
 from swarmrl.tasks.extraction import answer_region, last_python_block
+from swarmrl.tasks.output_compare import OutputRule
 from swarmrl.tasks.process_pool import WallClockPool
 from swarmrl.tasks.sandbox import SandboxLimits, announce_isolation, sandbox_plan
 from swarmrl.tasks.task import Task
@@ -36,6 +37,7 @@ class CodeVerifier:
         self.config = config or CodeRewardConfig()
         self.extraction = extraction or AnswerExtractionConfig(mode="think")
         self.limits = SandboxLimits.from_config(self.config)
+        self.rule = OutputRule(self.config.stdout_compare, self.config.stdout_float_tolerance)
         self.plan = sandbox_plan(self.config)
         announce_isolation(self.plan)
         self._pool = WallClockPool(self.config.num_workers)
@@ -56,6 +58,7 @@ class CodeVerifier:
                 code,
                 self.plan,
                 self.limits,
+                self.rule,
                 timeout=self.limits.wall_seconds + JUDGE_SLACK_SECONDS,
             )
         except VerifierTimeout as exc:

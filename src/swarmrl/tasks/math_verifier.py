@@ -35,42 +35,105 @@ _MATH_DELIMITERS = ("$", "\\(", "\\[", "\\boxed")
 # A bare number as datasets write it ("7,425,000", "1 000", "1000,99", "12.5%"): math-verify's own number
 # reader takes it as written, where inside $...$ LaTeX would read "1,22" as the set {1, 22}.
 _PLAIN_NUMBER = re.compile(r"-?(?:\d{1,3}(?:[ ,]\d{3})+|\d+)?(?:[.,]\d+)?\s*%?")
+# Money as MATH writes it ("\$18.90", "-\$5"): the escaped dollar is a currency sign, not a math delimiter.
+_ESCAPED_DOLLAR = re.compile(r"\\\$")
+# Money as plain-text datasets write it ("$18.90", "$1,000"): one unpaired dollar before a number.
+_BARE_MONEY = re.compile(r"(-?)\$\s*(?=[0-9.])")
+# Thousands grouped by a LaTeX space ("1\,000", "10\;000", "1~000"), which math-verify reads as a product.
+_SPACED_THOUSANDS = re.compile(r"(?<=\d)(?:\\[,;: ]|~)(?=\d{3}(?!\d))")
+# A number then plain words ("18.90 dollars", "12 apples"): in $...$ LaTeX reads the words as a product.
+# Words that change the number ("5 million", "12 percent") are not units and stay.
+_WORD_UNITS = re.compile(
+    r"(-?[\d.,]*\d)(?:\s+(?!(?:hundred|thousand|million|billion|trillion|dozen|percent)\b)[A-Za-z]{2,}\.?)+",
+    re.IGNORECASE,
+)
+# A lettered choice with its value ("\\textbf{(B)}\\ 12", "(C) 3"), as AMC answers are written: either counts.
+_CHOICE = re.compile(
+    r"(?:\\(?:text|textbf|mathrm)\{\s*\(([A-E])\)\s*\}|\(([A-E])\))(?:\s|~|\\[ ,;:!])*([^\s].*)", re.DOTALL
+)
+# A percentage ("12.5\\%", "40%"): math-verify reads it as the value 0.125, MATH's graders as the number 12.5.
+_PERCENT = re.compile(r"(-?[\d.,]*\d)\s*\\?%")
+
+
+def gold_texts(truth: str) -> list[str]:
+    """The readings of a ground truth that a completion may match, each as math-verify should read it: the
+    truth itself; for a lettered choice with its value ("\\textbf{(B)}\\ 12") the letter and the value too;
+    for a percentage ("12.5\\%") the number of percent too (math-verify alone takes 10 for 10\\% but not
+    12.5 for 12.5\\%)."""
+    stripped = truth.strip()
+    readings = [stripped]
+    choice = _CHOICE.fullmatch(stripped)
+    if choice is not None:
+        readings = [choice.group(1) or choice.group(2), choice.group(3), stripped]
+    percent = _PERCENT.fullmatch(stripped)
+    if percent is not None:
+        readings.append(percent.group(1))
+    return [gold_text(reading) for reading in readings]
+
+
+def completion_text(answer: str) -> str:
+    """The answer region with the two dataset spellings math-verify misreads made plain, as in gold answers:
+    an escaped dollar is a currency sign ("The total is \\$1.17."), never a delimiter, and "1\\,000" is a
+    thousand, not the product 1*0 that would match a gold 0."""
+    return _SPACED_THOUSANDS.sub("", _ESCAPED_DOLLAR.sub("", answer))
 
 
 def gold_text(truth: str) -> str:
-    """The ground truth as math-verify should read it.
+    """One ground truth as math-verify should read it.
 
-    Written with math delimiters (math-verify's test-suite style, "$x \\geq 5$", "\\boxed{1}, \\boxed{2}") or
-    as a bare number it is parsed as written, exactly as math-verify alone would. Bare LaTeX ("3\\sqrt{2}",
-    "(1,3]", "x^2+1": the usual dataset answer) is wrapped in $...$: read without delimiters math-verify
-    would find no LaTeX at all, only a stray number ("3" of "3\\sqrt{2}").
+    First what the datasets mean is made explicit: an escaped dollar (MATH's money, "\\$18.90") or an unpaired
+    one before a number ("$18.90") is a currency sign and goes; thousands grouped by a LaTeX space
+    ("1\\,000") are joined; plain words after a number ("12 apples") go. Then, written with math delimiters
+    (math-verify's test-suite style, "$x \\geq 5$", "\\boxed{1}, \\boxed{2}") or as a bare number, it is parsed
+    as written, exactly as math-verify alone would. Bare LaTeX ("3\\sqrt{2}", "(1,3]", "x^2+1": the usual
+    dataset answer; "5\\text{ cm}", "90^\\circ", "10\\%" included, which math-verify reads inside $...$) is
+    wrapped in $...$: read without delimiters math-verify would find no LaTeX at all, only a stray number
+    ("3" of "3\\sqrt{2}").
     """
-    stripped = truth.strip()
+    stripped = _SPACED_THOUSANDS.sub("", _ESCAPED_DOLLAR.sub("", truth.strip()))
+    if stripped.count("$") == 1:
+        stripped = _BARE_MONEY.sub(r"\1", stripped, count=1)
+    words = _WORD_UNITS.fullmatch(stripped)
+    if words is not None:
+        stripped = words.group(1)
     if any(d in stripped for d in _MATH_DELIMITERS) or (
         any(c.isdigit() for c in stripped) and _PLAIN_NUMBER.fullmatch(stripped)
     ):
-        return truth
+        return stripped
     return f"${stripped}$"
 
 
 def verify_math(
-    answer_text: str, ground_truths: Sequence[str], float_rounding: int = 6, boxed_match_priority: int = 0
+    answer_text: str,
+    ground_truths: Sequence[str],
+    float_rounding: int = 6,
+    boxed_match_priority: int = 0,
+    multiple_answers: str = "all",
 ) -> bool:
-    """True when math-verify finds in `answer_text` an answer equal to any ground truth.
+    """True when math-verify finds in `answer_text` an answer equal to any ground truth; with
+    `multiple_answers="any"` one member of a ground truth that is a set of answers suffices.
 
     Runs in a pool worker: math-verify's signal-based timeouts are off, the pool's deadline bounds it.
     """
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+    from sympy import FiniteSet
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     configs = [LatexExtractionConfig(boxed_match_priority=boxed_match_priority), ExprExtractionConfig()]
-    predictions = parse(answer_text, extraction_config=configs, parsing_timeout=None)
+    predictions = parse(completion_text(answer_text), extraction_config=configs, parsing_timeout=None)
     if not predictions:
         return False
     for truth in ground_truths:
-        gold = parse(gold_text(truth), extraction_config=configs, parsing_timeout=None)
-        if gold and verify(gold, predictions, float_rounding=float_rounding, timeout_seconds=None):
-            return True
+        for text in gold_texts(truth):
+            gold = parse(text, extraction_config=configs, parsing_timeout=None)
+            if not gold:
+                continue
+            alternatives = [gold]
+            if multiple_answers == "any" and isinstance(gold[0], FiniteSet):
+                alternatives += [[member] for member in gold[0].args]
+            for candidate in alternatives:
+                if verify(candidate, predictions, float_rounding=float_rounding, timeout_seconds=None):
+                    return True
     return False
 
 
@@ -111,6 +174,7 @@ class MathVerifier:
                 truths,
                 self.config.float_rounding,
                 self.config.boxed_match_priority,
+                self.config.multiple_answers,
                 timeout=self.config.timeout_seconds,
             )
         except VerifierTimeout:

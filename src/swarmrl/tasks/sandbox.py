@@ -3,7 +3,8 @@
 Isolation (`CodeRewardConfig.isolation`):
 - `bwrap` — the OS boundary, bubblewrap: a read-only root holding only /usr (and the /lib*, /bin links), the
   dynamic linker cache, the base interpreter's prefix (its site-packages masked), the configured allowed
-  packages and the two sandbox scripts; a fresh /proc and minimal /dev; a private size-capped tmpfs /tmp (the
+  packages and the two sandbox scripts, laid out by `sandbox_bwrap` so that nothing there (mount table,
+  pid 1's command line, compiled files) names the venv or the project; a fresh /proc and minimal /dev; a private size-capped tmpfs /tmp (the
   work dir); new pid, ipc, uts, net (no network, not even the host's loopback) and cgroup namespaces; a new
   session (no terminal injection); killed with its parent; no inherited fds; a cleared environment; no
   capabilities; a seccomp filter (`sandbox_seccomp`). Run by root, bwrap keeps its privileged mode and
@@ -23,23 +24,19 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import importlib.metadata
 import json
 import logging
 import os
-import py_compile
 import secrets
 import selectors
 import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import Gauge
@@ -47,6 +44,15 @@ from prometheus_client import Gauge
 from swarmrl.configs.tasks import CodeRewardConfig
 from swarmrl.tasks import sandbox_cgroup, sandbox_wire
 from swarmrl.tasks.errors import SandboxError
+from swarmrl.tasks.sandbox_bwrap import (
+    ENV,
+    HERE,
+    SCRIPTS,
+    SERVER_MAIN,
+    WORKDIR,
+    bwrap_layout,
+    package_entries,
+)
 from swarmrl.tasks.sandbox_cgroup import SandboxCgroup, cgroup_parents
 from swarmrl.tasks.sandbox_seccomp import seccomp_bpf
 
@@ -59,22 +65,7 @@ ISOLATION_GAUGE = Gauge(
     "none = audit hook and rlimits only, unsafe)",
     ["mode"],
 )
-_SCRIPTS = ("sandbox_child.py", "sandbox_wire.py")
-_HERE = Path(__file__).resolve().parent
-_SANDBOX_DIR = "/sandbox"
-_SITE_DIR = "/sandbox/site"
-_WORKDIR = "/tmp/work"
 _PRIVATE_UID_BASE = 1 << 30  # far above any real account; one random uid per sandbox
-_ENV = {
-    "PATH": "/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "HOME": _WORKDIR,
-    "TMPDIR": "/tmp",
-    # BLAS pools start one thread per core at import; each is a task that RLIMIT_NPROC counts.
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-}
 _SETUP_FRAME_LIMIT = 64 << 20
 
 
@@ -113,6 +104,7 @@ class SandboxPlan:
     mode: str
     command: tuple[str, ...]  # the interpreter running the server script, as seen inside the sandbox
     bwrap_args: tuple[str, ...] = ()  # mounts and namespaces (bwrap mode)
+    files: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)  # written inside by bwrap
     import_paths: tuple[str, ...] = ()  # where the allowed packages are, inside the sandbox
     private_uid: bool = False
     cgroups: bool = False  # memory + pids cgroup per session
@@ -149,7 +141,7 @@ class SandboxSession:
         self._scratch = tempfile.mkdtemp(prefix="swarmrl-sandbox-") if plan.mode == "none" else None
         setup = {
             "solution": solution,
-            "workdir": self._scratch or _WORKDIR,
+            "workdir": self._scratch or WORKDIR,
             "paths": list(plan.import_paths),
             "guard": guard,
             "limits": {
@@ -204,14 +196,6 @@ class SandboxSession:
         if len(reply) == 3 and reply[0] == "raised" and type(reply[1]) is str and type(reply[2]) is str:
             return reply
         raise SessionBroken(_failure(reply, f"calling {name}"))
-
-    def names(self) -> list[str]:
-        """The callables the solution defines at top level."""
-        reply = self.request(("names",))
-        if len(reply) == 2 and reply[0] == "names" and type(reply[1]) is list:
-            if all(type(name) is str and name.isidentifier() for name in reply[1]):
-                return reply[1]
-        raise SessionBroken(_failure(reply, "listing the solution's functions"))
 
     def request(self, message: tuple) -> tuple:
         if self._failed is not None:  # replies may be out of step now: the session stays broken
@@ -276,41 +260,45 @@ class SandboxSession:
     def _start(self) -> subprocess.Popen:
         if self.plan.mode != "bwrap":
             return self._popen(list(self.plan.command), ())
-        seccomp_fd = os.memfd_create("sandbox-seccomp")
         info_read, info_write = os.pipe()  # bwrap reports its child (the sandbox's pid 1) here
+        fds: list[int] = [info_write]
         try:
-            os.write(seccomp_fd, self.plan.seccomp)
-            os.lseek(seccomp_fd, 0, os.SEEK_SET)
-            drop: list[str] = []
-            if self.plan.private_uid:
-                uid = _PRIVATE_UID_BASE + secrets.randbelow(1 << 24)
-                drop = [
-                    "setpriv",
-                    f"--reuid={uid}",
-                    f"--regid={uid}",
-                    "--clear-groups",
-                    "--inh-caps=-all",
-                    "--bounding-set=-all",
-                    "--",
-                ]
+            seccomp_fd = _memfd("sandbox-seccomp", self.plan.seccomp)
+            fds.append(seccomp_fd)
+            files: list[str] = []
+            for path, content in self.plan.files:
+                fds.append(_memfd("sandbox-file", content))
+                files += ["--perms", "0444", "--file", str(fds[-1]), path]
             argv = [
-                "bwrap",
                 *self.plan.bwrap_args,
                 *("--perms", "1777", "--size", str(self.limits.tmpfs_bytes), "--tmpfs", "/tmp"),
+                *files,
                 *("--remount-ro", "/", "--seccomp", str(seccomp_fd), "--info-fd", str(info_write)),
-                "--",
-                *drop,
-                *self.plan.command,
             ]
-            process = self._popen(argv, (seccomp_fd, info_write))
-            os.close(info_write)
-            info_write = -1
+            # Options through a memfd: the sandbox's pid 1 (bwrap) shows no host path in /proc/1/cmdline.
+            fds.append(_memfd("sandbox-args", b"".join(arg.encode() + b"\0" for arg in argv)))
+            command = ["bwrap", "--args", str(fds[-1]), "--", *self._drop_privileges(), *self.plan.command]
+            process = self._popen(command, tuple(fds))
+            os.close(fds.pop(0))
             self._hold_sandbox_init(process, info_read)
             return process
         finally:
-            for fd in (seccomp_fd, info_read, info_write):
-                if fd >= 0:
-                    os.close(fd)
+            for fd in (info_read, *fds):
+                os.close(fd)
+
+    def _drop_privileges(self) -> list[str]:
+        if not self.plan.private_uid:
+            return []
+        uid = _PRIVATE_UID_BASE + secrets.randbelow(1 << 24)
+        return [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+        ]
 
     def _popen(self, argv: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
         try:
@@ -322,7 +310,7 @@ class SandboxSession:
                 pass_fds=pass_fds,
                 start_new_session=True,
                 cwd=self._scratch or "/",
-                env=_ENV if self.plan.mode == "bwrap" else {**_ENV, "HOME": self._scratch or "/"},
+                env=ENV if self.plan.mode == "bwrap" else {**ENV, "HOME": self._scratch or "/"},
             )
         except OSError as exc:
             raise SandboxError(f"cannot start the sandbox: {exc}") from exc
@@ -447,6 +435,19 @@ def _collect_retired(wait: bool = False) -> None:
 atexit.register(_collect_retired, True)
 
 
+def _memfd(name: str, content: bytes) -> int:
+    fd = os.memfd_create(name)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _brief(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 200 else text[:200] + "..."
@@ -527,10 +528,10 @@ print(f"uid={os.getuid()} seccomp={status['Seccomp'].strip()} net={','.join(set(
 
 
 def _none_plan(allowed: tuple[str, ...]) -> SandboxPlan:
-    paths = sorted({str(location) for location, _ in _package_entries(allowed)})
+    paths = sorted({str(location) for location, _ in package_entries(allowed)})
     return SandboxPlan(
         mode="none",
-        command=(os.path.realpath(sys.executable), "-I", "-S", "-B", "-X", "utf8", str(_HERE / _SCRIPTS[0])),
+        command=(os.path.realpath(sys.executable), "-I", "-S", "-B", "-X", "utf8", str(HERE / SCRIPTS[0])),
         import_paths=tuple(paths),
         description="none: audit hook and rlimits only (UNSAFE: no OS isolation)",
     )
@@ -538,54 +539,14 @@ def _none_plan(allowed: tuple[str, ...]) -> SandboxPlan:
 
 def _bwrap_plan(allowed: tuple[str, ...]) -> SandboxPlan:
     root = os.geteuid() == 0
-    args: list[str] = [
-        "--unshare-ipc",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-    ]
-    if root:
-        # Privileged bwrap, then setpriv drops to a private uid: it needs these three until then.
-        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
-    else:
-        args += ["--unshare-user", "--disable-userns"]
-    mounts = _Mounts()
-    mounts.system()
-    interpreter = os.path.realpath(sys.executable)
-    prefix = os.path.realpath(sys.base_prefix)
-    mounts.bind(prefix)
-    if not interpreter.startswith(prefix + os.sep):
-        mounts.bind(interpreter)
-    for hidden in _base_site_dirs(prefix):
-        if mounts.covers(hidden):
-            mounts.mask(hidden)
-    for location, entry in _package_entries(allowed):
-        mounts.bind(str(location / entry), f"{_SITE_DIR}/{entry}")
-    for script in _SCRIPTS:
-        mounts.bind(str(_HERE / script), f"{_SANDBOX_DIR}/{script}")
-    compiled = _compiled_scripts()
-    if compiled is not None:
-        mounts.bind(compiled, f"{_SANDBOX_DIR}/__pycache__")
-    args += mounts.args
-    # The session adds the size-capped /tmp (the limit is per config), then makes / read-only.
-    # /dev is a tmpfs the sandbox user may own (user-namespace mode): empty and read-only like / itself.
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", "4096", "--tmpfs", "/dev/shm"]
-    args += ["--remount-ro", "/dev/shm", "--remount-ro", "/dev"]
-    args += ["--hostname", "sandbox", "--chdir", "/tmp", "--clearenv"]
-    for name, value in _ENV.items():
-        args += ["--setenv", name, value]
+    layout = bwrap_layout(allowed, as_root=root)
     cgroups = cgroup_parents()
     return SandboxPlan(
         mode="bwrap",
-        # Imported rather than run as a script, so that the compiled copies are used.
-        command=(interpreter, "-I", "-S", "-B", "-X", "utf8", "-c", _SERVER_MAIN),
-        bwrap_args=tuple(args),
-        import_paths=(_SITE_DIR,) if allowed else (),
+        command=(os.path.realpath(sys.executable), "-I", "-S", "-B", "-X", "utf8", "-c", SERVER_MAIN),
+        bwrap_args=layout.args,
+        files=layout.files,
+        import_paths=layout.import_paths,
         private_uid=root,
         cgroups=cgroups is not None,
         seccomp=seccomp_bpf(),
@@ -597,108 +558,6 @@ def _bwrap_plan(allowed: tuple[str, ...]) -> SandboxPlan:
             else ", no cgroup limits (none writable)"
         ),
     )
-
-
-_SERVER_MAIN = f"import sys; sys.path.insert(0, {_SANDBOX_DIR!r}); import sandbox_child; sandbox_child.main()"
-
-
-@functools.cache
-def _compiled_scripts() -> str | None:
-    """A __pycache__ dir with the sandbox scripts compiled for this interpreter (unchecked-hash pycs are
-    valid whatever the bound sources' mtimes), saving their compilation in every sandbox start; in a private
-    temp dir of this process. None when it cannot be written: the sandbox then compiles them itself."""
-    try:
-        root = tempfile.mkdtemp(prefix="swarmrl-sandbox-pyc-")
-        atexit.register(shutil.rmtree, root, True)
-        cache = os.path.join(root, "__pycache__")
-        os.mkdir(cache)
-        os.chmod(cache, 0o755)  # readable by the sandbox's private uid; its parent stays 0700
-        for script in _SCRIPTS:
-            stem = script.removesuffix(".py")
-            py_compile.compile(
-                str(_HERE / script),
-                cfile=os.path.join(cache, f"{stem}.{sys.implementation.cache_tag}.pyc"),
-                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
-                doraise=True,
-            )
-            os.chmod(os.path.join(cache, f"{stem}.{sys.implementation.cache_tag}.pyc"), 0o644)
-    except (OSError, py_compile.PyCompileError):
-        return None
-    return cache
-
-
-class _Mounts:
-    """bwrap mount arguments; parents of bind targets are created 0755 (bwrap would copy a host 0700)."""
-
-    def __init__(self) -> None:
-        self.args: list[str] = []
-        self._dirs: set[str] = {"/"}
-        self._bound: list[str] = []
-
-    def system(self) -> None:
-        self.bind("/usr")
-        for name in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-            if os.path.islink(name):
-                self.args += ["--symlink", os.readlink(name), name]
-            elif os.path.isdir(name):
-                self.bind(name)
-        if os.path.exists("/etc/ld.so.cache"):
-            self.bind("/etc/ld.so.cache")
-
-    def bind(self, source: str, target: str | None = None) -> None:
-        target = target or source
-        if self.covers(target):
-            return
-        self._parents(target)
-        self._bound.append(target)
-        self.args += ["--ro-bind", source, target]
-
-    def covers(self, path: str) -> bool:
-        """Whether `path` lies inside something already bound at the same place."""
-        return any(path == bound or path.startswith(bound + os.sep) for bound in self._bound)
-
-    def mask(self, path: str) -> None:
-        self.args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
-
-    def _parents(self, target: str) -> None:
-        parent = os.path.dirname(target)
-        if parent in self._dirs:
-            return
-        self._parents(parent)
-        self._dirs.add(parent)
-        self.args += ["--perms", "0755", "--dir", parent]
-
-
-def _base_site_dirs(prefix: str) -> list[str]:
-    """The base interpreter's own site-packages under every install scheme (Debian's dist-packages too):
-    whatever pip or apt put there, test data included, stays out of the sandbox."""
-    found = set()
-    for scheme in sysconfig.get_scheme_names():
-        for key in ("purelib", "platlib"):
-            try:
-                path = sysconfig.get_path(key, scheme, vars={"base": prefix, "platbase": prefix})
-            except KeyError:
-                continue
-            if path and os.path.isdir(path):
-                found.add(os.path.realpath(path))
-    return sorted(found)
-
-
-def _package_entries(allowed: tuple[str, ...]) -> list[tuple[Path, str]]:
-    """(site dir, top-level file or dir) for every file of the distributions that provide `allowed`."""
-    providers = importlib.metadata.packages_distributions()
-    entries: set[tuple[Path, str]] = set()
-    for name in allowed:
-        if name not in providers:
-            raise SandboxError(f"allowed package {name!r} is not installed in this environment")
-        for dist_name in providers[name]:
-            dist = importlib.metadata.distribution(dist_name)
-            location = Path(str(dist.locate_file(""))).resolve()
-            for file in dist.files or ():
-                top = file.parts[0]
-                if top not in ("..", "") and (location / top).exists():
-                    entries.add((location, top))
-    return sorted(entries)
 
 
 def announce_isolation(plan: SandboxPlan) -> None:

@@ -7,7 +7,6 @@ per request:
 
     ("run", stdin_text)                 -> ("ran", exit_status, stdout_text, stderr_tail, stdout_truncated)
     ("call", name, args, kwargs)        -> ("returned", value) | ("raised", type_name, message) | ("failed", why)
-    ("names",)                          -> ("names", [callable top-level names]) | ("failed", why)
 
 The server itself never runs the solution: each "run" is a fresh fork that installs the audit-hook guard and
 executes the program as `__main__` with its stdin and stdout on memfds (so `os._exit`, closed streams or a
@@ -286,7 +285,7 @@ class Server:
             os._exit(code)
 
     def relay(self, frame):
-        """Forward a call/names request to the solution process and its reply back, byte for byte."""
+        """Forward a call request to the solution process and its reply back, byte for byte."""
         if self.caller is None and self.caller_dead is None:
             self.start_caller()
         if self.caller_dead is None:
@@ -323,7 +322,7 @@ class Server:
 
 
 def serve_calls(source, request_fd, reply_fd, max_frame):
-    """The solution process: load the solution once, then answer call/names requests until EOF."""
+    """The solution process: load the solution once, then answer call requests until EOF."""
     namespace = {"__name__": "solution", "__builtins__": __builtins__, "__file__": "solution.py"}
     load_error = None
     try:
@@ -344,11 +343,6 @@ def serve_calls(source, request_fd, reply_fd, max_frame):
 
 
 def answer(namespace, request):
-    if request[0] == "names":
-        return (
-            "names",
-            sorted(name for name, value in namespace.items() if is_solution_callable(name, value)),
-        )
     _, name, args, kwargs = request
     function = namespace.get(name)
     if not callable(function):
@@ -357,10 +351,6 @@ def answer(namespace, request):
         return ("returned", function(*args, **kwargs))
     except BaseException as exc:  # noqa: BLE001 — reported as the call's outcome
         return ("raised", type(exc).__name__, safe_str(exc))
-
-
-def is_solution_callable(name, value):
-    return not name.startswith("__") and callable(value) and type(value) is not type(sys)
 
 
 def describe(exc):
