@@ -26,6 +26,7 @@ from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
+from swarmrl.tasks.reward import reward_computer
 from swarmrl.trainer.data import RolloutFeed
 from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
@@ -61,6 +62,9 @@ def trainer_role(
     rundir = RunDir(run_dir)
     tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
     tasks = build_tasks(config.tasks)
+    reward_computer(
+        config.tasks
+    )  # reward functions other than the run pinned are refused before any training
     scorer = functools.partial(
         score_rows,
         tasks=tasks,

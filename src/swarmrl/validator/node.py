@@ -39,6 +39,7 @@ from swarmrl.rollouts import RolloutLimits
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
 from swarmrl.tasks.registry import build_tasks
+from swarmrl.tasks.reward import reward_computer
 from swarmrl.validator.rollout_checks import CheckFailed, SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
 
@@ -133,6 +134,7 @@ def swarm_context(
                 raise ValidatorStopped("stopped before any checkpoint was announced")
     start = policies.path(newest)
     tasks, tokenizer = build_tasks(config.tasks), load_tokenizer(start)
+    reward_computer(config.tasks)  # reward functions other than the run pinned are refused before any judging
     return ValidationContext(
         config=config,
         settings=config.validator,
