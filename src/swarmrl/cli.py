@@ -223,7 +223,7 @@ def _config(path: str | None, overrides: list[str] | None, dry_run: bool, pin: b
 
             pin_run_code(config)
     except (ConfigError, EntryError) as exc:
-        console.print(f"config error: {exc}", style="red", markup=False, highlight=False)
+        console.print(f"config error: {exc}", style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
     if dry_run:
         console.print_json(config.dump_json())
@@ -360,7 +360,7 @@ def _refuse_unavailable_device():
     try:
         yield
     except (DeviceUnavailable, EntryError) as exc:
-        console.print(str(exc), style="red", markup=False, highlight=False)
+        console.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
 
 

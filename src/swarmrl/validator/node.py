@@ -134,7 +134,6 @@ def swarm_context(
                 raise ValidatorStopped("stopped before any checkpoint was announced")
     start = policies.path(newest)
     tasks, tokenizer = build_tasks(config.tasks), load_tokenizer(start)
-    reward_computer(config.tasks)  # reward functions other than the run pinned are refused before any judging
     return ValidationContext(
         config=config,
         settings=config.validator,
@@ -218,6 +217,7 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     """Judge submissions until stopped or the run has drained; returns how many verdicts were posted."""
     torch.set_num_threads(config.worker.torch_threads)
     device = resolve_device(options.device)  # a missing GPU is refused before the validator registers
+    reward_computer(config.tasks)  # and so are reward functions other than the run pinned
     identity = Identity.load_or_create(options.key)
     client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
     # Registering is not needed to judge; it declares the validator's hardware to the coordinator's node info.
