@@ -304,10 +304,6 @@ class TasksConfig(_Strict):
             raise ValueError(f"reward_function_hashes names {stray[0]!r}, which is not in reward_functions")
         if any(not re.fullmatch(SHA256_PATTERN, h) for h in self.reward_function_hashes.values()):
             raise ValueError("reward_function_hashes values must be sha256 hex digests")
-        if not functions and any(isinstance(s, PromptsSourceConfig) for s in self.sources):
-            raise ValueError(
-                "a 'prompts' source is scored by your own reward functions: set tasks.reward_functions"
-            )
 
     @property
     def weights(self) -> list[float]:

@@ -7,6 +7,7 @@ import math
 import pytest
 from byo_testkit import USER_REWARDS, edit_user_module, write_user_module
 
+from swarmrl.configs import ConfigError, RunConfig
 from swarmrl.configs.tasks import PromptsSourceConfig, TasksConfig
 from swarmrl.entrypoints import EntryError
 from swarmrl.tasks.reward import RewardComputer, RewardRequest
@@ -140,12 +141,18 @@ def test_a_function_that_cannot_be_loaded_is_named(tmp_path, monkeypatch, entry,
         ({"reward_functions": ["a:f"], "reward_weights": [math.inf]}, "finite"),
         ({"reward_functions": ["a:f"], "reward_function_hashes": {"b:g": "0" * 64}}, "'b:g', which is not"),
         ({"reward_functions": ["a:f"], "reward_function_hashes": {"a:f": "abc"}}, "sha256"),
-        ({"sources": [{"type": "prompts", "name": "p", "path": "p.jsonl"}]}, "set tasks.reward_functions"),
     ],
 )
 def test_reward_settings_are_checked(fields, message):
     with pytest.raises(ValueError, match=message):
         TasksConfig.model_validate(fields)
+
+
+def test_a_prompts_source_needs_reward_functions_or_an_environment():
+    sources = [{"type": "prompts", "name": "p", "path": "p.jsonl"}]
+    with pytest.raises(ConfigError, match="set tasks.reward_functions"):
+        RunConfig.model_validate({"tasks": {"sources": sources}})
+    RunConfig.model_validate({"tasks": {"sources": sources}, "env": {"kind": "feedback", "max_tokens": 8}})
 
 
 def test_weights_default_to_one_each():
