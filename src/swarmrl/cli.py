@@ -85,6 +85,10 @@ ROLE_COMMANDS = {
             {"preview": "preview_generator", "filter-band": "filter_band"},
         ),
     ),
+    "serve": RoleCommand(
+        "Serve a checkpoint over an OpenAI-compatible API: /v1/completions and /v1/chat/completions.",
+        _one("swarmrl.serve.cli", "serve"),
+    ),
     "relay": RoleCommand(
         "Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them.",
         _one("swarmrl.shardcast.cli", "relay"),
@@ -129,6 +133,7 @@ ROLE_EXTRAS = {
     "validator": {"model", "tasks", "relay"},
     "trainer": {"model", "tasks", "relay", "trainer"},
     "diloco": {"model"},
+    "serve": {"model", "coordinator"},
 }
 
 
