@@ -35,32 +35,27 @@ def serve(
     max_waiting: Annotated[int, typer.Option(min=1, help="requests queued for the engine before 503")] = 256,
 ) -> None:
     """Serve a checkpoint over an OpenAI-compatible API: /v1/completions and /v1/chat/completions."""
-    try:
-        cfg = load_config(config, overrides or []) if config is not None else None
-        checked = check_device(device)
-        path = served_checkpoint(cfg, model, step)
-    except (ConfigError, InvalidDevice, ServeError) as exc:
-        typer.echo(f"swarmrl serve: {exc}", err=True)
-        raise typer.Exit(2) from exc
     from swarmrl.devices import DeviceUnavailable
     from swarmrl.models.loading import ModelLoadError
     from swarmrl.models.prompting import PromptError
-    from swarmrl.serve.launch import run_server
+    from swarmrl.serve.launch import build_served, run_server
 
     try:
-        run_server(
+        cfg = load_config(config, overrides or []) if config is not None else None
+        path = served_checkpoint(cfg, model, step)
+        served = build_served(
             path,
             cfg.prompt if cfg is not None else PromptSection(),
             engine=cfg.engine if cfg is not None else None,
             name=name or (cfg.run.name if cfg is not None and model is None else path.name),
             dtype=dtype or (cfg.model.dtype if cfg is not None else "float32"),
-            device=checked,
-            listen=(host, port, url_file),
+            device=check_device(device),
             max_waiting=max_waiting,
         )
-    except (ServeError, DeviceUnavailable, ModelLoadError, PromptError) as exc:
+    except (ConfigError, InvalidDevice, ServeError, DeviceUnavailable, ModelLoadError, PromptError) as exc:
         typer.echo(f"swarmrl serve: {exc}", err=True)
         raise typer.Exit(2) from exc
+    run_server(served, host, port, url_file)
 
 
 def served_checkpoint(config: RunConfig | None, model: Path | None, step: int | None) -> Path:

@@ -50,22 +50,8 @@ def build_served(
     return Served(EngineLoop(paged, stops, max_waiting), tokenizer, prompt, name, positions)
 
 
-def run_server(
-    path: Path,
-    prompt: PromptSection,
-    *,
-    engine: EngineConfig | None,
-    name: str,
-    dtype: str,
-    device: str,
-    listen: tuple[str, int, Path | None],
-    max_waiting: int,
-) -> None:
-    """Blocks until interrupted; the URL goes to the log and to `listen`'s URL file once the socket listens."""
-    served = build_served(
-        path, prompt, engine=engine, name=name, dtype=dtype, device=device, max_waiting=max_waiting
-    )
-    host, port, url_file = listen
+def run_server(served: Served, host: str, port: int, url_file: Path | None) -> None:
+    """Blocks until interrupted; the URL goes to the log and to `url_file` once the socket listens."""
     raise_open_file_limit()
     config, guard = guarded_uvicorn_config(
         create_app(served),
@@ -79,5 +65,5 @@ def run_server(
     url = f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
     if url_file is not None:
         write_text_atomic(url_file, url)
-    log.info("serving %s (%s) at %s/v1", name, path, url)
+    log.info("serving %s at %s/v1", served.model_name, url)
     uvicorn.Server(config).run(sockets=[sock])

@@ -6,17 +6,18 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 
 import httpx
 import openai
 import pytest
 import torch
+from polling import wait_for
 
 from swarmrl.configs import load_config
 from swarmrl.configs.model import PromptSection, TinyModelSpec
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.paged.engine import PagedEngine
+from swarmrl.launch.processes import ProcessGroup
 from swarmrl.models import (
     build_tiny_model,
     load_model,
@@ -50,28 +51,21 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(model_dir, tmp_path_factory):
-    url_file = tmp_path_factory.mktemp("serve") / "url"
-    log = url_file.with_name("serve.log").open("wb")
+    """`swarmrl serve` as its own process (stopped by PID), on a port the OS picks."""
+    work = tmp_path_factory.mktemp("serve")
+    url_file, group = work / "url", ProcessGroup(work)
     args = ["serve", "--model", str(model_dir), "--port", "0", "--url-file", str(url_file), "--device", "cpu"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "swarmrl.cli", *args], stdout=log, stderr=subprocess.STDOUT
-    )
+    process = group.start("serve", args)
+
+    def up() -> bool:
+        assert process.popen.poll() is None, process.tail()
+        return url_file.exists() and httpx.get(url_file.read_text() + "/health").status_code == 200
+
     try:
-        deadline = time.monotonic() + 120
-        while not url_file.exists() or httpx.get(url_file.read_text() + "/health").status_code != 200:
-            assert process.poll() is None, url_file.with_name("serve.log").read_text()
-            assert time.monotonic() < deadline, "swarmrl serve did not come up"
-            time.sleep(0.2) if not url_file.exists() else None
+        wait_for(up, 120, "swarmrl serve to answer")
         yield url_file.read_text()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=10)
-            log.close()
+        group.stop()
 
 
 @pytest.fixture(scope="module")
