@@ -72,7 +72,9 @@ PARAMS = SamplingParams(max_new_tokens=64)
 
 def test_accuracy_with_and_without_the_tool(math_verifier, codec):
     engine = ToolUsingEngine(codec)
-    with_tool = env_accuracy(engine, codec, PythonToolEnvConfig(kind="python_tool"), math_verifier, TASKS, PARAMS)
+    with_tool = env_accuracy(
+        engine, codec, PythonToolEnvConfig(kind="python_tool"), math_verifier, TASKS, PARAMS
+    )
     assert with_tool.accuracy == 1.0 and with_tool.mean_model_turns == 2.0
     assert [len(batch) for batch in engine.requests] == [3, 3]
     # Without tool calls a code block is the final turn: no answer, nothing solved.

@@ -28,7 +28,9 @@ def test_turns_with_and_without_the_tool():
     assert model_turns(no_tool, task) == [f"<answer>{truth}</answer>"]
     answer = Task("t", "q", "math", {"ground_truth": "7"}, demonstration="<answer>7</answer>")
     assert (
-        model_turns(TOOL, answer) == model_turns(FeedbackEnvConfig(kind="feedback"), answer) == ["<answer>7</answer>"]
+        model_turns(TOOL, answer)
+        == model_turns(FeedbackEnvConfig(kind="feedback"), answer)
+        == ["<answer>7</answer>"]
     )
     with pytest.raises(EnvError, match="no demonstration"):
         model_turns(TOOL, Task("t", "q", "math", {}))
