@@ -14,7 +14,7 @@ import argparse
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.envs import PythonToolEnvConfig
 from swarmrl.envs.python_tool import run_tool
 from swarmrl.tasks.sandbox import SandboxLimits, sandbox_plan
 
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--concurrency", default="1,2,4,8")
     args = parser.parse_args()
-    sandbox = EnvConfig(kind="python_tool").sandbox
+    sandbox = PythonToolEnvConfig(kind="python_tool").sandbox
     plan, limits = sandbox_plan(sandbox), SandboxLimits.from_config(sandbox)
     run_tool("print('warm-up')", plan, limits, 64)
     baseline = None

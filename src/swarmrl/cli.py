@@ -85,6 +85,10 @@ ROLE_COMMANDS = {
             {"preview": "preview_generator", "filter-band": "filter_band"},
         ),
     ),
+    "serve": RoleCommand(
+        "Serve a checkpoint over an OpenAI-compatible API: /v1/completions and /v1/chat/completions.",
+        _one("swarmrl.serve.cli", "serve"),
+    ),
     "relay": RoleCommand(
         "Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them.",
         _one("swarmrl.shardcast.cli", "relay"),
@@ -129,6 +133,7 @@ ROLE_EXTRAS = {
     "validator": {"model", "tasks", "relay"},
     "trainer": {"model", "tasks", "relay", "trainer"},
     "diloco": {"model"},
+    "serve": {"model", "coordinator"},
 }
 
 
@@ -211,11 +216,19 @@ def main(
     configure_logging(log_format, logging.DEBUG if verbose else logging.INFO)
 
 
-def _config(path: str | None, overrides: list[str] | None, dry_run: bool) -> RunConfig:
+def _config(path: str | None, overrides: list[str] | None, dry_run: bool, pin: bool = True) -> RunConfig:
+    """The run config; `pin`: record the source hashes of the code of yours it names (the launchers; a swarm
+    node is handed a config that holds them)."""
+    from swarmrl.entrypoints import EntryError
+
     try:
         config = load_config(path, overrides or [])
-    except ConfigError as exc:
-        console.print(f"[red]config error:[/red] {exc}")
+        if pin:
+            from swarmrl.launch.pins import pin_run_code
+
+            pin_run_code(config)
+    except (ConfigError, EntryError) as exc:
+        console.print(f"config error: {exc}", style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
     if dry_run:
         console.print_json(config.dump_json())
@@ -345,11 +358,14 @@ Device = Annotated[
 
 @contextmanager
 def _refuse_unavailable_device():
-    """A GPU the machine lacks ends the role at startup with its own message, not a traceback."""
+    """A GPU the machine lacks, or code of yours (reward function, environment) missing or other than the run
+    pinned, ends the role at startup with its own message, not a traceback."""
+    from swarmrl.entrypoints import EntryError
+
     try:
         yield
-    except DeviceUnavailable as exc:
-        console.print(f"[red]{exc}[/red]")
+    except (DeviceUnavailable, EntryError) as exc:
+        console.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
 
 
@@ -374,7 +390,7 @@ def _node_args(run_id, config_file, key, relays, work_dir) -> tuple[RunConfig, s
     ]
     if missing:
         raise typer.BadParameter(f"a swarm node also needs {', '.join(missing)}", param_hint="--coordinator")
-    config = _config(str(config_file), [], False)
+    config = _config(str(config_file), [], False, pin=False)
     if run_id is not None and run_id != config.run.id:
         # Seeds and signatures bind the config's run id: a node of another id would have all its work rejected.
         raise typer.BadParameter(f"--run-id {run_id!r} differs from the config's run id {config.run.id!r}")
@@ -422,7 +438,8 @@ def trainer(
     from swarmrl.launch.roles import trainer_role
 
     origin = _origin_overrides(origin_host, origin_port, origin_advertise)
-    trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key, origin=origin)
+    with _refuse_unavailable_device():
+        trainer_role(run_dir, threads=threads, coordinator_url=coordinator_url, key=key, origin=origin)
 
 
 @app.command("island-trainer")

@@ -40,7 +40,7 @@ def evaluate(
 ) -> EvalResult:
     requests, reward_tasks = [], []
     for slot, task in enumerate(tasks):
-        ids = prompts.ids(task.prompt)
+        ids = prompts.ids(task.prompt, task.messages)
         for sample in range(samples_per_task):
             requests.append(GenerationRequest(ids, sample_seed(_EVAL_SEED, slot, sample)))
             reward_tasks.append(task)

@@ -24,7 +24,12 @@ from swarmrl.configs.metrics import MetricsSection
 from swarmrl.configs.model import ModelSection, PromptSection
 from swarmrl.configs.shardcast import ShardcastConfig
 from swarmrl.configs.swarm import SwarmSection
-from swarmrl.configs.tasks import ArithmeticSourceConfig, ReasoningGymSourceConfig, TasksConfig
+from swarmrl.configs.tasks import (
+    ArithmeticSourceConfig,
+    PromptsSourceConfig,
+    ReasoningGymSourceConfig,
+    TasksConfig,
+)
 from swarmrl.configs.trainer import SFTSection, TrainerSection
 from swarmrl.configs.validator import ValidatorConfig
 from swarmrl.configs.worker import WorkerSection
@@ -88,6 +93,12 @@ class RunConfig(Section):
                 f"worker.max_new_tokens {self.worker.max_new_tokens} tokens"
             )
         self._check_online_eval()
+        prompts = any(isinstance(source, PromptsSourceConfig) for source in self.tasks.sources)
+        if prompts and self.env is None and not self.tasks.reward_functions:
+            raise ConfigError(
+                "a 'prompts' source is scored by your own reward functions: set tasks.reward_functions "
+                "(or play it in an [env] that gives the rewards)"
+            )
         if self.loss.max_tokens is None:
             # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
             self.loss.max_tokens = self.worker.max_new_tokens

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -11,6 +12,9 @@ TARGET_SHORT = [1000, 2000, 3000, 4000, 5000]
 # Columns that hold a task's solve rate: ours (`swarmrl filter`), then INTELLECT-2-RL-Dataset's.
 SOLVE_RATE_FIELDS = ("solve_rate", "solve_rate_qwen_r1_distill_7b")
 TARGET_LONG = [2000, 4000, 6000, 8000, 10000]
+# "package.module:attribute" (the attribute may be dotted: "module:Class.method"), as TRL and verl name code.
+ENTRY_PATTERN = r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*"
+SHA256_PATTERN = r"[0-9a-f]{64}"
 
 
 class _Strict(BaseModel):
@@ -106,8 +110,40 @@ class ArithmeticSourceConfig(_Strict):
         return self
 
 
+class PromptsSourceConfig(_Strict):
+    type: Literal["prompts"] = Field(
+        "prompts",
+        description="Discriminator: a dataset in TRL's layout, a `prompt` column (a string, or chat messages "
+        "[{role, content}, ...]) and any other columns, which reach `tasks.reward_functions` as keyword "
+        "arguments.",
+    )
+    name: str = Field(description="Source name used in task ids.")
+    path: str | None = Field(
+        None,
+        description="A local .jsonl / .jsonl.gz / .json / .parquet file, or a directory written by datasets' "
+        "`save_to_disk` (needs the `hub` extra).",
+    )
+    hf_dataset: str | None = Field(
+        None, description="A HF hub dataset id (needs the `hub` extra and a network)."
+    )
+    hf_split: str = Field("train", description="Split of a hub dataset, or of a saved DatasetDict.")
+    weight: float = Field(1.0, gt=0, description="Relative sampling weight when sources are mixed.")
+    limit: int | None = Field(None, ge=1, description="Keep only the first `limit` rows.")
+    id_column: str | None = Field(None, description="Column with a row's task id; default '<name>/<row>'.")
+    demonstration_column: str | None = Field(
+        None, description="Column with a reference answer for the SFT warm start (none: no SFT examples)."
+    )
+
+    @model_validator(mode="after")
+    def _one_location(self) -> PromptsSourceConfig:
+        if (self.path is None) == (self.hf_dataset is None):
+            raise ValueError("set exactly one of path or hf_dataset")
+        return self
+
+
 SourceConfig = Annotated[
-    ReasoningGymSourceConfig | DatasetSourceConfig | ArithmeticSourceConfig, Field(discriminator="type")
+    ReasoningGymSourceConfig | DatasetSourceConfig | ArithmeticSourceConfig | PromptsSourceConfig,
+    Field(discriminator="type"),
 ]
 
 
@@ -243,6 +279,23 @@ class TasksConfig(_Strict):
     length: LengthRewardConfig = Field(
         default_factory=LengthRewardConfig, description="Length-target reward."
     )
+    reward_functions: list[str] = Field(
+        default_factory=list,
+        description="Reward functions from your own modules, 'package.module:function', called as TRL calls "
+        "them: f(prompts=, completions=, completion_ids=, **columns) -> list[float | None] (None: not "
+        "applicable to that row). The task reward is their weighted sum over the functions that apply (0 "
+        "when none does); empty: each task type's built-in verifier. Only the trainer and validators run "
+        "them; workers need not have the module.",
+    )
+    reward_weights: list[float] | None = Field(
+        None, description="One weight per reward function (default 1.0 each), as TRL's reward_weights."
+    )
+    reward_function_hashes: dict[str, str] = Field(
+        default_factory=dict,
+        description="sha256 of each reward function's module source, recorded when the run is prepared "
+        "(`swarmrl rl`, `sft`, `demo` or `--dry-run`) and written to the run's config.json: a trainer or "
+        "validator whose module differs refuses to judge. Leave it out of a TOML you write.",
+    )
 
     @model_validator(mode="after")
     def _band_ordered(self) -> TasksConfig:
@@ -250,4 +303,33 @@ class TasksConfig(_Strict):
             lo, hi = self.solve_rate_band
             if not 0.0 <= lo <= hi <= 1.0:
                 raise ValueError("solve_rate_band must satisfy 0 <= lo <= hi <= 1")
+        self._check_reward_functions()
         return self
+
+    def _check_reward_functions(self) -> None:
+        functions = self.reward_functions
+        bad = [entry for entry in functions if not re.fullmatch(ENTRY_PATTERN, entry)]
+        if bad:
+            raise ValueError(f"reward function {bad[0]!r} is not of the form 'package.module:function'")
+        if len(set(functions)) != len(functions):
+            raise ValueError("reward_functions names a function twice")
+        if self.reward_weights is not None and len(self.reward_weights) != len(functions):
+            raise ValueError(
+                f"reward_weights has {len(self.reward_weights)} weights for {len(functions)} reward functions"
+            )
+        if self.reward_weights is not None and not all(math.isfinite(w) for w in self.reward_weights):
+            raise ValueError("reward_weights must be finite numbers")
+        stray = sorted(set(self.reward_function_hashes) - set(functions))
+        if stray:
+            raise ValueError(f"reward_function_hashes names {stray[0]!r}, which is not in reward_functions")
+        if any(not re.fullmatch(SHA256_PATTERN, h) for h in self.reward_function_hashes.values()):
+            raise ValueError("reward_function_hashes values must be sha256 hex digests")
+
+    @property
+    def weights(self) -> list[float]:
+        """The weight of each reward function (1.0 each unless `reward_weights` says otherwise)."""
+        return (
+            list(self.reward_weights)
+            if self.reward_weights is not None
+            else [1.0] * len(self.reward_functions)
+        )

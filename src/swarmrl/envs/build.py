@@ -6,13 +6,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.envs import EnvConfig, FeedbackEnvConfig, PythonToolEnvConfig
 from swarmrl.envs.base import Environment
 from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.concurrency import submitted
 from swarmrl.envs.engine_rollout import generate_env_batch
 from swarmrl.envs.errors import EnvError, RowReplayFailed
 from swarmrl.envs.feedback import FeedbackEnv
+from swarmrl.envs.plugin import plugin_env
 from swarmrl.envs.python_tool import PythonToolEnv, Verifier
 from swarmrl.envs.replay import replay
 from swarmrl.envs.trajectory import RolloutLimits, TurnCodec
@@ -34,13 +35,14 @@ if TYPE_CHECKING:
 
 
 class TaskVerifier:
-    """The run's verifier of each task's own type (the tasks config's shared verifiers and pools)."""
+    """The run's task reward of an answer: its reward functions, or the verifier of the task's own type (the
+    tasks config's shared verifiers and pools)."""
 
     def __init__(self, config: TasksConfig) -> None:
         self._computer = reward_computer(config)
 
     def score(self, task: Task, completion: str) -> float:
-        return float(self._computer.verifier(task.task_type).score(task, completion))
+        return self._computer.task_reward(task, completion)
 
 
 def generate_config_env_batch(
@@ -74,8 +76,8 @@ def rollout_limits(config: EnvConfig) -> RolloutLimits:
 
 
 def build_env(config: EnvConfig, verifier: Verifier) -> Environment:
-    """A fresh environment (one per concurrent episode)."""
-    if config.kind == "python_tool":
+    """A fresh environment of the configured kind (one per concurrent episode)."""
+    if isinstance(config, PythonToolEnvConfig):
         return PythonToolEnv(
             verifier,
             sandbox_plan(config.sandbox),
@@ -83,7 +85,9 @@ def build_env(config: EnvConfig, verifier: Verifier) -> Environment:
             max_tool_calls=config.max_tool_calls,
             max_output_chars=config.max_output_chars,
         )
-    return FeedbackEnv(verifier, max_attempts=config.max_attempts, retry_discount=config.retry_discount)
+    if isinstance(config, FeedbackEnvConfig):
+        return FeedbackEnv(verifier, max_attempts=config.max_attempts, retry_discount=config.retry_discount)
+    return plugin_env(config)
 
 
 def row_replayer(
@@ -134,7 +138,9 @@ def env_replay(
     if config.env is None:
         return None
     codec = PromptTurnCodec(prompt_format(tokenizer, config.prompt))
-    return row_replayer(config.env, tasks, codec, TaskVerifier(config.tasks))
+    verifier = TaskVerifier(config.tasks)
+    build_env(config.env, verifier)  # a plugin missing here, or other than the run pinned, is refused now
+    return row_replayer(config.env, tasks, codec, verifier)
 
 
 def with_env_replay(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.envs import EnvConfig, PythonToolEnvConfig
 from swarmrl.envs.build import build_env
 from swarmrl.envs.errors import EnvError
 from swarmrl.envs.python_tool import Verifier
@@ -42,7 +42,7 @@ def model_turns(config: EnvConfig, task: Task) -> list[str]:
         raise EnvError(f"task {task.task_id} has no demonstration")
     if last_python_block(task.demonstration) is None:
         return [task.demonstration]
-    if config.kind == "python_tool" and config.max_tool_calls > 0:
+    if isinstance(config, PythonToolEnvConfig) and config.max_tool_calls > 0:
         return [task.demonstration, answer_turn(task)]
     return [answer_turn(task)]
 

@@ -9,6 +9,7 @@ which is what the guard's deadlines need.
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import h11
@@ -45,3 +46,16 @@ def guarded_uvicorn_config(
         return GuardedProtocol(lambda: H11Protocol(config, server_state, app_state, _loop), guard)
 
     return uvicorn.Config(app, http=protocol, backlog=guard.backlog, **config), guard
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound here, to serve with `uvicorn.Server.run(sockets=[...])`: port 0 works and the bound
+    port can be read back."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says TCP, and with
+    # Nagle on, a response written as headers then body waits for the delayed ACK (~40 ms) of the first write.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock

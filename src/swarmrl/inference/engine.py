@@ -12,7 +12,8 @@ import torch
 from swarmrl.inference.errors import InvalidRequestError
 from swarmrl.inference.sampler import check_sampling_params
 
-FinishReason = Literal["eos", "length"]
+# "stop": a caller's token callback ended the completion (a server's stop string); rollouts never hold it.
+FinishReason = Literal["eos", "length", "stop"]
 HIDDEN_STATE_DTYPE = torch.bfloat16  # TOPLOC commits to the bf16 bit patterns of the final hidden state
 
 

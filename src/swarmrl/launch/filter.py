@@ -35,7 +35,7 @@ def measure_solve_rates(config: RunConfig, checkpoint: Path, num_tasks: int, k: 
     source = build_tasks(config.tasks)
     tasks = [source[i] for i in range(min(num_tasks, len(source)))]
     requests = [
-        GenerationRequest(prompts.ids(task.prompt), sample_seed(_FILTER_SEED, slot, sample))
+        GenerationRequest(prompts.ids(task.prompt, task.messages), sample_seed(_FILTER_SEED, slot, sample))
         for slot, task in enumerate(tasks)
         for sample in range(k)
     ]

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from swarmrl.configs import RunConfig
+from swarmrl.launch.pins import pin_run_code
 from swarmrl.models import (
     build_tiny_model,
     load_model,
@@ -144,8 +145,10 @@ def _sft(config: RunConfig, model, fmt, examples, progress: Progress | None) -> 
 
 
 def prepare_run(config: RunConfig, progress: Progress | None = None) -> RunDir:
-    """Create (or reopen, for resume) a run directory with its starting policy."""
+    """Create (or reopen, for resume) a run directory with its starting policy; `config` gets the source hashes
+    of the code of yours it names (reward functions, a plugin environment), as the written config.json does."""
     rundir = RunDir(config.run.directory)
+    pin_run_code(config, rundir.root / "config.json")
     rundir.root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(rundir.root / "config.json", config.model_dump(mode="json"))
     rundir.stop_file.unlink(missing_ok=True)

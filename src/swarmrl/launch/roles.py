@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from transformers import PreTrainedTokenizerBase
 
 from swarmrl.configs import ConfigError, RunConfig, load_run_config
 from swarmrl.configs.devices import check_device
@@ -26,6 +27,8 @@ from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
+from swarmrl.tasks.reward import reward_computer
+from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.data import RolloutFeed
 from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
@@ -61,18 +64,7 @@ def trainer_role(
     rundir = RunDir(run_dir)
     tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
     tasks = build_tasks(config.tasks)
-    scorer = functools.partial(
-        score_rows,
-        tasks=tasks,
-        tokenizer=tokenizer,
-        tasks_config=config.tasks,
-        group_size=config.worker.group_size,
-        advantage=config.trainer.advantage,
-    )
-    if config.env is not None:  # multi-turn rows are scored by replaying their environment
-        from swarmrl.envs.build import with_env_replay
-
-        scorer = with_env_replay(scorer, config, tasks, tokenizer)
+    scorer = _trusted_scorer(config, tasks, tokenizer)
     sink = None
     with contextlib.ExitStack() as stack:
         if config.trainer.colocate:
@@ -118,6 +110,25 @@ def trainer_role(
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+def _trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase):
+    """How the trainer scores rows itself: the run's reward functions (refused here, before any training, when
+    they differ from what the run pinned) or verifiers, and for a multi-turn run its environment's replay."""
+    reward_computer(config.tasks)
+    scorer = functools.partial(
+        score_rows,
+        tasks=tasks,
+        tokenizer=tokenizer,
+        tasks_config=config.tasks,
+        group_size=config.worker.group_size,
+        advantage=config.trainer.advantage,
+    )
+    if config.env is not None:  # multi-turn rows are scored by replaying their environment
+        from swarmrl.envs.build import with_env_replay
+
+        scorer = with_env_replay(scorer, config, tasks, tokenizer)
+    return scorer
 
 
 def _colocated_source(

@@ -14,6 +14,7 @@ Two formats:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
     from swarmrl.configs.model import PromptSection
 
+# A chat prompt as a dataset holds it: [{"role": ..., "content": ...}, ...], ending on a user turn.
+Conversation = Sequence[Mapping[str, str]]
 # Stands in for an assistant answer when probing which token a chat template closes a turn with.
 _PROBE_ANSWER = "swarmrl-probe-answer"
 
@@ -41,28 +44,46 @@ class PromptFormat:
     # Every token that ends a completion; the first is the one a demonstration ends with (end of turn or EOS).
     stop_token_ids: tuple[int, ...]
 
-    def messages(self, question: str) -> list[dict[str, str]]:
-        """The conversation sent to the chat template: the system turn (when set), then the user turn."""
+    def messages(self, question: str, conversation: Conversation | None = None) -> list[dict[str, str]]:
+        """The conversation sent to the chat template: the system turn (when set), then the user turn.
+
+        `conversation` is a dataset's own chat prompt: its turns as given, `question` (the task text, with any
+        length instruction) as its last user turn, and the run's system turn first when it has none.
+        """
+        if conversation is not None:
+            turns = [*map(dict, conversation[:-1]), {"role": "user", "content": question}]
+            if self.settings.system is None or any(turn["role"] == "system" for turn in turns):
+                return turns
+            return [{"role": "system", "content": self.settings.system}, *turns]
         user = {"role": "user", "content": fill(self.settings.user_template, question)}
         if self.settings.system is None:
             return [user]
         return [{"role": "system", "content": self.settings.system}, user]
 
-    def text(self, question: str) -> str:
+    def text(self, question: str, conversation: Conversation | None = None) -> str:
         """The prompt as text (for people and corpora; the model gets `ids`)."""
         if not self.chat:
+            self._plain(conversation)
             return fill(self.settings.template, question)
-        return apply_chat_template(self.tokenizer, self.messages(question), self.settings, tokenize=False)
+        messages = self.messages(question, conversation)
+        return apply_chat_template(self.tokenizer, messages, self.settings, tokenize=False)
 
-    def ids(self, question: str) -> list[int]:
+    def ids(self, question: str, conversation: Conversation | None = None) -> list[int]:
         """The prompt token ids: exactly what a worker sends to its model and the validator expects."""
         if self.chat:
-            return list(
-                apply_chat_template(self.tokenizer, self.messages(question), self.settings, tokenize=True)
-            )
-        ids = self.tokenizer(self.text(question), add_special_tokens=False).input_ids
+            messages = self.messages(question, conversation)
+            return list(apply_chat_template(self.tokenizer, messages, self.settings, tokenize=True))
+        ids = self.tokenizer(self.text(question, conversation), add_special_tokens=False).input_ids
         bos = self.tokenizer.bos_token_id
         return [bos, *ids] if self.settings.add_bos and bos is not None else ids
+
+    @staticmethod
+    def _plain(conversation: Conversation | None) -> None:
+        if conversation is not None:
+            raise PromptError(
+                "a task's prompt is a list of chat messages, which only a chat template can render: "
+                "set prompt.format = 'chat' (the tokenizer needs a chat template)"
+            )
 
     def completion_ids(self, text: str) -> list[int]:
         """A demonstration as the model should emit it: the text, then the token that ends its turn."""

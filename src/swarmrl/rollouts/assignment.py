@@ -102,5 +102,5 @@ def assigned_prompts(
         if length.mode != "none":
             target = sample_target_length(length.targets, spec.run_seed, spec.seed, slot)
             question = add_length_instruction(question, target, length.prompt_suffix)
-        prompts.append(AssignedPrompt(slot, index, task, target, prompt.ids(question)))
+        prompts.append(AssignedPrompt(slot, index, task, target, prompt.ids(question, task.messages)))
     return prompts

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from swarmrl.configs.tasks import (
     ArithmeticSourceConfig,
     DatasetSourceConfig,
+    PromptsSourceConfig,
     ReasoningGymSourceConfig,
     SourceConfig,
     TasksConfig,
@@ -15,6 +16,7 @@ from swarmrl.configs.tasks import (
 from swarmrl.tasks.arithmetic import ArithmeticSource
 from swarmrl.tasks.dataset_source import dataset_source
 from swarmrl.tasks.errors import TaskError
+from swarmrl.tasks.prompts_source import prompts_source
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymSource
 from swarmrl.tasks.task import ListTaskSource, Task, TaskSource
 
@@ -74,6 +76,8 @@ def build_source(config: SourceConfig) -> TaskSource:
         return ReasoningGymSource(config)
     if isinstance(config, ArithmeticSourceConfig):
         return _arithmetic(config, config.seed, config.size)
+    if isinstance(config, PromptsSourceConfig):
+        return prompts_source(config)
     return dataset_source(config)
 
 

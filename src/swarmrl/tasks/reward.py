@@ -1,4 +1,5 @@
-"""One reward entry point: task reward by task_type through a registered Verifier, then the length term."""
+"""One reward entry point: the task reward (the run's own reward functions, or else the verifier registered for
+the task's type), then the length term."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.length_reward import length_shaped_reward
 from swarmrl.tasks.math_verifier import MathVerifier
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymVerifier
+from swarmrl.tasks.reward_functions import RewardFunctions
 from swarmrl.tasks.task import Task
 
 
@@ -38,6 +40,7 @@ class RewardRequest:
     completion_text: str
     num_completion_tokens: int
     target_length: int | None = None
+    completion_ids: tuple[int, ...] = ()  # the sampled tokens, for reward functions that read them
 
 
 VerifierFactory = Callable[[TasksConfig], Verifier]
@@ -54,12 +57,15 @@ def register_verifier(task_type: str, factory: VerifierFactory) -> None:
 
 
 class RewardComputer:
-    """Holds one verifier per task type (and their pools) for a config; thread-safe."""
+    """Holds one verifier per task type (and their pools), or the run's reward functions, for a config;
+    thread-safe."""
 
     def __init__(self, config: TasksConfig) -> None:
         self.config = config
         self._verifiers: dict[str, Verifier] = {}
         self._lock = threading.Lock()
+        # Imported (and checked against the run's pins) once: a node whose code differs refuses at once.
+        self._functions = RewardFunctions(config) if config.reward_functions else None
 
     def verifier(self, task_type: str) -> Verifier:
         with self._lock:
@@ -69,6 +75,12 @@ class RewardComputer:
                 self._verifiers[task_type] = _FACTORIES[task_type](self.config)
             return self._verifiers[task_type]
 
+    def task_reward(self, task: Task, completion_text: str, completion_ids: Sequence[int] = ()) -> float:
+        """The reward of one completion before the length term."""
+        if self._functions is not None:
+            return self._functions.score([task], [completion_text], [completion_ids])[0]
+        return float(self.verifier(task.task_type).score(task, completion_text))
+
     def compute(
         self,
         task: Task,
@@ -77,29 +89,34 @@ class RewardComputer:
         num_completion_tokens: int,
         target_length: int | None = None,
     ) -> RewardBreakdown:
-        task_reward = float(self.verifier(task.task_type).score(task, completion_text))
+        return self._shaped(
+            RewardRequest(task, completion_text, num_completion_tokens, target_length),
+            self.task_reward(task, completion_text),
+        )
+
+    def _shaped(self, request: RewardRequest, task_reward: float) -> RewardBreakdown:
         length = self.config.length
         total = length_shaped_reward(
-            length.mode, task_reward, target_length, num_completion_tokens, length.alpha
+            length.mode, task_reward, request.target_length, request.num_completion_tokens, length.alpha
         )
         return RewardBreakdown(task_reward, total - task_reward, total)
 
     def compute_batch(
         self, requests: Sequence[RewardRequest], max_concurrency: int | None = None
     ) -> list[RewardBreakdown]:
-        """Rewards in request order; sandbox runs and math-verify calls run concurrently in their pools."""
+        """Rewards in request order: reward functions called once over the batch, or the verifiers' sandbox
+        runs and math-verify calls concurrently in their pools."""
+        if self._functions is not None:
+            rewards = self._functions.score(
+                [r.task for r in requests],
+                [r.completion_text for r in requests],
+                [r.completion_ids for r in requests],
+            )
+            return [self._shaped(r, reward) for r, reward in zip(requests, rewards, strict=True)]
         workers = max_concurrency or max(self.config.math.num_workers, self.config.code.num_workers)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reward") as pool:
             return list(
-                pool.map(
-                    lambda r: self.compute(
-                        r.task,
-                        r.completion_text,
-                        num_completion_tokens=r.num_completion_tokens,
-                        target_length=r.target_length,
-                    ),
-                    requests,
-                )
+                pool.map(lambda r: self._shaped(r, self.task_reward(r.task, r.completion_text)), requests)
             )
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -18,6 +19,8 @@ class Task:
     `verification_info` is JSON-able: ground truth(s) for math, test cases for code, the reasoning-gym entry
     (dataset name, config and index) for procedural tasks. `demonstration` is a reference answer used by the
     SFT warm-start; `solve_rate` is the offline pass rate under a base model (None until measured).
+    `messages` is a chat-format prompt as a dataset gave it ([{role, content}, ...], ending on a user turn);
+    `prompt` is then that last turn's text.
     """
 
     task_id: str
@@ -26,6 +29,7 @@ class Task:
     verification_info: dict[str, Any] = field(default_factory=dict)
     solve_rate: float | None = None
     demonstration: str | None = None
+    messages: tuple[dict[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.task_id, str) or not self.task_id:
@@ -42,6 +46,8 @@ class Task:
             json.dumps(self.verification_info)
         except (TypeError, ValueError) as exc:
             raise TaskError(f"task {self.task_id}: verification_info is not JSON-able: {exc}") from exc
+        if self.messages is not None:
+            _check_messages(self.task_id, self.messages, self.prompt)
 
     def __hash__(self) -> int:
         # verification_info is a dict; identity, prompt and type are enough to spread tasks over buckets.
@@ -49,13 +55,28 @@ class Task:
 
     def with_prompt(self, prompt: str) -> Task:
         """A copy with another prompt (e.g. a length-target suffix appended)."""
-        return Task(
-            self.task_id, prompt, self.task_type, self.verification_info, self.solve_rate, self.demonstration
-        )
+        return dataclasses.replace(self, prompt=prompt)
 
     def with_solve_rate(self, solve_rate: float) -> Task:
-        return Task(
-            self.task_id, self.prompt, self.task_type, self.verification_info, solve_rate, self.demonstration
+        return dataclasses.replace(self, solve_rate=solve_rate)
+
+
+def _check_messages(task_id: str, messages: tuple[dict[str, str], ...], prompt: str) -> None:
+    """A chat prompt: role/content string pairs, ending on the user turn whose text is the task's prompt."""
+    if not messages:
+        raise TaskError(f"task {task_id}: the prompt holds no messages")
+    for message in messages:
+        if (
+            not isinstance(message, dict)
+            or set(message) != {"role", "content"}
+            or not all(isinstance(v, str) for v in message.values())
+        ):
+            raise TaskError(
+                f"task {task_id}: a prompt message must be {{role, content}} strings, got {message!r}"
+            )
+    if messages[-1]["role"] != "user" or messages[-1]["content"] != prompt:
+        raise TaskError(
+            f"task {task_id}: a chat prompt must end on a user turn (its text is the task prompt)"
         )
 
 

@@ -39,6 +39,7 @@ from swarmrl.rollouts import RolloutLimits
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
 from swarmrl.tasks.registry import build_tasks
+from swarmrl.tasks.reward import reward_computer
 from swarmrl.validator.rollout_checks import CheckFailed, SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
 
@@ -216,6 +217,7 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     """Judge submissions until stopped or the run has drained; returns how many verdicts were posted."""
     torch.set_num_threads(config.worker.torch_threads)
     device = resolve_device(options.device)  # a missing GPU is refused before the validator registers
+    reward_computer(config.tasks)  # and so are reward functions other than the run pinned
     identity = Identity.load_or_create(options.key)
     client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
     # Registering is not needed to judge; it declares the validator's hardware to the coordinator's node info.

@@ -64,6 +64,7 @@ def score_rows(
                 completion_text(tokenizer, row.completion_ids),
                 len(row.completion_ids),
                 row.target_length if row.target_length >= 0 else None,
+                tuple(row.completion_ids),
             )
         )
     computed = iter(compute_rewards(requests, config=tasks_config) if requests else [])

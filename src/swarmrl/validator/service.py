@@ -26,6 +26,7 @@ from swarmrl.rollouts.assignment import batch_seed
 from swarmrl.rundir import write_json_atomic
 from swarmrl.steps import checkpoint_dir, parse_step_dir_name
 from swarmrl.tasks.registry import build_tasks
+from swarmrl.tasks.reward import reward_computer
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, Verdict, validate_file
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ def local_context(
     tokenizer = load_tokenizer(checkpoint_dir(checkpoints, 0))
     policy = PolicyCache(checkpoints, config.model.dtype, keep=config.worker.async_level + 1, device=device)
     tasks = build_tasks(config.tasks)
+    reward_computer(config.tasks)  # reward functions other than the run pinned are refused before any judging
     return ValidationContext(
         config=config,
         settings=settings or config.validator,

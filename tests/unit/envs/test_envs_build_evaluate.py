@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.envs import PythonToolEnvConfig
 from swarmrl.configs.model import PromptSection
 from swarmrl.envs.build import row_replayer
 from swarmrl.envs.codec import PromptTurnCodec
@@ -72,21 +72,23 @@ PARAMS = SamplingParams(max_new_tokens=64)
 
 def test_accuracy_with_and_without_the_tool(math_verifier, codec):
     engine = ToolUsingEngine(codec)
-    with_tool = env_accuracy(engine, codec, EnvConfig(kind="python_tool"), math_verifier, TASKS, PARAMS)
+    with_tool = env_accuracy(
+        engine, codec, PythonToolEnvConfig(kind="python_tool"), math_verifier, TASKS, PARAMS
+    )
     assert with_tool.accuracy == 1.0 and with_tool.mean_model_turns == 2.0
     assert [len(batch) for batch in engine.requests] == [3, 3]
     # Without tool calls a code block is the final turn: no answer, nothing solved.
     without = env_accuracy(
-        engine, codec, EnvConfig(kind="python_tool", max_tool_calls=0), math_verifier, TASKS, PARAMS
+        engine, codec, PythonToolEnvConfig(kind="python_tool", max_tool_calls=0), math_verifier, TASKS, PARAMS
     )
     assert without.accuracy == 0.0 and without.mean_model_turns == 1.0
 
 
 def test_config_is_strict_and_bounded():
     with pytest.raises(ValueError):
-        EnvConfig(kind="python_tool", max_turns=0)
+        PythonToolEnvConfig(kind="python_tool", max_turns=0)
     with pytest.raises(ValueError):
-        EnvConfig(kind="shell")
+        PythonToolEnvConfig(kind="shell")
 
 
 def test_the_validators_replay_reproduces_the_workers_reward(math_verifier, codec):
@@ -95,7 +97,7 @@ def test_the_validators_replay_reproduces_the_workers_reward(math_verifier, code
     from swarmrl.envs.engine_rollout import engine_generator
     from swarmrl.tasks.task import ListTaskSource
 
-    config = EnvConfig(kind="python_tool")
+    config = PythonToolEnvConfig(kind="python_tool")
     engine = ToolUsingEngine(codec)
     seeds = [1, 2, 3]
     trajectories = run_episodes(

@@ -3,7 +3,7 @@ as rollouts are, with the environment's tokens masked out of the loss; the arith
 
 import pytest
 
-from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.envs import FeedbackEnvConfig, PythonToolEnvConfig
 from swarmrl.configs.model import PromptSection
 from swarmrl.configs.tasks import TasksConfig
 from swarmrl.envs.codec import PromptTurnCodec
@@ -16,7 +16,7 @@ from swarmrl.tasks.registry import build_tasks, heldout_sources
 from swarmrl.tasks.task import ListTaskSource, Task
 from swarmrl.trainer.sft import sft_batch
 
-TOOL = EnvConfig(kind="python_tool")
+TOOL = PythonToolEnvConfig(kind="python_tool")
 SOURCE = ArithmeticSource(seed=3, size=4, digits=3)
 
 
@@ -24,11 +24,13 @@ def test_turns_with_and_without_the_tool():
     task = SOURCE[0]
     truth = task.verification_info["ground_truth"]
     assert model_turns(TOOL, task) == [task.demonstration, f"<answer>{truth}</answer>"]
-    no_tool = EnvConfig(kind="python_tool", max_tool_calls=0)
+    no_tool = PythonToolEnvConfig(kind="python_tool", max_tool_calls=0)
     assert model_turns(no_tool, task) == [f"<answer>{truth}</answer>"]
     answer = Task("t", "q", "math", {"ground_truth": "7"}, demonstration="<answer>7</answer>")
     assert (
-        model_turns(TOOL, answer) == model_turns(EnvConfig(kind="feedback"), answer) == ["<answer>7</answer>"]
+        model_turns(TOOL, answer)
+        == model_turns(FeedbackEnvConfig(kind="feedback"), answer)
+        == ["<answer>7</answer>"]
     )
     with pytest.raises(EnvError, match="no demonstration"):
         model_turns(TOOL, Task("t", "q", "math", {}))

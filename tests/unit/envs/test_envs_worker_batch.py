@@ -9,7 +9,7 @@ import torch
 from unit.inference.inference_testkit import tiny_model, tiny_tokenizer
 
 from swarmrl.configs import ConfigError, RunConfig, load_config
-from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.envs import PythonToolEnvConfig
 from swarmrl.envs.build import TaskVerifier, generate_config_env_batch, row_replayer, with_env_replay
 from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.inference.engine import SamplingParams
@@ -29,10 +29,10 @@ def test_the_env_section_is_validated_and_named():
     config = RunConfig.model_validate(
         {"env": {"kind": "python_tool", "max_turns": 2, "max_tokens": 64}, "worker": {"max_new_tokens": 64}}
     )
-    assert isinstance(config.env, EnvConfig) and config.env.max_turns == 2
-    with pytest.raises(ConfigError, match=r"env\.kind"):
+    assert isinstance(config.env, PythonToolEnvConfig) and config.env.max_turns == 2
+    with pytest.raises(ConfigError, match=r"env\n.*'kind'"):
         load_config(None, ["env.kind='shell'"])
-    with pytest.raises(ConfigError, match=r"env\.max_turns"):
+    with pytest.raises(ConfigError, match=r"env\.python_tool\.max_turns"):
         load_config(None, ["env.kind='python_tool'", "env.max_turns=0"])
     with pytest.raises(ConfigError, match="env.max_tokens 600 exceeds worker.max_new_tokens 64"):
         RunConfig.model_validate(

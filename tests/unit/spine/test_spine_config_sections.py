@@ -14,7 +14,7 @@ import torch
 
 from swarmrl.configs import ConfigError, RunConfig, load_config
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.configs.envs import EnvConfig
+from swarmrl.configs.envs import FeedbackEnvConfig
 from swarmrl.configs.islands import IslandsConfig
 from swarmrl.configs.loss import LossConfig
 from swarmrl.configs.shardcast import ClientConfig, ShardcastConfig
@@ -54,7 +54,7 @@ def test_every_role_section_is_its_roles_model():
         "islands": IslandsConfig,
         "validator": ValidatorConfig,
         "shardcast": ShardcastConfig,
-        "env": EnvConfig,
+        "env": FeedbackEnvConfig,
     }
     for name, model in expected.items():
         assert isinstance(getattr(config, name), model), name

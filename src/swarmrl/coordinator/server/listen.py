@@ -7,7 +7,6 @@ open connections per address and in all, figures on /metrics.
 from __future__ import annotations
 
 import logging
-import socket
 from pathlib import Path
 
 import uvicorn
@@ -16,19 +15,9 @@ from fastapi import FastAPI
 from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.httpserve import ConnectionGuard, guarded_uvicorn_config, raise_open_file_limit
 from swarmrl.httpserve.guard import GuardCollector
+from swarmrl.httpserve.uvicorn_config import bind
 
 log = logging.getLogger(__name__)
-
-
-def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says TCP, and with
-    # Nagle on, a response written as headers then body waits for the delayed ACK (~40 ms) of the first write.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.set_inheritable(True)
-    return sock
 
 
 def build_server(

@@ -11,7 +11,7 @@ the sequence finishes: completion token i's is position P − 1 + i's, as in the
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +26,9 @@ from swarmrl.inference.paged.model_runner import ModelRunner
 from swarmrl.inference.paged.scheduler import PrefillStep, Scheduler, SchedulerStats
 from swarmrl.inference.paged.sequence import PromptGroup
 from swarmrl.inference.paged.sequence import Sequence as Seq
+
+# (request index, sampled token, its logprob) -> end that completion now?
+TokenCallback = Callable[[int, int, float], bool]
 
 
 @dataclass
@@ -62,12 +65,22 @@ class PagedEngine(LiveWeights):
         self.last_timing = StepTiming()
         self._init_live_weights()
 
-    def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self,
+        requests: Sequence[GenerationRequest],
+        params: SamplingParams,
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> list[Generation]:
+        """`on_token(request index, token, logprob)` sees every token as it is sampled (a server streams them);
+        returning True ends that completion there, with finish reason "stop" (a stop string it found)."""
         with self._generating():
-            return self._generate(requests, params)
+            return self._generate(requests, params, on_token)
 
     @torch.inference_mode()
-    def _generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Generation]:
+    def _generate(
+        self, requests: Sequence[GenerationRequest], params: SamplingParams, on_token: TokenCallback | None
+    ) -> list[Generation]:
         check_requests(requests, params, self.runner.model.parts)
         blocks = BlockManager(self.runner.pool.num_blocks, self.runner.block_size)
         for index, request in enumerate(requests):
@@ -105,10 +118,13 @@ class PagedEngine(LiveWeights):
             for sequence, token, logprob in zip(sampled, tokens, logprobs, strict=True):
                 sequence.completion_ids.append(token)
                 sequence.logprobs.append(logprob)
+                asked = on_token is not None and on_token(sequence.index, token, logprob)
                 if token in stops:
                     finished.append((sequence, "eos"))
                 elif len(sequence.completion_ids) == limits[sequence.index]:
                     finished.append((sequence, "length"))
+                elif asked:
+                    finished.append((sequence, "stop"))
             if isinstance(step, PrefillStep):
                 timing.prefill_seconds += time.perf_counter() - started
             else:
