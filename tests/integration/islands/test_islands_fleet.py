@@ -34,6 +34,7 @@ def _config(tmp_path, steps: int, **islands):
     return load_config("configs/demo-islands.toml", overrides)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_two_islands_merge_to_the_same_policy(tmp_path):
     config = _config(tmp_path, steps=4)
@@ -64,6 +65,7 @@ def test_two_islands_merge_to_the_same_policy(tmp_path):
     assert weights_digest(islands[0], 4) != weights_digest(islands[0], 3)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_streaming_fragments_merge_half_the_policy_at_each_merge_point(tmp_path):
     config = _config(tmp_path, steps=4, fragments=2, codec="'fp32'")

@@ -25,6 +25,7 @@ def _digest(directory: Path) -> str:
     return digest.hexdigest()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_swarm_islands_publish_the_merged_policy_through_shardcast(tmp_path):
     overrides = [

@@ -129,6 +129,7 @@ def test_reading_a_config_loads_no_role_code_and_no_torch():
     assert loaded == []
 
 
+@pytest.mark.slow
 def test_the_probe_sees_torch_where_it_is_imported():
     # The same probe on a module that needs torch: proves the check above can fail.
     loaded = _probe(
