@@ -20,6 +20,9 @@ from swarmrl.steps import checkpoint_dir, latest_checkpoint
 pytest.importorskip("torchft")
 
 
+pytestmark = pytest.mark.xdist_group("swarms")
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     return tmp_path_factory.mktemp("islands")  # shared: the SFT start policy is built once and cached

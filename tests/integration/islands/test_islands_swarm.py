@@ -18,6 +18,9 @@ from swarmrl.shardcast.client import fetch_checkpoint
 pytest.importorskip("torchft")
 
 
+pytestmark = pytest.mark.xdist_group("swarms")
+
+
 def _digest(directory: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(directory.glob("*.safetensors")):
