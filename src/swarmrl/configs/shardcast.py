@@ -43,6 +43,28 @@ class OriginConfig(BaseModel):
     connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 
 
+class WeightedSelection(BaseModel):
+    """Sample a source by measured success × throughput, demoted 20× per corrupt shard or forged manifest it
+    sent (`swarmrl/shardcast/selection/weighted.py`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["weighted"] = Field("weighted", description="source selection policy")
+    exploration: float = Field(0.1, ge=0, le=1, description="chance of picking a source uniformly at random")
+
+
+class OrderedSelection(BaseModel):
+    """Ask the sources in the order given, nearest first; the next one only while those before it back off, and
+    one that sent corrupt data behind every clean one (`swarmrl/shardcast/selection/ordered.py`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["ordered"] = Field("ordered", description="source selection policy")
+
+
+SourceSelection = Annotated[WeightedSelection | OrderedSelection, Field(discriminator="type")]
+
+
 class RelayConfig(BaseModel):
     upstreams: list[str] = Field(default_factory=list, description="origin or relay base URLs to mirror")
     host: str = Field("127.0.0.1", description="interface the relay binds")
@@ -64,29 +86,10 @@ class RelayConfig(BaseModel):
         ge=1,
         description="shards mirrored at once (fewer means the first shards verify, and serve, sooner)",
     )
+    selection: SourceSelection = Field(
+        default_factory=WeightedSelection, description="which upstream gets the next request (as a client's)"
+    )
     connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
-
-
-class WeightedSelection(BaseModel):
-    """Sample a source by measured success × throughput, demoted 20× per corrupt shard or forged manifest it
-    sent (`swarmrl/shardcast/selection/weighted.py`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["weighted"] = Field("weighted", description="source selection policy")
-    exploration: float = Field(0.1, ge=0, le=1, description="chance of picking a source uniformly at random")
-
-
-class OrderedSelection(BaseModel):
-    """Ask the sources in the order given, nearest first; the next one only while those before it back off, and
-    one that sent corrupt data behind every clean one (`swarmrl/shardcast/selection/ordered.py`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["ordered"] = Field("ordered", description="source selection policy")
-
-
-SourceSelection = Annotated[WeightedSelection | OrderedSelection, Field(discriminator="type")]
 
 
 class ClientConfig(BaseModel):

@@ -134,7 +134,9 @@ class Relay:
         self.config = config
         self.upstreams = normalize_sources(config.upstreams)
         self.public_key = trainer_public_key.lower()
-        self.client_config = client_config or ClientConfig(concurrency=config.concurrency)
+        self.client_config = client_config or ClientConfig(
+            concurrency=config.concurrency, selection=config.selection
+        )
         self.store = RelayStore(config.data_dir)
         self.notifier = VersionNotifier()
         self.metrics = ServerMetrics("relay")

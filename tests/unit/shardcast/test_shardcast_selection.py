@@ -131,3 +131,19 @@ def test_the_config_type_chooses_the_policy():
 def test_an_unknown_policy_or_a_foreign_knob_is_refused(selection, problem):
     with pytest.raises(ValueError, match=problem):
         ClientConfig.model_validate({"selection": selection})
+
+
+def test_a_relay_follows_its_upstreams_with_the_policy_its_config_names(tmp_path):
+    from swarmrl.configs.shardcast import RelayConfig
+    from swarmrl.shardcast.relay import Relay
+
+    upstreams = ["http://a:1", "http://b:2"]
+    ordered = Relay(
+        RelayConfig(upstreams=upstreams, data_dir=tmp_path, selection={"type": "ordered"}), "ab" * 32
+    )
+    assert (
+        isinstance(ordered.selector, OrderedPolicy) and ordered.selector.ranked(upstreams[::-1]) == upstreams
+    )
+    assert isinstance(
+        Relay(RelayConfig(upstreams=upstreams, data_dir=tmp_path), "ab" * 32).selector, WeightedPolicy
+    )
