@@ -50,12 +50,13 @@ browser-deps:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 	    echo "chromium/chromium-driver could not be installed: the dashboard browser test will fail saying so"; }
 
-# Tests run on parallel workers (pytest-xdist), one per core, handed out one at a time as workers free up.
-# The swarm-scale tests (marked xdist_group("swarms"): many processes with deadlines) run on one worker, one
-# after another, and first (tests/conftest.py). Tests that start processes bind OS-chosen ports and network
-# namespaces of their own. TEST_WORKERS=0 runs everything in this process.
+# Tests run on parallel workers (pytest-xdist), one per core, each handed contiguous runs of the suite (a
+# module's fixtures, a built model or a prepared run, are mostly made once) as it frees up. The swarm-scale
+# tests (marked `swarm`) come first, so one worker starts on all of them, and they run one at a time
+# (tests/conftest.py). Tests that start processes bind OS-chosen ports and network namespaces of their own.
+# TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist load
 
 # Every test, the slow tier (marked `slow`: swarms, islands, DiLoCo, multi-process training, long fuzzing) included.
 test: install postgres sandbox-deps browser-deps

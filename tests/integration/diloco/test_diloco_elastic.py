@@ -22,7 +22,7 @@ CONFIG = DiLoCoConfig(
 MAX_ROUNDS = 100_000  # the stop file decides the real length
 
 
-pytestmark = pytest.mark.xdist_group("swarms")
+pytestmark = pytest.mark.swarm
 
 
 def _progress(path: Path) -> dict:

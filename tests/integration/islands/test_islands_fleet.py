@@ -20,7 +20,7 @@ from swarmrl.steps import checkpoint_dir, latest_checkpoint
 pytest.importorskip("torchft")
 
 
-pytestmark = pytest.mark.xdist_group("swarms")
+pytestmark = pytest.mark.swarm
 
 
 @pytest.fixture(scope="module")

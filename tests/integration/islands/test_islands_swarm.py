@@ -18,7 +18,7 @@ from swarmrl.shardcast.client import fetch_checkpoint
 pytest.importorskip("torchft")
 
 
-pytestmark = pytest.mark.xdist_group("swarms")
+pytestmark = pytest.mark.swarm
 
 
 def _digest(directory: Path) -> str:

@@ -27,7 +27,7 @@ from swarmrl.identity import Identity
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.slow,
-    pytest.mark.xdist_group("swarms"),
+    pytest.mark.swarm,
     pytest.mark.timeout(420),
 ]
 
