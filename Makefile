@@ -50,11 +50,21 @@ browser-deps:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 	    echo "chromium/chromium-driver could not be installed: the dashboard browser test will fail saying so"; }
 
-test: install postgres sandbox-deps browser-deps
-	$(PY) -m pytest -q -p no:cacheprovider tests
+# Tests run on parallel workers (pytest-xdist), one per core, each handed contiguous runs of the suite (a
+# module's fixtures, a built model or a prepared run, are mostly made once) as it frees up. The swarm-scale
+# tests (marked `swarm`) come first, so one worker starts on all of them, and they run one at a time
+# (tests/conftest.py). Tests that start processes bind OS-chosen ports and network namespaces of their own.
+# TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist load
 
+# Every test, the slow tier (marked `slow`: swarms, islands, DiLoCo, multi-process training, long fuzzing) included.
+test: install postgres sandbox-deps browser-deps
+	$(PYTEST) tests
+
+# The edit loop: everything not marked slow.
 test-fast: install sandbox-deps
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PYTEST) -m "not slow" tests
 
 # The tests that need a CUDA device (marked gpu: compiled FlexAttention, CUDA graphs, the compiled sampler,
 # device-side TOPLOC, a colocated run sharing the GPU). On a GPU machine without this venv:

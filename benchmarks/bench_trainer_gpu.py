@@ -32,11 +32,11 @@ import torch
 from transformers import PretrainedConfig
 
 from swarmrl.configs import RunConfig
+from swarmrl.models.optim import build_optimizer
 from swarmrl.models.shapes import build_shaped_model, shape_config
 from swarmrl.rollouts import ScoredRow
 from swarmrl.trainer.attention import document_mask
 from swarmrl.trainer.batch import MicroBatch, plan_step
-from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.policy import PackedPolicy
 from swarmrl.trainer.train import build_policy, plan_policy_step, train_step
 

@@ -27,10 +27,10 @@ from swarmrl.configs.validator import ValidatorConfig
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model, load_tokenizer
+from swarmrl.models.optim import build_optimizer
 from swarmrl.rollouts import ScoredRow
 from swarmrl.steps import checkpoint_dir
 from swarmrl.trainer.checkpoint import save_checkpoint
-from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.train import build_policy, plan_policy_step, train_step
 from swarmrl.validator.calibrate import commit, measure
 

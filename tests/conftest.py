@@ -1,6 +1,35 @@
-"""Lets test packages share helpers: `from integration.spine.spine_helpers import ...`."""
+"""Lets test packages share helpers (`from integration.spine.spine_helpers import ...`); runs the swarm-scale
+tests one at a time, and first.
 
+Tests marked `swarm` start a swarm, islands or elastic replicas: many processes with deadlines. Two at once on a
+2-core machine starve each other past those deadlines, so on parallel workers (`make test`) each holds a lock
+shared by the workers of the run while it runs. They go first: the worker that starts on them works through
+them while the others share the rest of the suite.
+"""
+
+import fcntl
+import os
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def pytest_collection_modifyitems(config, items):
+    # A stable sort: the order of the tests within each part is kept.
+    items.sort(key=lambda item: item.get_closest_marker("swarm") is None)
+
+
+@pytest.fixture(autouse=True)
+def one_swarm_at_a_time(request, tmp_path_factory):
+    if request.node.get_closest_marker("swarm") is None:
+        yield
+        return
+    run_dir = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        run_dir = run_dir.parent  # the workers' base directories share this one
+    with open(run_dir / "swarm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

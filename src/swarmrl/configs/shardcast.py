@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -43,6 +43,28 @@ class OriginConfig(BaseModel):
     connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 
 
+class WeightedSelection(BaseModel):
+    """Sample a source by measured success × throughput, demoted 20× per corrupt shard or forged manifest it
+    sent (`swarmrl/shardcast/selection/weighted.py`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["weighted"] = Field("weighted", description="source selection policy")
+    exploration: float = Field(0.1, ge=0, le=1, description="chance of picking a source uniformly at random")
+
+
+class OrderedSelection(BaseModel):
+    """Ask the sources in the order given, nearest first; the next one only while those before it back off, and
+    one that sent corrupt data behind every clean one (`swarmrl/shardcast/selection/ordered.py`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["ordered"] = Field("ordered", description="source selection policy")
+
+
+SourceSelection = Annotated[WeightedSelection | OrderedSelection, Field(discriminator="type")]
+
+
 class RelayConfig(BaseModel):
     upstreams: list[str] = Field(default_factory=list, description="origin or relay base URLs to mirror")
     host: str = Field("127.0.0.1", description="interface the relay binds")
@@ -63,6 +85,9 @@ class RelayConfig(BaseModel):
         4,
         ge=1,
         description="shards mirrored at once (fewer means the first shards verify, and serve, sooner)",
+    )
+    selection: SourceSelection = Field(
+        default_factory=WeightedSelection, description="which upstream gets the next request (as a client's)"
     )
     connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 
@@ -108,7 +133,11 @@ class ClientConfig(BaseModel):
     availability_refresh_s: float = Field(
         0.25, gt=0, description="pause before re-asking a source whose shard list did not grow (or failed)"
     )
-    exploration: float = Field(0.1, ge=0, le=1, description="chance of picking a source uniformly at random")
+    selection: SourceSelection = Field(
+        default_factory=WeightedSelection,
+        description="which source gets the next request: `weighted` (by success × throughput, the default) or "
+        "`ordered` (the order given, nearest first)",
+    )
     backoff_base_s: float = Field(0.25, gt=0, description="first back-off after a failed request")
     backoff_max_s: float = Field(10.0, gt=0, description="longest back-off")
     keep_versions: int = Field(3, ge=1, description="newest versions kept on local disk")

@@ -140,8 +140,26 @@ def _unprivileged_user() -> str | None:
     return "nobody"
 
 
-def _as(user: str | None, command: list[str]) -> list[str]:
-    return command if user is None else ["runuser", "-u", user, "--", *command]
+def _postgres_tool(
+    user: str | None, root: Path, timeout_s: float, args: list[str], check: bool = True
+) -> None:
+    """Run one of the server's binaries (`args[0]`: initdb, pg_ctl, createdb) as `user`, in `root`."""
+    command = [str(POSTGRES_BIN / args[0]), *args[1:]]
+    if user is not None:
+        command = ["runuser", "-u", user, "--", *command]
+    subprocess.run(command, check=check, capture_output=True, timeout=timeout_s, cwd=root)
+
+
+def _postgres_root(user: str | None) -> Path:
+    """A fresh temp directory with a `sock/` folder for the server's Unix socket, owned by `user`."""
+    root = Path(tempfile.mkdtemp(prefix="swarmrl-pg-"))
+    (root / "sock").mkdir()
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chmod(root, 0o755)
+        for path in (root, root / "sock"):
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+    return root
 
 
 @contextmanager
@@ -150,73 +168,19 @@ def postgres_server(timeout_s: float = 60.0) -> Iterator[str]:
     if not postgres_available():
         raise ProcessStartError(f"postgres binaries not found under {POSTGRES_BIN}")
     user = _unprivileged_user()
-    root = Path(tempfile.mkdtemp(prefix="swarmrl-pg-"))
-    data, sockets = root / "data", root / "sock"
-    sockets.mkdir()
-    if user is not None:
-        entry = pwd.getpwnam(user)
-        os.chmod(root, 0o755)
-        for path in (root, sockets):
-            os.chown(path, entry.pw_uid, entry.pw_gid)
-    port = free_port()
-    log = root / "postgres.log"
-    run = dict(check=True, capture_output=True, timeout=timeout_s, cwd=root)
+    root = _postgres_root(user)
+    data, log, port = root / "data", root / "postgres.log", free_port()
+    options = f"-h 127.0.0.1 -p {port} -k {root / 'sock'} -c fsync=off -c full_page_writes=off"
     started = False
     try:
-        subprocess.run(
-            _as(
-                user,
-                [
-                    str(POSTGRES_BIN / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    "swarmrl",
-                    "--auth=trust",
-                    "--no-sync",
-                    "-E",
-                    "UTF8",
-                ],
-            ),
-            **run,
-        )
-        options = f"-h 127.0.0.1 -p {port} -k {sockets} -c fsync=off -c full_page_writes=off"
-        subprocess.run(
-            _as(
-                user,
-                [
-                    str(POSTGRES_BIN / "pg_ctl"),
-                    "-D",
-                    str(data),
-                    "-l",
-                    str(log),
-                    "-o",
-                    options,
-                    "-w",
-                    "-t",
-                    str(int(timeout_s)),
-                    "start",
-                ],
-            ),
-            **run,
-        )
+        initdb = ["initdb", "-D", str(data), "-U", "swarmrl", "--auth=trust", "--no-sync", "-E", "UTF8"]
+        _postgres_tool(user, root, timeout_s, initdb)
+        wait = str(int(timeout_s))
+        start = ["pg_ctl", "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", wait, "start"]
+        _postgres_tool(user, root, timeout_s, start)
         started = True
-        subprocess.run(
-            _as(
-                user,
-                [
-                    str(POSTGRES_BIN / "createdb"),
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "-U",
-                    "swarmrl",
-                    "swarmrl",
-                ],
-            ),
-            **run,
-        )
+        createdb = ["createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "swarmrl", "swarmrl"]
+        _postgres_tool(user, root, timeout_s, createdb)
         yield f"postgresql+psycopg://swarmrl@127.0.0.1:{port}/swarmrl"
     except subprocess.CalledProcessError as exc:
         raise ProcessStartError(
@@ -230,11 +194,8 @@ def postgres_server(timeout_s: float = 60.0) -> Iterator[str]:
 
 def _stop_postgres(user: str | None, data: Path, root: Path) -> None:
     try:
-        subprocess.run(
-            _as(user, [str(POSTGRES_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
-            capture_output=True,
-            timeout=30,
-            cwd=root,
+        _postgres_tool(
+            user, root, 30, ["pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop"], check=False
         )
     except subprocess.TimeoutExpired:
         pid_file = data / "postmaster.pid"

@@ -17,7 +17,7 @@ from swarmrl.diloco.ddp import attach_counting_hook
 from swarmrl.diloco.model import build_tiny_causal_lm
 from swarmrl.diloco.reports import WorkerReport
 from swarmrl.diloco.wrapper import DiLoCo
-from swarmrl.trainer.optim import build_optimizer
+from swarmrl.models.optim import build_optimizer
 
 
 def make_inner_optimizer(

@@ -160,24 +160,7 @@ def start_swarm(
         swarm, "trainer", [*trainer_args, "--origin-port", _port(origin_url)]
     )
 
-    for index in range(config.swarm.relays):
-        name, url_file = f"relay-{index}", swarm.swarm_dir / f"relay-{index}.url"
-        url_file.unlink(missing_ok=True)
-        relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer.node_id]
-        relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
-        if config.trainer.lora.enabled:  # every adapter is merged onto step 0: relays keep serving it
-            relay_args += ["--pin", str(BASE_STEP)]
-        relay_args += [
-            "--coordinator",
-            swarm.coordinator_url,
-            "--run-id",
-            config.run.id,
-            "--key",
-            str(swarm.key(name)),
-        ]
-        process = swarm.start(name, _starter(swarm, name, relay_args))
-        swarm.relay_urls.append(wait_for_file(url_file, process))
-        swarm.starters[name] = _starter(swarm, name, [*relay_args, "--port", _port(swarm.relay_urls[-1])])
+    _start_relays(swarm, origin_url, trainer.node_id)
 
     def node_args(role: str, name: str) -> list[str]:
         args = [
@@ -207,6 +190,30 @@ def start_swarm(
         swarm.cheaters.add(name)
         swarm.start(name, _starter(swarm, name, [*node_args("worker", name), "--cheat", "half-layers"]))
     return swarm
+
+
+def _start_relays(swarm: Swarm, origin_url: str, trainer_key: str) -> None:
+    """The swarm's relays, each mirroring the origin and reporting to the coordinator; returns once each has
+    written the URL it serves (a restarted relay takes the same port)."""
+    config = swarm.config
+    for index in range(config.swarm.relays):
+        name, url_file = f"relay-{index}", swarm.swarm_dir / f"relay-{index}.url"
+        url_file.unlink(missing_ok=True)
+        relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer_key]
+        relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
+        if config.trainer.lora.enabled:  # every adapter is merged onto step 0: relays keep serving it
+            relay_args += ["--pin", str(BASE_STEP)]
+        relay_args += [
+            "--coordinator",
+            swarm.coordinator_url,
+            "--run-id",
+            config.run.id,
+            "--key",
+            str(swarm.key(name)),
+        ]
+        process = swarm.start(name, _starter(swarm, name, relay_args))
+        swarm.relay_urls.append(wait_for_file(url_file, process))
+        swarm.starters[name] = _starter(swarm, name, [*relay_args, "--port", _port(swarm.relay_urls[-1])])
 
 
 def validator_names(count: int) -> list[str]:

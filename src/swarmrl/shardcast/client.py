@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import random
 import shutil
 import time
 from collections.abc import Awaitable, Callable
@@ -29,7 +28,7 @@ from swarmrl.shardcast.layout import manifest_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry
 from swarmrl.shardcast.partial import PartialDownload, Progress
 from swarmrl.shardcast.publish import read_local_manifest
-from swarmrl.shardcast.selection import SourceSelector
+from swarmrl.shardcast.selection import SourcePolicy, source_policy
 from swarmrl.shardcast.transfer import (
     ShardDownloader,
     SourceFailure,
@@ -57,12 +56,6 @@ def local_versions(dest_root: Path) -> list[int]:
     return sorted(found)
 
 
-def new_selector(sources: list[str], config: ClientConfig) -> SourceSelector:
-    return SourceSelector(
-        sources, config.exploration, config.backoff_base_s, config.backoff_max_s, random.Random(config.seed)
-    )
-
-
 class ShardcastClient:
     """Async client; use as `async with ShardcastClient(...) as client: path = await client.fetch(k)`.
 
@@ -76,14 +69,14 @@ class ShardcastClient:
         dest_root: Path,
         config: ClientConfig | None = None,
         run_id: str | None = None,
-        selector: SourceSelector | None = None,
+        selector: SourcePolicy | None = None,
     ) -> None:
         self.sources = normalize_sources(sources)
         self.trainer_public_key = trainer_public_key.lower()
         self.dest_root = Path(dest_root)
         self.config = config or ClientConfig()
         self.run_id = run_id
-        self.selector = selector or new_selector(self.sources, self.config)
+        self.selector = selector or source_policy(self.sources, self.config)
         self.last_stats = TransferStats()
         self._session: aiohttp.ClientSession | None = None
 
@@ -399,7 +392,7 @@ class CheckpointFetcher:
         self.dest_root = Path(dest_root)
         self.config = config or ClientConfig()
         self.run_id = run_id
-        self.selector = new_selector(self.sources, self.config)
+        self.selector = source_policy(self.sources, self.config)
 
     def _run(self, work: Callable[[ShardcastClient], Awaitable[T]]) -> T:
         async def run() -> T:

@@ -19,7 +19,7 @@ import aiohttp
 from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.shardcast.hedge import AllAttemptsFailed
 from swarmrl.shardcast.manifest import Manifest
-from swarmrl.shardcast.selection import SourceSelector
+from swarmrl.shardcast.selection import SourcePolicy
 from swarmrl.shardcast.transfer import SourceFailure, TransferStats, get_json, race_manifest
 
 MAX_VERSIONS_READ = 4096  # of one /versions answer; a relay keeps a handful
@@ -53,7 +53,7 @@ async def collect_claims(
     session: aiohttp.ClientSession,
     sources: list[str],
     bounds: Bounds,
-    selector: SourceSelector,
+    selector: SourcePolicy,
     config: ClientConfig,
 ) -> dict[str, int]:
     """{source: the newest version it announces within bounds}. Sources backing off are not asked (unless all
@@ -100,7 +100,7 @@ async def newest_verified(
     session: aiohttp.ClientSession,
     sources: list[str],
     trainer_public_key: str,
-    selector: SourceSelector,
+    selector: SourcePolicy,
     config: ClientConfig,
     stats: TransferStats,
     bounds: Bounds,
@@ -117,8 +117,8 @@ async def newest_verified(
     def askable(version: int) -> list[str]:
         """Its claimants, best first, then the other sources (one may hold it by now: a relay announces a
         version only once it holds the manifest, so a claim can be ahead of a relay still fetching it)."""
-        claimed_by = sorted(claimants[version], key=selector.weight, reverse=True)
-        others = sorted((u for u in sources if u not in claimed_by), key=selector.weight, reverse=True)
+        claimed_by = selector.ranked(list(claimants[version]))
+        others = selector.ranked([u for u in sources if u not in claimed_by])
         return claimed_by + others
 
     races = {

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 import shutil
 import threading
 import time
@@ -32,7 +31,7 @@ from swarmrl.shardcast.hashing import digest_range
 from swarmrl.shardcast.hedge import AllAttemptsFailed
 from swarmrl.shardcast.layout import META_DIR, manifest_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
-from swarmrl.shardcast.selection import SourceSelector
+from swarmrl.shardcast.selection import source_policy
 from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app, start_site
 from swarmrl.shardcast.transfer import (
     ShardDownloader,
@@ -135,17 +134,13 @@ class Relay:
         self.config = config
         self.upstreams = normalize_sources(config.upstreams)
         self.public_key = trainer_public_key.lower()
-        self.client_config = client_config or ClientConfig(concurrency=config.concurrency)
+        self.client_config = client_config or ClientConfig(
+            concurrency=config.concurrency, selection=config.selection
+        )
         self.store = RelayStore(config.data_dir)
         self.notifier = VersionNotifier()
         self.metrics = ServerMetrics("relay")
-        self.selector = SourceSelector(
-            self.upstreams,
-            self.client_config.exploration,
-            self.client_config.backoff_base_s,
-            self.client_config.backoff_max_s,
-            random.Random(self.client_config.seed),
-        )
+        self.selector = source_policy(self.upstreams, self.client_config)
         self._mirroring: dict[int, asyncio.Task] = {}
         self._tasks: list[asyncio.Task] = []
         self._session: aiohttp.ClientSession | None = None
@@ -268,7 +263,7 @@ class Relay:
             if backed is None:
                 refuted = latest
                 self.metrics.manifests_rejected.labels("relay").inc()
-                await asyncio.sleep(max(self.selector.stats[upstream].backoff_until - time.monotonic(), 0.05))
+                await asyncio.sleep(max(self.selector.earliest_ready([upstream]) - time.monotonic(), 0.05))
                 continue
             self._start_mirror(latest, *backed)
 
@@ -281,7 +276,7 @@ class Relay:
             try:
                 manifest, raw, _ = await race_manifest(
                     self._session,
-                    sorted(self.upstreams, key=self.selector.weight, reverse=True),
+                    self.selector.ranked(self.upstreams),
                     version,
                     self.public_key,
                     self.selector,
@@ -300,7 +295,7 @@ class Relay:
         """The signed manifest of an announced version, asked of its announcer first (hedged to the other
         upstreams); None, with the announcer demoted, when no genuine one came."""
         assert self._session is not None
-        others = sorted((u for u in self.upstreams if u != announcer), key=self.selector.weight, reverse=True)
+        others = self.selector.ranked([u for u in self.upstreams if u != announcer])
         errors: dict[str, str] = {}
         stats = self.stats.setdefault(version, TransferStats())
         try:

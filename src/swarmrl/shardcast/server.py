@@ -132,115 +132,16 @@ class ServerMetrics:
 
 
 def build_app(store: VersionStore, notifier: VersionNotifier, metrics: ServerMetrics) -> web.Application:
-    role = metrics.role
-
-    def count(endpoint: str, code: int) -> None:
-        metrics.requests.labels(role, endpoint, str(code)).inc()
-
-    def refresh_gauges() -> list[int]:
-        versions = store.versions()
-        metrics.versions_held.labels(role).set(len(versions))
-        if versions:
-            metrics.latest_version.labels(role).set(versions[-1])
-        return versions
-
-    def version_arg(request: web.Request) -> int:
-        try:
-            return int(request.match_info["version"])
-        except ValueError:
-            raise web.HTTPBadRequest(text="version must be an integer") from None
-
-    async def versions(request: web.Request) -> web.Response:
-        found = refresh_gauges()
-        count("versions", 200)
-        return web.json_response({"versions": found, "latest": found[-1] if found else None})
-
-    async def latest(request: web.Request) -> web.Response:
-        try:
-            after = int(request.query.get("after", "-1"))
-            wait = min(float(request.query.get("wait", "0")), MAX_LONG_POLL_S)
-        except ValueError:
-            count("latest", 400)
-            raise web.HTTPBadRequest(text="after must be an integer and wait a number") from None
-        deadline = time.monotonic() + max(wait, 0.0)
-        while True:
-            found = refresh_gauges()
-            newest = found[-1] if found else None
-            remaining = deadline - time.monotonic()
-            if (newest is not None and newest > after) or remaining <= 0:
-                count("latest", 200)
-                return web.json_response({"latest": newest})
-            await notifier.wait(remaining)
-
-    async def manifest(request: web.Request) -> web.Response:
-        raw = store.manifest_bytes(version_arg(request))
-        if raw is None:
-            count("manifest", 404)
-            raise web.HTTPNotFound(text="no such version")
-        count("manifest", 200)
-        return web.Response(body=raw, content_type="application/json")
-
-    async def availability(request: web.Request) -> web.Response:
-        """`?known=N&wait=S`: hold the answer until more than N shards are held (a relay still mirroring)."""
-        version = version_arg(request)
-        try:
-            known = int(request.query.get("known", "-1"))
-            wait = min(float(request.query.get("wait", "0")), MAX_LONG_POLL_S)
-        except ValueError:
-            count("availability", 400)
-            raise web.HTTPBadRequest(text="known must be an integer and wait a number") from None
-        deadline = time.monotonic() + max(wait, 0.0)
-        while True:
-            shards = store.available_shards(version)
-            if shards is None:
-                count("availability", 404)
-                raise web.HTTPNotFound(text="no such version")
-            remaining = deadline - time.monotonic()
-            if len(shards) > known or remaining <= 0:
-                count("availability", 200)
-                return web.json_response({"version": version, "shards": shards})
-            await notifier.wait(remaining)
-
-    async def data(request: web.Request) -> web.StreamResponse:
-        version = version_arg(request)
-        path = request.match_info["path"]
-        size = store.file_size(version, path)
-        if size is None:
-            count("data", 404)
-            raise web.HTTPNotFound(text="no such file in this version")
-        try:
-            requested = request.http_range
-        except ValueError:
-            requested = None
-        if requested is None or _is_empty_suffix(request.headers.get("Range")):
-            count("data", 416)
-            raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"})
-        start, stop = _absolute_range(requested, size)
-        if start >= stop and size > 0:
-            count("data", 416)
-            raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"})
-        local = store.servable_path(version, path, start, stop)
-        if local is None:
-            count("data", 503)
-            raise web.HTTPServiceUnavailable(text="range not held (yet)", headers={"Retry-After": "1"})
-        return _TrackedFileResponse(
-            local, lambda delta: store.touch(version, delta), count, metrics, stop - start
-        )
-
-    async def prometheus(request: web.Request) -> web.Response:
-        refresh_gauges()
-        body = generate_latest(metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
+    routes = ReadRoutes(store, notifier, metrics)
     app = web.Application()
     app.add_routes(
         [
-            web.get("/versions", versions),
-            web.get("/latest", latest),
-            web.get("/v/{version}/manifest", manifest),
-            web.get("/v/{version}/availability", availability),
-            web.get("/v/{version}/data/{path:.+}", data),
-            web.get("/metrics", prometheus),
+            web.get("/versions", routes.versions),
+            web.get("/latest", routes.latest),
+            web.get("/v/{version}/manifest", routes.manifest),
+            web.get("/v/{version}/availability", routes.availability),
+            web.get("/v/{version}/data/{path:.+}", routes.data),
+            web.get("/metrics", routes.prometheus),
         ]
     )
 
@@ -249,6 +150,115 @@ def build_app(store: VersionStore, notifier: VersionNotifier, metrics: ServerMet
 
     app.on_startup.append(bind_notifier)
     return app
+
+
+class ReadRoutes:
+    """The handlers of the routes above, over one store; each counts its answers by endpoint and code."""
+
+    def __init__(self, store: VersionStore, notifier: VersionNotifier, metrics: ServerMetrics) -> None:
+        self.store, self.notifier, self.metrics = store, notifier, metrics
+
+    def count(self, endpoint: str, code: int) -> None:
+        self.metrics.requests.labels(self.metrics.role, endpoint, str(code)).inc()
+
+    def refresh_gauges(self) -> list[int]:
+        versions = self.store.versions()
+        self.metrics.versions_held.labels(self.metrics.role).set(len(versions))
+        if versions:
+            self.metrics.latest_version.labels(self.metrics.role).set(versions[-1])
+        return versions
+
+    async def versions(self, request: web.Request) -> web.Response:
+        found = self.refresh_gauges()
+        self.count("versions", 200)
+        return web.json_response({"versions": found, "latest": found[-1] if found else None})
+
+    async def latest(self, request: web.Request) -> web.Response:
+        try:
+            after = int(request.query.get("after", "-1"))
+            wait = min(float(request.query.get("wait", "0")), MAX_LONG_POLL_S)
+        except ValueError:
+            self.count("latest", 400)
+            raise web.HTTPBadRequest(text="after must be an integer and wait a number") from None
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            found = self.refresh_gauges()
+            newest = found[-1] if found else None
+            remaining = deadline - time.monotonic()
+            if (newest is not None and newest > after) or remaining <= 0:
+                self.count("latest", 200)
+                return web.json_response({"latest": newest})
+            await self.notifier.wait(remaining)
+
+    async def manifest(self, request: web.Request) -> web.Response:
+        raw = self.store.manifest_bytes(_version_arg(request))
+        if raw is None:
+            self.count("manifest", 404)
+            raise web.HTTPNotFound(text="no such version")
+        self.count("manifest", 200)
+        return web.Response(body=raw, content_type="application/json")
+
+    async def availability(self, request: web.Request) -> web.Response:
+        """`?known=N&wait=S`: hold the answer until more than N shards are held (a relay still mirroring)."""
+        version = _version_arg(request)
+        try:
+            known = int(request.query.get("known", "-1"))
+            wait = min(float(request.query.get("wait", "0")), MAX_LONG_POLL_S)
+        except ValueError:
+            self.count("availability", 400)
+            raise web.HTTPBadRequest(text="known must be an integer and wait a number") from None
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            shards = self.store.available_shards(version)
+            if shards is None:
+                self.count("availability", 404)
+                raise web.HTTPNotFound(text="no such version")
+            remaining = deadline - time.monotonic()
+            if len(shards) > known or remaining <= 0:
+                self.count("availability", 200)
+                return web.json_response({"version": version, "shards": shards})
+            await self.notifier.wait(remaining)
+
+    async def data(self, request: web.Request) -> web.StreamResponse:
+        version = _version_arg(request)
+        path = request.match_info["path"]
+        size = self.store.file_size(version, path)
+        if size is None:
+            self.count("data", 404)
+            raise web.HTTPNotFound(text="no such file in this version")
+        start, stop = self._satisfiable_range(request, size)
+        local = self.store.servable_path(version, path, start, stop)
+        if local is None:
+            self.count("data", 503)
+            raise web.HTTPServiceUnavailable(text="range not held (yet)", headers={"Retry-After": "1"})
+        return _TrackedFileResponse(
+            local, lambda delta: self.store.touch(version, delta), self.count, self.metrics, stop - start
+        )
+
+    def _satisfiable_range(self, request: web.Request, size: int) -> tuple[int, int]:
+        """[start, stop) of the request's Range in a file of `size` bytes; 416 when it cannot be served."""
+        try:
+            requested = request.http_range
+        except ValueError:
+            requested = None
+        if requested is not None and not _is_empty_suffix(request.headers.get("Range")):
+            start, stop = _absolute_range(requested, size)
+            if start < stop or size == 0:
+                return start, stop
+        self.count("data", 416)
+        raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"})
+
+    async def prometheus(self, request: web.Request) -> web.Response:
+        self.refresh_gauges()
+        body = generate_latest(self.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _version_arg(request: web.Request) -> int:
+    try:
+        return int(request.match_info["version"])
+    except ValueError:
+        raise web.HTTPBadRequest(text="version must be an integer") from None
 
 
 class _TrackedFileResponse(web.FileResponse):

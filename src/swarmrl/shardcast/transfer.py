@@ -36,7 +36,7 @@ from swarmrl.shardcast.range_get import (
     SourceFailure,
     fetch_range_into,
 )
-from swarmrl.shardcast.selection import SourceSelector
+from swarmrl.shardcast.selection import SourcePolicy
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ async def race_manifest(
     urls: list[str],
     version: int,
     trainer_public_key: str,
-    selector: SourceSelector,
+    selector: SourcePolicy,
     config: ClientConfig,
     stats: TransferStats,
     errors: dict[str, str],
@@ -178,7 +178,7 @@ async def fetch_manifest(
     sources: list[str],
     version: int,
     trainer_public_key: str,
-    selector: SourceSelector,
+    selector: SourcePolicy,
     config: ClientConfig,
     stats: TransferStats,
     min_version: int | None = None,
@@ -193,7 +193,7 @@ async def fetch_manifest(
     deadline = time.monotonic() + config.stall_timeout_s
     errors: dict[str, str] = {}
     for round_number in range(config.max_attempts_per_shard):
-        ordered = sorted(sources, key=selector.weight, reverse=True)
+        ordered = selector.ranked(sources)
         try:
             manifest, raw, _ = await race_manifest(
                 session,
@@ -264,7 +264,7 @@ class ShardDownloader:
         session: aiohttp.ClientSession,
         manifest: Manifest,
         sources: list[str],
-        selector: SourceSelector,
+        selector: SourcePolicy,
         config: ClientConfig,
         target_root: Path,
         stats: TransferStats,
@@ -511,7 +511,7 @@ class ShardDownloader:
         ]
         if not others:
             return None
-        best = max(others, key=self.selector.weight)
+        best = self.selector.ranked(others)[0]
         fresh = shard.length / max(self.selector.throughput(best), 1.0)
         delay = min(self.config.hedge_after_s, max(MIN_SHARD_HEDGE_S, HEDGE_FACTOR * fresh))
         elapsed = now - transfer.started

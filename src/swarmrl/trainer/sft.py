@@ -11,8 +11,8 @@ import torch
 from transformers import PreTrainedModel
 
 from swarmrl.models.logprobs import DEFAULT_CHUNK_TOKENS, split_lm, token_logprobs
+from swarmrl.models.optim import build_optimizer
 from swarmrl.models.prompting import PromptFormat
-from swarmrl.trainer.optim import build_optimizer
 
 log = logging.getLogger(__name__)
 

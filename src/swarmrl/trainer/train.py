@@ -25,6 +25,7 @@ from swarmrl.devices import resolve_device
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.checkpoint import read_checkpoint
 from swarmrl.models.logprobs import split_lm
+from swarmrl.models.optim import build_optimizer
 from swarmrl.rollouts import ScoredRow
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
@@ -41,7 +42,6 @@ from swarmrl.trainer.data import CollectStats
 from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.metrics import MetricsForward, MetricsSink
 from swarmrl.trainer.online_eval import OnlineEvaluator
-from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.parallel import (
     full_model_state,
     full_optimizer_state,

@@ -25,6 +25,7 @@ import torch
 
 from swarmrl.configs import RunConfig
 from swarmrl.configs.engine import EngineConfig
+from swarmrl.coordinator.api import WorkLease, WorkUnitInfo
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.devices import hardware_of, resolve_device
@@ -40,6 +41,7 @@ from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.tasks.registry import build_tasks
+from swarmrl.tasks.task import TaskSource
 from swarmrl.worker.rollout import write_batch
 
 log = logging.getLogger(__name__)
@@ -176,98 +178,18 @@ class Policy:
 
 def run_node(config: RunConfig, options: NodeOptions) -> int:
     """Lease, generate and submit until stopped, the run drains, or `max_batches`; returns submits accepted."""
-    torch.set_num_threads(config.worker.torch_threads)
-    device = resolve_device(config.worker.device)  # a missing GPU is refused before the node registers
-    identity = Identity.load_or_create(options.key)
-    client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
-    client.register(hardware_of(device, config.worker.torch_threads))
-    client.join(options.run_id)
-    run = client.run_state(options.run_id)
-    heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
-    heartbeat.start()
-    policy = Policy(options, run.trainer_public_key, config, device)
-    tasks = build_tasks(config.tasks)
-    params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens,
-        temperature=config.worker.temperature,
-        top_p=config.worker.top_p,
-    )
-    log_book = WorkLog(options.work_dir / "work.json")
-    metrics = serve_metrics(config.metrics, worker_collector(log_book, policy), options.work_dir)
-    submitted = 0
-    full_streak = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
+    node = WorkerNode.assemble(config, options)
+    metrics = serve_metrics(config.metrics, worker_collector(node.log_book, node.policy), options.work_dir)
     try:
         while not options.stop.is_set():
-            if heartbeat.fatal is not None:
-                raise NodeEjected(str(heartbeat.fatal))
-            if options.max_batches is not None and submitted >= options.max_batches:
+            if node.heartbeat.fatal is not None:
+                raise NodeEjected(str(node.heartbeat.fatal))
+            if node.done():
                 break
-            try:
-                lease = client.lease_work(options.run_id)
-                full_streak = 0
-            except CoordinatorError as exc:
-                if exc.kind == "run_draining":
-                    log.info("the run is draining: no more work")
+            lease = node.lease()
+            for unit in lease.units if lease is not None else []:
+                if options.stop.is_set() or node.done() or not node.answer(unit):
                     break
-                if exc.kind in _FATAL:
-                    raise
-                if exc.kind in _REJOIN:
-                    client.join(options.run_id)
-                elif exc.kind != "step_full":
-                    log.warning("no lease: %s", exc)
-                full_streak = full_streak + 1 if exc.kind == "step_full" else 0
-                options.stop.wait(options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1)))
-                continue
-            for unit in lease.units:
-                if options.stop.is_set() or (
-                    options.max_batches is not None and submitted >= options.max_batches
-                ):
-                    break
-                if unit.expires_at < client.clock():
-                    log_book.count("lapsed_before_start")
-                    continue
-                policy.refresh(ceiling=unit.step)
-                if policy.engine is None or not (
-                    unit.step - run.async_level <= policy.engine.policy_step <= unit.step
-                ):
-                    options.stop.wait(options.poll_seconds)  # no policy for this unit yet: lease again, retry
-                    break
-                heartbeat.policy_step = policy.step
-                spec = BatchSpec(
-                    options.run_id,
-                    identity.node_id,
-                    unit.step,
-                    unit.batch_index,
-                    config.worker.prompts_per_batch,
-                    config.worker.group_size,
-                    config.run.seed,
-                    unit.seed,
-                )
-                path = (
-                    options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
-                )
-                started = time.monotonic()
-                rows = write_batch(
-                    policy.engine, spec, tasks, policy.prompts.tokenizer, config, params, path, identity
-                )
-                log_book.generated(len(rows))
-                if options.slowdown > 1.0:
-                    options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
-                tokens = sum(len(r.completion_ids) for r in rows)
-                try:
-                    client.upload_and_submit(
-                        options.run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens
-                    )
-                except CoordinatorError as exc:
-                    if exc.kind in _FATAL:
-                        raise
-                    log.warning("step %d batch %d not submitted: %s", unit.step, unit.batch_index, exc)
-                    log_book.count(f"refused_{exc.kind}")
-                    if exc.kind in _REJOIN:
-                        client.join(options.run_id)
-                    continue
-                submitted += 1
-                log_book.count("submitted")
     except CoordinatorError as exc:
         # A ban can land between any two calls (leasing, joining again), not only on a submit.
         if exc.kind in _FATAL:
@@ -275,10 +197,135 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
         raise
     finally:
         options.stop.set()
-        client.close()
+        node.client.close()
         if metrics is not None:
             metrics.close()
-    return submitted
+    return node.submitted
+
+
+@dataclass
+class WorkerNode:
+    """A swarm worker's parts, put together in one place (`assemble`), and its two moves: lease, answer."""
+
+    config: RunConfig
+    options: NodeOptions
+    identity: Identity
+    client: CoordinatorClient
+    async_level: int  # the run's: how far behind a unit's step the policy may be
+    heartbeat: Heartbeat
+    policy: Policy
+    tasks: TaskSource
+    params: SamplingParams
+    log_book: WorkLog
+    submitted: int = 0
+    full_streak: int = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
+
+    @classmethod
+    def assemble(cls, config: RunConfig, options: NodeOptions) -> WorkerNode:
+        """Register and join the run, start beating, and build what generation needs (the policy comes later,
+        from the relays)."""
+        torch.set_num_threads(config.worker.torch_threads)
+        device = resolve_device(config.worker.device)  # a missing GPU is refused before the node registers
+        identity = Identity.load_or_create(options.key)
+        client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
+        client.register(hardware_of(device, config.worker.torch_threads))
+        client.join(options.run_id)
+        run = client.run_state(options.run_id)
+        heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
+        heartbeat.start()
+        params = SamplingParams(
+            max_new_tokens=config.worker.max_new_tokens,
+            temperature=config.worker.temperature,
+            top_p=config.worker.top_p,
+        )
+        return cls(
+            config,
+            options,
+            identity,
+            client,
+            run.async_level,
+            heartbeat,
+            Policy(options, run.trainer_public_key, config, device),
+            build_tasks(config.tasks),
+            params,
+            WorkLog(options.work_dir / "work.json"),
+        )
+
+    def done(self) -> bool:
+        return self.options.max_batches is not None and self.submitted >= self.options.max_batches
+
+    def lease(self) -> WorkLease | None:
+        """Units to generate, or None after waiting out a refusal (a draining run also sets `stop`)."""
+        try:
+            lease = self.client.lease_work(self.options.run_id)
+        except CoordinatorError as exc:
+            if exc.kind == "run_draining":
+                log.info("the run is draining: no more work")
+                self.options.stop.set()
+                return None
+            if exc.kind in _FATAL:
+                raise
+            if exc.kind in _REJOIN:
+                self.client.join(self.options.run_id)
+            elif exc.kind != "step_full":
+                log.warning("no lease: %s", exc)
+            self.full_streak = self.full_streak + 1 if exc.kind == "step_full" else 0
+            self.options.stop.wait(
+                self.options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, self.full_streak - 1))
+            )
+            return None
+        self.full_streak = 0
+        return lease
+
+    def answer(self, unit: WorkUnitInfo) -> bool:
+        """Generate, sign, upload and submit one unit; False when the rest of the lease must wait (no policy
+        for this unit yet: lease again, retry)."""
+        options, config = self.options, self.config
+        if unit.expires_at < self.client.clock():
+            self.log_book.count("lapsed_before_start")
+            return True
+        self.policy.refresh(ceiling=unit.step)
+        engine = self.policy.engine
+        if engine is None or not (unit.step - self.async_level <= engine.policy_step <= unit.step):
+            options.stop.wait(options.poll_seconds)
+            return False
+        self.heartbeat.policy_step = self.policy.step
+        spec = BatchSpec(
+            options.run_id,
+            self.identity.node_id,
+            unit.step,
+            unit.batch_index,
+            config.worker.prompts_per_batch,
+            config.worker.group_size,
+            config.run.seed,
+            unit.seed,
+        )
+        path = options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
+        started = time.monotonic()
+        tokenizer = self.policy.prompts.tokenizer
+        rows = write_batch(engine, spec, self.tasks, tokenizer, config, self.params, path, self.identity)
+        self.log_book.generated(len(rows))
+        if options.slowdown > 1.0:
+            options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
+        self._submit(unit, path, rows=len(rows), tokens=sum(len(r.completion_ids) for r in rows))
+        return True
+
+    def _submit(self, unit: WorkUnitInfo, path: Path, rows: int, tokens: int) -> None:
+        """A refusal only costs this unit (a fatal one ends the node)."""
+        try:
+            self.client.upload_and_submit(
+                self.options.run_id, unit.step, unit.batch_index, path, rows=rows, tokens=tokens
+            )
+        except CoordinatorError as exc:
+            if exc.kind in _FATAL:
+                raise
+            log.warning("step %d batch %d not submitted: %s", unit.step, unit.batch_index, exc)
+            self.log_book.count(f"refused_{exc.kind}")
+            if exc.kind in _REJOIN:
+                self.client.join(self.options.run_id)
+            return
+        self.submitted += 1
+        self.log_book.count("submitted")
 
 
 def worker_collector(log_book: WorkLog, policy: Policy) -> RoleCollector:

@@ -70,7 +70,7 @@ def test_a_trickling_or_silent_relay_is_cut_and_demoted(world, lies):
 def test_a_slow_but_above_floor_relay_is_hedged_on_the_honest_one(world):
     bad = world["liar"](Lies(trickle_bytes_per_s=4096))
     # A floor so low that only hedging can help: a 64 KiB shard from the liar would take 16 s.
-    config = ClientConfig(seed=0, min_throughput_bytes_s=1, exploration=0)
+    config = ClientConfig(seed=0, min_throughput_bytes_s=1, selection={"type": "weighted", "exploration": 0})
 
     client, seconds = timed_fetch(world, [bad, world["url"]], config)
 

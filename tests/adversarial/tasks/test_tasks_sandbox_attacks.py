@@ -309,6 +309,7 @@ def test_c_from_a_venv_inside_a_0700_directory(host, sandbox_user, workspace, as
     assert result["interpreter"] == python
 
 
+@pytest.mark.slow
 def test_without_os_isolation_the_same_attacks_get_out(host):
     """The control: with only the audit hook (isolation none) the harmless subset escapes, so the attacks
     above are real and it is bubblewrap that stops them."""

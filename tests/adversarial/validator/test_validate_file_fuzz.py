@@ -182,6 +182,7 @@ JSON_VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @fuzz(120)
 @given(data=st.data())
 def test_hostile_header_metadata_is_rejected_or_unchanged(context, tmp_path, honest, honest_verdict, data):

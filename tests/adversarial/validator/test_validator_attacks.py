@@ -248,6 +248,7 @@ def test_tokens_outside_the_policy_vocabulary(world, context, tmp_path):
     assert verdict.failed_check == "schema_and_signature" and "outside" in verdict.reason
 
 
+@pytest.mark.slow
 def test_no_false_rejects_over_512_honest_rollouts(world, context, tmp_path):
     """Workers differ in batch size and thread count; the validator runs its own prefill: all accepted."""
     config, tokenizer, model, tasks, _ = world

@@ -3,6 +3,7 @@ every row is replayed by the run's environment, and a run without one refuses mu
 
 import dataclasses
 
+import pytest
 import torch
 from adversarial.validator.test_validator_attacks import NODE, context, honest_rows, submit, world  # noqa: F401
 
@@ -51,6 +52,7 @@ def as_multi_turn(kit, rows):
     ]
 
 
+@pytest.mark.slow
 def test_multi_turn_rows_are_refused_by_a_run_without_an_environment(world, context, tmp_path):  # noqa: F811
     rows = as_multi_turn(world, honest_rows(world))
     verdict = validate_file(submit(world, tmp_path, rows), 0, context)

@@ -2,6 +2,8 @@
 
 from hashlib import sha256
 
+import pytest
+
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.seeds import task_seed
@@ -11,6 +13,7 @@ from swarmrl.identity import Identity
 ADMIN = "admin-secret"
 
 
+@pytest.mark.slow
 def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
     config = CoordinatorConfig(hard_rejects_before_ban=5, default_step_units=20)
     trainer, validator_key = Identity.generate(), Identity.generate()

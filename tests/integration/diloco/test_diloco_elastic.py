@@ -22,6 +22,9 @@ CONFIG = DiLoCoConfig(
 MAX_ROUNDS = 100_000  # the stop file decides the real length
 
 
+pytestmark = pytest.mark.swarm
+
+
 def _progress(path: Path) -> dict:
     try:
         return json.loads(path.read_text())

@@ -19,6 +19,7 @@ TINY = dict(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_two_workers_diloco_int8_agree_after_the_last_sync():
     report = launch(DiLoCoConfig(codec="int8", **TINY))
@@ -33,6 +34,7 @@ def test_two_workers_diloco_int8_agree_after_the_last_sync():
     assert 0 < first.compute_utilisation <= 1
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_two_workers_ddp_baseline_counts_every_step():
     report = launch(DiLoCoConfig(mode="ddp", **TINY))

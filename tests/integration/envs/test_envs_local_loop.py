@@ -20,6 +20,7 @@ def sorted_claims(rows):
     return [r.claimed_reward for r in sorted(rows, key=lambda r: r.group_id)]
 
 
+@pytest.mark.slow
 def test_the_trainer_trains_on_env_rows_it_replays(tmp_path):
     torch.set_num_threads(1)
     config = tiny_config(

@@ -11,7 +11,7 @@ from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.launch.swarm import snapshot, stop_swarm, supervise
 from swarmrl.rollouts import read_rollouts
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.swarm, pytest.mark.timeout(600)]
 
 STEPS = 3
 

@@ -20,10 +20,18 @@ from swarmrl.steps import checkpoint_dir, latest_checkpoint
 pytest.importorskip("torchft")
 
 
-def _config(tmp_path, steps: int, **islands):
+pytestmark = pytest.mark.swarm
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("islands")  # shared: the SFT start policy is built once and cached
+
+
+def _config(root, name: str, steps: int, **islands):
     overrides = [
-        f"run.root='{tmp_path}'",
-        "run.name='isl'",
+        f"run.root='{root}'",
+        f"run.name='{name}'",
         f"trainer.steps={steps}",
         "trainer.prompts_per_step=16",
         "worker.num_workers=1",
@@ -34,9 +42,10 @@ def _config(tmp_path, steps: int, **islands):
     return load_config("configs/demo-islands.toml", overrides)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_two_islands_merge_to_the_same_policy(tmp_path):
-    config = _config(tmp_path, steps=4)
+def test_two_islands_merge_to_the_same_policy(root):
+    config = _config(root, "merge", steps=4)
     base, islands = prepare_islands(config)
     with IslandFleet(config, islands) as fleet:
         for index in range(2):
@@ -64,9 +73,10 @@ def test_two_islands_merge_to_the_same_policy(tmp_path):
     assert weights_digest(islands[0], 4) != weights_digest(islands[0], 3)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_streaming_fragments_merge_half_the_policy_at_each_merge_point(tmp_path):
-    config = _config(tmp_path, steps=4, fragments=2, codec="'fp32'")
+def test_streaming_fragments_merge_half_the_policy_at_each_merge_point(root):
+    config = _config(root, "fragments", steps=4, fragments=2, codec="'fp32'")
     base, islands = prepare_islands(config)
     with IslandFleet(config, islands) as fleet:
         for index in range(2):
@@ -92,9 +102,9 @@ def test_streaming_fragments_merge_half_the_policy_at_each_merge_point(tmp_path)
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_island_killed_and_restarted_rejoins_from_the_merged_policy(tmp_path):
+def test_island_killed_and_restarted_rejoins_from_the_merged_policy(root):
     config = _config(
-        tmp_path, steps=30, heartbeat_timeout_s=2.0, join_timeout_s=30.0, collective_timeout_s=10.0
+        root, "rejoin", steps=30, heartbeat_timeout_s=2.0, join_timeout_s=30.0, collective_timeout_s=10.0
     )
     base, islands = prepare_islands(config)
     with IslandFleet(config, islands) as fleet:

@@ -18,6 +18,9 @@ from swarmrl.shardcast.client import fetch_checkpoint
 pytest.importorskip("torchft")
 
 
+pytestmark = pytest.mark.swarm
+
+
 def _digest(directory: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(directory.glob("*.safetensors")):
@@ -25,6 +28,7 @@ def _digest(directory: Path) -> str:
     return digest.hexdigest()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_swarm_islands_publish_the_merged_policy_through_shardcast(tmp_path):
     overrides = [

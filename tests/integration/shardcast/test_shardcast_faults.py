@@ -227,6 +227,7 @@ def _start_cli(args: list[str], stoppers: list) -> tuple[subprocess.Popen, str]:
     return process, line.split()[-1]
 
 
+@pytest.mark.slow
 def test_cli_origin_relay_fetch(tmp_path, stoppers):
     root = tmp_path / "ckpt"
     source = write_checkpoint(root, 4, 200_000)

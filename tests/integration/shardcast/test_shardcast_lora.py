@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import torch
 from shardcast_testkit import TRAINER, relay_holds, start_origin, wait_until
 from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -28,6 +29,7 @@ def sent_bytes(manifest) -> int:
     return sum(entry.payload_size for entry in manifest.delta.entries)
 
 
+@pytest.mark.slow
 def test_adapter_versions_are_small_deltas_and_workers_merge_exactly(tmp_path):
     torch.manual_seed(0)
     config = Qwen2Config(

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -12,6 +13,7 @@ from swarmrl.steps import checkpoint_dir
 from .conftest import STEPS
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_match_one_process(run_copy):
     single = run_copy("single")
     trainer_role(single.run.directory)
@@ -42,6 +44,7 @@ def test_two_gloo_ranks_match_one_process(run_copy):
         torch.testing.assert_close(two[name], one[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_in_bf16_mixed_precision_track_one_process(run_copy):
     """FSDP2's MixedPrecisionPolicy (bf16 gathers, fp32 reduce) with activation checkpointing under torchrun
     against bf16 autocast in one process: different casts of the same maths, so close, not equal."""

@@ -2,6 +2,7 @@
 
 import statistics
 
+import pytest
 import torch
 
 from swarmrl.launch.prepare import prepare_run
@@ -22,6 +23,7 @@ class ContainsLetter:
         return float(self.letter in completion)
 
 
+@pytest.mark.slow
 def test_async_rl_raises_reward(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     monkeypatch.setitem(reward_module._FACTORIES, "reasoning_gym", lambda config: ContainsLetter("e"))

@@ -4,6 +4,7 @@ a stopped LoRA run resumes to the adapters of an uninterrupted one."""
 
 import dataclasses
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -21,6 +22,7 @@ from .conftest import STEPS
 from .spine_helpers import tiny_config, train_beside_a_worker
 
 
+@pytest.mark.slow
 def test_lora_run_publishes_adapters_that_workers_and_validators_merge_alike(tmp_path):
     torch.set_num_threads(1)
     config = tiny_config(

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -28,6 +29,7 @@ def start_trainer(run_dir, log_path):
         )
 
 
+@pytest.mark.slow
 def test_kill_and_resume_gives_the_same_weights(run_copy):
     straight = run_copy("straight")
     assert trainer_role(straight.run.directory) == STEPS

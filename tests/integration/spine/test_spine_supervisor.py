@@ -26,6 +26,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_sigterm_to_the_supervisor_stops_every_role_process(run_copy):
     config = run_copy("supervised")

@@ -20,7 +20,7 @@ from swarmrl.models.adapter import is_adapter_checkpoint
 from swarmrl.shardcast.client import local_versions
 from swarmrl.steps import checkpoint_dir
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.swarm, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

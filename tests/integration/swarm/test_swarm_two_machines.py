@@ -24,7 +24,12 @@ from polling import wait_for
 
 from swarmrl.identity import Identity
 
-pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.timeout(420)]
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.slow,
+    pytest.mark.swarm,
+    pytest.mark.timeout(420),
+]
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 TRAINER_IP, RELAY_IP = "10.213.0.1", "10.213.0.2"

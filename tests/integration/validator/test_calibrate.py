@@ -1,5 +1,6 @@
 """`swarmrl validator calibrate` on a tiny policy: honest settings pass, every attack is caught by some check."""
 
+import pytest
 from integration.spine.spine_helpers import tiny_config
 
 from swarmrl.inference.engine import SamplingParams
@@ -11,6 +12,7 @@ from swarmrl.tasks.registry import build_tasks
 from swarmrl.validator.calibrate import ATTACKS, TOLERANCE_FLOOR, calibrate
 
 
+@pytest.mark.slow
 def test_calibration_separates_honest_settings_from_every_attack(tmp_path):
     config = tiny_config(tmp_path, "calibrate")
     policy = checkpoint_dir(prepare_run(config).checkpoints, 0)

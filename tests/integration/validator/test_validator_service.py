@@ -5,6 +5,7 @@ import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from integration.spine.spine_helpers import pregenerate, tiny_config
 
 from swarmrl.launch.prepare import prepare_run
@@ -12,6 +13,7 @@ from swarmrl.rollouts import read_rollouts
 from swarmrl.validator.service import verdict_of
 
 
+@pytest.mark.slow
 def test_directory_is_judged_once_and_tampering_is_named(tmp_path):
     config = tiny_config(tmp_path, "run", "worker.async_level=4")
     rundir = prepare_run(config)

@@ -4,6 +4,7 @@ under a reward range it cannot meet and accepted under the defaults."""
 import subprocess
 import sys
 
+import pytest
 from integration.spine.spine_helpers import pregenerate, tiny_config
 
 from swarmrl.configs import load_run_config
@@ -21,6 +22,7 @@ def judge(run_dir) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_the_validator_section_reaches_the_validator(tmp_path):
     config = tiny_config(tmp_path, "run", "sft.steps=0", "validator.reward_bounds=[2.0, 3.0]")
     rundir = prepare_run(config)

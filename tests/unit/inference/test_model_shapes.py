@@ -90,6 +90,7 @@ def test_the_tokenizer_has_qwens_size_special_ids_and_chat_template() -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_real_vocabulary_model_generates_end_to_end_and_round_trips_a_checkpoint(tmp_path) -> None:
     tokenizer = load_chat_tokenizer()
     model = build_shaped_model("qwen3-0.6b", dtype=torch.float32, **CUT_DOWN)

@@ -1,4 +1,5 @@
-"""Source choice: weights from success × throughput, back-off, demotion, exploration."""
+"""Source choice: weights from success × throughput, back-off, demotion, exploration; the ordered policy; the
+policy a config names."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import random
 
 import pytest
 
-from swarmrl.shardcast.selection import CORRUPTION_PENALTY, DEFAULT_THROUGHPUT, SourceSelector
+from swarmrl.configs.shardcast import ClientConfig
+from swarmrl.shardcast.selection import OrderedPolicy, WeightedPolicy, source_policy
+from swarmrl.shardcast.selection.base import DEFAULT_THROUGHPUT
+from swarmrl.shardcast.selection.weighted import CORRUPTION_PENALTY
 
 
-def selector(urls=("a", "b"), exploration=0.0, seed=0) -> SourceSelector:
-    return SourceSelector(list(urls), exploration, 0.25, 10.0, random.Random(seed))
+def selector(urls=("a", "b"), exploration=0.0, seed=0) -> WeightedPolicy:
+    return WeightedPolicy(list(urls), exploration, 0.25, 10.0, random.Random(seed))
 
 
 def test_unmeasured_sources_share_the_prior():
@@ -85,3 +89,61 @@ def test_sources_measured_at_zero_can_still_be_sampled():
     s.observe_rate("a", 0, 1.0)
     s.observe_rate("b", 0, 1.0)
     assert s.choose(["a", "b"], now=0.0) in {"a", "b"}
+
+
+def test_weighted_ranking_puts_the_heaviest_first():
+    s = selector(urls=("a", "b", "c"))
+    s.record_success("b", 900, 1.0)
+    s.record_success("c", 100, 1.0)
+    s.record_corrupt("a", now=-100.0)
+    assert s.ranked(["a", "b", "c"]) == ["b", "c", "a"]
+
+
+def test_the_ordered_policy_asks_in_the_given_order_and_puts_a_corrupt_source_last():
+    s = OrderedPolicy(["near", "mid", "far"], 0.25, 10.0)
+    s.record_success("far", 10**9, 1.0)  # the fastest source does not jump the queue
+    assert all(s.choose(["near", "mid", "far"], now=0.0) == "near" for _ in range(20))
+    s.record_failure("near", now=0.0)
+    assert s.choose(["near", "mid", "far"], now=0.1) == "mid"  # near backs off
+    assert s.choose(["near", "mid", "far"], now=0.3) == "near"  # and is first again once ready
+    s.record_corrupt("near", now=-100.0)
+    assert s.ranked(["near", "mid", "far"]) == ["mid", "far", "near"]
+    s.add("later")
+    assert s.ranked(["later", "far"]) == ["far", "later"]
+
+
+def test_the_config_type_chooses_the_policy():
+    weighted = source_policy(["a"], ClientConfig(seed=3))
+    assert isinstance(weighted, WeightedPolicy) and weighted.exploration == 0.1
+    tuned = ClientConfig.model_validate({"selection": {"type": "weighted", "exploration": 0.5}})
+    assert source_policy(["a"], tuned).exploration == 0.5
+    ordered = source_policy(["a", "b"], ClientConfig.model_validate({"selection": {"type": "ordered"}}))
+    assert isinstance(ordered, OrderedPolicy) and ordered.backoff_max_s == 10.0
+
+
+@pytest.mark.parametrize(
+    "selection, problem",
+    [
+        ({"type": "nearest"}, "union_tag_invalid"),
+        ({"type": "ordered", "exploration": 0.1}, "extra_forbidden"),
+    ],
+)
+def test_an_unknown_policy_or_a_foreign_knob_is_refused(selection, problem):
+    with pytest.raises(ValueError, match=problem):
+        ClientConfig.model_validate({"selection": selection})
+
+
+def test_a_relay_follows_its_upstreams_with_the_policy_its_config_names(tmp_path):
+    from swarmrl.configs.shardcast import RelayConfig
+    from swarmrl.shardcast.relay import Relay
+
+    upstreams = ["http://a:1", "http://b:2"]
+    ordered = Relay(
+        RelayConfig(upstreams=upstreams, data_dir=tmp_path, selection={"type": "ordered"}), "ab" * 32
+    )
+    assert (
+        isinstance(ordered.selector, OrderedPolicy) and ordered.selector.ranked(upstreams[::-1]) == upstreams
+    )
+    assert isinstance(
+        Relay(RelayConfig(upstreams=upstreams, data_dir=tmp_path), "ab" * 32).selector, WeightedPolicy
+    )

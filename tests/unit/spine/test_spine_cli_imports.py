@@ -48,6 +48,7 @@ def test_light_commands_import_neither_torch_nor_transformers(args):
     assert not HEAVY & modules, f"{' '.join(args)} imported {sorted(HEAVY & modules)}"
 
 
+@pytest.mark.slow
 def test_the_probe_sees_torch_when_a_command_needs_it():
     # The same probe on a command whose module needs torch: proves the check above can fail.
     assert "torch" in imported_modules("diloco", "--help")

@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 _SCRIPT = Path(__file__).parents[3] / "benchmarks" / "bench_trainer_gpu.py"
 
 
+@pytest.mark.slow
 def test_smoke_run_goes_through_the_gpu_runs_path_and_writes_its_report(tmp_path) -> None:
     out = tmp_path / "trainer_gpu.json"
     subprocess.run(

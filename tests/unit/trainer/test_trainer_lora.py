@@ -13,10 +13,10 @@ from swarmrl.configs.trainer import LoraSection
 from swarmrl.models import load_model, save_pretrained_atomic
 from swarmrl.models.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterError, read_adapter_config
 from swarmrl.models.checkpoint import WeightLoadError, read_checkpoint
+from swarmrl.models.optim import build_optimizer
 from swarmrl.trainer.batch import plan_step
 from swarmrl.trainer.checkpoint import checkpoint_dir, list_checkpoints, save_checkpoint
 from swarmrl.trainer.lora import LoraRunError, load_lora_policy, save_adapter_checkpoint, wrap_lora
-from swarmrl.trainer.optim import build_optimizer
 from swarmrl.trainer.policy import PackedPolicy
 from swarmrl.trainer.train import run_trainer, train_step
 

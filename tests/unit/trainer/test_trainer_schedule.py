@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from swarmrl.trainer.optim import build_optimizer, lr_multiplier
+from swarmrl.models.optim import build_optimizer, lr_multiplier
 
 
 def test_warmup_is_linear_then_constant_without_decay():

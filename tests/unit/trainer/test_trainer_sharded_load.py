@@ -37,6 +37,7 @@ def checkpoint(path: Path, **overrides) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tied", [True, False])
 def test_two_gloo_ranks_load_their_shards_bit_identically_reading_half_each(tmp_path, tied):
     model = checkpoint(tmp_path / "model", tie_word_embeddings=tied)

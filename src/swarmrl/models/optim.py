@@ -1,4 +1,5 @@
-"""AdamW with linear warmup, then a constant rate (the INTELLECT-2 schedule) or a cosine decay."""
+"""The inner optimizer of the trainer and of DiLoCo replicas: AdamW with linear warmup, then a constant rate
+(the INTELLECT-2 schedule) or a cosine decay."""
 
 from __future__ import annotations
 

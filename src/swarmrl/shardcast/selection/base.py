@@ -1,22 +1,20 @@
-"""Which source to ask for a shard: weighted sampling on measured success × throughput.
+"""What a client or relay learns about its sources, and the interface of a policy that picks among them.
 
-A source's weight is its smoothed success rate (Beta(1,1) prior: (ok + 1) / (ok + failed + 2)) times its
-throughput estimate (EWMA of bytes/s; an unmeasured source borrows the best measured one so it gets tried),
-divided by 20 for every corrupt shard, forged manifest or false announcement it sent. A request cut for being
-slower than the throughput floor is a failure whose observed rate also enters the estimate, so a trickling
-source sinks to almost no weight at once. With probability `exploration` the pick is uniform, so a source
-that was slow once can recover. A failed source sits out an exponential back-off.
+Every policy keeps the same record: successes and failures, corrupt data sent (bytes failing their signed hash,
+forged manifests, false announcements), a throughput estimate (EWMA of bytes/s; an unmeasured source borrows
+the best measured one so it gets tried) and an exponential back-off after each failure. A request cut for
+being slower than the throughput floor is a failure whose observed rate also enters the estimate. A policy
+only decides the order: `ranked` (whom to ask first for a manifest or an announcement, whom to hedge to) and
+`pick` (which ready source gets the next shard request).
 """
 
 from __future__ import annotations
 
-import random
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 EWMA_ALPHA = 0.3
-CORRUPTION_PENALTY = 20.0
 DEFAULT_THROUGHPUT = 1e6
-MIN_WEIGHT = 1e-9
 
 
 @dataclass
@@ -30,23 +28,32 @@ class SourceStats:
     backoff_until: float = 0.0
 
     def success_rate(self) -> float:
+        """Smoothed with a Beta(1,1) prior: (ok + 1) / (ok + failed + 2)."""
         return (self.successes + 1) / (self.successes + self.failures + 2)
 
 
-class SourceSelector:
-    def __init__(
-        self,
-        urls: list[str],
-        exploration: float = 0.1,
-        backoff_base_s: float = 0.25,
-        backoff_max_s: float = 10.0,
-        rng: random.Random | None = None,
-    ) -> None:
+class SourcePolicy(ABC):
+    """The record of every source, and the order in which a subclass asks them."""
+
+    def __init__(self, urls: list[str], backoff_base_s: float = 0.25, backoff_max_s: float = 10.0) -> None:
         self.stats = {url: SourceStats(url) for url in urls}
-        self.exploration = exploration
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
-        self.rng = rng or random.Random()
+
+    @abstractmethod
+    def ranked(self, candidates: list[str]) -> list[str]:
+        """`candidates`, the one to ask first first."""
+
+    @abstractmethod
+    def pick(self, ready: list[str]) -> str:
+        """The source among `ready` (two or more, none backing off) that gets the next request."""
+
+    def choose(self, candidates: list[str], now: float) -> str | None:
+        """A source among `candidates` not in back-off, or None if all are backing off."""
+        ready = [url for url in candidates if self.ready(url, now)]
+        if len(ready) <= 1:
+            return ready[0] if ready else None
+        return self.pick(ready)
 
     def add(self, url: str) -> None:
         self.stats.setdefault(url, SourceStats(url))
@@ -58,22 +65,6 @@ class SourceSelector:
             return stats.throughput
         measured = [s.throughput for s in self.stats.values() if s.throughput is not None]
         return max(measured) if measured else DEFAULT_THROUGHPUT
-
-    def weight(self, url: str) -> float:
-        stats = self.stats[url]
-        return stats.success_rate() * self.throughput(url) / (CORRUPTION_PENALTY**stats.corrupt)
-
-    def choose(self, candidates: list[str], now: float) -> str | None:
-        """A source among `candidates` not in back-off, or None if all are backing off."""
-        ready = [url for url in candidates if self.stats[url].backoff_until <= now]
-        if not ready:
-            return None
-        if len(ready) == 1:
-            return ready[0]
-        if self.rng.random() < self.exploration:
-            return self.rng.choice(ready)
-        weights = [max(self.weight(url), MIN_WEIGHT) for url in ready]  # all-zero weights cannot be sampled
-        return self.rng.choices(ready, weights=weights, k=1)[0]
 
     def record_success(self, url: str, nbytes: int, seconds: float) -> None:
         stats = self.stats[url]
