@@ -25,6 +25,7 @@ from swarmrl.shardcast.config import ShardcastConfig
 from swarmrl.tasks.config import TasksConfig
 from swarmrl.trainer.loss_config import LossConfig
 from swarmrl.validator.config import ValidatorConfig
+from swarmrl.wan.config import WanConfig
 
 if TYPE_CHECKING:
     from swarmrl.rollouts import RolloutLimits
@@ -333,6 +334,7 @@ class RunConfig(Section):
     env: EnvConfig | None = Field(
         None, description="a multi-turn environment ([env], swarmrl.envs); none: single-turn"
     )
+    wan: WanConfig = Field(default_factory=WanConfig, description="the emulated internet of `demo --wan`")
 
     @model_validator(mode="after")
     def _check_across_sections(self) -> RunConfig:
