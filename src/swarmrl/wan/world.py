@@ -188,6 +188,8 @@ class World:
             self._build_machine(n, machine)
         hub_rules = [(self._vip(s), s.port, self.address(s.machine), s.port) for s in self.services]
         netns.dnat(self.hub, hub_rules)
+        # A connection needs a route to its virtual address before DNAT rewrites it to a real one.
+        netns.run("ip", "-n", self.hub, "route", "add", f"{VIRTUAL}.0/24", "dev", "core")
 
     def _build_machine(self, n: int, machine: Machine) -> None:
         index = self._index[machine.name]

@@ -216,7 +216,14 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                 elif exc.kind != "step_full":
                     log.warning("no lease: %s", exc)
                 full_streak = full_streak + 1 if exc.kind == "step_full" else 0
-                options.stop.wait(options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1)))
+                pause = options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1))
+                if full_streak == 1 or full_streak % 10 == 0:
+                    log.info(
+                        "no lease: the step is full (%d refusals in a row); asking again in %.1fs",
+                        full_streak,
+                        pause,
+                    )
+                options.stop.wait(pause)
                 continue
             for unit in lease.units:
                 if options.stop.is_set() or (
@@ -246,7 +253,7 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                 path = (
                     options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
                 )
-                started = time.monotonic()
+                started, started_at = time.monotonic(), time.time()
                 rows = write_batch(
                     policy.engine, spec, tasks, policy.prompts.tokenizer, config, params, path, identity
                 )
@@ -254,6 +261,8 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                 if options.slowdown > 1.0:
                     options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
                 tokens = sum(len(r.completion_ids) for r in rows)
+                timing = {"step": unit.step, "batch_index": unit.batch_index, "policy_step": policy.step}
+                timing.update(started=started_at, generated=time.time())
                 try:
                     client.upload_and_submit(
                         options.run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens
@@ -263,11 +272,13 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                         raise
                     log.warning("step %d batch %d not submitted: %s", unit.step, unit.batch_index, exc)
                     log_book.count(f"refused_{exc.kind}")
+                    log_book.unit(**timing, submitted=time.time(), outcome=exc.kind)
                     if exc.kind in _REJOIN:
                         client.join(options.run_id)
                     continue
                 submitted += 1
                 log_book.count("submitted")
+                log_book.unit(**timing, submitted=time.time(), outcome="submitted")
     except CoordinatorError as exc:
         # A ban can land between any two calls (leasing, joining again), not only on a submit.
         if exc.kind in _FATAL:
@@ -307,6 +318,12 @@ class WorkLog:
     def count(self, what: str) -> None:
         self.counts[what] += 1
         self._save()
+
+    def unit(self, **timing: int | float | str | None) -> None:
+        """One line per unit generated, in `units.jsonl` beside `work.json`: its step and batch, the policy it
+        was generated with, and when (wall clock) it started, was generated and was submitted or refused."""
+        with self.path.with_name("units.jsonl").open("a") as lines:
+            lines.write(json.dumps(timing) + "\n")
 
     def _save(self) -> None:
         write_json_atomic(self.path, dict(self.counts))

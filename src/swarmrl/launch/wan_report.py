@@ -1,0 +1,203 @@
+"""The figures of one arm of `demo --wan` (loopback or the emulated WAN), from what `SwarmWatch` recorded.
+
+- steps_per_min: trainer steps from step 1 to the last, per minute of wall clock (its metrics' times);
+- broadcast_s: per checkpoint, seconds from its publication until every worker that was up then (and not
+  killed before) held it or a newer one; the median over checkpoints every such worker got;
+- broadcast_bound_s: per checkpoint, its bytes (the delta where there is one) over the narrowest link on the
+  way origin → relay of the worker's region → worker, plus that worker's round trip to the origin, for the
+  worker it takes longest; the median (the physical bound, SPEC §10);
+- worker_idle_fraction: 1 − the workers' generating time over their time up, from step 1's publication on;
+- policy_lag_mean: the trainer's mean policy lag;
+- honest_files_lost: files of honest workers refused at submission, rejected by a validator or refused by the
+  trainer as stale; units_trained_twice: units whose files more than one step trained on;
+- churn: nodes killed, nodes back (a worker leasing a unit, a relay holding a version it did not hold
+  before), and how long each took after its restart.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from swarmrl.launch.wan_watch import Outage, SwarmWatch
+from swarmrl.rundir import RunDir
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def steps_per_min(rundir: RunDir) -> float | None:
+    times = sorted((m["step"], m["time"]) for m in rundir.read_metrics() if "train_seconds" in m)
+    times = [(step, t) for step, t in times if step >= 1]
+    if len(times) < 2:
+        return None
+    return 60 * (times[-1][0] - times[0][0]) / (times[-1][1] - times[0][1])
+
+
+def policy_lag_mean(rundir: RunDir) -> float | None:
+    lags = [m["policy_lag"] for m in rundir.read_metrics() if "policy_lag" in m]
+    return statistics.fmean(lags) if lags else None
+
+
+def _down(outages: list[Outage], role: str, start: float, end: float) -> float:
+    """Seconds `role` was down within [start, end]."""
+    total = 0.0
+    for o in outages:
+        if o.role == role and o.killed_at is not None:
+            up_again = o.restarted_at if o.restarted_at is not None else end
+            total += max(0.0, min(end, up_again) - max(start, o.killed_at))
+    return total
+
+
+def _up_at(outages: list[Outage], role: str, at: float) -> bool:
+    return not any(
+        o.role == role
+        and o.killed_at is not None
+        and o.killed_at <= at
+        and (o.restarted_at is None or at < o.restarted_at)
+        for o in outages
+    )
+
+
+def _killed_within(outages: list[Outage], role: str, start: float, end: float) -> bool:
+    return any(o.role == role and o.killed_at is not None and start <= o.killed_at <= end for o in outages)
+
+
+def broadcast_times(watch: SwarmWatch) -> dict[int, float]:
+    """Checkpoint → seconds until the last worker up at its publication held it (or a newer one); a worker
+    killed before it got there does not count, a checkpoint some live worker never got is left out."""
+    assert watch.holdings is not None
+    times: dict[int, float] = {}
+    for step, published in sorted(watch.holdings.published.items()):
+        waits: list[float] = []
+        for worker in watch.holdings.workers:
+            if not _up_at(watch.outages, worker, published.at):
+                continue
+            got_at = min(
+                (t for s, t in watch.holdings.held.get(worker, {}).items() if s >= step), default=None
+            )
+            if _killed_within(watch.outages, worker, published.at, got_at or float("inf")):
+                continue
+            if got_at is None:
+                break
+            waits.append(max(0.0, got_at - published.at))
+        else:
+            if step >= 1 and waits:
+                times[step] = max(waits)
+    return times
+
+
+def broadcast_bounds(watch: SwarmWatch, bound: Callable[[str, int], float]) -> dict[int, float]:
+    """Checkpoint → the physical bound of its broadcast: `bound(worker, bytes)` for the slowest worker."""
+    assert watch.holdings is not None
+    return {
+        step: max(bound(w, p.delta_bytes or p.full_bytes) for w in watch.holdings.workers)
+        for step, p in watch.holdings.published.items()
+        if step >= 1
+    }
+
+
+def worker_idle_fraction(watch: SwarmWatch, swarm_dir: Path) -> float | None:
+    assert watch.holdings is not None
+    published = watch.holdings.published
+    if 1 not in published:
+        return None
+    start = published[1].at
+    end = max(p.at for p in published.values())
+    if end <= start:
+        return None
+    busy = up = 0.0
+    for worker in watch.holdings.workers:
+        up += (end - start) - _down(watch.outages, worker, start, end)
+        for unit in _units(swarm_dir / worker / "units.jsonl"):
+            busy += max(0.0, min(end, unit["generated"]) - max(start, unit["started"]))
+    return max(0.0, 1 - busy / up) if up > 0 else None
+
+
+def _units(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def honest_files_lost(watch: SwarmWatch) -> dict[str, int]:
+    honest = {watch.node_ids.get(name) for name in watch.work}
+    mine = [s for s in watch.submissions if s.node_id in honest]
+    refused = sum(v for counts in watch.work.values() for k, v in counts.items() if k.startswith("refused_"))
+    return {
+        "refused_at_submission": refused,
+        "rejected": sum(s.status == "rejected" for s in mine),
+        "stale": sum(s.use_outcome == "stale" for s in mine),
+    }
+
+
+def units_trained_twice(watch: SwarmWatch) -> int:
+    trained = Counter((s.step, s.batch_index) for s in watch.submissions if s.use_outcome == "trained")
+    return sum(1 for n in trained.values() if n > 1)
+
+
+def churn_figures(watch: SwarmWatch, swarm_dir: Path) -> dict:
+    """A relay is back once it holds a version it did not hold before its kill; a worker once it starts a
+    unit (what it leases first may be a unit it held before: its lease time says nothing)."""
+    assert watch.holdings is not None
+    back: dict[str, float | None] = {}
+    for outage in watch.outages:
+        if outage.killed_at is None or outage.restarted_at is None:
+            continue
+        if outage.role.startswith("relay-"):
+            held_before = {
+                s for s, t in watch.holdings.held.get(outage.role, {}).items() if t < outage.killed_at
+            }
+            after = [
+                t
+                for s, t in watch.holdings.held.get(outage.role, {}).items()
+                if s not in held_before and t >= outage.restarted_at
+            ]
+        else:
+            node = watch.node_ids.get(outage.role)
+            after = [
+                u.leased_at for u in watch.units if u.node_id == node and u.leased_at >= outage.restarted_at
+            ]
+        back[outage.role] = min(after) - outage.restarted_at if after else None
+    return {
+        "nodes_killed": sum(o.killed_at is not None for o in watch.outages),
+        "nodes_rejoined": sum(v is not None for v in back.values()),
+        "back_to_work_s": back,
+    }
+
+
+def arm_figures(watch: SwarmWatch, rundir: RunDir, bound: Callable[[str, int], float] | None) -> dict:
+    """Every figure of one arm (the WAN arm passes `bound`, the physical bound per worker and bytes)."""
+    lost = honest_files_lost(watch)
+    broadcasts = broadcast_times(watch)
+    figures = {
+        "steps_per_min": steps_per_min(rundir),
+        "broadcast_s": median(list(broadcasts.values())),
+        "broadcast_by_step_s": broadcasts,
+        "worker_idle_fraction": worker_idle_fraction(watch, rundir.root / "swarm"),
+        "policy_lag_mean": policy_lag_mean(rundir),
+        "honest_files_lost": sum(lost.values()),
+        "honest_files_lost_by_cause": lost,
+        "units_trained_twice": units_trained_twice(watch),
+        "relay_holding_s": _relay_holding(watch),
+        "churn": churn_figures(watch, rundir.root / "swarm"),
+    }
+    if bound is not None:
+        bounds = broadcast_bounds(watch, bound)
+        figures["broadcast_bound_s"] = median(list(bounds.values()))
+    return figures
+
+
+def _relay_holding(watch: SwarmWatch) -> dict[str, float | None]:
+    """Per relay, the median seconds from a checkpoint's publication until the relay held all of it."""
+    assert watch.holdings is not None
+    published = watch.holdings.published
+    return {
+        relay: median([t - published[s].at for s, t in held.items() if s in published and s >= 1])
+        for relay, held in watch.holdings.held.items()
+        if relay in watch.holdings.relays
+    }
