@@ -158,10 +158,8 @@ def churn_figures(watch: SwarmWatch, swarm_dir: Path) -> dict:
                 if s not in held_before and t >= outage.restarted_at
             ]
         else:
-            node = watch.node_ids.get(outage.role)
-            after = [
-                u.leased_at for u in watch.units if u.node_id == node and u.leased_at >= outage.restarted_at
-            ]
+            units = _units(swarm_dir / outage.role / "units.jsonl")
+            after = [u["started"] for u in units if u["started"] >= outage.restarted_at]
         back[outage.role] = min(after) - outage.restarted_at if after else None
     return {
         "nodes_killed": sum(o.killed_at is not None for o in watch.outages),

@@ -24,6 +24,7 @@ from typing import Literal
 import torch
 
 from swarmrl.config import RunConfig
+from swarmrl.coordinator.api import WorkLease, WorkUnitInfo
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.devices import hardware_of, resolve_device
@@ -37,8 +38,9 @@ from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.rundir import write_json_atomic
-from swarmrl.shardcast.client import CheckpointFetcher
+from swarmrl.shardcast.client import CheckpointFetcher, local_versions
 from swarmrl.shardcast.errors import ShardcastError
+from swarmrl.steps import step_dir_name
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.worker.rollout import write_batch
 
@@ -103,16 +105,45 @@ class Heartbeat(threading.Thread):
             self.stop.wait(self.interval)
 
 
+class Prefetch(threading.Thread):
+    """Installs each checkpoint version as soon as a relay announces it (long polls), so a worker holds the
+    newest policy before its next unit asks for it; errors are logged and retried after a pause."""
+
+    def __init__(self, fetcher: CheckpointFetcher, stop: threading.Event, poll_s: float = 10.0) -> None:
+        super().__init__(name="prefetch", daemon=True)
+        self.fetcher, self.stop, self.poll_s = fetcher, stop, poll_s
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            held = local_versions(self.fetcher.dest_root)
+            try:
+                version = self.fetcher.wait_for_version(held[-1] if held else -1, self.poll_s)
+                if version is not None:
+                    self.fetcher.fetch(version)
+            except ShardcastError as exc:
+                log.warning("prefetching a new policy failed: %s", exc)
+                self.stop.wait(1.0)
+
+
 class Policy:
     """The newest checkpoint announced by the relays, installed under `<work>/checkpoints` and loaded once.
 
+    A background thread (`Prefetch`) installs each version as soon as a relay announces it, so the broadcast
+    overlaps generation; a unit then loads the newest installed version at most its step, and downloads in
+    the foreground only when none installed is recent enough (within `async_level` of the unit's step).
     The first checkpoint also gives the tokenizer, hence the prompt format and the tokens generation stops at.
     """
 
     def __init__(
-        self, options: NodeOptions, trainer_key: str, config: RunConfig, device: torch.device
+        self,
+        options: NodeOptions,
+        trainer_key: str,
+        config: RunConfig,
+        device: torch.device,
+        async_level: int = 0,
     ) -> None:
         self.options, self.trainer_key, self.device = options, trainer_key, device
+        self.async_level = async_level
         self.dtype, self.engine_config, self.prompt_settings = (
             config.model.dtype,
             config.engine,
@@ -130,18 +161,29 @@ class Policy:
             config.shardcast.client.pinning(pinned),
             options.run_id,
         )
+        self.prefetch = Prefetch(self.fetcher, options.stop)
+        self.prefetch.start()
 
     @property
     def step(self) -> int | None:
         return self.engine.policy_step if self.engine is not None else None
 
+    def _installed(self, ceiling: int) -> tuple[int, Path] | None:
+        """The newest version installed at most `ceiling` if it is recent enough for a unit of that step."""
+        held = [v for v in local_versions(self.root) if v <= ceiling]
+        if not held or held[-1] < ceiling - self.async_level:
+            return None
+        return held[-1], self.root / step_dir_name(held[-1])
+
     def refresh(self, ceiling: int) -> None:
         """Load the newest policy whose signed manifest verifies, at most `ceiling` (the coordinator's step)."""
-        try:
-            found = self.fetcher.refresh(ceiling)
-        except ShardcastError as exc:
-            log.warning("could not fetch a policy up to step %d: %s", ceiling, exc)
-            return
+        found = self._installed(ceiling)
+        if found is None:
+            try:
+                found = self.fetcher.refresh(ceiling)
+            except ShardcastError as exc:
+                log.warning("could not fetch a policy up to step %d: %s", ceiling, exc)
+                return
         if found is None or (self.engine is not None and found[0] <= self.engine.policy_step):
             return
         newest, path = found
@@ -185,100 +227,18 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     run = client.run_state(options.run_id)
     heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
     heartbeat.start()
-    policy = Policy(options, run.trainer_public_key, config, device)
-    tasks = build_tasks(config.tasks)
-    params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens,
-        temperature=config.worker.temperature,
-        top_p=config.worker.top_p,
-    )
+    policy = Policy(options, run.trainer_public_key, config, device, run.async_level)
     log_book = WorkLog(options.work_dir / "work.json")
+    node = Node(config, options, identity, client, run.async_level, heartbeat, policy, log_book)
     metrics = serve_metrics(config.metrics, worker_collector(log_book, policy), options.work_dir)
-    submitted = 0
-    full_streak = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
     try:
-        while not options.stop.is_set():
+        while not options.stop.is_set() and not node.done:
             if heartbeat.fatal is not None:
                 raise NodeEjected(str(heartbeat.fatal))
-            if options.max_batches is not None and submitted >= options.max_batches:
-                break
-            try:
-                lease = client.lease_work(options.run_id)
-                full_streak = 0
-            except CoordinatorError as exc:
-                if exc.kind == "run_draining":
-                    log.info("the run is draining: no more work")
+            lease = node.lease()
+            for unit in lease.units if lease is not None else []:
+                if options.stop.is_set() or node.done or not node.work(unit):
                     break
-                if exc.kind in _FATAL:
-                    raise
-                if exc.kind in _REJOIN:
-                    client.join(options.run_id)
-                elif exc.kind != "step_full":
-                    log.warning("no lease: %s", exc)
-                full_streak = full_streak + 1 if exc.kind == "step_full" else 0
-                pause = options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1))
-                if full_streak == 1 or full_streak % 10 == 0:
-                    log.info(
-                        "no lease: the step is full (%d refusals in a row); asking again in %.1fs",
-                        full_streak,
-                        pause,
-                    )
-                options.stop.wait(pause)
-                continue
-            for unit in lease.units:
-                if options.stop.is_set() or (
-                    options.max_batches is not None and submitted >= options.max_batches
-                ):
-                    break
-                if unit.expires_at < client.clock():
-                    log_book.count("lapsed_before_start")
-                    continue
-                policy.refresh(ceiling=unit.step)
-                if policy.engine is None or not (
-                    unit.step - run.async_level <= policy.engine.policy_step <= unit.step
-                ):
-                    options.stop.wait(options.poll_seconds)  # no policy for this unit yet: lease again, retry
-                    break
-                heartbeat.policy_step = policy.step
-                spec = BatchSpec(
-                    options.run_id,
-                    identity.node_id,
-                    unit.step,
-                    unit.batch_index,
-                    config.worker.prompts_per_batch,
-                    config.worker.group_size,
-                    config.run.seed,
-                    unit.seed,
-                )
-                path = (
-                    options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
-                )
-                started, started_at = time.monotonic(), time.time()
-                rows = write_batch(
-                    policy.engine, spec, tasks, policy.prompts.tokenizer, config, params, path, identity
-                )
-                log_book.generated(len(rows))
-                if options.slowdown > 1.0:
-                    options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
-                tokens = sum(len(r.completion_ids) for r in rows)
-                timing = {"step": unit.step, "batch_index": unit.batch_index, "policy_step": policy.step}
-                timing.update(started=started_at, generated=time.time())
-                try:
-                    client.upload_and_submit(
-                        options.run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens
-                    )
-                except CoordinatorError as exc:
-                    if exc.kind in _FATAL:
-                        raise
-                    log.warning("step %d batch %d not submitted: %s", unit.step, unit.batch_index, exc)
-                    log_book.count(f"refused_{exc.kind}")
-                    log_book.unit(**timing, submitted=time.time(), outcome=exc.kind)
-                    if exc.kind in _REJOIN:
-                        client.join(options.run_id)
-                    continue
-                submitted += 1
-                log_book.count("submitted")
-                log_book.unit(**timing, submitted=time.time(), outcome="submitted")
     except CoordinatorError as exc:
         # A ban can land between any two calls (leasing, joining again), not only on a submit.
         if exc.kind in _FATAL:
@@ -289,7 +249,109 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
         client.close()
         if metrics is not None:
             metrics.close()
-    return submitted
+    return node.submitted
+
+
+@dataclass
+class Node:
+    """One worker's loop, step by step: ask for a lease, work each unit (policy, generate, submit)."""
+
+    config: RunConfig
+    options: NodeOptions
+    identity: Identity
+    client: CoordinatorClient
+    async_level: int
+    heartbeat: Heartbeat
+    policy: Policy
+    log_book: WorkLog
+    submitted: int = 0
+    draining: bool = False
+    full_streak: int = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
+
+    def __post_init__(self) -> None:
+        self.tasks = build_tasks(self.config.tasks)
+        worker = self.config.worker
+        self.params = SamplingParams(
+            max_new_tokens=worker.max_new_tokens, temperature=worker.temperature, top_p=worker.top_p
+        )
+
+    @property
+    def done(self) -> bool:
+        limit = self.options.max_batches
+        return self.draining or (limit is not None and self.submitted >= limit)
+
+    def lease(self) -> WorkLease | None:
+        """The units this node holds or new ones; None after a refusal (and its pause)."""
+        try:
+            lease = self.client.lease_work(self.options.run_id)
+            self.full_streak = 0
+            return lease
+        except CoordinatorError as exc:
+            if exc.kind == "run_draining":
+                log.info("the run is draining: no more work")
+                self.draining = True
+                return None
+            if exc.kind in _FATAL:
+                raise
+            if exc.kind in _REJOIN:
+                self.client.join(self.options.run_id)
+            elif exc.kind != "step_full":
+                log.warning("no lease: %s", exc)
+            self.full_streak = self.full_streak + 1 if exc.kind == "step_full" else 0
+            pause = self.options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, self.full_streak - 1))
+            if self.full_streak == 1 or self.full_streak % 10 == 0:
+                log.info(
+                    "no lease: the step is full (%d refusals in a row); asking again in %.1fs",
+                    self.full_streak,
+                    pause,
+                )
+            self.options.stop.wait(pause)
+            return None
+
+    def work(self, unit: WorkUnitInfo) -> bool:
+        """Generate and submit one unit; False when no policy fits it yet (lease again after a pause)."""
+        if unit.expires_at < self.client.clock():
+            self.log_book.count("lapsed_before_start")
+            return True
+        leased_at = time.time()
+        self.policy.refresh(ceiling=unit.step)
+        engine = self.policy.engine
+        if engine is None or not (unit.step - self.async_level <= engine.policy_step <= unit.step):
+            self.options.stop.wait(self.options.poll_seconds)  # no policy for this unit yet: lease again
+            return False
+        self.heartbeat.policy_step = self.policy.step
+        worker, run_id = self.config.worker, self.options.run_id
+        spec = BatchSpec(
+            run_id, self.identity.node_id, unit.step, unit.batch_index, worker.prompts_per_batch,
+            worker.group_size, self.config.run.seed, unit.seed,
+        )  # fmt: skip
+        path = self.options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
+        started, started_at = time.monotonic(), time.time()
+        tokenizer = self.policy.prompts.tokenizer
+        rows = write_batch(engine, spec, self.tasks, tokenizer, self.config, self.params, path, self.identity)
+        self.log_book.generated(len(rows))
+        if self.options.slowdown > 1.0:
+            self.options.stop.wait((self.options.slowdown - 1.0) * (time.monotonic() - started))
+        timing = {"step": unit.step, "batch_index": unit.batch_index, "policy_step": engine.policy_step}
+        timing.update(leased=leased_at, started=started_at, generated=time.time())
+        tokens = sum(len(r.completion_ids) for r in rows)
+        try:
+            self.client.upload_and_submit(
+                run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens
+            )
+        except CoordinatorError as exc:
+            if exc.kind in _FATAL:
+                raise
+            log.warning("step %d batch %d not submitted: %s", unit.step, unit.batch_index, exc)
+            self.log_book.count(f"refused_{exc.kind}")
+            self.log_book.unit(**timing, submitted=time.time(), outcome=exc.kind)
+            if exc.kind in _REJOIN:
+                self.client.join(run_id)
+            return True
+        self.submitted += 1
+        self.log_book.count("submitted")
+        self.log_book.unit(**timing, submitted=time.time(), outcome="submitted")
+        return True
 
 
 def worker_collector(log_book: WorkLog, policy: Policy) -> RoleCollector:
