@@ -14,6 +14,7 @@ own run directory is `runs/<name>/lan` and `runs/<name>/wan`.
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -107,8 +108,10 @@ def run_wan_demo(config: RunConfig, console: Console | None = None) -> dict:
         console.rule("loopback (127.0.0.1, no churn)")
         lan = arm_config(config, "lan")
         watch = SwarmWatch()
+        load = os.getloadavg()[0]
         run_swarm_demo(lan, console, observer=watch)
         result["lan"] = arm_figures(watch, RunDir(lan.run.directory), None)
+        result["lan"]["load_1min"] = [load, os.getloadavg()[0]]  # a shared machine: what else ran
     console.rule(f"emulated WAN: {', '.join(result['regions'])}")
     machines, services = wan_machines(config)
     with World(config.wan, machines, services, root / "wan-net") as world:
@@ -153,6 +156,8 @@ def goals(result: dict) -> dict[str, bool]:
 def _cell(value: object, digits: int = 2) -> str:
     if value is None:
         return "-"
+    if isinstance(value, list):
+        return " → ".join(_cell(v, 1) for v in value)
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
@@ -169,6 +174,7 @@ def result_table(result: dict) -> Table:
         ("policy lag (mean)", "policy_lag_mean"),
         ("honest files lost", "honest_files_lost"),
         ("units trained twice", "units_trained_twice"),
+        ("machine load (1 min, start → end)", "load_1min"),
     ]
     for label, key in rows:
         table.add_row(label, _cell(lan.get(key)), _cell(wan.get(key)))

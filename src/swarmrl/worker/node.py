@@ -168,6 +168,16 @@ class Policy:
     def step(self) -> int | None:
         return self.engine.policy_step if self.engine is not None else None
 
+    def load_first(self, stop: threading.Event) -> None:
+        """Wait until a first version is installed and load it: a node asks for work only once it can do it,
+        so a lease's deadline is not spent downloading its first policy and building its engine."""
+        while self.engine is None and not stop.is_set():
+            held = local_versions(self.root)
+            if held:
+                self.refresh(held[-1])
+            else:
+                stop.wait(0.2)
+
     def _installed(self, ceiling: int) -> tuple[int, Path] | None:
         """The newest version installed at most `ceiling` if it is recent enough for a unit of that step."""
         held = [v for v in local_versions(self.root) if v <= ceiling]
@@ -228,6 +238,7 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
     heartbeat.start()
     policy = Policy(options, run.trainer_public_key, config, device, run.async_level)
+    policy.load_first(options.stop)
     log_book = WorkLog(options.work_dir / "work.json")
     node = Node(config, options, identity, client, run.async_level, heartbeat, policy, log_book)
     metrics = serve_metrics(config.metrics, worker_collector(log_book, policy), options.work_dir)
