@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -9,6 +11,8 @@ from swarmrl.config import load_config
 from swarmrl.wan import netns
 from swarmrl.wan.config import WanConfig
 from swarmrl.wan.errors import WanUnavailable
+
+REPO = Path(__file__).resolve().parents[3]
 
 REGIONS = [
     {"name": "us", "uplink_mbit": 100, "downlink_mbit": 100},
@@ -62,3 +66,19 @@ def test_a_non_root_user_is_told_in_one_line(monkeypatch):
     with pytest.raises(WanUnavailable, match="needs root") as caught:
         netns.check_available()
     assert "\n" not in str(caught.value)
+
+
+def test_demo_wan_as_a_user_without_root_ends_with_one_line_and_code_2(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from swarmrl.cli import app
+
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    result = CliRunner().invoke(
+        app, ["demo", "--wan", f"@{REPO / 'configs' / 'demo-wan.toml'}", f"run.root='{tmp_path}'"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "the WAN emulator needs root (network namespaces, tc, nftables); run it as root"
+    ]
+    assert not list(tmp_path.iterdir())  # refused before it built or ran anything
