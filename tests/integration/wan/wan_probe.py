@@ -31,13 +31,8 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
             await writer.drain()
     elif mode == b"u":
         (count,) = struct.unpack("!Q", await reader.readexactly(8))
-        first = last = None
-        received = 0
-        while received < count and (data := await reader.read(CHUNK)):
-            last = time.monotonic()
-            first = first or last
-            received += len(data)
-        writer.write(struct.pack("!d", (last or 0.0) - (first or 0.0)))
+        _, seconds = await _receive(reader, count)
+        writer.write(struct.pack("!d", seconds))
         await writer.drain()
     elif mode == b"s":
         (size,) = struct.unpack("!I", await reader.readexactly(4))
@@ -51,6 +46,17 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
         writer.write(json.dumps(latencies).encode())
         await writer.drain()
     writer.close()
+
+
+async def _receive(reader: asyncio.StreamReader, count: int) -> tuple[int, float]:
+    """Read `count` bytes; returns what arrived and the seconds from its first byte to its last."""
+    first = last = 0.0
+    received = 0
+    while received < count and (data := await reader.read(CHUNK)):
+        last = time.monotonic()
+        first = first or last
+        received += len(data)
+    return received, last - first
 
 
 async def serve(port: int) -> None:
@@ -79,14 +85,9 @@ async def rtt(host: str, port: int, pings: int) -> dict:
 async def download(host: str, port: int, count: int) -> dict:
     reader, writer = await asyncio.open_connection(host, port)
     writer.write(b"d" + struct.pack("!Q", count))
-    first = last = None
-    received = 0
-    while received < count and (data := await reader.read(CHUNK)):
-        last = time.monotonic()
-        first = first or last
-        received += len(data)
+    received, seconds = await _receive(reader, count)
     writer.close()
-    return {"bytes": received, "seconds": last - first}
+    return {"bytes": received, "seconds": seconds}
 
 
 async def upload(host: str, port: int, count: int) -> dict:

@@ -59,67 +59,56 @@ async def _echo(reader, writer):
     writer.close()
 
 
-async def _through_proxy(one_way_s: float, upstream_port: int | None = None):
+async def _through_proxy(port: int, one_way_s: float, client, upstream_port: int | None = None):
+    """Run `client(reader, writer)` against an echo server behind a link proxy listening on `port`."""
     echo = await asyncio.start_server(_echo, "127.0.0.1", 0)
-    port = upstream_port or echo.sockets[0].getsockname()[1]
     plan = LinkPlan(
         listeners=[
             Listener(
-                name="t", listen_host="127.0.0.1", listen_port=1, upstream_host="127.0.0.1",
-                upstream_port=port, shape=Shape(one_way_s=one_way_s),
+                name="t", listen_host="127.0.0.1", listen_port=port, upstream_host="127.0.0.1",
+                upstream_port=upstream_port or echo.sockets[0].getsockname()[1], shape=Shape(one_way_s=one_way_s),
             )
         ],
         ready_file="/dev/null",
     )  # fmt: skip
-    return echo, plan
+    proxy = LinkProxy(plan)
+    await proxy.start()
+    try:
+        return await client(*await asyncio.open_connection("127.0.0.1", port))
+    finally:
+        await proxy.close()
+        echo.close()
 
 
 def test_proxy_delays_both_ways_and_passes_the_half_close(unused_tcp_port):
-    async def scenario():
-        echo, plan = await _through_proxy(0.04)
-        plan.listeners[0].listen_port = unused_tcp_port
-        proxy = LinkProxy(plan)
-        await proxy.start()
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", unused_tcp_port)
-            writer.write(b"a")
-            await reader.readexactly(1)  # handshake round trip + one round trip
-            rtts = []
-            for _ in range(5):
-                sent = time.monotonic()
-                writer.write(b"b" * 10000)
-                await reader.readexactly(10000)
-                rtts.append(time.monotonic() - sent)
-            writer.write_eof()
-            assert await asyncio.wait_for(reader.read(), 5) == b""  # the echo server saw EOF and closed
-            writer.close()
-            return rtts
-        finally:
-            await proxy.close()
-            echo.close()
+    async def client(reader, writer):
+        writer.write(b"a")
+        await reader.readexactly(1)  # handshake round trip + one round trip
+        rtts = []
+        for _ in range(5):
+            sent = time.monotonic()
+            writer.write(b"b" * 10000)
+            await reader.readexactly(10000)
+            rtts.append(time.monotonic() - sent)
+        writer.write_eof()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # the echo server saw EOF and closed
+        writer.close()
+        return rtts
 
-    rtts = asyncio.run(scenario())
+    rtts = asyncio.run(_through_proxy(unused_tcp_port, 0.04, client))
     assert statistics.fmean(rtts) == pytest.approx(0.08, rel=0.25)
 
 
 def test_proxy_closes_the_client_when_the_upstream_is_down(unused_tcp_port):
-    async def scenario():
-        echo, plan = await _through_proxy(0.0, upstream_port=1)  # nothing listens on port 1
-        plan.listeners[0].listen_port = unused_tcp_port
-        proxy = LinkProxy(plan)
-        await proxy.start()
+    async def client(reader, writer):
+        writer.write(b"hello")
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", unused_tcp_port)
-            writer.write(b"hello")
-            try:
-                return await asyncio.wait_for(reader.read(), 5)
-            except ConnectionResetError:
-                return b""
-        finally:
-            await proxy.close()
-            echo.close()
+            return await asyncio.wait_for(reader.read(), 5)
+        except ConnectionResetError:
+            return b""
 
-    assert asyncio.run(scenario()) == b""
+    # Nothing listens on port 1.
+    assert asyncio.run(_through_proxy(unused_tcp_port, 0.0, client, upstream_port=1)) == b""
 
 
 @pytest.fixture
