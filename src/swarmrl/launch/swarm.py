@@ -187,25 +187,7 @@ def start_swarm(
         swarm, "trainer", [*trainer_args, "--origin-port", _port(origin_url)]
     )
 
-    for index in range(config.swarm.relays):
-        name, url_file = f"relay-{index}", swarm.swarm_dir / f"relay-{index}.url"
-        url_file.unlink(missing_ok=True)
-        relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer.node_id]
-        relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
-        relay_args += network.relay_args(index)
-        if config.trainer.lora.enabled:  # every adapter is merged onto step 0: relays keep serving it
-            relay_args += ["--pin", str(BASE_STEP)]
-        relay_args += [
-            "--coordinator",
-            swarm.coordinator_url,
-            "--run-id",
-            config.run.id,
-            "--key",
-            str(swarm.key(name)),
-        ]
-        process = swarm.start(name, _starter(swarm, name, relay_args))
-        swarm.relay_urls.append(wait_for_file(url_file, process))
-        swarm.starters[name] = _starter(swarm, name, [*relay_args, "--port", _port(swarm.relay_urls[-1])])
+    _start_relays(swarm, origin_url, trainer.node_id)
 
     def node_args(role: str, name: str) -> list[str]:
         args = [
@@ -235,6 +217,30 @@ def start_swarm(
         swarm.cheaters.add(name)
         swarm.start(name, _starter(swarm, name, [*node_args("worker", name), "--cheat", "half-layers"]))
     return swarm
+
+
+def _start_relays(swarm: Swarm, origin_url: str, trainer_key: str) -> None:
+    """The run's relays, each mirroring the origin; a restarted relay takes the port it had."""
+    config = swarm.config
+    for index in range(config.swarm.relays):
+        name, url_file = f"relay-{index}", swarm.swarm_dir / f"relay-{index}.url"
+        url_file.unlink(missing_ok=True)
+        relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer_key]
+        relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
+        relay_args += swarm.network.relay_args(index)
+        if config.trainer.lora.enabled:  # every adapter is merged onto step 0: relays keep serving it
+            relay_args += ["--pin", str(BASE_STEP)]
+        relay_args += [
+            "--coordinator",
+            swarm.coordinator_url,
+            "--run-id",
+            config.run.id,
+            "--key",
+            str(swarm.key(name)),
+        ]
+        process = swarm.start(name, _starter(swarm, name, relay_args))
+        swarm.relay_urls.append(wait_for_file(url_file, process))
+        swarm.starters[name] = _starter(swarm, name, [*relay_args, "--port", _port(swarm.relay_urls[-1])])
 
 
 def validator_names(count: int) -> list[str]:
