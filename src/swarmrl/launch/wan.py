@@ -117,11 +117,13 @@ def run_wan_demo(config: RunConfig, console: Console | None = None) -> dict:
     with World(config.wan, machines, services, root / "wan-net") as world:
         wan = arm_config(config, "wan", world)
         watch = SwarmWatch(churn=config.wan.churn)
+        load = os.getloadavg()[0]
         with world.operator():
             run_swarm_demo(wan, console, network=WanNetwork(world), observer=watch)
         result["wan"] = arm_figures(
             watch, RunDir(wan.run.directory), functools.partial(physical_bound, world)
         )
+        result["wan"]["load_1min"] = [load, os.getloadavg()[0]]
     result["wan"]["lease_period_s"] = config.coordinator.lease_target_s + config.coordinator.lease_grace_s
     result["goals"] = goals(result)
     write_json_atomic(root / "wan_result.json", result)

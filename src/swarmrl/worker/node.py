@@ -112,6 +112,7 @@ class Prefetch(threading.Thread):
     def __init__(self, fetcher: CheckpointFetcher, stop: threading.Event, poll_s: float = 10.0) -> None:
         super().__init__(name="prefetch", daemon=True)
         self.fetcher, self.stop, self.poll_s = fetcher, stop, poll_s
+        self.fetching: int | None = None  # the version being downloaded now
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -119,10 +120,21 @@ class Prefetch(threading.Thread):
             try:
                 version = self.fetcher.wait_for_version(held[-1] if held else -1, self.poll_s)
                 if version is not None:
+                    self.fetching = version
                     self.fetcher.fetch(version)
             except ShardcastError as exc:
                 log.warning("prefetching a new policy failed: %s", exc)
                 self.stop.wait(1.0)
+            finally:
+                self.fetching = None
+
+
+def worth_waiting(held: int, ceiling: int, async_level: int, fetching: int | None) -> bool:
+    """Whether a unit of step `ceiling` should wait for the version being downloaded rather than generate with
+    `held`: when `held` is the oldest policy the window allows, its file is refused as stale should it be
+    read by the next step (a late file is), while a newer one in flight would keep it usable."""
+    at_edge = async_level > 0 and held <= ceiling - async_level
+    return at_edge and fetching is not None and held < fetching <= ceiling
 
 
 class Policy:
@@ -185,9 +197,17 @@ class Policy:
             return None
         return held[-1], self.root / step_dir_name(held[-1])
 
-    def refresh(self, ceiling: int) -> None:
-        """Load the newest policy whose signed manifest verifies, at most `ceiling` (the coordinator's step)."""
+    def refresh(self, ceiling: int, patience_until: float = 0.0) -> None:
+        """Load the newest policy whose signed manifest verifies, at most `ceiling` (the coordinator's step);
+        until `patience_until` (wall clock), wait for a download in flight that `worth_waiting` says is."""
         found = self._installed(ceiling)
+        while (
+            found is not None
+            and time.time() < patience_until
+            and worth_waiting(found[0], ceiling, self.async_level, self.prefetch.fetching)
+        ):
+            self.options.stop.wait(0.1)
+            found = self._installed(ceiling)
         if found is None:
             try:
                 found = self.fetcher.refresh(ceiling)
@@ -325,7 +345,8 @@ class Node:
             self.log_book.count("lapsed_before_start")
             return True
         leased_at = time.time()
-        self.policy.refresh(ceiling=unit.step)
+        # Half of what is left of the lease may go to waiting for a fresher policy in flight.
+        self.policy.refresh(unit.step, patience_until=leased_at + (unit.expires_at - self.client.clock()) / 2)
         engine = self.policy.engine
         if engine is None or not (unit.step - self.async_level <= engine.policy_step <= unit.step):
             self.options.stop.wait(self.options.poll_seconds)  # no policy for this unit yet: lease again
