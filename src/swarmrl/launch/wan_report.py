@@ -182,12 +182,23 @@ def arm_figures(watch: SwarmWatch, rundir: RunDir, bound: Callable[[str, int], f
         "honest_files_lost_by_cause": lost,
         "units_trained_twice": units_trained_twice(watch),
         "relay_holding_s": _relay_holding(watch),
+        "checkpoint_bytes": _checkpoint_bytes(watch),
         "churn": churn_figures(watch, rundir.root / "swarm"),
     }
     if bound is not None:
         bounds = broadcast_bounds(watch, bound)
         figures["broadcast_bound_s"] = median(list(bounds.values()))
     return figures
+
+
+def _checkpoint_bytes(watch: SwarmWatch) -> dict[str, float | None]:
+    """The median size of a published checkpoint, whole and as a delta against the one before."""
+    assert watch.holdings is not None
+    published = [p for s, p in watch.holdings.published.items() if s >= 1]
+    return {
+        "full": median([p.full_bytes for p in published]),
+        "delta": median([p.delta_bytes for p in published if p.delta_bytes is not None]),
+    }
 
 
 def _relay_holding(watch: SwarmWatch) -> dict[str, float | None]:
