@@ -183,6 +183,8 @@ def result_table(result: dict) -> Table:
     churn = wan["churn"]
     back = [s for s in churn["back_to_work_s"].values() if s is not None]
     table.add_row("nodes killed / back", "-", f"{churn['nodes_killed']} / {churn['nodes_rejoined']}")
+    ready = [s for s in churn.get("ready_s", {}).values() if s is not None]
+    table.add_row("slowest restarted worker ready (s)", "-", _cell(max(ready, default=None)))
     table.add_row("slowest back to work (s)", "-", _cell(max(back, default=None)))
     for relay, seconds in wan["relay_holding_s"].items():
         table.add_row(

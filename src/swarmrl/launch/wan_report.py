@@ -141,10 +141,12 @@ def units_trained_twice(watch: SwarmWatch) -> int:
 
 
 def churn_figures(watch: SwarmWatch, swarm_dir: Path) -> dict:
-    """A relay is back once it holds a version it did not hold before its kill; a worker once it starts a
-    unit (what it leases first may be a unit it held before: its lease time says nothing)."""
+    """A relay is back once it holds a version it did not hold before its kill; a worker is ready once it asks
+    for work again (its `ready_at`: started, registered, first policy loaded) and back once it starts a unit
+    (what it leases first may be a unit it held before: its lease time says nothing)."""
     assert watch.holdings is not None
     back: dict[str, float | None] = {}
+    ready: dict[str, float | None] = {}
     for outage in watch.outages:
         if outage.killed_at is None or outage.restarted_at is None:
             continue
@@ -160,12 +162,22 @@ def churn_figures(watch: SwarmWatch, swarm_dir: Path) -> dict:
         else:
             units = _units(swarm_dir / outage.role / "units.jsonl")
             after = [u["started"] for u in units if u["started"] >= outage.restarted_at]
+            ready_at = _ready_at(swarm_dir / outage.role / "ready_at")
+            ready[outage.role] = ready_at - outage.restarted_at if ready_at >= outage.restarted_at else None
         back[outage.role] = min(after) - outage.restarted_at if after else None
     return {
         "nodes_killed": sum(o.killed_at is not None for o in watch.outages),
         "nodes_rejoined": sum(v is not None for v in back.values()),
         "back_to_work_s": back,
+        "ready_s": ready,
     }
+
+
+def _ready_at(path: Path) -> float:
+    try:
+        return float(path.read_text())
+    except (OSError, ValueError):
+        return 0.0
 
 
 def arm_figures(watch: SwarmWatch, rundir: RunDir, bound: Callable[[str, int], float] | None) -> dict:

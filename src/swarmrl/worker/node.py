@@ -37,7 +37,7 @@ from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rollouts.assignment import BatchSpec
-from swarmrl.rundir import write_json_atomic
+from swarmrl.rundir import write_json_atomic, write_text_atomic
 from swarmrl.shardcast.client import CheckpointFetcher, local_versions
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.steps import step_dir_name
@@ -52,6 +52,7 @@ _FATAL = {"banned", "unknown_run", "poor_standing"}
 # Refusals an honest node can meet (missed heartbeats while starved of CPU, a coordinator restart): join again.
 _REJOIN = {"ejected", "not_member"}
 MAX_BACKOFF = 4  # most poll intervals between lease requests while the step is full
+PREFETCH_JOIN_S = 15.0  # how long a stopping node lets a download in flight finish
 
 
 class NodeEjected(Exception):
@@ -125,6 +126,10 @@ class Prefetch(threading.Thread):
             except ShardcastError as exc:
                 log.warning("prefetching a new policy failed: %s", exc)
                 self.stop.wait(1.0)
+            except RuntimeError:
+                if not self.stop.is_set():
+                    raise
+                return  # the node has stopped and the interpreter is shutting its executors down
             finally:
                 self.fetching = None
 
@@ -259,6 +264,7 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     heartbeat.start()
     policy = Policy(options, run.trainer_public_key, config, device, run.async_level)
     policy.load_first(options.stop)
+    write_text_atomic(options.work_dir / "ready_at", f"{time.time()}\n")  # from now on it asks for work
     log_book = WorkLog(options.work_dir / "work.json")
     node = Node(config, options, identity, client, run.async_level, heartbeat, policy, log_book)
     metrics = serve_metrics(config.metrics, worker_collector(log_book, policy), options.work_dir)
@@ -280,6 +286,7 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
         client.close()
         if metrics is not None:
             metrics.close()
+        policy.prefetch.join(timeout=PREFETCH_JOIN_S)
     return node.submitted
 
 

@@ -79,9 +79,12 @@ def test_churn_counts_kills_and_who_came_back_and_when(tmp_path):
     watch = watch_of(tmp_path, {"worker-0": {}, "worker-1": {}, "relay-0": {1: 101.0, 2: 201.0}}, outages)
     _units(tmp_path, "worker-0", [(90.0, 95.0), (117.5, 118.0)])
     _units(tmp_path, "worker-1", [(90.0, 95.0)])
+    (tmp_path / "worker-0" / "ready_at").write_text("115.0\n")
+    (tmp_path / "worker-1" / "ready_at").write_text("80.0\n")  # from before its kill: not back
     figures = churn_figures(watch, tmp_path)
     assert figures["nodes_killed"] == 3 and figures["nodes_rejoined"] == 2
     assert figures["back_to_work_s"] == {"worker-0": 7.5, "worker-1": None, "relay-0": 41.0}
+    assert figures["ready_s"] == {"worker-0": 5.0, "worker-1": None}
 
 
 def _submission(i: int, node: str, step: int, batch: int, status: str, outcome: str | None) -> SubmissionInfo:
