@@ -33,7 +33,7 @@ WAN = WanConfig.model_validate(
             {"between": ["us", "eu"], "rtt_ms": 60, "loss": 0.03},
             {"between": ["eu", "asia"], "rtt_ms": 150},
         ],
-        "rto_min_ms": 0,  # the us-eu stall is then its RTT, 60 ms: shorter than the probe's spacing
+        "rto_min_ms": 200,  # the us-eu stall: max(200, 60 + 4 × 0) ms, shorter than the probe's spacing
         "mss_bytes": MSS,
         "worker_regions": ["us"],
     }
@@ -94,28 +94,31 @@ def within(measured: float, expected: float, tolerance: float = 0.10) -> bool:
 def test_round_trip_time_and_handshake(world):
     result = probe(world, "narrow", "rtt", 30)
     mean = statistics.fmean(result["rtts_s"])
+    print(f"rtt mean {mean:.4f} s (set 0.100), first exchange {result['first_exchange_s']:.4f} s (0.200)")
     assert within(mean, 0.100), result
     # A new connection's first answer needs the handshake's round trip too.
-    assert within(result["first_exchange_s"], 0.200), result
+    assert 0.18 < result["first_exchange_s"] < 0.26, result
     # Jitter is there (4 ms per direction), and kept small.
     assert 0.001 < statistics.stdev(result["rtts_s"]) < 0.012, result
 
 
 def test_rates_of_a_machine_and_of_a_region(world):
-    size = 3_000_000
+    size = 5_000_000  # 2.5 s at 16 Mbit/s
     for mode in ("download", "upload"):
         narrow = probe(world, "narrow", mode, size)
+        print(f"machine {mode}: {narrow['bytes'] * 8 / narrow['seconds'] / 1e6:.2f} Mbit/s (set 16)")
         assert within(narrow["bytes"] * 8 / narrow["seconds"] / 1e6, 16.0), (mode, narrow)
-    wide = probe(world, "wide", "download", 2 * size)
+    wide = probe(world, "wide", "download", 12_500_000)  # 2.5 s at 40 Mbit/s
+    print(f"region download: {wide['bytes'] * 8 / wide['seconds'] / 1e6:.2f} Mbit/s (set 40)")
     assert within(wide["bytes"] * 8 / wide["seconds"] / 1e6, 40.0), wide
 
 
 def test_loss_stalls_the_stream_for_a_retransmission(world):
     packets = 16
-    result = probe(world, "lossy", "stall", 30, 40, packets * MSS, 0.08)
+    result = probe(world, "lossy", "stall", 60, 17, packets * MSS, 0.25)
     # Each connection's first message also waits for the handshake: leave those out.
-    latencies = [x for i, x in enumerate(result["latencies_s"]) if i % 40]
-    one_way, stall = 0.030, 0.060
+    latencies = [x for i, x in enumerate(result["latencies_s"]) if i % 17]
+    one_way, stall = 0.030, 0.200
     stalled = [x for x in latencies if x > one_way + stall / 2]
     clean = [x for x in latencies if x <= one_way + stall / 2]
     expected_fraction = 1 - (1 - 0.03) ** packets
