@@ -118,3 +118,18 @@ def test_churn_plan_is_a_seeded_draw_within_the_run():
     assert sum(o.role.startswith("relay-") for o in plan) == 1
     assert all(2 <= o.at_step <= 16 and 3.0 <= o.down_s <= 10.0 for o in plan)
     assert churn_plan(churn, workers, relays, steps=5) == []
+
+
+def test_a_restarted_worker_is_back_when_it_asks_for_work_a_relay_when_it_mirrors_again():
+    from swarmrl.launch.wan import goals
+
+    def result(back: dict, ready: dict) -> dict:
+        churn = {"back_to_work_s": back, "ready_s": ready, "nodes_killed": 2, "nodes_rejoined": 1}
+        wan = {"honest_files_lost": 0, "units_trained_twice": 0, "broadcast_s": None, "lease_period_s": 16.0}
+        return {"wan": {**wan, "churn": churn, "steps_per_min": None}}
+
+    key = "every restarted node back to work within one lease period"
+    # Ready in 9 s, no unit left for it before the run ended: back all the same.
+    assert goals(result({"worker-1": None, "relay-0": 3.0}, {"worker-1": 9.0}))[key]
+    assert not goals(result({"worker-1": 5.0, "relay-0": 3.0}, {"worker-1": 17.0}))[key]
+    assert not goals(result({"worker-1": 5.0, "relay-0": None}, {"worker-1": 4.0}))[key]
