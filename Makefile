@@ -10,7 +10,7 @@ TORCH     := torch==2.13.0
 WHEELS    := $(wildcard /opt/wheels)
 FINDLINKS := $(if $(WHEELS),--find-links $(WHEELS),--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple)
 
-.PHONY: install install-bench postgres sandbox-deps browser-deps test test-fast test-gpu demo demo-swarm bench lint clean
+.PHONY: install install-bench postgres sandbox-deps browser-deps wan-deps test test-fast test-gpu demo demo-swarm bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -58,8 +58,15 @@ browser-deps:
 TEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist load
 
+# The WAN emulator (`demo --wan`, README: "The swarm across an emulated WAN"): network namespaces, HTB rates (`ip`,
+# `tc` from iproute2) and DNAT to the link proxies (`nft` from nftables). Its tests need root as well.
+wan-deps:
+	@{ command -v ip && command -v tc && command -v nft; } >/dev/null 2>&1 || \
+	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables >/dev/null) || \
+	    echo "iproute2/nftables could not be installed: the WAN emulator and its tests will say so"; }
+
 # Every test, the slow tier (marked `slow`: swarms, islands, DiLoCo, multi-process training, long fuzzing) included.
-test: install postgres sandbox-deps browser-deps
+test: install postgres sandbox-deps browser-deps wan-deps
 	$(PYTEST) tests
 
 # The edit loop: everything not marked slow.

@@ -250,20 +250,32 @@ def demo(
             "--islands", help="trainer islands, each with its workers, merged by DiLoCo every H steps"
         ),
     ] = False,
+    wan: Annotated[
+        bool,
+        typer.Option(
+            "--wan", help="the swarm across emulated regions (latency, loss, narrow links, churn) vs loopback"
+        ),
+    ] = False,
 ) -> None:
     """SFT a tiny model, then asynchronous RL: with local workers (held-out accuracy before and after), or with
     --swarm as a swarm of processes on 127.0.0.1 (live table; the cheater is rejected and banned), or with
-    --islands as several trainer islands merged every H steps (islands_result.json)."""
+    --islands as several trainer islands merged every H steps (islands_result.json), or with --wan as the swarm
+    spread over emulated regions and measured against loopback (wan_result.json; needs root)."""
     default = (
         "configs/demo-swarm.toml"
         if swarm
         else "configs/demo-islands.toml"
         if islands
+        else "configs/demo-wan.toml"
+        if wan
         else "configs/demo.toml"
     )
     cfg = _config(config or default, overrides, dry_run)
     with _refuse_unavailable_device():
         check_run_devices(cfg)
+    if wan:
+        _run_wan_demo(cfg)
+        return
     with _supervising():
         if islands:
             from swarmrl.islands.demo import run_islands_demo
@@ -291,6 +303,24 @@ def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = 
         check_run_devices(cfg)
     with _supervising():
         run_local(cfg, prepare_run(cfg), console=console)
+
+
+def _run_wan_demo(cfg: RunConfig) -> None:
+    """`demo --wan`: a machine that cannot emulate (not root, no iproute2/nftables) is told so in one line."""
+    from swarmrl.launch.wan import run_wan_demo
+    from swarmrl.wan.errors import WanError, WanUnavailable
+
+    with _supervising():
+        try:
+            result = run_wan_demo(cfg, console)
+        except WanUnavailable as exc:
+            console.print(str(exc), style="red", markup=False, highlight=False)
+            raise typer.Exit(2) from exc
+        except WanError as exc:
+            console.print(f"the WAN emulation failed: {exc}", style="red", markup=False, highlight=False)
+            raise typer.Exit(1) from exc
+    if not (result["goals"]["0 honest files lost"] and result["goals"]["no unit trained twice"]):
+        raise typer.Exit(1)
 
 
 @contextmanager

@@ -32,6 +32,7 @@ from swarmrl.configs.tasks import (
 )
 from swarmrl.configs.trainer import SFTSection, TrainerSection
 from swarmrl.configs.validator import ValidatorConfig
+from swarmrl.configs.wan import WanConfig
 from swarmrl.configs.worker import WorkerSection
 
 
@@ -78,6 +79,8 @@ class RunConfig(Section):
     env: EnvConfig | None = Field(
         None, description="a multi-turn environment ([env], swarmrl.envs); none: single-turn"
     )
+
+    wan: WanConfig = Field(default_factory=WanConfig, description="the emulated internet of `demo --wan`")
 
     @model_validator(mode="after")
     def _check_across_sections(self) -> RunConfig:

@@ -33,6 +33,8 @@ class RoleProcess:
 class ProcessGroup:
     log_dir: Path
     processes: list[RoleProcess] = field(default_factory=list)
+    # The command a role's program runs under (`ip netns exec NS` for a machine of an emulated network).
+    prefix: Callable[[str], list[str]] = lambda name: []
 
     def start(
         self,
@@ -47,7 +49,7 @@ class ProcessGroup:
         log_file = log_path.open("ab")
         preexec = (lambda: os.sched_setaffinity(0, cpu_cores)) if cpu_cores else None
         popen = subprocess.Popen(
-            [sys.executable, "-m", "swarmrl.cli", *args],
+            [*self.prefix(name), sys.executable, "-m", "swarmrl.cli", *args],
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -14,6 +14,7 @@ verdicts), `accepted/` (what the trainer read), `logs/`, `swarm_result.json`.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import shutil
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from rich.console import Console
@@ -38,6 +40,27 @@ from swarmrl.models.adapter import BASE_STEP
 from swarmrl.rundir import RunDir, write_json_atomic
 
 NODE_EJECTED_EXIT = 3  # `swarmrl worker` exits with this when the coordinator bans it
+
+
+@dataclass
+class SwarmNetwork:
+    """Where a swarm's roles run and the URLs they reach each other by. This default puts every role on this
+    machine's 127.0.0.1 with ports the OS picks; `demo --wan` puts each on a machine of an emulated region
+    (`swarmrl.launch.wan`)."""
+
+    bind_host: str = "127.0.0.1"  # what the coordinator binds
+    coordinator_port: int = 0
+
+    def prefix(self, role: str) -> list[str]:
+        """The command a role's program runs under."""
+        return []
+
+    def coordinator_url(self, port: int) -> str:
+        return f"http://127.0.0.1:{port}"
+
+    def relay_args(self, index: int) -> list[str]:
+        """Where relay `index` listens and the URL it advertises (default: 127.0.0.1, an OS-chosen port)."""
+        return []
 
 
 def wait_for_file(path: Path, process: RoleProcess, timeout_s: float = 180.0) -> str:
@@ -69,6 +92,7 @@ class Swarm:
     starters: dict[str, Callable[[], RoleProcess]] = field(default_factory=dict)
     cheaters: set[str] = field(default_factory=set)
     killed: set[str] = field(default_factory=set)  # stopped on purpose (fault tests): not a failure
+    network: SwarmNetwork = field(default_factory=SwarmNetwork)
 
     @property
     def swarm_dir(self) -> Path:
@@ -128,12 +152,15 @@ def start_swarm(
     rundir: RunDir,
     on_coordinator: Callable[[str], None] | None = None,
     trainer_command: list[str] | None = None,
+    network: SwarmNetwork | None = None,
 ) -> Swarm:
     """Start coordinator, trainer (origin), relays, validator and workers; returns once all are launched.
     `on_coordinator` gets the coordinator's URL as soon as it answers, before the other roles start;
-    `trainer_command` replaces `trainer --run-dir <run>` (a trainer island's command, say)."""
+    `trainer_command` replaces `trainer --run-dir <run>` (a trainer island's command, say); `network` places
+    the roles (default: all on 127.0.0.1)."""
     config.metrics.check_installed()
-    swarm = Swarm(config, rundir, ProcessGroup(rundir.root / "logs"))
+    network = network or SwarmNetwork()
+    swarm = Swarm(config, rundir, ProcessGroup(rundir.root / "logs", prefix=network.prefix), network=network)
     swarm.swarm_dir.mkdir(parents=True, exist_ok=True)
     config_file = str(rundir.root / "config.json")
     _start_coordinator(swarm)
@@ -201,6 +228,7 @@ def _start_relays(swarm: Swarm, origin_url: str, trainer_key: str) -> None:
         url_file.unlink(missing_ok=True)
         relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer_key]
         relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
+        relay_args += swarm.network.relay_args(index)
         if config.trainer.lora.enabled:  # every adapter is merged onto step 0: relays keep serving it
             relay_args += ["--pin", str(BASE_STEP)]
         relay_args += [
@@ -236,7 +264,8 @@ def _start_coordinator(swarm: Swarm) -> None:
     def start() -> RoleProcess:
         port_file.unlink(missing_ok=True)
         args = ["coordinator", "--db-url", f"sqlite:///{directory / 'coordinator.sqlite'}"]
-        args += ["--port", str(swarm.coordinator_port), "--port-file", str(port_file)]
+        args += ["--host", swarm.network.bind_host, "--port", str(swarm.coordinator_port)]
+        args += ["--port-file", str(port_file)]
         args += [
             "--storage-dir",
             str(directory / "storage"),
@@ -246,9 +275,10 @@ def _start_coordinator(swarm: Swarm) -> None:
         return swarm.group.start("coordinator", args, env={ADMIN_TOKEN_ENV: swarm.admin_token})
 
     directory.mkdir(parents=True, exist_ok=True)
+    swarm.coordinator_port = swarm.network.coordinator_port
     process = swarm.start("coordinator", start)
     swarm.coordinator_port = int(wait_for_file(port_file, process))
-    swarm.coordinator_url = f"http://127.0.0.1:{swarm.coordinator_port}"
+    swarm.coordinator_url = swarm.network.coordinator_url(swarm.coordinator_port)
     _wait_healthy(swarm, process)
 
 
@@ -316,7 +346,7 @@ class SwarmSnapshot:
         return self.rewards[-1] if self.rewards else None
 
 
-def _all_pages(fetch, key) -> list:
+def all_pages(fetch, key) -> list:
     rows: list = []
     while page := fetch(key(rows[-1]) if rows else 0):
         rows += page
@@ -336,7 +366,7 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
     reject_checks: dict[str, list[str]] = {name: [] for name in nodes}
     with CoordinatorClient(swarm.coordinator_url, max_retries=2) as client:
         run = client.run_state(run_id)
-        submissions = _all_pages(lambda after: client.submissions(run_id, after_id=after), lambda s: s.id)
+        submissions = all_pages(lambda after: client.submissions(run_id, after_id=after), lambda s: s.id)
         for submission in submissions:
             record = by_id.get(submission.node_id)
             if record is None:
@@ -350,9 +380,7 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
                     record.unread_rows += submission.rows
                 elif submission.use_outcome == "trained":
                     record.remainder_rows += submission.rows - (submission.used_rows or 0)
-        verdicts = _all_pages(
-            lambda after: client.verdicts(run_id, after_id=after), lambda v: v.submission_id
-        )
+        verdicts = all_pages(lambda after: client.verdicts(run_id, after_id=after), lambda v: v.submission_id)
         for verdict in verdicts:
             record = by_id.get(verdict.node_id)
             if record is not None and not verdict.accepted:
@@ -427,10 +455,15 @@ def swarm_table(state: SwarmSnapshot | None) -> Table:
 
 
 def supervise(
-    swarm: Swarm, console: Console, timeout_s: float, interval_s: float = 2.0, drain_timeout_s: float = 300.0
+    swarm: Swarm,
+    console: Console,
+    timeout_s: float,
+    interval_s: float = 2.0,
+    drain_timeout_s: float = 300.0,
+    on_poll: Callable[[SwarmSnapshot | None], None] | None = None,
 ) -> SwarmSnapshot:
     """Show the live table until the trainer finishes and the run has drained (every submitted file judged);
-    raise if a needed role dies or time runs out."""
+    raise if a needed role dies or time runs out. `on_poll` sees each snapshot (None: none yet)."""
     deadline = time.monotonic() + timeout_s
     state = None
     with Live(swarm_table(None), console=console, refresh_per_second=1, transient=False) as live:
@@ -446,6 +479,8 @@ def supervise(
                 live.update(swarm_table(state))
             except CoordinatorError:
                 pass  # a restarting coordinator: the next poll will see it again
+            if on_poll is not None:
+                on_poll(state)
             time.sleep(interval_s)
         swarm.check_alive()
         state = snapshot(swarm)
@@ -545,8 +580,23 @@ def announce_dashboard(console: Console, coordinator_url: str) -> None:
     )
 
 
+class SwarmObserver(Protocol):
+    """What watches a demo swarm besides its table (`demo --wan`: churn and measurements)."""
+
+    def started(self, swarm: Swarm) -> None: ...
+
+    def poll(self, swarm: Swarm, state: SwarmSnapshot | None) -> None: ...
+
+    def finished(self, swarm: Swarm, state: SwarmSnapshot) -> None:
+        """The run has drained; every role is still up."""
+
+
 def run_swarm_demo(
-    config: RunConfig, console: Console | None = None, timeout_s: float = 3600.0
+    config: RunConfig,
+    console: Console | None = None,
+    timeout_s: float = 3600.0,
+    network: SwarmNetwork | None = None,
+    observer: SwarmObserver | None = None,
 ) -> SwarmResult:
     """Prepare (SFT, cached), start every role, show the live table until the trainer finishes and the run has
     drained, stop all, and write `swarm_result.json`."""
@@ -560,10 +610,17 @@ def run_swarm_demo(
         shutil.rmtree(config.run.directory)
     rundir = prepare_run(config)
     console.print(f"run directory: {rundir.root}")
-    swarm = start_swarm(config, rundir, on_coordinator=lambda url: announce_dashboard(console, url))
+    swarm = start_swarm(
+        config, rundir, on_coordinator=lambda url: announce_dashboard(console, url), network=network
+    )
     try:
         console.print(f"coordinator {swarm.coordinator_url} · relays {', '.join(swarm.relay_urls)}")
-        state = supervise(swarm, console, timeout_s)
+        if observer is not None:
+            observer.started(swarm)
+        poll = None if observer is None else functools.partial(observer.poll, swarm)
+        state = supervise(swarm, console, timeout_s, on_poll=poll)
+        if observer is not None:
+            observer.finished(swarm, state)
     finally:
         stop_swarm(swarm)
     result = SwarmResult(state, time.monotonic() - started)

@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -376,7 +377,8 @@ class CheckpointFetcher:
 
     Each call runs its own event loop; what was learned about the sources (throughput, failures, lies and
     their back-off) carries over from call to call, so a liar found out once is not asked again until its
-    back-off has passed.
+    back-off has passed. Calls that install a version take turns (a lock), so two threads of one process
+    (a worker's prefetching and its foreground) never download into the same directory at once.
     """
 
     def __init__(
@@ -393,6 +395,7 @@ class CheckpointFetcher:
         self.config = config or ClientConfig()
         self.run_id = run_id
         self.selector = source_policy(self.sources, self.config)
+        self._installing = threading.Lock()
 
     def _run(self, work: Callable[[ShardcastClient], Awaitable[T]]) -> T:
         async def run() -> T:
@@ -411,12 +414,18 @@ class CheckpointFetcher:
         self, version: int | None = None, min_version: int | None = None, max_version: int | None = None
     ) -> Path:
         """`ShardcastClient.fetch`: install `version` (None: the newest verified, at most `max_version`)."""
-        return self._run(lambda client: client.fetch(version, min_version, max_version))
+        with self._installing:
+            return self._run(lambda client: client.fetch(version, min_version, max_version))
 
     def refresh(self, ceiling: int | None = None) -> tuple[int, Path] | None:
         """`ShardcastClient.refresh`: the newest installed version at most `ceiling` after installing a
         newer verified one if there is one, with its directory; None while no version exists."""
-        return self._run(lambda client: client.refresh(ceiling))
+        with self._installing:
+            return self._run(lambda client: client.refresh(ceiling))
+
+    def wait_for_version(self, after: int, timeout_s: float, ceiling: int | None = None) -> int | None:
+        """`ShardcastClient.wait_for_version`: a version in (after, ceiling] once announced and signed."""
+        return self._run(lambda client: client.wait_for_version(after, timeout_s, ceiling))
 
 
 def fetch_checkpoint(

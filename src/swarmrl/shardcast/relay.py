@@ -370,22 +370,26 @@ class Relay:
 
         missing = [s for s in entry.manifest.all_shards if s.index not in entry.verified]
         started = time.monotonic()
-        downloader = ShardDownloader(
-            self._session,
-            entry.manifest,
-            self.upstreams,
-            self.selector,
-            self.client_config,
-            entry.directory,
-            stats,
-            mark,
-        )
-        try:
-            await downloader.download(missing)
-        finally:
-            if stats.corrupt_shards:
-                self.metrics.shards_rejected.labels("relay").inc(stats.corrupt_shards)
-                stats.corrupt_shards = 0
+        # The delta, all a client holding the previous version needs, is mirrored before the full copy, which
+        # only newcomers need: over a narrow link the delta does not share it with the full copy.
+        full = len(entry.manifest.shards)
+        for batch in ([s for s in missing if s.index >= full], [s for s in missing if s.index < full]):
+            downloader = ShardDownloader(
+                self._session,
+                entry.manifest,
+                self.upstreams,
+                self.selector,
+                self.client_config,
+                entry.directory,
+                stats,
+                mark,
+            )
+            try:
+                await downloader.download(batch)
+            finally:
+                if stats.corrupt_shards:
+                    self.metrics.shards_rejected.labels("relay").inc(stats.corrupt_shards)
+                    stats.corrupt_shards = 0
         elapsed = time.monotonic() - started
         self.mirror_seconds[version] = elapsed
         log.info(

@@ -37,9 +37,10 @@ from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rollouts.assignment import BatchSpec
-from swarmrl.rundir import write_json_atomic
-from swarmrl.shardcast.client import CheckpointFetcher
+from swarmrl.rundir import write_json_atomic, write_text_atomic
+from swarmrl.shardcast.client import CheckpointFetcher, local_versions
 from swarmrl.shardcast.errors import ShardcastError
+from swarmrl.steps import step_dir_name
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.task import TaskSource
 from swarmrl.worker.rollout import write_batch
@@ -52,6 +53,7 @@ _FATAL = {"banned", "unknown_run", "poor_standing"}
 # Refusals an honest node can meet (missed heartbeats while starved of CPU, a coordinator restart): join again.
 _REJOIN = {"ejected", "not_member"}
 MAX_BACKOFF = 4  # most poll intervals between lease requests while the step is full
+PREFETCH_JOIN_S = 15.0  # how long a stopping node lets a download in flight finish
 
 
 class NodeEjected(Exception):
@@ -105,16 +107,61 @@ class Heartbeat(threading.Thread):
             self.stop.wait(self.interval)
 
 
+class Prefetch(threading.Thread):
+    """Installs each checkpoint version as soon as a relay announces it (long polls), so a worker holds the
+    newest policy before its next unit asks for it; errors are logged and retried after a pause."""
+
+    def __init__(self, fetcher: CheckpointFetcher, stop: threading.Event, poll_s: float = 10.0) -> None:
+        super().__init__(name="prefetch", daemon=True)
+        self.fetcher, self.stop, self.poll_s = fetcher, stop, poll_s
+        self.fetching: int | None = None  # the version being downloaded now
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            held = local_versions(self.fetcher.dest_root)
+            try:
+                version = self.fetcher.wait_for_version(held[-1] if held else -1, self.poll_s)
+                if version is not None:
+                    self.fetching = version
+                    self.fetcher.fetch(version)
+            except ShardcastError as exc:
+                log.warning("prefetching a new policy failed: %s", exc)
+                self.stop.wait(1.0)
+            except RuntimeError:
+                if not self.stop.is_set():
+                    raise
+                return  # the node has stopped and the interpreter is shutting its executors down
+            finally:
+                self.fetching = None
+
+
+def worth_waiting(held: int, ceiling: int, async_level: int, fetching: int | None) -> bool:
+    """Whether a unit of step `ceiling` should wait for the version being downloaded rather than generate with
+    `held`: when `held` is the oldest policy the window allows, its file is refused as stale should it be
+    read by the next step (a late file is), while a newer one in flight would keep it usable."""
+    at_edge = async_level > 0 and held <= ceiling - async_level
+    return at_edge and fetching is not None and held < fetching <= ceiling
+
+
 class Policy:
     """The newest checkpoint announced by the relays, installed under `<work>/checkpoints` and loaded once.
 
+    A background thread (`Prefetch`) installs each version as soon as a relay announces it, so the broadcast
+    overlaps generation; a unit then loads the newest installed version at most its step, and downloads in
+    the foreground only when none installed is recent enough (within `async_level` of the unit's step).
     The first checkpoint also gives the tokenizer, hence the prompt format and the tokens generation stops at.
     """
 
     def __init__(
-        self, options: NodeOptions, trainer_key: str, config: RunConfig, device: torch.device
+        self,
+        options: NodeOptions,
+        trainer_key: str,
+        config: RunConfig,
+        device: torch.device,
+        async_level: int = 0,
     ) -> None:
         self.options, self.trainer_key, self.device = options, trainer_key, device
+        self.async_level = async_level
         self.dtype, self.engine_config, self.prompt_settings = (
             config.model.dtype,
             config.engine,
@@ -132,18 +179,47 @@ class Policy:
             config.shardcast.client.pinning(pinned),
             options.run_id,
         )
+        self.prefetch = Prefetch(self.fetcher, options.stop)
+        self.prefetch.start()
 
     @property
     def step(self) -> int | None:
         return self.engine.policy_step if self.engine is not None else None
 
-    def refresh(self, ceiling: int) -> None:
-        """Load the newest policy whose signed manifest verifies, at most `ceiling` (the coordinator's step)."""
-        try:
-            found = self.fetcher.refresh(ceiling)
-        except ShardcastError as exc:
-            log.warning("could not fetch a policy up to step %d: %s", ceiling, exc)
-            return
+    def load_first(self, stop: threading.Event) -> None:
+        """Wait until a first version is installed and load it: a node asks for work only once it can do it,
+        so a lease's deadline is not spent downloading its first policy and building its engine."""
+        while self.engine is None and not stop.is_set():
+            held = local_versions(self.root)
+            if held:
+                self.refresh(held[-1])
+            else:
+                stop.wait(0.2)
+
+    def _installed(self, ceiling: int) -> tuple[int, Path] | None:
+        """The newest version installed at most `ceiling` if it is recent enough for a unit of that step."""
+        held = [v for v in local_versions(self.root) if v <= ceiling]
+        if not held or held[-1] < ceiling - self.async_level:
+            return None
+        return held[-1], self.root / step_dir_name(held[-1])
+
+    def refresh(self, ceiling: int, patience_until: float = 0.0) -> None:
+        """Load the newest policy whose signed manifest verifies, at most `ceiling` (the coordinator's step);
+        until `patience_until` (wall clock), wait for a download in flight that `worth_waiting` says is."""
+        found = self._installed(ceiling)
+        while (
+            found is not None
+            and time.time() < patience_until
+            and worth_waiting(found[0], ceiling, self.async_level, self.prefetch.fetching)
+        ):
+            self.options.stop.wait(0.1)
+            found = self._installed(ceiling)
+        if found is None:
+            try:
+                found = self.fetcher.refresh(ceiling)
+            except ShardcastError as exc:
+                log.warning("could not fetch a policy up to step %d: %s", ceiling, exc)
+                return
         if found is None or (self.engine is not None and found[0] <= self.engine.policy_step):
             return
         newest, path = found
@@ -181,14 +257,14 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     node = WorkerNode.assemble(config, options)
     metrics = serve_metrics(config.metrics, worker_collector(node.log_book, node.policy), options.work_dir)
     try:
-        while not options.stop.is_set():
+        node.policy.load_first(options.stop)
+        write_text_atomic(options.work_dir / "ready_at", f"{time.time()}\n")  # from now on it asks for work
+        while not options.stop.is_set() and not node.done:
             if node.heartbeat.fatal is not None:
                 raise NodeEjected(str(node.heartbeat.fatal))
-            if node.done():
-                break
             lease = node.lease()
             for unit in lease.units if lease is not None else []:
-                if options.stop.is_set() or node.done() or not node.answer(unit):
+                if options.stop.is_set() or node.done or not node.answer(unit):
                     break
     except CoordinatorError as exc:
         # A ban can land between any two calls (leasing, joining again), not only on a submit.
@@ -200,6 +276,7 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
         node.client.close()
         if metrics is not None:
             metrics.close()
+        node.policy.prefetch.join(timeout=PREFETCH_JOIN_S)
     return node.submitted
 
 
@@ -218,12 +295,13 @@ class WorkerNode:
     params: SamplingParams
     log_book: WorkLog
     submitted: int = 0
+    draining: bool = False
     full_streak: int = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
 
     @classmethod
     def assemble(cls, config: RunConfig, options: NodeOptions) -> WorkerNode:
-        """Register and join the run, start beating, and build what generation needs (the policy comes later,
-        from the relays)."""
+        """Register and join the run, start beating, and build what generation needs (the policy comes from
+        the relays, installed in the background as each version is announced)."""
         torch.set_num_threads(config.worker.torch_threads)
         device = resolve_device(config.worker.device)  # a missing GPU is refused before the node registers
         identity = Identity.load_or_create(options.key)
@@ -245,23 +323,25 @@ class WorkerNode:
             client,
             run.async_level,
             heartbeat,
-            Policy(options, run.trainer_public_key, config, device),
+            Policy(options, run.trainer_public_key, config, device, run.async_level),
             build_tasks(config.tasks),
             params,
             WorkLog(options.work_dir / "work.json"),
         )
 
+    @property
     def done(self) -> bool:
-        return self.options.max_batches is not None and self.submitted >= self.options.max_batches
+        limit = self.options.max_batches
+        return self.draining or (limit is not None and self.submitted >= limit)
 
     def lease(self) -> WorkLease | None:
-        """Units to generate, or None after waiting out a refusal (a draining run also sets `stop`)."""
+        """Units to generate, or None after waiting out a refusal."""
         try:
             lease = self.client.lease_work(self.options.run_id)
         except CoordinatorError as exc:
             if exc.kind == "run_draining":
                 log.info("the run is draining: no more work")
-                self.options.stop.set()
+                self.draining = True
                 return None
             if exc.kind in _FATAL:
                 raise
@@ -270,9 +350,11 @@ class WorkerNode:
             elif exc.kind != "step_full":
                 log.warning("no lease: %s", exc)
             self.full_streak = self.full_streak + 1 if exc.kind == "step_full" else 0
-            self.options.stop.wait(
-                self.options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, self.full_streak - 1))
-            )
+            pause = self.options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, self.full_streak - 1))
+            if self.full_streak == 1 or self.full_streak % 10 == 0:
+                log.info("no lease: the step is full (%d refusals in a row); asking again in %.1fs",
+                         self.full_streak, pause)  # fmt: skip
+            self.options.stop.wait(pause)
             return None
         self.full_streak = 0
         return lease
@@ -284,48 +366,49 @@ class WorkerNode:
         if unit.expires_at < self.client.clock():
             self.log_book.count("lapsed_before_start")
             return True
-        self.policy.refresh(ceiling=unit.step)
+        leased_at = time.time()
+        # Half of what is left of the lease may go to waiting for a fresher policy in flight.
+        self.policy.refresh(unit.step, patience_until=leased_at + (unit.expires_at - self.client.clock()) / 2)
         engine = self.policy.engine
         if engine is None or not (unit.step - self.async_level <= engine.policy_step <= unit.step):
             options.stop.wait(options.poll_seconds)
             return False
         self.heartbeat.policy_step = self.policy.step
         spec = BatchSpec(
-            options.run_id,
-            self.identity.node_id,
-            unit.step,
-            unit.batch_index,
-            config.worker.prompts_per_batch,
-            config.worker.group_size,
-            config.run.seed,
-            unit.seed,
-        )
+            options.run_id, self.identity.node_id, unit.step, unit.batch_index, config.worker.prompts_per_batch,
+            config.worker.group_size, config.run.seed, unit.seed,
+        )  # fmt: skip
         path = options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         tokenizer = self.policy.prompts.tokenizer
         rows = write_batch(engine, spec, self.tasks, tokenizer, config, self.params, path, self.identity)
         self.log_book.generated(len(rows))
         if options.slowdown > 1.0:
             options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
-        self._submit(unit, path, rows=len(rows), tokens=sum(len(r.completion_ids) for r in rows))
+        timing = {"step": unit.step, "batch_index": unit.batch_index, "policy_step": engine.policy_step}
+        timing.update(leased=leased_at, started=started_at, generated=time.time())
+        self._submit(unit, path, rows, timing)
         return True
 
-    def _submit(self, unit: WorkUnitInfo, path: Path, rows: int, tokens: int) -> None:
+    def _submit(self, unit: WorkUnitInfo, path: Path, rows: list, timing: dict) -> None:
         """A refusal only costs this unit (a fatal one ends the node)."""
+        tokens = sum(len(r.completion_ids) for r in rows)
         try:
             self.client.upload_and_submit(
-                self.options.run_id, unit.step, unit.batch_index, path, rows=rows, tokens=tokens
+                self.options.run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens
             )
         except CoordinatorError as exc:
             if exc.kind in _FATAL:
                 raise
             log.warning("step %d batch %d not submitted: %s", unit.step, unit.batch_index, exc)
             self.log_book.count(f"refused_{exc.kind}")
+            self.log_book.unit(**timing, submitted=time.time(), outcome=exc.kind)
             if exc.kind in _REJOIN:
                 self.client.join(self.options.run_id)
             return
         self.submitted += 1
         self.log_book.count("submitted")
+        self.log_book.unit(**timing, submitted=time.time(), outcome="submitted")
 
 
 def worker_collector(log_book: WorkLog, policy: Policy) -> RoleCollector:
@@ -354,6 +437,12 @@ class WorkLog:
     def count(self, what: str) -> None:
         self.counts[what] += 1
         self._save()
+
+    def unit(self, **timing: int | float | str | None) -> None:
+        """One line per unit generated, in `units.jsonl` beside `work.json`: its step and batch, the policy it
+        was generated with, and when (wall clock) it started, was generated and was submitted or refused."""
+        with self.path.with_name("units.jsonl").open("a") as lines:
+            lines.write(json.dumps(timing) + "\n")
 
     def _save(self) -> None:
         write_json_atomic(self.path, dict(self.counts))

@@ -1,8 +1,11 @@
 """A worker node and a validator register the device they run on; the coordinator's node info, the run summary
-and `swarmrl status` show it. A GPU the machine lacks is refused before the node registers at all."""
+and `swarmrl status` show it. A GPU the machine lacks is refused before the node registers at all. A worker
+asks for work only once it holds a policy."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +101,23 @@ def test_a_validator_registers_its_device_and_the_summary_shows_it(coordinator, 
     assert admin.node(node_id).hardware["device"] == "cpu"
     [validator] = admin.summary(RUN).backlog.validators
     assert (validator.node_id, validator.device) == (node_id, "cpu")
+
+
+def test_a_worker_leases_no_unit_before_it_holds_a_policy(coordinator, tmp_path):
+    """A lease's deadline runs from the lease: a node that leased before its first download and engine build
+    (minutes on a slow link) lost that unit to the deadline, its work refused at submission (issue 35)."""
+    url, admin, _ = coordinator
+    options = NodeOptions(url, RUN, tmp_path / "worker.pem", ["http://127.0.0.1:9"], tmp_path / "worker")
+    node = threading.Thread(target=run_node, args=(node_config(), options), daemon=True)
+    node.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not admin.summary(RUN).nodes_total and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert admin.summary(RUN).nodes_total == 1  # it registered and joined ...
+        time.sleep(3.0)
+        assert admin.units(RUN) == []  # ... and, with no relay to fetch a policy from, asked for nothing
+    finally:
+        options.stop.set()
+        node.join(timeout=30)
+    assert not node.is_alive()

@@ -23,6 +23,8 @@ from integration.spine.spine_helpers import tiny_config
 from polling import wait_for
 
 from swarmrl.identity import Identity
+from swarmrl.wan import netns
+from swarmrl.wan.errors import WanError
 
 pytestmark = [
     pytest.mark.netns,
@@ -41,23 +43,26 @@ class Machines:
 
     def __init__(self, tag: str, logs: Path) -> None:
         self.names = {"a": f"swrl{tag}a", "b": f"swrl{tag}b"}
-        self.veth = {"a": f"swv{tag}a", "b": f"swv{tag}b"}
         self.logs = logs
         self.processes: list[tuple[str, subprocess.Popen]] = []
 
     def create(self) -> None:
-        for side in "ab":
-            _ip("netns", "add", self.names[side])
-        _ip("link", "add", self.veth["a"], "type", "veth", "peer", "name", self.veth["b"])
-        for side, address in (("a", TRAINER_IP), ("b", RELAY_IP)):
-            ns, dev = self.names[side], self.veth[side]
-            _ip("link", "set", dev, "netns", ns)
-            _ip("-n", ns, "addr", "add", f"{address}/24", "dev", dev)
-            _ip("-n", ns, "link", "set", dev, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
+        """The WAN emulator's own helpers (swarmrl.wan.netns): each veth end is made inside its namespace."""
+        try:
+            netns.check_available()
+            for side in "ab":
+                netns.add_namespace(self.names[side])
+            netns.veth(self.names["a"], "eth0", self.names["b"], "eth0")
+            for side, address in (("a", TRAINER_IP), ("b", RELAY_IP)):
+                netns.address(self.names[side], "eth0", f"{address}/24")
+        except WanError as exc:
+            pytest.fail(
+                f"{exc}: this test needs root and network namespaces (ip netns); deselect it with "
+                '-m "not netns" where they are unavailable'
+            )
 
     def command(self, side: str, *args: str) -> list[str]:
-        return ["ip", "netns", "exec", self.names[side], sys.executable, "-m", "swarmrl.cli", *args]
+        return [*netns.exec_prefix(self.names[side]), sys.executable, "-m", "swarmrl.cli", *args]
 
     def start(self, side: str, name: str, *args: str) -> subprocess.Popen:
         log = (self.logs / f"{name}.log").open("w")
@@ -91,17 +96,7 @@ class Machines:
                 process.kill()
                 process.wait(timeout=10)
         for ns in self.names.values():
-            # Deleting a namespace also deletes the veth end inside it (and with it the peer).
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
-
-
-def _ip(*args: str) -> None:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10)
-    if result.returncode != 0:
-        pytest.fail(
-            f"`ip {' '.join(args)}` failed ({result.stderr.strip()}): this test needs root and network "
-            'namespaces (ip netns); deselect it with -m "not netns" where they are unavailable'
-        )
+            netns.delete_namespaces(ns)  # its veth end goes with it (and with it the peer)
 
 
 def _env() -> dict[str, str]:

@@ -1,0 +1,224 @@
+"""The figures of one arm of `demo --wan` (loopback or the emulated WAN), from what `SwarmWatch` recorded.
+
+- steps_per_min: trainer steps from step 1 to the last, per minute of wall clock (its metrics' times);
+- broadcast_s: per checkpoint, seconds from its publication until every worker that was up then (and not
+  killed before) held it or a newer one; the median over checkpoints every such worker got;
+- broadcast_bound_s: per checkpoint, its bytes (the delta where there is one) over the narrowest link on the
+  way origin → relay of the worker's region → worker, plus that worker's round trip to the origin, for the
+  worker it takes longest; the median (the physical bound, SPEC §10);
+- worker_idle_fraction: 1 − the workers' generating time over their time up, from step 1's publication on;
+- policy_lag_mean: the trainer's mean policy lag;
+- honest_files_lost: files of honest workers refused at submission, rejected by a validator or refused by the
+  trainer as stale; units_trained_twice: units whose files more than one step trained on;
+- churn: nodes killed, nodes back (a worker leasing a unit, a relay holding a version it did not hold
+  before), and how long each took after its restart.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from swarmrl.launch.wan_watch import Outage, SwarmWatch
+from swarmrl.rundir import RunDir
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def steps_per_min(rundir: RunDir) -> float | None:
+    times = sorted((m["step"], m["time"]) for m in rundir.read_metrics() if "train_seconds" in m)
+    times = [(step, t) for step, t in times if step >= 1]
+    if len(times) < 2:
+        return None
+    return 60 * (times[-1][0] - times[0][0]) / (times[-1][1] - times[0][1])
+
+
+def policy_lag_mean(rundir: RunDir) -> float | None:
+    lags = [m["policy_lag"] for m in rundir.read_metrics() if "policy_lag" in m]
+    return statistics.fmean(lags) if lags else None
+
+
+def _down(outages: list[Outage], role: str, start: float, end: float) -> float:
+    """Seconds `role` was down within [start, end]."""
+    total = 0.0
+    for o in outages:
+        if o.role == role and o.killed_at is not None:
+            up_again = o.restarted_at if o.restarted_at is not None else end
+            total += max(0.0, min(end, up_again) - max(start, o.killed_at))
+    return total
+
+
+def _up_at(outages: list[Outage], role: str, at: float) -> bool:
+    return not any(
+        o.role == role
+        and o.killed_at is not None
+        and o.killed_at <= at
+        and (o.restarted_at is None or at < o.restarted_at)
+        for o in outages
+    )
+
+
+def _killed_within(outages: list[Outage], role: str, start: float, end: float) -> bool:
+    return any(o.role == role and o.killed_at is not None and start <= o.killed_at <= end for o in outages)
+
+
+def broadcast_times(watch: SwarmWatch) -> dict[int, float]:
+    """Checkpoint → seconds until the last worker up at its publication held it (or a newer one); a worker
+    killed before it got there does not count, a checkpoint some live worker never got is left out."""
+    assert watch.holdings is not None
+    times: dict[int, float] = {}
+    for step, published in sorted(watch.holdings.published.items()):
+        waits: list[float] = []
+        for worker in watch.holdings.workers:
+            if not _up_at(watch.outages, worker, published.at):
+                continue
+            got_at = min(
+                (t for s, t in watch.holdings.held.get(worker, {}).items() if s >= step), default=None
+            )
+            if _killed_within(watch.outages, worker, published.at, got_at or float("inf")):
+                continue
+            if got_at is None:
+                break
+            waits.append(max(0.0, got_at - published.at))
+        else:
+            if step >= 1 and waits:
+                times[step] = max(waits)
+    return times
+
+
+def broadcast_bounds(watch: SwarmWatch, bound: Callable[[str, int], float]) -> dict[int, float]:
+    """Checkpoint → the physical bound of its broadcast: `bound(worker, bytes)` for the slowest worker."""
+    assert watch.holdings is not None
+    return {
+        step: max(bound(w, p.delta_bytes or p.full_bytes) for w in watch.holdings.workers)
+        for step, p in watch.holdings.published.items()
+        if step >= 1
+    }
+
+
+def worker_idle_fraction(watch: SwarmWatch, swarm_dir: Path) -> float | None:
+    assert watch.holdings is not None
+    published = watch.holdings.published
+    if 1 not in published:
+        return None
+    start = published[1].at
+    end = max(p.at for p in published.values())
+    if end <= start:
+        return None
+    busy = up = 0.0
+    for worker in watch.holdings.workers:
+        up += (end - start) - _down(watch.outages, worker, start, end)
+        for unit in _units(swarm_dir / worker / "units.jsonl"):
+            busy += max(0.0, min(end, unit["generated"]) - max(start, unit["started"]))
+    return max(0.0, 1 - busy / up) if up > 0 else None
+
+
+def _units(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def honest_files_lost(watch: SwarmWatch) -> dict[str, int]:
+    honest = {watch.node_ids.get(name) for name in watch.work}
+    mine = [s for s in watch.submissions if s.node_id in honest]
+    refused = sum(v for counts in watch.work.values() for k, v in counts.items() if k.startswith("refused_"))
+    return {
+        "refused_at_submission": refused,
+        "rejected": sum(s.status == "rejected" for s in mine),
+        "stale": sum(s.use_outcome == "stale" for s in mine),
+    }
+
+
+def units_trained_twice(watch: SwarmWatch) -> int:
+    trained = Counter((s.step, s.batch_index) for s in watch.submissions if s.use_outcome == "trained")
+    return sum(1 for n in trained.values() if n > 1)
+
+
+def churn_figures(watch: SwarmWatch, swarm_dir: Path) -> dict:
+    """A relay is back once it holds a version it did not hold before its kill; a worker is ready once it asks
+    for work again (its `ready_at`: started, registered, first policy loaded) and back once it starts a unit
+    (what it leases first may be a unit it held before: its lease time says nothing)."""
+    assert watch.holdings is not None
+    back: dict[str, float | None] = {}
+    ready: dict[str, float | None] = {}
+    for outage in watch.outages:
+        if outage.killed_at is None or outage.restarted_at is None:
+            continue
+        if outage.role.startswith("relay-"):
+            held_before = {
+                s for s, t in watch.holdings.held.get(outage.role, {}).items() if t < outage.killed_at
+            }
+            after = [
+                t
+                for s, t in watch.holdings.held.get(outage.role, {}).items()
+                if s not in held_before and t >= outage.restarted_at
+            ]
+        else:
+            units = _units(swarm_dir / outage.role / "units.jsonl")
+            after = [u["started"] for u in units if u["started"] >= outage.restarted_at]
+            ready_at = _ready_at(swarm_dir / outage.role / "ready_at")
+            ready[outage.role] = ready_at - outage.restarted_at if ready_at >= outage.restarted_at else None
+        back[outage.role] = min(after) - outage.restarted_at if after else None
+    return {
+        "nodes_killed": sum(o.killed_at is not None for o in watch.outages),
+        "nodes_rejoined": sum(v is not None for v in back.values()),
+        "back_to_work_s": back,
+        "ready_s": ready,
+    }
+
+
+def _ready_at(path: Path) -> float:
+    try:
+        return float(path.read_text())
+    except (OSError, ValueError):
+        return 0.0
+
+
+def arm_figures(watch: SwarmWatch, rundir: RunDir, bound: Callable[[str, int], float] | None) -> dict:
+    """Every figure of one arm (the WAN arm passes `bound`, the physical bound per worker and bytes)."""
+    lost = honest_files_lost(watch)
+    broadcasts = broadcast_times(watch)
+    figures = {
+        "steps_per_min": steps_per_min(rundir),
+        "broadcast_s": median(list(broadcasts.values())),
+        "broadcast_by_step_s": broadcasts,
+        "worker_idle_fraction": worker_idle_fraction(watch, rundir.root / "swarm"),
+        "policy_lag_mean": policy_lag_mean(rundir),
+        "honest_files_lost": sum(lost.values()),
+        "honest_files_lost_by_cause": lost,
+        "units_trained_twice": units_trained_twice(watch),
+        "relay_holding_s": _relay_holding(watch),
+        "checkpoint_bytes": _checkpoint_bytes(watch),
+        "churn": churn_figures(watch, rundir.root / "swarm"),
+    }
+    if bound is not None:
+        bounds = broadcast_bounds(watch, bound)
+        figures["broadcast_bound_s"] = median(list(bounds.values()))
+    return figures
+
+
+def _checkpoint_bytes(watch: SwarmWatch) -> dict[str, float | None]:
+    """The median size of a published checkpoint, whole and as a delta against the one before."""
+    assert watch.holdings is not None
+    published = [p for s, p in watch.holdings.published.items() if s >= 1]
+    return {
+        "full": median([p.full_bytes for p in published]),
+        "delta": median([p.delta_bytes for p in published if p.delta_bytes is not None]),
+    }
+
+
+def _relay_holding(watch: SwarmWatch) -> dict[str, float | None]:
+    """Per relay, the median seconds from a checkpoint's publication until the relay held all of it."""
+    assert watch.holdings is not None
+    published = watch.holdings.published
+    return {
+        relay: median([t - published[s].at for s, t in held.items() if s in published and s >= 1])
+        for relay, held in watch.holdings.held.items()
+        if relay in watch.holdings.relays
+    }

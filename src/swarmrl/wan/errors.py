@@ -1,0 +1,9 @@
+"""The errors of the WAN emulator."""
+
+
+class WanError(Exception):
+    """Building, running or tearing down the emulated network failed; the message names the step."""
+
+
+class WanUnavailable(WanError):
+    """This machine cannot run the emulator (not root, a tool missing); the message says what to do."""

@@ -1,0 +1,26 @@
+"""Which policy a swarm worker generates a unit with: it waits for a download in flight only when the policy it
+holds is the oldest the async window allows (issue 35: asia's files generated at the edge, read one step late,
+were refused as stale)."""
+
+from __future__ import annotations
+
+import pytest
+
+from swarmrl.worker.node import worth_waiting
+
+
+@pytest.mark.parametrize(
+    ("held", "ceiling", "async_level", "fetching", "wait"),
+    [
+        (3, 5, 2, 4, True),  # at the edge, a fresher version for this unit is on its way
+        (3, 5, 2, 5, True),
+        (3, 5, 2, 6, False),  # newer than the unit's step: no use to it
+        (4, 5, 2, 5, False),  # one step behind: a late file still trains
+        (3, 5, 2, None, False),  # nothing in flight: generate now
+        (5, 5, 0, 5, False),  # synchronous: it holds the unit's own step
+    ],
+)
+def test_a_worker_waits_only_for_a_policy_that_keeps_its_file_usable(
+    held, ceiling, async_level, fetching, wait
+):
+    assert worth_waiting(held, ceiling, async_level, fetching) is wait
