@@ -14,12 +14,18 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from swarmrl.errors import UserError
+
 PUBLIC_KEY_HEX_LEN = 64
 SIGNATURE_HEX_LEN = 128
 
 
 class SignatureError(Exception):
     """A signature or public key is malformed, or does not verify."""
+
+
+class KeyFileError(SignatureError, UserError):
+    """A key file is missing, unreadable or not an Ed25519 PEM private key."""
 
 
 @dataclass(frozen=True)
@@ -41,13 +47,18 @@ class Identity:
 
     @classmethod
     def load(cls, path: str | Path) -> Identity:
-        data = Path(path).read_bytes()
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise KeyFileError(
+                f"{path}: cannot read the key file ({exc.strerror}; `swarmrl keygen` makes one)"
+            ) from exc
         try:
             key = serialization.load_pem_private_key(data, password=None)
-        except ValueError as exc:
-            raise SignatureError(f"{path}: not a PEM private key ({exc})") from exc
+        except (ValueError, TypeError) as exc:
+            raise KeyFileError(f"{path}: not an unencrypted PEM private key ({exc})") from exc
         if not isinstance(key, Ed25519PrivateKey):
-            raise SignatureError(f"{path}: not an Ed25519 key")
+            raise KeyFileError(f"{path}: not an Ed25519 key (make one with `swarmrl keygen --out {path}`)")
         return cls(key)
 
     @classmethod

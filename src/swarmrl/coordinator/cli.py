@@ -12,6 +12,8 @@ import typer
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
+from swarmrl.configs import ConfigError
+from swarmrl.configs import load_config as load_run_config_file
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import SchemaVersionError
 
@@ -19,15 +21,25 @@ ADMIN_TOKEN_ENV = "SWARMRL_ADMIN_TOKEN"
 
 
 def load_config(path: Path | None) -> CoordinatorConfig:
-    """A TOML file (or a run's config.json) holding a `coordinator` table or the fields at top level."""
+    """The coordinator's settings from `path`: a run config as it is (TOML, or a run's config.json), whose
+    [coordinator] table is read and defaulted when absent, or a file holding only the coordinator's fields."""
     if path is None:
         return CoordinatorConfig()
     try:
         text = path.read_text()
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-        return CoordinatorConfig.model_validate(data.get("coordinator", data))
-    except (OSError, ValueError, tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise typer.BadParameter(f"{path}: {exc}", param_hint="--config") from exc
+    except (OSError, ValueError) as exc:  # TOMLDecodeError is a ValueError
+        raise ConfigError(
+            f"{path}: cannot read it as {'JSON' if path.suffix == '.json' else 'TOML'} ({exc})"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a table of settings")
+    if set(data) <= set(CoordinatorConfig.model_fields):
+        try:
+            return CoordinatorConfig.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+    return load_run_config_file(path, []).coordinator
 
 
 def coordinator(
@@ -45,7 +57,9 @@ def coordinator(
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option(help="TOML: a run config (its coordinator table) or the fields at top level"),
+        typer.Option(
+            help="the run config as it is (its [coordinator] table; defaults when absent), or a TOML of those fields"
+        ),
     ] = None,
     port_file: Annotated[Path | None, typer.Option(help="write the bound port here once listening")] = None,
     s3_bucket: Annotated[
@@ -78,10 +92,6 @@ def coordinator(
     serve(app, host, port, port_file=port_file, log_level=log_level)
 
 
-if __name__ == "__main__":
-    typer.run(coordinator)
-
-
 admin = typer.Typer(
     help="Operator commands against a running coordinator (admin token from the environment)."
 )
@@ -89,12 +99,19 @@ CoordinatorUrl = Annotated[str, typer.Option("--coordinator", help="coordinator 
 AdminToken = Annotated[str, typer.Option(envvar=ADMIN_TOKEN_ENV, help="the coordinator's admin token")]
 
 
-def _public_key(value: str) -> str:
-    """A hex Ed25519 public key, or the PEM private key file it belongs to."""
-    from swarmrl.identity import Identity
+def _public_key(value: str, option: str) -> str:
+    """A hex Ed25519 public key, or the PEM private key file it belongs to (`swarmrl keygen --out FILE`)."""
+    from swarmrl.identity import PUBLIC_KEY_HEX_LEN, Identity
 
-    path = Path(value)
-    return Identity.load(path).node_id if path.is_file() else value
+    if Path(value).is_file():
+        return Identity.load(value).node_id
+    if len(value) == PUBLIC_KEY_HEX_LEN and all(c in "0123456789abcdefABCDEF" for c in value):
+        return value.lower()
+    raise typer.BadParameter(
+        f"{value!r} is neither a key file nor a {PUBLIC_KEY_HEX_LEN}-digit hex public key "
+        f"(make a key with `swarmrl keygen --out {value if value.endswith('.pem') else 'key.pem'}`)",
+        param_hint=option,
+    )
 
 
 def _admin_call(coordinator_url: str, token: str, call) -> None:
@@ -121,7 +138,7 @@ def create_run(
     ] = 2,
 ) -> None:
     """Open a run for a trainer; prints its state, including the run secret that keys task seeds."""
-    key = _public_key(trainer_key)
+    key = _public_key(trainer_key, "--trainer-key")
     _admin_call(coordinator_url, token, lambda c: c.create_run(run_id, key, async_level=async_level))
 
 
@@ -133,7 +150,7 @@ def add_validator(
     token: AdminToken,
 ) -> None:
     """Let a validator key post verdicts for a run."""
-    key = _public_key(validator_key)
+    key = _public_key(validator_key, "--validator-key")
     _admin_call(coordinator_url, token, lambda c: c.add_validator(run_id, key))
 
 
@@ -156,3 +173,7 @@ def unban(
 ) -> None:
     """Lift a ban."""
     _admin_call(coordinator_url, token, lambda c: c.unban(node_id))
+
+
+if __name__ == "__main__":  # `python -m swarmrl.coordinator.cli`: what coordinator.testing starts
+    typer.run(coordinator)

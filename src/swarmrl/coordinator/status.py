@@ -16,6 +16,7 @@ from swarmrl.coordinator.api import ISLANDS_PREFIX, MetricPoint, RunSummary
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 
+OFF_TERMINAL_WIDTH = 1000  # wide enough for every column of the nodes table: tables keep their natural width
 NODE_COLUMNS = ("held", "accepted", "rejected", "pending", "trained", "credit_tokens", "wiped_tokens")
 
 
@@ -121,6 +122,13 @@ def summary_view(summary: RunSummary, url: str) -> Group:
     return Group(*parts)
 
 
+def summary_console() -> Console:
+    """Rich at the terminal's width; into a file or a pipe (a log, `| less`, a monitoring script) every table
+    at its full width, never cut to rich's default 80 columns."""
+    console = Console()
+    return console if console.is_terminal else Console(width=OFF_TERMINAL_WIDTH)
+
+
 def pick_run(client: CoordinatorClient, run_id: str | None) -> str:
     """The run asked for, else the coordinator's open run (the newest when several are), else its newest."""
     if run_id:
@@ -142,7 +150,7 @@ def status(
     json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Print a swarm run's summary: step and rate, reward by step, nodes, rejections, validator backlog."""
-    console = Console()
+    console = summary_console()
     try:
         with CoordinatorClient(coordinator, max_retries=1, timeout_s=10.0) as client:
             run = pick_run(client, run_id)

@@ -33,9 +33,9 @@ from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
 from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
-from swarmrl.launch.roles import origin_url_file
 from swarmrl.models.adapter import BASE_STEP
 from swarmrl.rundir import RunDir, write_json_atomic
+from swarmrl.trainer.role import origin_url_file
 
 NODE_EJECTED_EXIT = 3  # `swarmrl worker` exits with this when the coordinator bans it
 

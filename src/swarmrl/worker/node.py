@@ -28,6 +28,7 @@ from swarmrl.configs.engine import EngineConfig
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.devices import hardware_of, resolve_device
+from swarmrl.generation.batch import write_batch
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
@@ -40,7 +41,6 @@ from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.worker.rollout import write_batch
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutError
 from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts
+from swarmrl.rollouts.scoring import score_rows
 from swarmrl.tasks.arithmetic import ArithmeticSource
-from swarmrl.validator.scoring import score_rows
 
 
 def test_a_run_without_an_env_section_stays_single_turn():

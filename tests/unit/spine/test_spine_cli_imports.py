@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from swarmrl.cli import ROLE_COMMANDS, app
+from swarmrl.cli import COMMANDS, app
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 HEAVY = {"torch", "transformers"}
@@ -53,17 +53,17 @@ def test_the_probe_sees_torch_when_a_command_needs_it():
     assert "torch" in imported_modules("diloco", "--help")
 
 
-@pytest.mark.parametrize("name", sorted(ROLE_COMMANDS))
+@pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_listed_summary_is_the_commands_own(name):
-    command = typer.main.get_command(ROLE_COMMANDS[name].load())
+    command = typer.main.get_command(COMMANDS[name].load())
     own = " ".join((command.help or "").split("\n\n")[0].split())
-    assert ROLE_COMMANDS[name].summary == own
+    assert COMMANDS[name].summary == own
 
 
 def test_every_role_command_runs_through_the_top_level_app():
     from typer.testing import CliRunner
 
-    for name in ROLE_COMMANDS:
+    for name in COMMANDS:
         result = CliRunner().invoke(app, [name, "--help"])
         assert result.exit_code == 0, (name, result.output)
         assert "Usage" in result.output and name in result.output

@@ -1,4 +1,5 @@
-"""Each role of a local run, built from the run directory alone (what `swarmrl trainer|worker --run-dir` run)."""
+"""The trainer, assembled from its run directory (what `swarmrl trainer --run-dir` runs): its rollout source (the run
+directory, a swarm's accepted submissions or a colocated engine), trusted scoring, and where checkpoints go."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ import torch
 import torch.distributed as dist
 
 from swarmrl.configs import ConfigError, RunConfig, load_run_config
-from swarmrl.configs.devices import check_device
 from swarmrl.configs.shardcast import ShardcastConfig
 from swarmrl.coordinator.api import METRIC_NAME_PATTERN
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.generation.colocated import ColocatedSource, colocated_source
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.rollouts import RolloutLimits
+from swarmrl.rollouts.scoring import score_rows
 from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
@@ -30,9 +32,6 @@ from swarmrl.trainer.data import RolloutFeed
 from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
 from swarmrl.trainer.train import AfterStep, run_trainer, train_device
-from swarmrl.validator.scoring import score_rows
-from swarmrl.worker.colocated import ColocatedSource, colocated_source
-from swarmrl.worker.local import run_local_worker
 
 log = logging.getLogger(__name__)
 
@@ -185,11 +184,3 @@ def _report_metrics(client: CoordinatorClient, run_id: str, step: int, metrics: 
         client.report_metrics(run_id, step, sendable)
     except CoordinatorError as exc:
         log.warning("step %d: metrics not reported to the coordinator: %s", step, exc)
-
-
-def worker_role(run_dir: Path, index: int, device: str | None = None) -> int:
-    """A local worker; `device` (the CLI's --device) overrides the run config's `worker.device`."""
-    config = load_run_config(run_dir)
-    if device is not None:
-        config.worker.device = check_device(device)
-    return run_local_worker(config, index)
