@@ -18,6 +18,7 @@ from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import SchemaVersionError
 
 ADMIN_TOKEN_ENV = "SWARMRL_ADMIN_TOKEN"
+EXIT_REFUSED = 2  # the coordinator refused an operator command (wrong token, unknown run ...): one line
 
 
 def load_config(path: Path | None) -> CoordinatorConfig:
@@ -115,31 +116,50 @@ def _public_key(value: str, option: str) -> str:
 
 
 def _admin_call(coordinator_url: str, token: str, call) -> None:
-    from swarmrl.coordinator.client import CoordinatorClient
+    from swarmrl.coordinator.client import AdminClient
     from swarmrl.coordinator.errors import CoordinatorError
+    from swarmrl.coordinator.transport import SHORT_RETRY
 
-    with CoordinatorClient(coordinator_url, admin_token=token, max_retries=2) as client:
+    with AdminClient.at(coordinator_url, admin_token=token, retry=SHORT_RETRY) as client:
         try:
             result = call(client)
         except CoordinatorError as exc:
             typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from exc
+            raise typer.Exit(EXIT_REFUSED) from exc
     typer.echo(result.model_dump_json(indent=2))
 
 
 @admin.command("create-run")
 def create_run(
-    run_id: Annotated[str, typer.Option(help="name of the new run")],
-    trainer_key: Annotated[str, typer.Option(help="trainer's hex public key, or its PEM key file")],
+    trainer_key: Annotated[
+        str, typer.Option(help="trainer's key file (`swarmrl keygen --out FILE`) or its hex public key")
+    ],
     coordinator_url: CoordinatorUrl,
     token: AdminToken,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="the run config: its run id (run.run_id, else run.name) and worker.async_level"),
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="name of the new run (default: the config's run id)")
+    ] = None,
     async_level: Annotated[
-        int, typer.Option(help="oldest policy a submission may use: step - async_level")
-    ] = 2,
+        int | None,
+        typer.Option(
+            help="oldest policy a submission may use: step - async_level (default: the config's, or 2)"
+        ),
+    ] = None,
 ) -> None:
     """Open a run for a trainer; prints its state, including the run secret that keys task seeds."""
+    settings = load_run_config_file(str(config), []) if config is not None else None
+    if run_id is None and settings is None:
+        raise typer.BadParameter("give --config (the run config) or --run-id", param_hint="--run-id")
+    if settings is not None and run_id is not None and run_id != settings.run.id:
+        raise typer.BadParameter(f"--run-id {run_id!r} differs from the config's run id {settings.run.id!r}")
+    run = run_id or settings.run.id
+    level = async_level if async_level is not None else settings.worker.async_level if settings else 2
     key = _public_key(trainer_key, "--trainer-key")
-    _admin_call(coordinator_url, token, lambda c: c.create_run(run_id, key, async_level=async_level))
+    _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, async_level=level))
 
 
 @admin.command("add-validator")

@@ -13,8 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from swarmrl.coordinator.api import ISLANDS_PREFIX, MetricPoint, RunSummary
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import PublicReads
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import SHORT_RETRY
 
 OFF_TERMINAL_WIDTH = 1000  # wide enough for every column of the nodes table: tables keep their natural width
 NODE_COLUMNS = ("held", "accepted", "rejected", "pending", "trained", "credit_tokens", "wiped_tokens")
@@ -129,7 +130,7 @@ def summary_console() -> Console:
     return console if console.is_terminal else Console(width=OFF_TERMINAL_WIDTH)
 
 
-def pick_run(client: CoordinatorClient, run_id: str | None) -> str:
+def pick_run(client: PublicReads, run_id: str | None) -> str:
     """The run asked for, else the coordinator's open run (the newest when several are), else its newest."""
     if run_id:
         return run_id
@@ -152,7 +153,7 @@ def status(
     """Print a swarm run's summary: step and rate, reward by step, nodes, rejections, validator backlog."""
     console = summary_console()
     try:
-        with CoordinatorClient(coordinator, max_retries=1, timeout_s=10.0) as client:
+        with PublicReads.at(coordinator, retry=SHORT_RETRY, timeout_s=10.0) as client:
             run = pick_run(client, run_id)
             if json_output:
                 console.print_json(client.summary(run).model_dump_json())

@@ -29,11 +29,13 @@ from rich.table import Table
 
 from swarmrl.configs import RunConfig
 from swarmrl.coordinator.cli import ADMIN_TOKEN_ENV
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, PublicReads
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import SHORT_RETRY
 from swarmrl.identity import Identity
 from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
 from swarmrl.models.adapter import BASE_STEP
+from swarmrl.retry import NO_RETRY
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.trainer.role import origin_url_file
 
@@ -80,8 +82,8 @@ class Swarm:
     def identity(self, name: str) -> Identity:
         return Identity.load_or_create(self.key(name))
 
-    def admin(self) -> CoordinatorClient:
-        return CoordinatorClient(self.coordinator_url, admin_token=self.admin_token)
+    def admin(self) -> AdminClient:
+        return AdminClient.at(self.coordinator_url, admin_token=self.admin_token)
 
     def start(self, name: str, starter: Callable[[], RoleProcess]) -> RoleProcess:
         self.starters[name] = starter
@@ -253,10 +255,10 @@ def restart_coordinator(swarm: Swarm) -> None:
 
 def _wait_healthy(swarm: Swarm, process: RoleProcess, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
-    with CoordinatorClient(swarm.coordinator_url, max_retries=0, timeout_s=2.0) as client:
+    with PublicReads.at(swarm.coordinator_url, retry=NO_RETRY, timeout_s=2.0) as client:
         while time.monotonic() < deadline:
             try:
-                client.request("GET", "/healthz", signed=False)
+                client.transport.request("GET", "/healthz", signed=False)
                 return
             except CoordinatorError:
                 if process.popen.poll() is not None:
@@ -327,7 +329,7 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
     }
     by_id = {record.node_id: record for record in nodes.values()}
     reject_checks: dict[str, list[str]] = {name: [] for name in nodes}
-    with CoordinatorClient(swarm.coordinator_url, max_retries=2) as client:
+    with PublicReads.at(swarm.coordinator_url, retry=SHORT_RETRY) as client:
         run = client.run_state(run_id)
         submissions = _all_pages(lambda after: client.submissions(run_id, after_id=after), lambda s: s.id)
         for submission in submissions:

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from swarmrl.configs import ConfigError, RunConfig, load_run_config
 from swarmrl.configs.shardcast import ShardcastConfig
 from swarmrl.coordinator.api import METRIC_NAME_PATTERN
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.generation.colocated import ColocatedSource, colocated_source
 from swarmrl.identity import Identity
@@ -150,7 +150,7 @@ def _swarm_endpoints(
     if key is None:
         raise ValueError("a swarm trainer needs --key, the private key the run was created with")
     identity = Identity.load(key)
-    client = stack.enter_context(CoordinatorClient(coordinator_url, identity, max_retries=8))
+    client = stack.enter_context(TrainerClient.at(coordinator_url, identity))
     origin = Origin(rundir.checkpoints, identity, config.run.id, shardcast.origin_config())
     server = origin.serve_in_thread()
     stack.callback(server.stop)
@@ -176,7 +176,7 @@ def _swarm_endpoints(
     )
 
 
-def _report_metrics(client: CoordinatorClient, run_id: str, step: int, metrics: dict[str, float]) -> None:
+def _report_metrics(client: TrainerClient, run_id: str, step: int, metrics: dict[str, float]) -> None:
     """A dashboard figure that does not arrive costs a point on a curve, never the run. A name the coordinator
     would refuse is left out (the file metrics.jsonl keeps it) rather than costing the step's other figures."""
     sendable = {k: v for k, v in metrics.items() if re.fullmatch(METRIC_NAME_PATTERN, k)}

@@ -5,7 +5,8 @@ step, each with its seed and deadline; refused before any compute when the step 
 newest checkpoint through shardcast (every byte checked against the trainer's signed manifest), generate each
 unit with TOPLOC proofs, sign the file, upload it, submit it.
 
-Network errors are retried with bounded back-off by the client; a refused submission only costs that unit.
+The client retries what is worth retrying (the coordinator down, 5xx, 429) with jittered back-off that honours
+Retry-After, and says so once; a refused submission only costs that unit.
 A ban, an ejection or lost standing ends the node with `NodeEjected`; a draining run ends it normally.
 `<work>/work.json` counts what this node generated and what became of it.
 """
@@ -25,8 +26,10 @@ import torch
 
 from swarmrl.configs import RunConfig
 from swarmrl.configs.engine import EngineConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.api import UnitInfo, WorkLease
+from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import SHORT_RETRY
 from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.generation.batch import write_batch
 from swarmrl.identity import Identity
@@ -36,6 +39,7 @@ from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
+from swarmrl.retry import Notices
 from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher
@@ -75,7 +79,7 @@ class Heartbeat(threading.Thread):
 
     def __init__(self, url: str, identity: Identity, run_id: str, stop: threading.Event) -> None:
         super().__init__(name="heartbeat", daemon=True)
-        self.client = CoordinatorClient(url, identity, max_retries=2)
+        self.client = NodeClient.at(url, identity, retry=SHORT_RETRY, stop=stop)
         self.run_id, self.stop = run_id, stop
         self.policy_step: int | None = None
         self.interval = 1.0
@@ -179,95 +183,19 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     torch.set_num_threads(config.worker.torch_threads)
     device = resolve_device(config.worker.device)  # a missing GPU is refused before the node registers
     identity = Identity.load_or_create(options.key)
-    client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
-    client.register(hardware_of(device, config.worker.torch_threads))
-    client.join(options.run_id)
-    run = client.run_state(options.run_id)
-    heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
-    heartbeat.start()
-    policy = Policy(options, run.trainer_public_key, config, device)
-    tasks = build_tasks(config.tasks)
-    params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens,
-        temperature=config.worker.temperature,
-        top_p=config.worker.top_p,
-    )
-    log_book = WorkLog(options.work_dir / "work.json")
-    metrics = serve_metrics(config.metrics, worker_collector(log_book, policy), options.work_dir)
-    submitted = 0
-    full_streak = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
+    client = NodeClient.at(options.coordinator_url, identity, stop=options.stop)
+    metrics = None
     try:
-        while not options.stop.is_set():
-            if heartbeat.fatal is not None:
-                raise NodeEjected(str(heartbeat.fatal))
-            if options.max_batches is not None and submitted >= options.max_batches:
-                break
-            try:
-                lease = client.lease_work(options.run_id)
-                full_streak = 0
-            except CoordinatorError as exc:
-                if exc.kind == "run_draining":
-                    log.info("the run is draining: no more work")
-                    break
-                if exc.kind in _FATAL:
-                    raise
-                if exc.kind in _REJOIN:
-                    client.join(options.run_id)
-                elif exc.kind != "step_full":
-                    log.warning("no lease: %s", exc)
-                full_streak = full_streak + 1 if exc.kind == "step_full" else 0
-                options.stop.wait(options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1)))
-                continue
-            for unit in lease.units:
-                if options.stop.is_set() or (
-                    options.max_batches is not None and submitted >= options.max_batches
-                ):
-                    break
-                if unit.expires_at < client.clock():
-                    log_book.count("lapsed_before_start")
-                    continue
-                policy.refresh(ceiling=unit.step)
-                if policy.engine is None or not (
-                    unit.step - run.async_level <= policy.engine.policy_step <= unit.step
-                ):
-                    options.stop.wait(options.poll_seconds)  # no policy for this unit yet: lease again, retry
-                    break
-                heartbeat.policy_step = policy.step
-                spec = BatchSpec(
-                    options.run_id,
-                    identity.node_id,
-                    unit.step,
-                    unit.batch_index,
-                    config.worker.prompts_per_batch,
-                    config.worker.group_size,
-                    config.run.seed,
-                    unit.seed,
-                )
-                path = (
-                    options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
-                )
-                started = time.monotonic()
-                rows = write_batch(
-                    policy.engine, spec, tasks, policy.prompts.tokenizer, config, params, path, identity
-                )
-                log_book.generated(len(rows))
-                if options.slowdown > 1.0:
-                    options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
-                tokens = sum(len(r.completion_ids) for r in rows)
-                try:
-                    client.upload_and_submit(
-                        options.run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens
-                    )
-                except CoordinatorError as exc:
-                    if exc.kind in _FATAL:
-                        raise
-                    log.warning("step %d batch %d not submitted: %s", unit.step, unit.batch_index, exc)
-                    log_book.count(f"refused_{exc.kind}")
-                    if exc.kind in _REJOIN:
-                        client.join(options.run_id)
-                    continue
-                submitted += 1
-                log_book.count("submitted")
+        client.register(hardware_of(device, config.worker.torch_threads))
+        client.join(options.run_id)
+        run = client.reads.run_state(options.run_id)
+        heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
+        heartbeat.start()
+        node = NodeLoop(config, options, client, Policy(options, run.trainer_public_key, config, device))
+        metrics = serve_metrics(
+            config.metrics, worker_collector(node.log_book, node.policy), options.work_dir
+        )
+        return node.run(heartbeat, run.async_level)
     except CoordinatorError as exc:
         # A ban can land between any two calls (leasing, joining again), not only on a submit.
         if exc.kind in _FATAL:
@@ -278,7 +206,112 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
         client.close()
         if metrics is not None:
             metrics.close()
-    return submitted
+
+
+class NodeLoop:
+    """The node's work: lease units, generate each with a fresh enough policy, upload and submit its file."""
+
+    def __init__(self, config: RunConfig, options: NodeOptions, client: NodeClient, policy: Policy) -> None:
+        self.config, self.options, self.client, self.policy = config, options, client, policy
+        self.tasks = build_tasks(config.tasks)
+        self.params = SamplingParams(
+            max_new_tokens=config.worker.max_new_tokens,
+            temperature=config.worker.temperature,
+            top_p=config.worker.top_p,
+        )
+        self.log_book = WorkLog(options.work_dir / "work.json")
+        self.notices = Notices(log)  # a refusal that repeats is said once, until work goes through again
+        self.submitted = 0
+        self.full_streak = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
+
+    def done(self) -> bool:
+        limit = self.options.max_batches
+        return self.options.stop.is_set() or (limit is not None and self.submitted >= limit)
+
+    def run(self, heartbeat: Heartbeat, async_level: int) -> int:
+        while not self.done():
+            if heartbeat.fatal is not None:
+                raise NodeEjected(str(heartbeat.fatal))
+            lease = self.lease()
+            for unit in lease.units if lease is not None else ():
+                if self.done():
+                    break
+                if unit.expires_at < self.client.clock():
+                    self.log_book.count("lapsed_before_start")
+                    continue
+                self.policy.refresh(ceiling=unit.step)
+                engine = self.policy.engine
+                if engine is None or not unit.step - async_level <= engine.policy_step <= unit.step:
+                    self.options.stop.wait(self.options.poll_seconds)  # no policy for it yet: lease again
+                    break
+                heartbeat.policy_step = self.policy.step
+                self.submit(unit, *self.generate(unit))
+        return self.submitted
+
+    def lease(self) -> WorkLease | None:
+        """The units to work on, or None after waiting out a refusal (step full, not a member any more)."""
+        try:
+            lease = self.client.lease_work(self.options.run_id)
+        except CoordinatorError as exc:
+            if exc.kind == "run_draining":
+                log.info("the run is draining: no more work")
+                self.options.stop.set()
+                return None
+            if exc.kind in _FATAL:
+                raise
+            if exc.kind in _REJOIN:
+                self.client.join(self.options.run_id)
+            elif exc.kind != "step_full":
+                self.notices.failure(exc.kind, f"no lease: {exc}")
+            self.full_streak = self.full_streak + 1 if exc.kind == "step_full" else 0
+            self.options.stop.wait(
+                self.options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, self.full_streak - 1))
+            )
+            return None
+        self.full_streak = 0
+        return lease
+
+    def generate(self, unit: UnitInfo) -> tuple[Path, list]:
+        options, engine = self.options, self.policy.engine
+        spec = BatchSpec(
+            options.run_id,
+            self.client.node_id,
+            unit.step,
+            unit.batch_index,
+            self.config.worker.prompts_per_batch,
+            self.config.worker.group_size,
+            self.config.run.seed,
+            unit.seed,
+        )
+        path = options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
+        started = time.monotonic()
+        tokenizer = self.policy.prompts.tokenizer
+        identity = self.client.transport.identity
+        rows = write_batch(engine, spec, self.tasks, tokenizer, self.config, self.params, path, identity)
+        self.log_book.generated(len(rows))
+        if options.slowdown > 1.0:
+            options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
+        return path, rows
+
+    def submit(self, unit: UnitInfo, path: Path, rows: list) -> None:
+        """Upload and submit one unit's file; a refusal costs that unit only (the client already retried
+        what is worth retrying: the coordinator down or rate limiting, honouring its Retry-After)."""
+        tokens = sum(len(r.completion_ids) for r in rows)
+        try:
+            self.client.upload_and_submit(
+                self.options.run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens
+            )
+        except CoordinatorError as exc:
+            if exc.kind in _FATAL:
+                raise
+            self.notices.failure(exc.kind, f"step {unit.step} batch {unit.batch_index} not submitted: {exc}")
+            self.log_book.count(f"refused_{exc.kind}")
+            if exc.kind in _REJOIN:
+                self.client.join(self.options.run_id)
+            return
+        self.notices.success()
+        self.submitted += 1
+        self.log_book.count("submitted")
 
 
 def worker_collector(log_book: WorkLog, policy: Policy) -> RoleCollector:
