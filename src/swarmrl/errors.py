@@ -8,6 +8,12 @@ message must say what is wrong and where (the path, the field, host:port), since
 
 from __future__ import annotations
 
+import errno
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 
 class UserError(Exception):
     """A failure the person running swarmrl can fix; its message is the one line they see."""
@@ -24,6 +30,11 @@ class AddressInUse(UserError):
         self.host, self.port = host, port
 
 
+def listen_error(exc: OSError, host: str, port: int, what: str) -> OSError | AddressInUse:
+    """What a failed bind or listen on host:port should raise: AddressInUse naming it, or the error itself."""
+    return AddressInUse(host, port, what) if exc.errno == errno.EADDRINUSE else exc
+
+
 class DiskFull(UserError):
     """Writing a file failed for lack of space (or quota) on its filesystem."""
 
@@ -32,3 +43,34 @@ class DiskFull(UserError):
             f"no space left on the device holding {path}: free some space or choose another directory"
         )
         self.path = path
+
+
+# Below this many free bytes a failed write is taken for a full disk, whatever the writer called it (torch's
+# "file write failed", safetensors' wrapped "os error 28").
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def is_disk_full(exc: BaseException, path: str | Path | None = None) -> bool:
+    """Whether `exc`, raised while writing under `path`, came from a full disk (or quota)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "No space left on device" in str(exc) or "os error 28" in str(exc):
+        return True
+    if path is None:
+        return False
+    existing = next((p for p in (Path(path), *Path(path).parents) if p.exists()), None)
+    try:
+        return existing is not None and shutil.disk_usage(existing).free < NEARLY_FULL_BYTES
+    except OSError:
+        return False
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Around a write of `path`: running out of space becomes `DiskFull` naming it, whatever raised it."""
+    try:
+        yield
+    except Exception as exc:
+        if is_disk_full(exc, path):
+            raise DiskFull(path) from exc
+        raise

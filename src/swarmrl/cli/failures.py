@@ -18,12 +18,11 @@ import os
 
 import typer
 
+from swarmrl.launch.processes import FAILURE_FD_ENV, TRACEBACKS_ENV
+
 log = logging.getLogger("swarmrl.cli")
 
 EXIT_USER_ERROR = 2
-FAILURE_FD_ENV = "SWARMRL_FAILURE_FD"
-# Set by launchers for their role processes: the console of such a process is its log file.
-TRACEBACKS_ENV = "SWARMRL_LOG_TRACEBACKS"
 
 _failure_fd: int | None = None
 
@@ -52,7 +51,7 @@ def expected_failure(exc: BaseException) -> str | None:
     from swarmrl.configs import ConfigError
     from swarmrl.coordinator.errors import CoordinatorError
     from swarmrl.devices import DeviceUnavailable
-    from swarmrl.errors import UserError
+    from swarmrl.errors import UserError, is_disk_full
 
     if isinstance(exc, ConfigError):
         return f"config error: {exc}"
@@ -60,8 +59,10 @@ def expected_failure(exc: BaseException) -> str | None:
         return str(exc)
     if isinstance(exc, CoordinatorError) and exc.status == 0:
         return str(exc.detail)
-    if isinstance(exc, OSError):
-        return _os_failure(exc)
+    if isinstance(exc, OSError) and (line := _os_failure(exc)) is not None:
+        return line
+    if is_disk_full(exc):  # a library's own wrapping of ENOSPC (safetensors, torch)
+        return f"no space left on the device: {exc}"
     return None
 
 
@@ -85,7 +86,10 @@ def fail(exc: Exception) -> None:
     report_to_launcher(line or f"{type(exc).__name__}: {exc}")
     if line is None:
         return
-    traceback_level = logging.ERROR if os.environ.get(TRACEBACKS_ENV) else logging.DEBUG
-    log.log(traceback_level, "%s", line, exc_info=exc)
-    typer.echo(f"error: {line}", err=True)
+    if os.environ.get(TRACEBACKS_ENV):
+        # This process's console is its log file: one record, in the log's format, with the traceback.
+        log.error("%s", line, exc_info=exc)
+    else:
+        log.debug("%s", line, exc_info=exc)  # shown with -v
+        typer.echo(f"error: {line}", err=True)
     raise typer.Exit(EXIT_USER_ERROR) from exc

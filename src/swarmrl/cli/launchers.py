@@ -32,15 +32,21 @@ DryRun = Annotated[
 
 
 def run_config(path: str | None, overrides: list[str] | None, dry_run: bool) -> RunConfig:
-    """The resolved run config; with `dry_run`, print it (stdout: JSON) and the preflight (stderr), and exit."""
-    config = load_config(path, overrides or [])
-    if dry_run:
-        from swarmrl.launch.preflight import preflight
+    """The resolved run config, after its preflight passed. With `dry_run`, print the config (stdout: JSON)
+    and the whole preflight (stderr), and exit; without, a failed preflight prints its failed checks and
+    exits 2 before anything starts."""
+    from swarmrl.launch.preflight import preflight
 
+    config = load_config(path, overrides or [])
+    report = preflight(config)
+    errors = Console(stderr=True, soft_wrap=True)
+    if dry_run:
         console.print_json(config.dump_json())
-        report = preflight(config)
-        Console(stderr=True, soft_wrap=True).print(report.render(), markup=False, highlight=False)
+        errors.print(report.render(), markup=False, highlight=False)
         raise typer.Exit(0 if report.ok else EXIT_USER_ERROR)
+    if not report.ok:
+        errors.print(report.render(failed_only=True), markup=False, highlight=False)
+        raise typer.Exit(EXIT_USER_ERROR)
     return config
 
 

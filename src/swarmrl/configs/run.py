@@ -164,4 +164,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 def load_run_config(run_dir: Path) -> RunConfig:
     """The resolved config a run directory was prepared with (what its processes all read)."""
-    return RunConfig.model_validate(json.loads((run_dir / "config.json").read_text()))
+    path = Path(run_dir) / "config.json"
+    try:
+        return RunConfig.model_validate(json.loads(path.read_text()))
+    except OSError as exc:
+        raise ConfigError(
+            f"{run_dir} is not a prepared run directory ({path}: {exc.strerror}); `swarmrl sft` or `rl` makes one"
+        ) from exc
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc

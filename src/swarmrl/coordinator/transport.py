@@ -8,6 +8,7 @@ detail)` at once. A node held back (rate limited, coordinator down) says so once
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -28,8 +29,16 @@ log = logging.getLogger(__name__)
 
 Model = TypeVar("Model")
 
-# Nodes keep trying for two minutes: a coordinator restart or a rate limit's window, not a lost cause.
-NODE_RETRY = RetryPolicy(attempts=10, deadline_seconds=120.0, initial_seconds=0.25, max_seconds=8.0)
+# Nodes keep trying for two minutes ([swarm] coordinator_retry_s): a coordinator restart or a rate limit's
+# window, not a lost cause.
+NODE_RETRY = RetryPolicy(attempts=12, deadline_seconds=120.0, initial_seconds=0.25, max_seconds=8.0)
+
+
+def node_retry(deadline_seconds: float) -> RetryPolicy:
+    """A node's retry policy with the run's patience for its coordinator."""
+    return dataclasses.replace(NODE_RETRY, deadline_seconds=deadline_seconds)
+
+
 # Operator tools and one-shot reads give up sooner.
 SHORT_RETRY = RetryPolicy(attempts=3, deadline_seconds=10.0, initial_seconds=0.25, max_seconds=2.0)
 RETRIED_STATUSES = {429, 502, 503, 504}

@@ -45,9 +45,10 @@ class Report:
     def add(self, name: str, ok: bool, detail: str) -> None:
         self.checks.append(Check(name, ok, detail))
 
-    def render(self) -> str:
+    def render(self, failed_only: bool = False) -> str:
         failed = sum(not check.ok for check in self.checks)
-        lines = [f"{'ok ' if check.ok else 'FAIL'}  {check.name}: {check.detail}" for check in self.checks]
+        shown = [check for check in self.checks if not (failed_only and check.ok)]
+        lines = [f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}" for check in shown]
         verdict = "preflight: every check passed" if not failed else f"preflight: {failed} check(s) failed"
         return "\n".join([*lines, verdict])
 

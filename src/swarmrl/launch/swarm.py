@@ -49,9 +49,7 @@ def wait_for_file(path: Path, process: RoleProcess, timeout_s: float = 180.0) ->
         if path.exists():
             return path.read_text().strip()
         if process.popen.poll() is not None:
-            raise LaunchError(
-                f"{process.name} exited with code {process.popen.returncode}:\n{process.tail()}"
-            )
+            raise LaunchError(process.failure())
         time.sleep(0.1)
     raise LaunchError(f"{process.name} did not write {path} within {timeout_s:.0f}s:\n{process.tail()}")
 
@@ -122,7 +120,7 @@ class Swarm:
                 or (name in self.cheaters and code == NODE_EJECTED_EXIT)
             ):
                 continue
-            raise LaunchError(f"{name} exited with code {code}; last lines of its log:\n{role.tail()}")
+            raise LaunchError(role.failure())
 
 
 def start_swarm(

@@ -21,7 +21,7 @@ from transformers import (
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
-from swarmrl.errors import UserError
+from swarmrl.errors import UserError, writing
 from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_checkpoint
 from swarmrl.models.checkpoint import policy_state
 from swarmrl.models.construction import MODEL_CONSTRUCTION
@@ -126,8 +126,13 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    yield tmp
+    try:
+        with writing(path):
+            tmp.mkdir(parents=True)
+            yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a half-written directory only takes space
+        raise
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)

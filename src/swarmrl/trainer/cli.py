@@ -28,6 +28,9 @@ def trainer(
     origin_advertise: OriginAdvertise = None,
 ) -> None:
     """The trusted trainer: of a local run, or with --coordinator of a swarm (it then serves a shardcast origin)."""
+    from swarmrl.configs import load_run_config
+
+    load_run_config(run_dir)  # a directory that is not a prepared run is refused before torch loads
     from swarmrl.trainer.role import trainer_role
 
     origin = origin_overrides(origin_host, origin_port, origin_advertise)

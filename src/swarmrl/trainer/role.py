@@ -19,7 +19,9 @@ from swarmrl.configs.shardcast import ShardcastConfig
 from swarmrl.coordinator.api import METRIC_NAME_PATTERN
 from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import node_retry
 from swarmrl.generation.colocated import ColocatedSource, colocated_source
+from swarmrl.httpserve.reach import loopback_warning
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.rollouts import RolloutLimits
@@ -150,7 +152,8 @@ def _swarm_endpoints(
     if key is None:
         raise ValueError("a swarm trainer needs --key, the private key the run was created with")
     identity = Identity.load(key)
-    client = stack.enter_context(TrainerClient.at(coordinator_url, identity))
+    retry = node_retry(config.swarm.coordinator_retry_s)
+    client = stack.enter_context(TrainerClient.at(coordinator_url, identity, retry=retry))
     origin = Origin(rundir.checkpoints, identity, config.run.id, shardcast.origin_config())
     server = origin.serve_in_thread()
     stack.callback(server.stop)
@@ -160,6 +163,8 @@ def _swarm_endpoints(
         origin.publish(None, newest)
     url = shardcast.advertise_url or server.url
     log.info("shardcast origin serving on %s, advertised to relays as %s", server.url, url)
+    if (warning := loopback_warning(url, shardcast.origin_host)) is not None:
+        log.warning("%s", warning)
     write_text_atomic(origin_url_file(rundir), url)
     source = AcceptedSubmissions(
         client,

@@ -29,6 +29,7 @@ from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import node_retry
 from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.envs.build import env_replay
 from swarmrl.identity import Identity
@@ -217,7 +218,8 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     torch.set_num_threads(config.worker.torch_threads)
     device = resolve_device(options.device)  # a missing GPU is refused before the validator registers
     identity = Identity.load_or_create(options.key)
-    client = ValidatorClient.at(options.coordinator_url, identity, stop=options.stop)
+    retry = node_retry(config.swarm.coordinator_retry_s)
+    client = ValidatorClient.at(options.coordinator_url, identity, retry=retry, stop=options.stop)
     # Registering is not needed to judge; it declares the validator's hardware to the coordinator's node info.
     client.register(hardware_of(device, config.worker.torch_threads))
     trainer_key = client.reads.run_state(options.run_id).trainer_public_key

@@ -29,7 +29,7 @@ from swarmrl.configs.engine import EngineConfig
 from swarmrl.coordinator.api import UnitInfo, WorkLease
 from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.transport import SHORT_RETRY
+from swarmrl.coordinator.transport import SHORT_RETRY, node_retry
 from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.generation.batch import write_batch
 from swarmrl.identity import Identity
@@ -183,7 +183,8 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
     torch.set_num_threads(config.worker.torch_threads)
     device = resolve_device(config.worker.device)  # a missing GPU is refused before the node registers
     identity = Identity.load_or_create(options.key)
-    client = NodeClient.at(options.coordinator_url, identity, stop=options.stop)
+    retry = node_retry(config.swarm.coordinator_retry_s)
+    client = NodeClient.at(options.coordinator_url, identity, retry=retry, stop=options.stop)
     metrics = None
     try:
         client.register(hardware_of(device, config.worker.torch_threads))

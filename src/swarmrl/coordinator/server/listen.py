@@ -14,6 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.errors import listen_error
 from swarmrl.httpserve import ConnectionGuard, guarded_uvicorn_config, raise_open_file_limit
 from swarmrl.httpserve.guard import GuardCollector
 
@@ -26,7 +27,11 @@ def bind(host: str, port: int) -> socket.socket:
     # Nagle on, a response written as headers then body waits for the delayed ACK (~40 ms) of the first write.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise listen_error(exc, host, port, "coordinator") from exc
     sock.set_inheritable(True)
     return sock
 
