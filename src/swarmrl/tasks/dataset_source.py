@@ -19,7 +19,6 @@ from swarmrl.configs.tasks import SOLVE_RATE_FIELDS, DatasetSourceConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.task import ListTaskSource, Task, TaskSource
 
-
 # Columns every row must have (task_type may come from the source's default_task_type); docs/datasets.md.
 REQUIRED_COLUMNS = ("prompt", "verification_info", "task_type")
 
