@@ -18,11 +18,11 @@ import os
 
 import typer
 
+from swarmrl.launch.processes import EXPECTED_FAILURE_EXIT as EXIT_USER_ERROR
 from swarmrl.launch.processes import FAILURE_FD_ENV, TRACEBACKS_ENV
 
 log = logging.getLogger("swarmrl.cli")
 
-EXIT_USER_ERROR = 2
 
 _failure_fd: int | None = None
 

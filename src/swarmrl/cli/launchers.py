@@ -62,6 +62,7 @@ def supervising():
     try:
         yield
     except LaunchError as exc:
+        console.print()  # off a terminal the live table's last line has no newline of its own
         console.print(str(exc), style="red", markup=False, highlight=False)
         raise typer.Exit(1) from exc
     finally:

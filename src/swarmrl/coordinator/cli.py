@@ -12,13 +12,16 @@ import typer
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from swarmrl.configs import ConfigError
+from swarmrl.configs import ConfigError, RunConfig
 from swarmrl.configs import load_config as load_run_config_file
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import SchemaVersionError
+from swarmrl.retry import RetryPolicy
 
 ADMIN_TOKEN_ENV = "SWARMRL_ADMIN_TOKEN"
 EXIT_REFUSED = 2  # the coordinator refused an operator command (wrong token, unknown run ...): one line
+# An operator command waits up to half a minute for a coordinator that is still starting (or restarting).
+OPERATOR_RETRY = RetryPolicy(attempts=10, deadline_seconds=30.0, initial_seconds=0.25, max_seconds=4.0)
 
 
 def load_config(path: Path | None) -> CoordinatorConfig:
@@ -102,31 +105,47 @@ AdminToken = Annotated[str, typer.Option(envvar=ADMIN_TOKEN_ENV, help="the coord
 
 def _public_key(value: str, option: str) -> str:
     """A hex Ed25519 public key, or the PEM private key file it belongs to (`swarmrl keygen --out FILE`)."""
-    from swarmrl.identity import PUBLIC_KEY_HEX_LEN, Identity
+    from swarmrl.identity import PUBLIC_KEY_HEX_LEN, Identity, KeyFileError
 
     if Path(value).is_file():
         return Identity.load(value).node_id
     if len(value) == PUBLIC_KEY_HEX_LEN and all(c in "0123456789abcdefABCDEF" for c in value):
         return value.lower()
-    raise typer.BadParameter(
-        f"{value!r} is neither a key file nor a {PUBLIC_KEY_HEX_LEN}-digit hex public key "
-        f"(make a key with `swarmrl keygen --out {value if value.endswith('.pem') else 'key.pem'}`)",
-        param_hint=option,
+    suggested = value if value.endswith(".pem") else "key.pem"
+    raise KeyFileError(
+        f"{option} {value!r} is neither a key file nor a {PUBLIC_KEY_HEX_LEN}-digit hex public key "
+        f"(make a key with `swarmrl keygen --out {suggested}`)"
     )
 
 
 def _admin_call(coordinator_url: str, token: str, call) -> None:
     from swarmrl.coordinator.client import AdminClient
     from swarmrl.coordinator.errors import CoordinatorError
-    from swarmrl.coordinator.transport import SHORT_RETRY
 
-    with AdminClient.at(coordinator_url, admin_token=token, retry=SHORT_RETRY) as client:
+    with AdminClient.at(coordinator_url, admin_token=token, retry=OPERATOR_RETRY) as client:
         try:
             result = call(client)
         except CoordinatorError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(EXIT_REFUSED) from exc
     typer.echo(result.model_dump_json(indent=2))
+
+
+RunConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="the run config: its run id (run.run_id, else run.name), its async_level"),
+]
+RunIdOption = Annotated[str | None, typer.Option(help="the run (default: the run config's run id)")]
+
+
+def _run_of(config: Path | None, run_id: str | None) -> tuple[str, RunConfig | None]:
+    """The run an operator command is about: --run-id, else the run config's id (they must agree)."""
+    settings = load_run_config_file(str(config), []) if config is not None else None
+    if settings is None and run_id is None:
+        raise typer.BadParameter("give --config (the run config) or --run-id", param_hint="--run-id")
+    if settings is not None and run_id is not None and run_id != settings.run.id:
+        raise typer.BadParameter(f"--run-id {run_id!r} differs from the config's run id {settings.run.id!r}")
+    return run_id or settings.run.id, settings
 
 
 @admin.command("create-run")
@@ -136,13 +155,8 @@ def create_run(
     ],
     coordinator_url: CoordinatorUrl,
     token: AdminToken,
-    config: Annotated[
-        Path | None,
-        typer.Option(help="the run config: its run id (run.run_id, else run.name) and worker.async_level"),
-    ] = None,
-    run_id: Annotated[
-        str | None, typer.Option(help="name of the new run (default: the config's run id)")
-    ] = None,
+    config: RunConfigOption = None,
+    run_id: RunIdOption = None,
     async_level: Annotated[
         int | None,
         typer.Option(
@@ -151,27 +165,27 @@ def create_run(
     ] = None,
 ) -> None:
     """Open a run for a trainer; prints its state, including the run secret that keys task seeds."""
-    settings = load_run_config_file(str(config), []) if config is not None else None
-    if run_id is None and settings is None:
-        raise typer.BadParameter("give --config (the run config) or --run-id", param_hint="--run-id")
-    if settings is not None and run_id is not None and run_id != settings.run.id:
-        raise typer.BadParameter(f"--run-id {run_id!r} differs from the config's run id {settings.run.id!r}")
-    run = run_id or settings.run.id
-    level = async_level if async_level is not None else settings.worker.async_level if settings else 2
+    run, settings = _run_of(config, run_id)
+    if async_level is None:
+        async_level = settings.worker.async_level if settings is not None else 2
     key = _public_key(trainer_key, "--trainer-key")
-    _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, async_level=level))
+    _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, async_level=async_level))
 
 
 @admin.command("add-validator")
 def add_validator(
-    run_id: Annotated[str, typer.Option(help="the run")],
-    validator_key: Annotated[str, typer.Option(help="validator's hex public key, or its PEM key file")],
+    validator_key: Annotated[
+        str, typer.Option(help="validator's key file (`swarmrl keygen --out FILE`) or its hex public key")
+    ],
     coordinator_url: CoordinatorUrl,
     token: AdminToken,
+    config: RunConfigOption = None,
+    run_id: RunIdOption = None,
 ) -> None:
     """Let a validator key post verdicts for a run."""
+    run, _ = _run_of(config, run_id)
     key = _public_key(validator_key, "--validator-key")
-    _admin_call(coordinator_url, token, lambda c: c.add_validator(run_id, key))
+    _admin_call(coordinator_url, token, lambda c: c.add_validator(run, key))
 
 
 @admin.command("ban")

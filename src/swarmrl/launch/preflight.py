@@ -7,6 +7,7 @@ checkpoints. Every check runs and the report lists them all, so one dry run show
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -137,9 +138,7 @@ def _task_sources(config: RunConfig, report: Report) -> set[str]:
     for source in config.tasks.sources:
         if isinstance(source, ReasoningGymSourceConfig):
             types.add("reasoning_gym")
-            report.add(
-                f"tasks {source.name or source.generator}", True, f"reasoning-gym {source.generator!r}"
-            )
+            report.add(f"tasks {source.name or source.generator}", *reasoning_gym_generator(source.generator))
         elif isinstance(source, DatasetSourceConfig) and source.path is None:
             report.add(
                 f"tasks {source.name}", True, f"hub dataset {source.hf_dataset} (not read by a dry run)"
@@ -176,6 +175,19 @@ def _task_sources(config: RunConfig, report: Report) -> set[str]:
     return types
 
 
+def reasoning_gym_generator(generator: str) -> tuple[bool, str]:
+    """Whether reasoning-gym is installed and knows `generator` (its registry only: nothing is generated)."""
+    if find_spec("reasoning_gym") is None:
+        return False, "needs reasoning_gym, which is not installed: pip install 'swarmrl[tasks]'"
+    from reasoning_gym.factory import DATASETS
+
+    if generator not in DATASETS:
+        close = difflib.get_close_matches(generator, list(DATASETS), n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else "`swarmrl tasks preview NAME` shows one"
+        return False, f"unknown reasoning-gym generator {generator!r} ({hint})"
+    return True, f"reasoning-gym {generator!r}"
+
+
 def _rewards(config: RunConfig, task_types: set[str], report: Report) -> None:
     from swarmrl.tasks.reward import verifier_types
 
@@ -197,10 +209,10 @@ def _rewards(config: RunConfig, task_types: set[str], report: Report) -> None:
         else:
             package = REWARD_PACKAGES.get(task_type)
             ok = package is None or find_spec(package) is not None
-            detail = f"needs {package}" + (
-                "" if ok else ", which is not installed: pip install 'swarmrl[tasks]'"
+            installed = "installed" if ok else "not installed: pip install 'swarmrl[tasks]'"
+            report.add(
+                f"reward {task_type}", ok, f"needs {package}, {installed}" if package else "registered"
             )
-            report.add(f"reward {task_type}", ok, detail if package else "registered")
 
 
 def _ports(config: RunConfig, report: Report) -> None:

@@ -24,6 +24,7 @@ class LaunchError(Exception):
 # Set in a role process's environment (see swarmrl.cli.failures): where to write its failure line, and that
 # its console is a log file (so the traceback of an expected failure belongs there too).
 FAILURE_FD_ENV = "SWARMRL_FAILURE_FD"
+EXPECTED_FAILURE_EXIT = 2  # a role process that stopped on a failure a person can fix (swarmrl.cli.failures)
 TRACEBACKS_ENV = "SWARMRL_LOG_TRACEBACKS"
 
 
@@ -61,14 +62,17 @@ class RoleProcess:
         return lines[-1] if lines else ""
 
     def failure(self) -> str:
-        """What a failed process's supervisor prints: its reason, then its log's last lines when there are any."""
+        """What a failed process's supervisor prints: its reason; for an expected failure (exit code 2) where
+        its log has the details, else the log's last lines (a crash's traceback), when there are any."""
         head = f"{self.name} exited with code {self.popen.returncode}"
         reason, tail = self.reason(), self.tail()
         if reason:
             head += f": {reason}"
-        if tail:
-            return f"{head}\nlast lines of its log ({self.log_path}):\n{tail}"
-        return f"{head}\n(its log {self.log_path} is empty or could not be written)"
+        if not tail:
+            return f"{head}\n(its log {self.log_path} is empty or could not be written)"
+        if reason and self.popen.returncode == EXPECTED_FAILURE_EXIT:
+            return f"{head}\n(details in {self.log_path})"
+        return f"{head}\nlast lines of its log ({self.log_path}):\n{tail}"
 
     def close(self) -> None:
         if self.failure_fd is not None:

@@ -60,20 +60,7 @@ def trainer_role(
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rundir = RunDir(run_dir)
-    tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
-    tasks = build_tasks(config.tasks)
-    scorer = functools.partial(
-        score_rows,
-        tasks=tasks,
-        tokenizer=tokenizer,
-        tasks_config=config.tasks,
-        group_size=config.worker.group_size,
-        advantage=config.trainer.advantage,
-    )
-    if config.env is not None:  # multi-turn rows are scored by replaying their environment
-        from swarmrl.envs.build import with_env_replay
-
-        scorer = with_env_replay(scorer, config, tasks, tokenizer)
+    scorer = trusted_scorer(config, load_tokenizer(checkpoint_dir(rundir.checkpoints, 0)))
     sink = None
     with contextlib.ExitStack() as stack:
         if config.trainer.colocate:
@@ -119,6 +106,25 @@ def trainer_role(
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+def trusted_scorer(config: RunConfig, tokenizer):
+    """Rewards and advantages of rollout rows, recomputed on the trainer's side (multi-turn rows by replaying
+    their environment)."""
+    tasks = build_tasks(config.tasks)
+    scorer = functools.partial(
+        score_rows,
+        tasks=tasks,
+        tokenizer=tokenizer,
+        tasks_config=config.tasks,
+        group_size=config.worker.group_size,
+        advantage=config.trainer.advantage,
+    )
+    if config.env is not None:
+        from swarmrl.envs.build import with_env_replay
+
+        scorer = with_env_replay(scorer, config, tasks, tokenizer)
+    return scorer
 
 
 def _colocated_source(

@@ -7,9 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
+from swarmrl.coordinator.testing import leased_submit
 
 BASE = dict(
     uploads_per_hour=10_000, requests_per_minute=100_000, lease_initial_unit_s=10.0, lease_grace_s=5.0
@@ -17,18 +16,8 @@ BASE = dict(
 
 
 @pytest.fixture
-def make(tmp_path):
-    made: list[ClockedCoordinator] = []
-
-    def build(**config) -> ClockedCoordinator:
-        made.append(ClockedCoordinator(tmp_path / str(len(made)), CoordinatorConfig(**{**BASE, **config})))
-        return made[-1]
-
-    try:
-        yield build
-    finally:
-        for world in made:
-            world.close()
+def make(clocked):
+    return lambda **config: clocked(**{**BASE, **config})
 
 
 def _kind(call) -> str:

@@ -4,32 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
+from swarmrl.coordinator.testing import leased_submit
 
 UNITS = 8
 
 
-@pytest.fixture
-def make(tmp_path):
-    made: list[ClockedCoordinator] = []
-
-    def build(**config) -> ClockedCoordinator:
-        made.append(ClockedCoordinator(tmp_path / str(len(made)), CoordinatorConfig(**config)))
-        return made[-1]
-
-    try:
-        yield build
-    finally:
-        for world in made:
-            world.close()
-
-
-def test_one_node_does_a_whole_runs_work_with_the_default_limits(make):
+def test_one_node_does_a_whole_runs_work_with_the_default_limits(clocked):
     # 20 steps of 8 units in ten minutes: 160 uploads, more than the old fixed 120 an hour, at which a
     # one-worker swarm stalled at step 2 of the demo.
-    world = make()
+    world = clocked()
     node = world.node()
     for step in range(20):
         if step:
@@ -42,8 +26,8 @@ def test_one_node_does_a_whole_runs_work_with_the_default_limits(make):
     assert work.generated == 20 * UNITS
 
 
-def test_a_node_may_not_open_more_slots_for_a_step_than_its_demand_needs(make):
-    world = make(default_step_units=2, lease_slack_units=0)
+def test_a_node_may_not_open_more_slots_for_a_step_than_its_demand_needs(clocked):
+    world = clocked(default_step_units=2, lease_slack_units=0)
     node = world.node()
     units = node.lease_work("r", max_units=2).units
     for unit in units:
@@ -54,8 +38,8 @@ def test_a_node_may_not_open_more_slots_for_a_step_than_its_demand_needs(make):
     assert (refused.value.status, refused.value.kind) == (409, "unit_slots_used")
 
 
-def test_an_hourly_cap_set_by_the_operator_says_when_to_come_back(make):
-    world = make(uploads_per_hour=2)
+def test_an_hourly_cap_set_by_the_operator_says_when_to_come_back(clocked):
+    world = clocked(uploads_per_hour=2)
     node = world.node()
     leased_submit(node, "r", b"first")
     world.wait(600.0, node)

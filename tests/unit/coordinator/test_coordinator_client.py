@@ -4,10 +4,10 @@
 import hashlib
 import json
 import logging
-import threading
 
 import httpx
 import pytest
+from polling import RecordedWaits
 
 from swarmrl.configs import ConfigError
 from swarmrl.coordinator.api import SubmissionInfo
@@ -20,18 +20,6 @@ from swarmrl.retry import RetryPolicy
 
 HEARTBEAT_ACK = {"current_step": 3, "async_level": 2, "min_policy_step": 1, "next_heartbeat_s": 10.0}
 FAST = RetryPolicy(attempts=5, deadline_seconds=60.0, initial_seconds=0.001, max_seconds=0.002)
-
-
-class RecordedWaits(threading.Event):
-    """A stop event that never stops and records each back-off wait instead of sleeping."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.waits: list[float] = []
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waits.append(timeout)
-        return False
 
 
 def _client(handler, retry=FAST, stop=None, role=NodeClient):

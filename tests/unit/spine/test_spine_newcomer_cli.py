@@ -276,3 +276,21 @@ def test_a_relay_bound_for_other_machines_warns_when_it_advertises_loopback(tmp_
         process.terminate()
         process.wait(timeout=30)
     assert warning.startswith("warning: http://localhost:8900 is advertised") and "loopback" in warning
+
+
+# --- status off a terminal ----------------------------------------------------------------------------------
+def test_status_into_a_pipe_keeps_every_column_of_the_nodes_table(tmp_path):
+    from swarmrl.coordinator.testing import ClockedCoordinator
+
+    world = ClockedCoordinator(tmp_path / "coordinator")
+    try:
+        world.node().heartbeat("r", 0)
+        result = swarmrl("status", "--coordinator", world.url, env={"COLUMNS": ""})
+        as_json = swarmrl("status", "--coordinator", world.url, "--json")
+    finally:
+        world.close()
+    assert result.returncode == 0, result.stderr
+    (header,) = [line for line in result.stdout.splitlines() if "policy step" in line]
+    assert "node" in header and "credit tokens" in header and "rejected by" in header  # one row, not cut
+    assert len(header) > 80
+    assert json.loads(as_json.stdout)["run"]["run_id"] == "r"
