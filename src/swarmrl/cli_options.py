@@ -1,7 +1,7 @@
 """Option types and checks shared by the role commands (`<role>/cli.py`) and the top-level CLI.
 
-Light on purpose: it imports typer and the configuration floor only, so any role's command module can use it
-and nothing here reaches up into a role or into `swarmrl.cli`.
+Light on purpose: it imports typer, the configuration floor and (lazily) identity only, so any role's command
+module can use it and nothing here reaches up into a role or into `swarmrl.cli`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,17 @@ def advertise_url_option(url: str | None) -> str | None:
         return check_advertise_url(url)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+
+
+def public_key_option(value: str) -> str:
+    """Typer callback: a 64-digit hex Ed25519 public key (what `swarmrl keygen` prints)."""
+    from swarmrl.identity import PUBLIC_KEY_HEX_LEN
+
+    if len(value) != PUBLIC_KEY_HEX_LEN or any(c not in "0123456789abcdefABCDEF" for c in value):
+        raise typer.BadParameter(
+            f"{value!r} is not a {PUBLIC_KEY_HEX_LEN}-digit hex public key (what `swarmrl keygen` prints)"
+        )
+    return value.lower()
 
 
 def _device_option(value: str | None) -> str | None:

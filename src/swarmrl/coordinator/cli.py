@@ -14,6 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from swarmrl.configs import ConfigError, RunConfig
 from swarmrl.configs import load_config as load_run_config_file
+from swarmrl.configs.base import validation_problems
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import SchemaVersionError
 from swarmrl.retry import RetryPolicy
@@ -42,7 +43,7 @@ def load_config(path: Path | None) -> CoordinatorConfig:
         try:
             return CoordinatorConfig.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
+            raise ConfigError(f"{path}: {validation_problems(exc, CoordinatorConfig)}") from exc
     return load_run_config_file(path, []).coordinator
 
 

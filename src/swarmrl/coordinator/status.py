@@ -166,7 +166,9 @@ def status(
                     time.sleep(watch)
                     live.update(summary_view(client.summary(run), coordinator))
     except CoordinatorError as exc:
-        console.print(f"[red]{coordinator}: {exc}[/red]")
-        raise typer.Exit(1) from exc
+        if exc.status == 0:
+            raise  # the boundary names the coordinator that does not answer, in one line
+        typer.echo(f"error: {coordinator}: {exc}", err=True)
+        raise typer.Exit(2) from exc
     except KeyboardInterrupt:
         return

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from aiohttp import web
 
-from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option
+from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option, public_key_option
 from swarmrl.configs.shardcast import DEFAULT_SHARD_SIZE, ClientConfig, OriginConfig, RelayConfig
 from swarmrl.httpserve import raise_open_file_limit
 from swarmrl.httpserve.reach import loopback_warning
@@ -63,7 +63,9 @@ async def _serve_until_signalled(
 
 def relay(
     upstream: Annotated[list[str], typer.Option(help="origin or relay base URL to mirror (repeatable)")],
-    trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
+    trainer_public_key: Annotated[
+        str, typer.Option(help="hex Ed25519 public key of the trainer", callback=public_key_option)
+    ],
     host: Annotated[str, typer.Option(help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
     advertise: Annotated[
@@ -153,7 +155,9 @@ def publish(
 def fetch(
     source: Annotated[list[str], typer.Option(help="origin or relay base URL (repeatable)")],
     dest: Annotated[Path, typer.Option(help="directory that receives step_<k>/")],
-    trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
+    trainer_public_key: Annotated[
+        str, typer.Option(help="hex Ed25519 public key of the trainer", callback=public_key_option)
+    ],
     run_id: Annotated[str, typer.Option(help="run the checkpoint must belong to (signed into its manifest)")],
     version: Annotated[int | None, typer.Option(help="version to fetch (default: newest verified)")] = None,
     concurrency: Annotated[int, typer.Option(help="shards downloaded at once")] = 8,
@@ -165,5 +169,5 @@ def fetch(
         )
     except ShardcastError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise typer.Exit(2) from exc
     print(path)
