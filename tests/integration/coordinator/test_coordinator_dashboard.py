@@ -251,7 +251,7 @@ def test_status_command_prints_the_summary(world):
     assert RunSummary.model_validate_json(as_json.output).run.current_step == 1
 
     unknown = CliRunner().invoke(app, ["status", "--coordinator", world.url, "--run-id", "nope"])
-    assert unknown.exit_code == 1 and "unknown_run" in unknown.output
+    assert unknown.exit_code == 2 and "unknown_run" in unknown.output  # one line, exit code 2
 
 
 def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(world):

@@ -14,7 +14,7 @@ import torch
 
 from swarmrl.configs import ConfigError
 from swarmrl.inference.live_weights import LiveWeights
-from swarmrl.launch import roles
+from swarmrl.trainer import role as roles
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model
 from swarmrl.rollouts import RolloutLimits, read_rollouts
