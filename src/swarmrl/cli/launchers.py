@@ -37,7 +37,8 @@ def run_config(path: str | None, overrides: list[str] | None, dry_run: bool) -> 
     exits 2 before anything starts."""
     from swarmrl.launch.preflight import preflight
 
-    config = load_config(path, overrides or [])
+    path, overrides = split_overrides(path, overrides or [])
+    config = load_config(path, overrides)
     report = preflight(config)
     errors = Console(stderr=True, soft_wrap=True)
     if dry_run:
@@ -48,6 +49,13 @@ def run_config(path: str | None, overrides: list[str] | None, dry_run: bool) -> 
         errors.print(report.render(failed_only=True), markup=False, highlight=False)
         raise typer.Exit(EXIT_USER_ERROR)
     return config
+
+
+def split_overrides(path: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:
+    """`swarmrl demo trainer.steps=20` means the default config with an override, not a file of that name."""
+    if path is not None and "=" in path and not Path(path.removeprefix("@")).exists():
+        return None, [path, *overrides]
+    return path, overrides
 
 
 @contextmanager
@@ -62,7 +70,6 @@ def supervising():
     try:
         yield
     except LaunchError as exc:
-        console.print()  # off a terminal the live table's last line has no newline of its own
         console.print(str(exc), style="red", markup=False, highlight=False)
         raise typer.Exit(1) from exc
     finally:
@@ -93,7 +100,8 @@ def demo(
         if islands
         else "configs/demo.toml"
     )
-    cfg = run_config(config or default, overrides, dry_run)
+    path, overrides = split_overrides(config, overrides or [])
+    cfg = run_config(path or default, overrides, dry_run)
     from swarmrl.devices import check_run_devices
 
     check_run_devices(cfg)

@@ -45,9 +45,13 @@ def run_local(
                 cpu_cores={core} if pin_cores else None,
             )
         started = time.monotonic()
-        with Live(metrics_table([]), console=console, refresh_per_second=2, transient=False) as live:
-            group.wait(trainer, poll=lambda: live.update(metrics_table(rundir.read_metrics())))
-            live.update(metrics_table(rundir.read_metrics()))
+        try:
+            with Live(metrics_table([]), console=console, refresh_per_second=2, transient=False) as live:
+                group.wait(trainer, poll=lambda: live.update(metrics_table(rundir.read_metrics())))
+                live.update(metrics_table(rundir.read_metrics()))
+        finally:
+            if not console.is_terminal:
+                console.line()  # off a terminal the table's last line ends without one
         log.info("trainer finished in %.1fs", time.monotonic() - started)
     finally:
         rundir.stop_file.touch()

@@ -294,3 +294,11 @@ def test_status_into_a_pipe_keeps_every_column_of_the_nodes_table(tmp_path):
     assert "node" in header and "credit tokens" in header and "rejected by" in header  # one row, not cut
     assert len(header) > 80
     assert json.loads(as_json.stdout)["run"]["run_id"] == "r"
+
+
+def test_overrides_alone_apply_to_the_default_config(tmp_path):
+    # README: `swarmrl demo trainer.steps=20 ...`: no config path, the first argument is an override.
+    result = swarmrl("demo", "trainer.steps=4", f"run.root='{tmp_path}'", "--dry-run", cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    resolved = json.loads(result.stdout)
+    assert (resolved["run"]["name"], resolved["trainer"]["steps"]) == ("demo", 4)
