@@ -24,7 +24,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
@@ -34,6 +33,7 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.transport import SHORT_RETRY
 from swarmrl.identity import Identity
 from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
+from swarmrl.launch.report import live_table
 from swarmrl.models.adapter import BASE_STEP
 from swarmrl.retry import NO_RETRY
 from swarmrl.rundir import RunDir, write_json_atomic
@@ -426,7 +426,7 @@ def supervise(
     raise if a needed role dies or time runs out."""
     deadline = time.monotonic() + timeout_s
     state = None
-    with Live(swarm_table(None), console=console, refresh_per_second=1, transient=False) as live:
+    with live_table(console, swarm_table(None), refresh_per_second=1) as live:
         while swarm.roles["trainer"].popen.poll() is None or (state is None or state.run_status != "drained"):
             swarm.check_alive()
             if swarm.roles["trainer"].popen.poll() is not None:
