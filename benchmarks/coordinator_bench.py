@@ -37,10 +37,11 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.testing import leased_submit, postgres_server, start_coordinator
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 
 ANCHOR_APP = textwrap.dedent("""
     import sys
@@ -100,14 +101,14 @@ def anchor_part(args: argparse.Namespace) -> None:
     anchor, anchor_url = _start_anchor()
     try:
         trainer, validator_key = Identity.generate(), Identity.generate()
-        admin = CoordinatorClient(coordinator.url, admin_token="bench")
+        admin = AdminClient.at(coordinator.url, admin_token="bench")
         admin.create_run("bench", trainer.node_id)
         admin.add_validator("bench", validator_key.node_id)
-        workers = [CoordinatorClient(coordinator.url, Identity.generate()) for _ in range(8)]
+        workers = [NodeClient.at(coordinator.url, Identity.generate()) for _ in range(8)]
         for worker in workers:
             worker.register()
             worker.join("bench")
-        validator = CoordinatorClient(coordinator.url, validator_key)
+        validator = ValidatorClient.at(coordinator.url, validator_key)
         plain = httpx.Client(base_url=anchor_url)
         plain_clients = [httpx.Client(base_url=anchor_url) for _ in range(8)]
 
@@ -140,7 +141,7 @@ def anchor_part(args: argparse.Namespace) -> None:
             _rate(args.cycles, anchor_cycle, 1),
             _rate(args.cycles, swarm_cycle, 1),
         )
-        assert len(validator.accepted_submissions("bench", 0)) == args.cycles
+        assert len(TrainerClient(validator.transport).accepted_submissions("bench", 0)) == args.cycles
     finally:
         coordinator.kill()
         anchor.kill()
@@ -298,10 +299,10 @@ def swarm_part(args: argparse.Namespace) -> None:
         coordinator = start_coordinator(workdir, db_url=db_url, config=config, admin_token="bench")
         transport = httpx.HTTPTransport(limits=httpx.Limits(max_connections=args.threads))
         try:
-            admin = CoordinatorClient(coordinator.url, admin_token="bench")
+            admin = AdminClient.at(coordinator.url, admin_token="bench")
             admin.create_run("swarm", Identity.generate().node_id)
             nodes = [
-                CoordinatorClient(coordinator.url, Identity.generate(), transport=transport, max_retries=0)
+                NodeClient.at(coordinator.url, Identity.generate(), transport=transport, retry=NO_RETRY)
                 for _ in range(args.nodes)
             ]
             setup = time.monotonic()
@@ -316,7 +317,7 @@ def swarm_part(args: argparse.Namespace) -> None:
             cpu_after = (_cpu_seconds(coordinator.process.pid), _postgres_cpu_seconds(), time.process_time())
             server_after = _server_histograms(coordinator.url)
             requests, closed_s = closed_loop(nodes, "swarm", args.closed_seconds, args.threads)
-            units = admin.step_work("swarm", 0)
+            units = admin.reads.step_work("swarm", 0)
         finally:
             coordinator.kill()
             transport.close()

@@ -35,9 +35,10 @@ from pathlib import Path
 import httpx
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.testing import start_coordinator
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 
 PARTIAL_HEAD = b"POST /v1/runs/bench/heartbeat HTTP/1.1\r\nHost: coordinator\r\nContent-Type: application/json\r\nX-Pad: "
 
@@ -128,7 +129,7 @@ class Samples:
         return f"{len(self.latencies):>6} {self.errors:>6} {1000 * p50:>8.1f} {1000 * p99:>8.1f}"
 
 
-def signed_load(clients: list[CoordinatorClient], newcomer: Identity, url: str, seconds: float, gap: float):
+def signed_load(clients: list[NodeClient], newcomer: Identity, url: str, seconds: float, gap: float):
     """Heartbeats of the kept-alive clients, and of a node that opens a new connection for each request (a
     node joining or reconnecting: it needs the server to accept a new connection)."""
     kept, fresh = Samples(), Samples()
@@ -146,7 +147,7 @@ def signed_load(clients: list[CoordinatorClient], newcomer: Identity, url: str, 
             with lock:
                 samples.latencies.append(time.perf_counter() - started)
 
-    def keep_alive(client: CoordinatorClient) -> None:
+    def keep_alive(client: NodeClient) -> None:
         while time.monotonic() < stop_at:
             timed(kept, lambda: client.heartbeat("bench", policy_step=0))
             time.sleep(gap)
@@ -155,7 +156,7 @@ def signed_load(clients: list[CoordinatorClient], newcomer: Identity, url: str, 
         while time.monotonic() < stop_at:
 
             def beat() -> None:
-                with CoordinatorClient(url, newcomer, max_retries=0, timeout_s=10) as client:
+                with NodeClient.at(url, newcomer, retry=NO_RETRY, timeout_s=10) as client:
                     client.heartbeat("bench", policy_step=0)
 
             timed(fresh, beat)
@@ -246,14 +247,13 @@ def main() -> None:
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, own_limit)
     try:
-        admin = CoordinatorClient(coordinator.url, admin_token="bench")
+        admin = AdminClient.at(coordinator.url, admin_token="bench")
         admin.create_run("bench", Identity.generate().node_id)
         clients = [
-            CoordinatorClient(coordinator.url, Identity.generate(), max_retries=0)
-            for _ in range(args.threads)
+            NodeClient.at(coordinator.url, Identity.generate(), retry=NO_RETRY) for _ in range(args.threads)
         ]
         newcomer = Identity.generate()
-        for client in [*clients, CoordinatorClient(coordinator.url, newcomer)]:
+        for client in [*clients, NodeClient.at(coordinator.url, newcomer)]:
             client.register()
             client.join("bench")
         print(

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from swarmrl.configs import load_config
+from swarmrl.generation.batch import generate_batch
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
@@ -30,7 +31,6 @@ from swarmrl.rollouts import RolloutHeader, write_rollouts
 from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts
 from swarmrl.validator.rollout_checks import validate_file
 from swarmrl.validator.service import local_context
-from swarmrl.worker.rollout import generate_batch
 
 REPO = Path(__file__).resolve().parents[1]
 

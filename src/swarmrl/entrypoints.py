@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from swarmrl.errors import UserError
 
-class EntryError(Exception):
+
+class EntryError(UserError):
     """Named code cannot be imported, is not what it must be, or differs from the code the run pinned."""
 
 

@@ -14,12 +14,18 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from swarmrl.errors import UserError, writing
+
 PUBLIC_KEY_HEX_LEN = 64
 SIGNATURE_HEX_LEN = 128
 
 
 class SignatureError(Exception):
     """A signature or public key is malformed, or does not verify."""
+
+
+class KeyFileError(SignatureError, UserError):
+    """A key file is missing, unreadable or not an Ed25519 PEM private key."""
 
 
 @dataclass(frozen=True)
@@ -41,13 +47,18 @@ class Identity:
 
     @classmethod
     def load(cls, path: str | Path) -> Identity:
-        data = Path(path).read_bytes()
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise KeyFileError(
+                f"{path}: cannot read the key file ({exc.strerror}; `swarmrl keygen` makes one)"
+            ) from exc
         try:
             key = serialization.load_pem_private_key(data, password=None)
-        except ValueError as exc:
-            raise SignatureError(f"{path}: not a PEM private key ({exc})") from exc
+        except (ValueError, TypeError) as exc:
+            raise KeyFileError(f"{path}: not an unencrypted PEM private key ({exc})") from exc
         if not isinstance(key, Ed25519PrivateKey):
-            raise SignatureError(f"{path}: not an Ed25519 key")
+            raise KeyFileError(f"{path}: not an Ed25519 key (make one with `swarmrl keygen --out {path}`)")
         return cls(key)
 
     @classmethod
@@ -61,15 +72,16 @@ class Identity:
 
     def save(self, path: str | Path) -> None:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         pem = self.private_key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(pem)
-        os.replace(tmp, path)
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(pem)
+            os.replace(tmp, path)
 
     @property
     def public_key_bytes(self) -> bytes:

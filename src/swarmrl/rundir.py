@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swarmrl.errors import writing
+
 
 @dataclass(frozen=True)
 class RunDir:
@@ -54,7 +56,7 @@ class RunDir:
         return self.stop_file.exists()
 
     def append_metrics(self, record: dict[str, Any]) -> None:
-        with self.metrics.open("a") as f:
+        with writing(self.metrics), self.metrics.open("a") as f:
             f.write(json.dumps(record) + "\n")
 
     def read_metrics(self) -> list[dict[str, Any]]:
@@ -68,10 +70,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        os.replace(tmp, path)
 
 
 @dataclass(frozen=True)

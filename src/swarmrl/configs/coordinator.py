@@ -46,7 +46,13 @@ class CoordinatorConfig(BaseModel):
     upload_max_bytes: int = Field(
         100 * MIB, ge=1, description="largest rollout file a node may upload (bytes)"
     )
-    uploads_per_hour: int = Field(120, ge=1, description="upload slots one node may open per rolling hour")
+    uploads_per_hour: int | None = Field(
+        None,
+        ge=1,
+        description="upload slots one node may open per rolling hour (429 with Retry-After beyond it); unset "
+        "(the default): no wall-clock cap, only the ones derived from the run's demand — 3 slots per leased "
+        "unit and 3 × (the step's units + lease_slack_units) per step — so one node can do a whole run's work",
+    )
     upload_slot_ttl_s: float = Field(
         900.0, gt=0, description="seconds an upload slot stays valid; its file must have arrived by then"
     )

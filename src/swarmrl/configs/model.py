@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from swarmrl.configs.base import Section
 
 
 class TinyModelSpec(BaseModel):
     """The few numbers that shape a tiny model; everything else takes the architecture's defaults."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt shape field is an error, not a silent default
 
     arch: Literal["qwen2", "qwen3", "llama"] = Field("qwen2", description="HF architecture family")
     hidden_size: int = Field(128, ge=8, description="width of the residual stream")

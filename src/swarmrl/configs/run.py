@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from swarmrl.configs.base import ConfigError, Section
+from swarmrl.configs.base import ConfigError, Section, validation_problems
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.configs.engine import EngineConfig, PagedEngineConfig
 from swarmrl.configs.envs import EnvConfig
@@ -173,9 +173,19 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(str(exc)) from exc
+        raise ConfigError(validation_problems(exc, RunConfig)) from exc
 
 
 def load_run_config(run_dir: Path) -> RunConfig:
     """The resolved config a run directory was prepared with (what its processes all read)."""
-    return RunConfig.model_validate(json.loads((run_dir / "config.json").read_text()))
+    path = Path(run_dir) / "config.json"
+    try:
+        return RunConfig.model_validate(json.loads(path.read_text()))
+    except OSError as exc:
+        raise ConfigError(
+            f"{run_dir} is not a prepared run directory ({path}: {exc.strerror}); `swarmrl sft` or `rl` makes one"
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {validation_problems(exc, RunConfig)}") from exc

@@ -17,3 +17,10 @@ class SwarmSection(Section):
     slow_workers: int = Field(0, ge=0, description="how many of the honest workers run on a slower machine")
     slowdown: float = Field(3.0, ge=1.0, description="how many times longer a slow worker takes per unit")
     poll_seconds: float = Field(0.5, gt=0, description="how often nodes poll the coordinator when idle")
+    coordinator_retry_s: float = Field(
+        120.0,
+        gt=0,
+        description="how long a node of a swarm (worker, validator, trainer) retries one call to a coordinator "
+        "that is down, overloaded or rate limiting (jittered exponential back-off, its Retry-After honoured) "
+        "before it gives up with one line naming the coordinator",
+    )

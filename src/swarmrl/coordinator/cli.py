@@ -12,22 +12,39 @@ import typer
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
+from swarmrl.configs import ConfigError, RunConfig
+from swarmrl.configs import load_config as load_run_config_file
+from swarmrl.configs.base import validation_problems
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import SchemaVersionError
+from swarmrl.retry import RetryPolicy
 
 ADMIN_TOKEN_ENV = "SWARMRL_ADMIN_TOKEN"
+EXIT_REFUSED = 2  # the coordinator refused an operator command (wrong token, unknown run ...): one line
+# An operator command waits up to half a minute for a coordinator that is still starting (or restarting).
+OPERATOR_RETRY = RetryPolicy(attempts=10, deadline_seconds=30.0, initial_seconds=0.25, max_seconds=4.0)
 
 
 def load_config(path: Path | None) -> CoordinatorConfig:
-    """A TOML file (or a run's config.json) holding a `coordinator` table or the fields at top level."""
+    """The coordinator's settings from `path`: a run config as it is (TOML, or a run's config.json), whose
+    [coordinator] table is read and defaulted when absent, or a file holding only the coordinator's fields."""
     if path is None:
         return CoordinatorConfig()
     try:
         text = path.read_text()
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-        return CoordinatorConfig.model_validate(data.get("coordinator", data))
-    except (OSError, ValueError, tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise typer.BadParameter(f"{path}: {exc}", param_hint="--config") from exc
+    except (OSError, ValueError) as exc:  # TOMLDecodeError is a ValueError
+        raise ConfigError(
+            f"{path}: cannot read it as {'JSON' if path.suffix == '.json' else 'TOML'} ({exc})"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a table of settings")
+    if set(data) <= set(CoordinatorConfig.model_fields):
+        try:
+            return CoordinatorConfig.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: {validation_problems(exc, CoordinatorConfig)}") from exc
+    return load_run_config_file(path, []).coordinator
 
 
 def coordinator(
@@ -45,7 +62,9 @@ def coordinator(
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option(help="TOML: a run config (its coordinator table) or the fields at top level"),
+        typer.Option(
+            help="the run config as it is (its [coordinator] table; defaults when absent), or a TOML of those fields"
+        ),
     ] = None,
     port_file: Annotated[Path | None, typer.Option(help="write the bound port here once listening")] = None,
     s3_bucket: Annotated[
@@ -78,10 +97,6 @@ def coordinator(
     serve(app, host, port, port_file=port_file, log_level=log_level)
 
 
-if __name__ == "__main__":
-    typer.run(coordinator)
-
-
 admin = typer.Typer(
     help="Operator commands against a running coordinator (admin token from the environment)."
 )
@@ -89,52 +104,89 @@ CoordinatorUrl = Annotated[str, typer.Option("--coordinator", help="coordinator 
 AdminToken = Annotated[str, typer.Option(envvar=ADMIN_TOKEN_ENV, help="the coordinator's admin token")]
 
 
-def _public_key(value: str) -> str:
-    """A hex Ed25519 public key, or the PEM private key file it belongs to."""
-    from swarmrl.identity import Identity
+def _public_key(value: str, option: str) -> str:
+    """A hex Ed25519 public key, or the PEM private key file it belongs to (`swarmrl keygen --out FILE`)."""
+    from swarmrl.identity import PUBLIC_KEY_HEX_LEN, Identity, KeyFileError
 
-    path = Path(value)
-    return Identity.load(path).node_id if path.is_file() else value
+    if Path(value).is_file():
+        return Identity.load(value).node_id
+    if len(value) == PUBLIC_KEY_HEX_LEN and all(c in "0123456789abcdefABCDEF" for c in value):
+        return value.lower()
+    suggested = value if value.endswith(".pem") else "key.pem"
+    raise KeyFileError(
+        f"{option} {value!r} is neither a key file nor a {PUBLIC_KEY_HEX_LEN}-digit hex public key "
+        f"(make a key with `swarmrl keygen --out {suggested}`)"
+    )
 
 
 def _admin_call(coordinator_url: str, token: str, call) -> None:
-    from swarmrl.coordinator.client import CoordinatorClient
+    from swarmrl.coordinator.client import AdminClient
     from swarmrl.coordinator.errors import CoordinatorError
 
-    with CoordinatorClient(coordinator_url, admin_token=token, max_retries=2) as client:
+    with AdminClient.at(coordinator_url, admin_token=token, retry=OPERATOR_RETRY) as client:
         try:
             result = call(client)
         except CoordinatorError as exc:
             typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from exc
+            raise typer.Exit(EXIT_REFUSED) from exc
     typer.echo(result.model_dump_json(indent=2))
+
+
+RunConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="the run config: its run id (run.run_id, else run.name), its async_level"),
+]
+RunIdOption = Annotated[str | None, typer.Option(help="the run (default: the run config's run id)")]
+
+
+def _run_of(config: Path | None, run_id: str | None) -> tuple[str, RunConfig | None]:
+    """The run an operator command is about: --run-id, else the run config's id (they must agree)."""
+    settings = load_run_config_file(str(config), []) if config is not None else None
+    if settings is None and run_id is None:
+        raise typer.BadParameter("give --config (the run config) or --run-id", param_hint="--run-id")
+    if settings is not None and run_id is not None and run_id != settings.run.id:
+        raise typer.BadParameter(f"--run-id {run_id!r} differs from the config's run id {settings.run.id!r}")
+    return run_id or settings.run.id, settings
 
 
 @admin.command("create-run")
 def create_run(
-    run_id: Annotated[str, typer.Option(help="name of the new run")],
-    trainer_key: Annotated[str, typer.Option(help="trainer's hex public key, or its PEM key file")],
+    trainer_key: Annotated[
+        str, typer.Option(help="trainer's key file (`swarmrl keygen --out FILE`) or its hex public key")
+    ],
     coordinator_url: CoordinatorUrl,
     token: AdminToken,
+    config: RunConfigOption = None,
+    run_id: RunIdOption = None,
     async_level: Annotated[
-        int, typer.Option(help="oldest policy a submission may use: step - async_level")
-    ] = 2,
+        int | None,
+        typer.Option(
+            help="oldest policy a submission may use: step - async_level (default: the config's, or 2)"
+        ),
+    ] = None,
 ) -> None:
     """Open a run for a trainer; prints its state, including the run secret that keys task seeds."""
-    key = _public_key(trainer_key)
-    _admin_call(coordinator_url, token, lambda c: c.create_run(run_id, key, async_level=async_level))
+    run, settings = _run_of(config, run_id)
+    if async_level is None:
+        async_level = settings.worker.async_level if settings is not None else 2
+    key = _public_key(trainer_key, "--trainer-key")
+    _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, async_level=async_level))
 
 
 @admin.command("add-validator")
 def add_validator(
-    run_id: Annotated[str, typer.Option(help="the run")],
-    validator_key: Annotated[str, typer.Option(help="validator's hex public key, or its PEM key file")],
+    validator_key: Annotated[
+        str, typer.Option(help="validator's key file (`swarmrl keygen --out FILE`) or its hex public key")
+    ],
     coordinator_url: CoordinatorUrl,
     token: AdminToken,
+    config: RunConfigOption = None,
+    run_id: RunIdOption = None,
 ) -> None:
     """Let a validator key post verdicts for a run."""
-    key = _public_key(validator_key)
-    _admin_call(coordinator_url, token, lambda c: c.add_validator(run_id, key))
+    run, _ = _run_of(config, run_id)
+    key = _public_key(validator_key, "--validator-key")
+    _admin_call(coordinator_url, token, lambda c: c.add_validator(run, key))
 
 
 @admin.command("ban")
@@ -156,3 +208,7 @@ def unban(
 ) -> None:
     """Lift a ban."""
     _admin_call(coordinator_url, token, lambda c: c.unban(node_id))
+
+
+if __name__ == "__main__":  # `python -m swarmrl.coordinator.cli`: what coordinator.testing starts
+    typer.run(coordinator)

@@ -45,8 +45,14 @@ class ConflictError(ApiError):
 
 
 class RateLimitError(ApiError):
+    """Too many requests from one node (429); `retry_after_s` tells it when to ask again (Retry-After)."""
+
     status = 429
     kind = "rate_limited"
+
+    def __init__(self, detail: str, *, kind: str | None = None, retry_after_s: float = 1.0) -> None:
+        super().__init__(detail, kind=kind)
+        self.retry_after_s = retry_after_s
 
 
 class SchemaVersionError(Exception):
@@ -54,10 +60,12 @@ class SchemaVersionError(Exception):
 
 
 class CoordinatorError(Exception):
-    """Raised by `CoordinatorClient`: the server refused (status, kind) or could not be reached (status 0)."""
+    """Raised by the coordinator clients: the server refused (status, kind) or could not be reached (status
+    0); `retry_after_s` is what a 429/503 answer asked the caller to wait, when it said."""
 
-    def __init__(self, status: int, kind: str, detail: str) -> None:
+    def __init__(self, status: int, kind: str, detail: str, retry_after_s: float | None = None) -> None:
         super().__init__(f"coordinator answered {status} {kind}: {detail}")
         self.status = status
         self.kind = kind
         self.detail = detail
+        self.retry_after_s = retry_after_s

@@ -13,9 +13,11 @@ from rich.table import Table
 from rich.text import Text
 
 from swarmrl.coordinator.api import ISLANDS_PREFIX, MetricPoint, RunSummary
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import PublicReads
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import SHORT_RETRY
 
+OFF_TERMINAL_WIDTH = 1000  # wide enough for every column of the nodes table: tables keep their natural width
 NODE_COLUMNS = ("held", "accepted", "rejected", "pending", "trained", "credit_tokens", "wiped_tokens")
 
 
@@ -121,7 +123,14 @@ def summary_view(summary: RunSummary, url: str) -> Group:
     return Group(*parts)
 
 
-def pick_run(client: CoordinatorClient, run_id: str | None) -> str:
+def summary_console() -> Console:
+    """Rich at the terminal's width; into a file or a pipe (a log, `| less`, a monitoring script) every table
+    at its full width, never cut to rich's default 80 columns."""
+    console = Console()
+    return console if console.is_terminal else Console(width=OFF_TERMINAL_WIDTH)
+
+
+def pick_run(client: PublicReads, run_id: str | None) -> str:
     """The run asked for, else the coordinator's open run (the newest when several are), else its newest."""
     if run_id:
         return run_id
@@ -142,9 +151,9 @@ def status(
     json_output: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Print a swarm run's summary: step and rate, reward by step, nodes, rejections, validator backlog."""
-    console = Console()
+    console = summary_console()
     try:
-        with CoordinatorClient(coordinator, max_retries=1, timeout_s=10.0) as client:
+        with PublicReads.at(coordinator, retry=SHORT_RETRY, timeout_s=10.0) as client:
             run = pick_run(client, run_id)
             if json_output:
                 console.print_json(client.summary(run).model_dump_json())
@@ -157,7 +166,9 @@ def status(
                     time.sleep(watch)
                     live.update(summary_view(client.summary(run), coordinator))
     except CoordinatorError as exc:
-        console.print(f"[red]{coordinator}: {exc}[/red]")
-        raise typer.Exit(1) from exc
+        if exc.status == 0:
+            raise  # the boundary names the coordinator that does not answer, in one line
+        typer.echo(f"error: {coordinator}: {exc}", err=True)
+        raise typer.Exit(2) from exc
     except KeyboardInterrupt:
         return

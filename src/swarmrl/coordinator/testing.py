@@ -69,7 +69,7 @@ def start_coordinator(
     port_file = workdir / "port"
     port_file.unlink(missing_ok=True)
     config_file = workdir / "coordinator.toml"
-    config_file.write_text(_toml((config or CoordinatorConfig()).model_dump(mode="json")))
+    config_file.write_text(_toml((config or CoordinatorConfig()).model_dump(mode="json", exclude_none=True)))
     log = workdir / "coordinator.log"
     command = [
         sys.executable,
@@ -304,15 +304,24 @@ class ClockedCoordinator:
         )
         self.server = serve_in_thread(self.app)
         self.url = self.server.url
-        self.admin = self.client(admin_token=self.ADMIN)
-        self.trainer, self.validator = self.client(Identity.generate()), self.client(Identity.generate())
+        from swarmrl.coordinator.client import AdminClient, TrainerClient, ValidatorClient
+
+        self.admin = self.as_(AdminClient, admin_token=self.ADMIN)
+        self.trainer = self.as_(TrainerClient, Identity.generate())
+        self.validator = self.as_(ValidatorClient, Identity.generate())
         self.admin.create_run(run_id, self.trainer.node_id)
         self.admin.add_validator(run_id, self.validator.node_id)
 
     def client(self, identity=None, **kw):
-        from swarmrl.coordinator.client import CoordinatorClient
+        from swarmrl.coordinator.client import NodeClient
 
-        return CoordinatorClient(self.url, identity, clock=self.clock, max_retries=0, **kw)
+        return self.as_(NodeClient, identity, **kw)
+
+    def as_(self, role, identity=None, **kw):
+        """A client of `role` (a client class) signing with `identity`, on the world's fake clock, no retries."""
+        from swarmrl.retry import NO_RETRY
+
+        return role.at(self.url, identity, clock=self.clock, retry=NO_RETRY, **kw)
 
     def node(self):
         """A registered member of the run."""
@@ -324,9 +333,10 @@ class ClockedCoordinator:
         return node
 
     def added_validator(self):
+        from swarmrl.coordinator.client import ValidatorClient
         from swarmrl.identity import Identity
 
-        validator = self.client(Identity.generate())
+        validator = self.as_(ValidatorClient, Identity.generate())
         self.admin.add_validator(self.run_id, validator.node_id)
         return validator
 

@@ -17,6 +17,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.errors import listen_error
 from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, Phase
 
 
@@ -48,14 +49,18 @@ def guarded_uvicorn_config(
     return uvicorn.Config(app, http=protocol, backlog=guard.backlog, **config), guard
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, what: str = "server") -> socket.socket:
     """A TCP socket bound here, to serve with `uvicorn.Server.run(sockets=[...])`: port 0 works and the bound
-    port can be read back."""
+    port can be read back. A port another process holds is `AddressInUse` naming `what` and host:port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says TCP, and with
     # Nagle on, a response written as headers then body waits for the delayed ACK (~40 ms) of the first write.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise listen_error(exc, host, port, what) from exc
     sock.set_inheritable(True)
     return sock

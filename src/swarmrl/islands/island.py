@@ -24,10 +24,10 @@ from swarmrl.diloco.communicators.torchft_comm import replica_manager
 from swarmrl.islands.communicator import QuorumCommunicator
 from swarmrl.islands.merge import IslandMerger, MergeRecord
 from swarmrl.islands.versions import merging_fragment
-from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir
+from swarmrl.trainer.role import trainer_role
 
 log = logging.getLogger(__name__)
 

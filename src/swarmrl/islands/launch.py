@@ -124,10 +124,7 @@ class IslandFleet:
             return
         broken = self.groups[index].failed()
         if broken is not None:
-            raise LaunchError(
-                f"island {index}: {broken.name} exited with code {broken.popen.returncode}; "
-                f"last lines of its log:\n{broken.tail()}"
-            )
+            raise LaunchError(f"island {index}: {broken.failure()}")
 
     def kill(self, index: int) -> None:
         """SIGKILL an island's trainer and workers (a machine lost without warning)."""

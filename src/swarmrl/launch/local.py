@@ -6,11 +6,10 @@ import logging
 import time
 
 from rich.console import Console
-from rich.live import Live
 
 from swarmrl.configs import RunConfig
 from swarmrl.launch.processes import ProcessGroup
-from swarmrl.launch.report import metrics_table, plot_reward_curve
+from swarmrl.launch.report import live_table, metrics_table, plot_reward_curve
 from swarmrl.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ def run_local(
                 cpu_cores={core} if pin_cores else None,
             )
         started = time.monotonic()
-        with Live(metrics_table([]), console=console, refresh_per_second=2, transient=False) as live:
+        with live_table(console, metrics_table([]), refresh_per_second=2) as live:
             group.wait(trainer, poll=lambda: live.update(metrics_table(rundir.read_metrics())))
             live.update(metrics_table(rundir.read_metrics()))
         log.info("trainer finished in %.1fs", time.monotonic() - started)

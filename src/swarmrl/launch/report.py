@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console, RenderableType
+from rich.live import Live
 from rich.table import Table
 
 from swarmrl.eval_metrics import at_k_scores, is_eval_record
+
+
+@contextmanager
+def live_table(console: Console, table: RenderableType, refresh_per_second: float) -> Iterator[Live]:
+    """A live table that stays on screen; off a terminal (a log, a pipe) its last line gets the newline rich
+    leaves off, so what is printed next starts on a line of its own."""
+    try:
+        with Live(table, console=console, refresh_per_second=refresh_per_second, transient=False) as live:
+            yield live
+    finally:
+        if not console.is_terminal:
+            console.line()
 
 
 def metrics_table(records: list[dict[str, Any]], last: int = 8) -> Table:

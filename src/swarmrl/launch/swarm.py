@@ -26,18 +26,20 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
 from swarmrl.coordinator.cli import ADMIN_TOKEN_ENV
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, PublicReads
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import SHORT_RETRY
 from swarmrl.identity import Identity
 from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
-from swarmrl.launch.roles import origin_url_file
+from swarmrl.launch.report import live_table
 from swarmrl.models.adapter import BASE_STEP
+from swarmrl.retry import NO_RETRY
 from swarmrl.rundir import RunDir, write_json_atomic
+from swarmrl.trainer.role import origin_url_file
 
 NODE_EJECTED_EXIT = 3  # `swarmrl worker` exits with this when the coordinator bans it
 
@@ -70,9 +72,7 @@ def wait_for_file(path: Path, process: RoleProcess, timeout_s: float = 180.0) ->
         if path.exists():
             return path.read_text().strip()
         if process.popen.poll() is not None:
-            raise LaunchError(
-                f"{process.name} exited with code {process.popen.returncode}:\n{process.tail()}"
-            )
+            raise LaunchError(process.failure())
         time.sleep(0.1)
     raise LaunchError(f"{process.name} did not write {path} within {timeout_s:.0f}s:\n{process.tail()}")
 
@@ -104,8 +104,8 @@ class Swarm:
     def identity(self, name: str) -> Identity:
         return Identity.load_or_create(self.key(name))
 
-    def admin(self) -> CoordinatorClient:
-        return CoordinatorClient(self.coordinator_url, admin_token=self.admin_token)
+    def admin(self) -> AdminClient:
+        return AdminClient.at(self.coordinator_url, admin_token=self.admin_token)
 
     def start(self, name: str, starter: Callable[[], RoleProcess]) -> RoleProcess:
         self.starters[name] = starter
@@ -144,7 +144,7 @@ class Swarm:
                 or (name in self.cheaters and code == NODE_EJECTED_EXIT)
             ):
                 continue
-            raise LaunchError(f"{name} exited with code {code}; last lines of its log:\n{role.tail()}")
+            raise LaunchError(role.failure())
 
 
 def start_swarm(
@@ -290,10 +290,10 @@ def restart_coordinator(swarm: Swarm) -> None:
 
 def _wait_healthy(swarm: Swarm, process: RoleProcess, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
-    with CoordinatorClient(swarm.coordinator_url, max_retries=0, timeout_s=2.0) as client:
+    with PublicReads.at(swarm.coordinator_url, retry=NO_RETRY, timeout_s=2.0) as client:
         while time.monotonic() < deadline:
             try:
-                client.request("GET", "/healthz", signed=False)
+                client.transport.request("GET", "/healthz", signed=False)
                 return
             except CoordinatorError:
                 if process.popen.poll() is not None:
@@ -364,7 +364,7 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
     }
     by_id = {record.node_id: record for record in nodes.values()}
     reject_checks: dict[str, list[str]] = {name: [] for name in nodes}
-    with CoordinatorClient(swarm.coordinator_url, max_retries=2) as client:
+    with PublicReads.at(swarm.coordinator_url, retry=SHORT_RETRY) as client:
         run = client.run_state(run_id)
         submissions = all_pages(lambda after: client.submissions(run_id, after_id=after), lambda s: s.id)
         for submission in submissions:
@@ -466,7 +466,7 @@ def supervise(
     raise if a needed role dies or time runs out. `on_poll` sees each snapshot (None: none yet)."""
     deadline = time.monotonic() + timeout_s
     state = None
-    with Live(swarm_table(None), console=console, refresh_per_second=1, transient=False) as live:
+    with live_table(console, swarm_table(None), refresh_per_second=1) as live:
         while swarm.roles["trainer"].popen.poll() is None or (state is None or state.run_status != "drained"):
             swarm.check_alive()
             if swarm.roles["trainer"].popen.poll() is not None:

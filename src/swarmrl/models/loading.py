@@ -21,6 +21,7 @@ from transformers import (
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
+from swarmrl.errors import UserError, writing
 from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_checkpoint
 from swarmrl.models.checkpoint import policy_state
 from swarmrl.models.construction import MODEL_CONSTRUCTION
@@ -36,7 +37,7 @@ hf_logging.disable_progress_bar()
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class ModelLoadError(Exception):
+class ModelLoadError(UserError):
     """A model directory is missing, incomplete or not a causal LM."""
 
 
@@ -125,8 +126,13 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    yield tmp
+    try:
+        with writing(path):
+            tmp.mkdir(parents=True)
+            yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a half-written directory only takes space
+        raise
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
+from swarmrl.errors import writing
 from swarmrl.identity import Identity, SignatureError, verify
 from swarmrl.rollouts.errors import RolloutError
 from swarmrl.rollouts.schema import (
@@ -90,10 +91,11 @@ def write_rollouts(
             raise RolloutError("the signing key is not the header's node id")
         metadata[_META_SIGNATURE] = identity.sign_hex(_digest(header, table, schema)).encode()
     table = table.replace_schema_metadata(metadata)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
     return path
 
 

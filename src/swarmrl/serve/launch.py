@@ -60,7 +60,7 @@ def run_server(served: Served, host: str, port: int, url_file: Path | None) -> N
         access_log=False,
         timeout_graceful_shutdown=5,
     )
-    sock = bind(host, port)
+    sock = bind(host, port, "serve")
     sock.listen(guard.backlog)
     url = f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
     if url_file is not None:

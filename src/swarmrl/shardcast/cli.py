@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,9 +14,10 @@ from typing import Annotated, Any
 import typer
 from aiohttp import web
 
-from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option
+from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option, public_key_option
 from swarmrl.configs.shardcast import DEFAULT_SHARD_SIZE, ClientConfig, OriginConfig, RelayConfig
 from swarmrl.httpserve import raise_open_file_limit
+from swarmrl.httpserve.reach import loopback_warning
 from swarmrl.identity import Identity
 from swarmrl.rundir import write_text_atomic
 from swarmrl.shardcast.client import fetch_checkpoint
@@ -27,17 +29,21 @@ from swarmrl.shardcast.relay import Relay
 async def _serve_until_signalled(
     start,
     name: str,
+    bound_host: str,
     url_file: Path | None = None,
     advertise: str | None = None,
     beside: Callable[[str], Coroutine[Any, Any, None]] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; the URL peers are to open (`advertise`, else the bound one) is printed and
-    written to `url_file`, and `beside(that url)` runs alongside (cancelled at the end)."""
+    written to `url_file`, and `beside(that url)` runs alongside (cancelled at the end). A URL that only this
+    machine can open, on a server bound for others, is warned about."""
     raise_open_file_limit()
     runner: web.AppRunner
     runner, url = await start()
     public = advertise or url
     print(f"{name} listening on {url}" + (f", advertised as {public}" if public != url else ""), flush=True)
+    if (warning := loopback_warning(public, bound_host)) is not None:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     if url_file is not None:
         write_text_atomic(url_file, public)
     stop = asyncio.Event()
@@ -57,7 +63,9 @@ async def _serve_until_signalled(
 
 def relay(
     upstream: Annotated[list[str], typer.Option(help="origin or relay base URL to mirror (repeatable)")],
-    trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
+    trainer_public_key: Annotated[
+        str, typer.Option(help="hex Ed25519 public key of the trainer", callback=public_key_option)
+    ],
     host: Annotated[str, typer.Option(help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: OS picks)")] = 0,
     advertise: Annotated[
@@ -105,7 +113,7 @@ def relay(
         def beside(url: str):
             return report_forever(server, url, coordinator, run_id, key)
 
-    asyncio.run(_serve_until_signalled(server.start, "relay", url_file, advertise, beside))
+    asyncio.run(_serve_until_signalled(server.start, "relay", host, url_file, advertise, beside))
 
 
 def origin(
@@ -125,7 +133,7 @@ def origin(
     """Serve every published version under the checkpoint root (rescanned for new ones)."""
     logging.basicConfig(level=logging.INFO)
     server = Origin(checkpoint_root, Identity.load(key), run_id, OriginConfig(host=host, port=port))
-    asyncio.run(_serve_until_signalled(server.start, "origin", url_file, advertise))
+    asyncio.run(_serve_until_signalled(server.start, "origin", host, url_file, advertise))
 
 
 def publish(
@@ -147,7 +155,9 @@ def publish(
 def fetch(
     source: Annotated[list[str], typer.Option(help="origin or relay base URL (repeatable)")],
     dest: Annotated[Path, typer.Option(help="directory that receives step_<k>/")],
-    trainer_public_key: Annotated[str, typer.Option(help="hex Ed25519 public key of the trainer")],
+    trainer_public_key: Annotated[
+        str, typer.Option(help="hex Ed25519 public key of the trainer", callback=public_key_option)
+    ],
     run_id: Annotated[str, typer.Option(help="run the checkpoint must belong to (signed into its manifest)")],
     version: Annotated[int | None, typer.Option(help="version to fetch (default: newest verified)")] = None,
     concurrency: Annotated[int, typer.Option(help="shards downloaded at once")] = 8,
@@ -159,5 +169,5 @@ def fetch(
         )
     except ShardcastError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise typer.Exit(2) from exc
     print(path)

@@ -10,10 +10,9 @@ import asyncio
 import logging
 from pathlib import Path
 
-import httpx
-
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import MemberClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import SHORT_RETRY
 from swarmrl.identity import Identity
 from swarmrl.shardcast.relay import Relay
 
@@ -24,7 +23,7 @@ REJOIN = {"not_registered", "not_member", "ejected"}  # a heartbeat refused for 
 
 async def report_forever(relay: Relay, url: str, coordinator_url: str, run_id: str, key: Path) -> None:
     """Join `run_id` as the node of `key`, then send `relay.status(url)` with every heartbeat until cancelled."""
-    with CoordinatorClient(coordinator_url, Identity.load_or_create(key)) as client:
+    with MemberClient.at(coordinator_url, Identity.load_or_create(key), retry=SHORT_RETRY) as client:
         joined = False
         while True:
             delay = RETRY_S
@@ -35,7 +34,7 @@ async def report_forever(relay: Relay, url: str, coordinator_url: str, run_id: s
                     joined = True
                 ack = await asyncio.to_thread(client.heartbeat, run_id, relay=relay.status(url))
                 delay = ack.next_heartbeat_s
-            except (CoordinatorError, httpx.HTTPError) as exc:
+            except CoordinatorError as exc:
                 log.warning("relay: no report to the coordinator: %s", exc)
                 joined = joined and not (isinstance(exc, CoordinatorError) and exc.kind in REJOIN)
             await asyncio.sleep(delay)

@@ -183,11 +183,21 @@ class Origin:
     async def start(self) -> tuple[web.AppRunner, str]:
         """Serve on the running loop; returns the runner (`await runner.cleanup()` stops) and the URL."""
         return await start_site(
-            self.app(), self.config.host, self.config.port, self.config.connections, self.metrics
+            self.app(),
+            self.config.host,
+            self.config.port,
+            self.config.connections,
+            self.metrics,
+            "shardcast origin",
         )
 
     def serve_in_thread(self) -> ServerThread:
         """Serve from a background thread (for a synchronous trainer); `.url`, `.stop()`."""
         return ServerThread(
-            self.app, self.config.host, self.config.port, self.config.connections, self.metrics
+            self.app,
+            self.config.host,
+            self.config.port,
+            self.config.connections,
+            self.metrics,
+            "shardcast origin",
         ).start()

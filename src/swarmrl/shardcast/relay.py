@@ -180,12 +180,12 @@ class Relay:
 
     async def start(self) -> tuple[web.AppRunner, str]:
         return await start_site(
-            self.app(), self.config.host, self.config.port, self.config.connections, self.metrics
+            self.app(), self.config.host, self.config.port, self.config.connections, self.metrics, "relay"
         )
 
     def serve_in_thread(self) -> ServerThread:
         return ServerThread(
-            self.app, self.config.host, self.config.port, self.config.connections, self.metrics
+            self.app, self.config.host, self.config.port, self.config.connections, self.metrics, "relay"
         ).start()
 
     async def _background(self, app: web.Application):

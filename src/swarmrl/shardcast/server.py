@@ -26,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.core import Metric
 
 from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.errors import listen_error
 from swarmrl.httpserve import ConnectionGuard, GuardedAppRunner
 
 MAX_LONG_POLL_S = 60.0
@@ -318,8 +319,10 @@ class ServerThread:
         port: int = 0,
         limits: ConnectionLimits | None = None,
         metrics: ServerMetrics | None = None,
+        what: str = "shardcast server",
     ) -> None:
         self._app_factory = app_factory
+        self._what = what
         self._host, self._port = host, port
         self._limits, self._metrics = limits, metrics
         self.loop = asyncio.new_event_loop()
@@ -335,7 +338,7 @@ class ServerThread:
 
     async def _start(self) -> str:
         self._runner, url = await start_site(
-            self._app_factory(), self._host, self._port, self._limits, self._metrics
+            self._app_factory(), self._host, self._port, self._limits, self._metrics, self._what
         )
         return url
 
@@ -370,15 +373,21 @@ async def start_site(
     port: int,
     limits: ConnectionLimits | None = None,
     metrics: ServerMetrics | None = None,
+    what: str = "shardcast server",
 ) -> tuple[web.AppRunner, str]:
     """Start serving `app` behind the slow-client guard; return the runner (call `cleanup()` to stop) and the
-    base URL it listens on. `metrics` then also report the guard's figures."""
+    base URL it listens on. `metrics` then also report the guard's figures. A port another process holds is
+    `AddressInUse` naming host:port, after the runner (and what the app opened) is cleaned up."""
     runner = GuardedAppRunner(app, limits, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     if metrics is not None:
         metrics.connections = runner.guard
     site = web.TCPSite(runner, host, port, reuse_address=True, backlog=runner.guard.backlog)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise listen_error(exc, host, port, what) from exc
     bound_port = runner.addresses[0][1]  # the OS's pick when port == 0
     return runner, served_url(host, bound_port)
 

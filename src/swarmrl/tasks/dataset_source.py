@@ -19,6 +19,9 @@ from swarmrl.configs.tasks import SOLVE_RATE_FIELDS, DatasetSourceConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.task import ListTaskSource, Task, TaskSource
 
+# Columns every row must have (task_type may come from the source's default_task_type); docs/datasets.md.
+REQUIRED_COLUMNS = ("prompt", "verification_info", "task_type")
+
 
 def row_to_task(
     row: dict[str, Any],
@@ -31,6 +34,12 @@ def row_to_task(
     """One dataset row as a Task; TaskError naming `where` (file and row) and the field when malformed."""
     if not isinstance(row, dict):
         raise TaskError(f"{where}: row is not an object")
+    missing = [column for column in REQUIRED_COLUMNS if column not in row]
+    if missing and not (missing == ["task_type"] and default_task_type):
+        raise TaskError(
+            f"{where}: no {', '.join(repr(c) for c in missing)} column (the row has {', '.join(map(repr, row))}); "
+            f"a task row needs {', '.join(REQUIRED_COLUMNS)}: see docs/datasets.md"
+        )
     prompt = row.get("prompt")
     if not isinstance(prompt, str) or not prompt:
         raise TaskError(f"{where}: field 'prompt' must be a non-empty string")
@@ -89,13 +98,15 @@ def read_rows(path: Path) -> Iterator[dict[str, Any]]:
         raise TaskError(f"{path}: unsupported dataset format (want .jsonl, .jsonl.gz or .parquet)")
     opener = gzip.open if name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle):
+        for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
                 yield json.loads(line)
             except json.JSONDecodeError as exc:
-                raise TaskError(f"{path} row {line_number}: not valid JSON: {exc}") from exc
+                raise TaskError(
+                    f"{path} line {line_number}: not valid JSON ({exc}); one JSON object per line"
+                ) from exc
 
 
 def tasks_from_rows(

@@ -1,7 +1,9 @@
 """The one exception family of the task/reward boundary."""
 
+from swarmrl.errors import UserError
 
-class TaskError(Exception):
+
+class TaskError(UserError):
     """A task source, dataset row or task configuration is malformed or inconsistent."""
 
 

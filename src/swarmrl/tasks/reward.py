@@ -56,6 +56,11 @@ def register_verifier(task_type: str, factory: VerifierFactory) -> None:
     _FACTORIES[task_type] = factory
 
 
+def verifier_types() -> set[str]:
+    """The task types a reward can be computed for."""
+    return set(_FACTORIES)
+
+
 class RewardComputer:
     """Holds one verifier per task type (and their pools), or the run's reward functions, for a config;
     thread-safe."""

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from swarmrl.errors import writing
 from swarmrl.models import save_pretrained_atomic
 from swarmrl.steps import checkpoint_dir, list_checkpoints
 
@@ -57,20 +58,23 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 def save_trainer_state(
     state_root: Path, step: int, optimizer_state: dict[str, Any], scheduler: Any, extra: dict[str, Any]
 ) -> Path:
-    state_root.mkdir(parents=True, exist_ok=True)
     path = state_root / f"step_{step}.pt"
     tmp = state_root / f".step_{step}.pt.{os.getpid()}.tmp"
-    torch.save(
-        {
-            "step": step,
-            "optimizer": optimizer_state,
-            "scheduler": scheduler.state_dict(),
-            "rng": _rng_state(),
-            "extra": extra,
-        },
-        tmp,
-    )
-    os.replace(tmp, path)
+    state = {
+        "step": step,
+        "optimizer": optimizer_state,
+        "scheduler": scheduler.state_dict(),
+        "rng": _rng_state(),
+        "extra": extra,
+    }
+    try:
+        with writing(path):
+            state_root.mkdir(parents=True, exist_ok=True)
+            torch.save(state, tmp)
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a half-written state only takes space
+        raise
     for old in state_root.glob("step_*.pt"):
         if old != path:
             old.unlink(missing_ok=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from swarmrl.errors import UserError
 from swarmrl.rollouts import RolloutError, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
 from swarmrl.rollouts.advantages import OnlineFilter
 
@@ -23,8 +24,9 @@ log = logging.getLogger(__name__)
 Scorer = Callable[[list[RolloutRow]], list[ScoredRow]]
 
 
-class NotEnoughRollouts(Exception):
-    """No usable rollouts arrived for a step within the configured wait."""
+class NotEnoughRollouts(UserError):
+    """No usable rollouts arrived for a step within the configured wait (workers down or too slow for
+    `max_wait_seconds`, or tasks the policy always or never solves): the run ends saying which."""
 
 
 @dataclass

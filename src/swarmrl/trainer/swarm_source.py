@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmrl.coordinator.api import SubmissionInfo
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.rundir import RunDir, write_json_atomic
 
@@ -47,7 +47,7 @@ def next_demand(files_per_step: float, waiting: int) -> int:
 
 @dataclass
 class AcceptedSubmissions:
-    client: CoordinatorClient
+    client: TrainerClient
     run_id: str
     rundir: RunDir
     units_per_step: int = 8  # first guess of the files a step uses; each closed step refines it
@@ -65,7 +65,7 @@ class AcceptedSubmissions:
     def open_step(self, step: int) -> None:
         if step in self._demanded:  # opened by closing the step before, with its demand
             return
-        current = self.client.run_state(self.run_id).current_step
+        current = self.client.reads.run_state(self.run_id).current_step
         if current < step:
             self.client.publish_step(self.run_id, step, units=self._demand(step))
         elif current == step:  # the first step, or a trainer resumed on the open step
@@ -77,7 +77,7 @@ class AcceptedSubmissions:
         the steps before it still in flight (they carry over when they land)."""
         waiting = len(self.client.training_feed(self.run_id, step))
         for earlier in range(max(0, step - self.async_level), step):
-            work = self.client.step_work(self.run_id, earlier)
+            work = self.client.reads.step_work(self.run_id, earlier)
             waiting += work.leased + work.submitted
         return next_demand(self._estimate(), waiting)
 
@@ -111,7 +111,7 @@ class AcceptedSubmissions:
 
     def _top_up(self, step: int) -> None:
         """Nothing new, nothing in flight, nothing left to lease, and the step is not full: ask for one more."""
-        work = self.client.step_work(self.run_id, step)
+        work = self.client.reads.step_work(self.run_id, step)
         if work.open_units == 0 and work.leased == 0 and work.submitted == 0:
             try:
                 self.client.set_demand(self.run_id, step, work.demand + 1)

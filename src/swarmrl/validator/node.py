@@ -27,8 +27,9 @@ import torch
 from swarmrl.configs import RunConfig
 from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.coordinator.api import SubmissionInfo
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import node_retry
 from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.envs.build import env_replay
 from swarmrl.identity import Identity
@@ -109,7 +110,7 @@ class FetchedPolicies(PolicyCache):
 
 def swarm_context(
     config: RunConfig,
-    client: CoordinatorClient,
+    client: ValidatorClient,
     options: ValidatorOptions,
     trainer_key: str,
     device: torch.device,
@@ -125,7 +126,7 @@ def swarm_context(
     )
     newest = None
     while newest is None:
-        step = client.run_state(options.run_id).current_step
+        step = client.reads.run_state(options.run_id).current_step
         newest = latest_version(
             options.relays, trainer_key, ceiling=step, config=config.shardcast.client, run_id=options.run_id
         )
@@ -165,7 +166,7 @@ def leased_unit(context: ValidationContext, submission: SubmissionInfo) -> Valid
 
 
 def judge(
-    client: CoordinatorClient, submission: SubmissionInfo, context: ValidationContext, work_dir: Path
+    client: ValidatorClient, submission: SubmissionInfo, context: ValidationContext, work_dir: Path
 ) -> dict:
     """The verdict of one submission, judged once: a recorded verdict is returned as it was."""
     record_path = work_dir / "verdicts" / f"{submission.id}.json"
@@ -219,10 +220,11 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     device = resolve_device(options.device)  # a missing GPU is refused before the validator registers
     reward_computer(config.tasks)  # and so are reward functions other than the run pinned
     identity = Identity.load_or_create(options.key)
-    client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
+    retry = node_retry(config.swarm.coordinator_retry_s)
+    client = ValidatorClient.at(options.coordinator_url, identity, retry=retry, stop=options.stop)
     # Registering is not needed to judge; it declares the validator's hardware to the coordinator's node info.
     client.register(hardware_of(device, config.worker.torch_threads))
-    trainer_key = client.run_state(options.run_id).trainer_public_key
+    trainer_key = client.reads.run_state(options.run_id).trainer_public_key
     context = swarm_context(config, client, options, trainer_key, device)
     posted = 0
     tally: Counter[tuple[str, str]] = Counter()  # (outcome, check) → verdicts posted
@@ -232,7 +234,7 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
         while not options.stop.is_set():
             submission = client.lease_validation(options.run_id).submission
             if submission is None:
-                if client.run_state(options.run_id).status == "drained":
+                if client.reads.run_state(options.run_id).status == "drained":
                     log.info("the run has drained: every submitted file has its verdict")
                     break
                 options.stop.wait(options.poll_seconds)

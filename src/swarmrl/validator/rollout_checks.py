@@ -27,9 +27,9 @@ from swarmrl.inference.prefill import PrefillResult, prefill
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
 from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts, sample_seed
+from swarmrl.rollouts.scoring import score_rows
 from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import ProofError, verify_proofs_batch
-from swarmrl.validator.scoring import score_rows
 
 CHECKS = (
     "schema_and_signature",

@@ -8,25 +8,19 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from swarmrl.configs import RunConfig
+from swarmrl.configs import RunConfig, load_run_config
+from swarmrl.configs.devices import check_device
 from swarmrl.devices import resolve_device
-from swarmrl.identity import Identity
-from swarmrl.inference.engine import InferenceEngine, SamplingParams
+from swarmrl.generation.writer import BatchWriter
+from swarmrl.inference.engine import InferenceEngine
 from swarmrl.inference.factory import build_engine
-from swarmrl.models import load_model, load_tokenizer
-from swarmrl.models.prompting import prompt_format
-from swarmrl.rollouts.assignment import BatchSpec
+from swarmrl.models import load_model
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
-from swarmrl.tasks.registry import build_tasks
-from swarmrl.tasks.task import TaskSource
-from swarmrl.worker.rollout import write_batch
 
 log = logging.getLogger(__name__)
 
@@ -44,60 +38,6 @@ def wait_for_policy(rundir: RunDir, minimum_step: int, poll_seconds: float = 0.0
         if rundir.should_stop():
             raise WorkerStopped(f"stopped while waiting for policy step {minimum_step}")
         time.sleep(poll_seconds)
-
-
-@dataclass(frozen=True)
-class BatchWriter:
-    """Local worker `index` of a run: writes the signed rollout file of (step, batch index) with an engine.
-
-    Shared by the worker processes and the engine of a colocated run, so both write the same files.
-    """
-
-    config: RunConfig
-    rundir: RunDir
-    index: int
-    identity: Identity
-    tokenizer: Any
-    stop_token_ids: tuple[int, ...]
-    tasks: TaskSource
-    params: SamplingParams
-
-    @classmethod
-    def for_run(cls, config: RunConfig, index: int) -> BatchWriter:
-        rundir = RunDir(config.run.directory)
-        tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
-        return cls(
-            config,
-            rundir,
-            index,
-            Identity.load_or_create(worker_key_path(rundir, index)),
-            tokenizer,
-            prompt_format(tokenizer, config.prompt).stop_token_ids,
-            build_tasks(config.tasks),
-            SamplingParams(
-                max_new_tokens=config.worker.max_new_tokens,
-                temperature=config.worker.temperature,
-                top_p=config.worker.top_p,
-            ),
-        )
-
-    def path(self, step: int, batch_index: int) -> Path:
-        return self.rundir.rollouts(step) / f"w{self.index}-b{batch_index:04d}.parquet"
-
-    def write(self, engine: InferenceEngine, step: int, batch_index: int) -> Path:
-        config = self.config
-        spec = BatchSpec.local(
-            config.run.id,
-            self.identity.node_id,
-            step,
-            batch_index,
-            config.worker.prompts_per_batch,
-            config.worker.group_size,
-            config.run.seed,
-        )
-        path = self.path(step, batch_index)
-        write_batch(engine, spec, self.tasks, self.tokenizer, config, self.params, path, self.identity)
-        return path
 
 
 def run_local_worker(config: RunConfig, index: int) -> int:
@@ -148,5 +88,10 @@ def _first_open_step(rundir: RunDir, total_steps: int) -> int:
     return step
 
 
-def worker_key_path(rundir: RunDir, index: int) -> Path:
-    return rundir.root / "keys" / f"worker-{index}.pem"
+def worker_of_run_dir(run_dir: Path, index: int, device: str | None = None) -> int:
+    """`swarmrl worker --run-dir`: local worker `index` of the run prepared there; `device` (the CLI's --device)
+    overrides the run config's `worker.device`."""
+    config = load_run_config(run_dir)
+    if device is not None:
+        config.worker.device = check_device(device)
+    return run_local_worker(config, index)

@@ -5,7 +5,8 @@ step, each with its seed and deadline; refused before any compute when the step 
 newest checkpoint through shardcast (every byte checked against the trainer's signed manifest), generate each
 unit with TOPLOC proofs, sign the file, upload it, submit it.
 
-Network errors are retried with bounded back-off by the client; a refused submission only costs that unit.
+The client retries what is worth retrying (the coordinator down, 5xx, 429) with jittered back-off that honours
+Retry-After, and says so once; a refused submission only costs that unit.
 A ban, an ejection or lost standing ends the node with `NodeEjected`; a draining run ends it normally.
 `<work>/work.json` counts what this node generated and what became of it.
 """
@@ -25,10 +26,12 @@ import torch
 
 from swarmrl.configs import RunConfig
 from swarmrl.configs.engine import EngineConfig
-from swarmrl.coordinator.api import WorkLease, WorkUnitInfo
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.api import UnitInfo, WorkLease
+from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import SHORT_RETRY, node_retry
 from swarmrl.devices import hardware_of, resolve_device
+from swarmrl.generation.batch import write_batch
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
@@ -36,6 +39,7 @@ from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
+from swarmrl.retry import Notices
 from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.rundir import write_json_atomic, write_text_atomic
 from swarmrl.shardcast.client import CheckpointFetcher, local_versions
@@ -43,7 +47,6 @@ from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.steps import step_dir_name
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.task import TaskSource
-from swarmrl.worker.rollout import write_batch
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +82,7 @@ class Heartbeat(threading.Thread):
 
     def __init__(self, url: str, identity: Identity, run_id: str, stop: threading.Event) -> None:
         super().__init__(name="heartbeat", daemon=True)
-        self.client = CoordinatorClient(url, identity, max_retries=2)
+        self.client = NodeClient.at(url, identity, retry=SHORT_RETRY, stop=stop)
         self.run_id, self.stop = run_id, stop
         self.policy_step: int | None = None
         self.interval = 1.0
@@ -287,13 +290,14 @@ class WorkerNode:
     config: RunConfig
     options: NodeOptions
     identity: Identity
-    client: CoordinatorClient
+    client: NodeClient
     async_level: int  # the run's: how far behind a unit's step the policy may be
     heartbeat: Heartbeat
     policy: Policy
     tasks: TaskSource
     params: SamplingParams
     log_book: WorkLog
+    notices: Notices  # a refusal that repeats is said once, until work goes through again
     submitted: int = 0
     draining: bool = False
     full_streak: int = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
@@ -301,14 +305,16 @@ class WorkerNode:
     @classmethod
     def assemble(cls, config: RunConfig, options: NodeOptions) -> WorkerNode:
         """Register and join the run, start beating, and build what generation needs (the policy comes from
-        the relays, installed in the background as each version is announced)."""
+        the relays, installed in the background as each version is announced). The client retries a
+        coordinator that is down or rate limiting for `swarm.coordinator_retry_s`, honouring Retry-After."""
         torch.set_num_threads(config.worker.torch_threads)
         device = resolve_device(config.worker.device)  # a missing GPU is refused before the node registers
         identity = Identity.load_or_create(options.key)
-        client = CoordinatorClient(options.coordinator_url, identity, max_retries=8, max_backoff_s=4.0)
+        retry = node_retry(config.swarm.coordinator_retry_s)
+        client = NodeClient.at(options.coordinator_url, identity, retry=retry, stop=options.stop)
         client.register(hardware_of(device, config.worker.torch_threads))
         client.join(options.run_id)
-        run = client.run_state(options.run_id)
+        run = client.reads.run_state(options.run_id)
         heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
         heartbeat.start()
         params = SamplingParams(
@@ -327,6 +333,7 @@ class WorkerNode:
             build_tasks(config.tasks),
             params,
             WorkLog(options.work_dir / "work.json"),
+            Notices(log),
         )
 
     @property
@@ -335,7 +342,7 @@ class WorkerNode:
         return self.draining or (limit is not None and self.submitted >= limit)
 
     def lease(self) -> WorkLease | None:
-        """Units to generate, or None after waiting out a refusal."""
+        """Units to generate, or None after waiting out a refusal (step full, not a member any more)."""
         try:
             lease = self.client.lease_work(self.options.run_id)
         except CoordinatorError as exc:
@@ -348,7 +355,7 @@ class WorkerNode:
             if exc.kind in _REJOIN:
                 self.client.join(self.options.run_id)
             elif exc.kind != "step_full":
-                log.warning("no lease: %s", exc)
+                self.notices.failure(exc.kind, f"no lease: {exc}")
             self.full_streak = self.full_streak + 1 if exc.kind == "step_full" else 0
             pause = self.options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, self.full_streak - 1))
             if self.full_streak == 1 or self.full_streak % 10 == 0:
@@ -359,7 +366,7 @@ class WorkerNode:
         self.full_streak = 0
         return lease
 
-    def answer(self, unit: WorkUnitInfo) -> bool:
+    def answer(self, unit: UnitInfo) -> bool:
         """Generate, sign, upload and submit one unit; False when the rest of the lease must wait (no policy
         for this unit yet: lease again, retry)."""
         options, config = self.options, self.config
@@ -390,8 +397,9 @@ class WorkerNode:
         self._submit(unit, path, rows, timing)
         return True
 
-    def _submit(self, unit: WorkUnitInfo, path: Path, rows: list, timing: dict) -> None:
-        """A refusal only costs this unit (a fatal one ends the node)."""
+    def _submit(self, unit: UnitInfo, path: Path, rows: list, timing: dict) -> None:
+        """Upload and submit one unit's file; a refusal costs that unit only (the client already retried what
+        is worth retrying: the coordinator down or rate limiting, honouring its Retry-After)."""
         tokens = sum(len(r.completion_ids) for r in rows)
         try:
             self.client.upload_and_submit(
@@ -400,12 +408,13 @@ class WorkerNode:
         except CoordinatorError as exc:
             if exc.kind in _FATAL:
                 raise
-            log.warning("step %d batch %d not submitted: %s", unit.step, unit.batch_index, exc)
+            self.notices.failure(exc.kind, f"step {unit.step} batch {unit.batch_index} not submitted: {exc}")
             self.log_book.count(f"refused_{exc.kind}")
             self.log_book.unit(**timing, submitted=time.time(), outcome=exc.kind)
             if exc.kind in _REJOIN:
                 self.client.join(self.options.run_id)
             return
+        self.notices.success()
         self.submitted += 1
         self.log_book.count("submitted")
         self.log_book.unit(**timing, submitted=time.time(), outcome="submitted")

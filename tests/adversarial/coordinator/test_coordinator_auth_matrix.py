@@ -8,10 +8,11 @@ import httpx
 import pytest
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.signing import NODE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_request
 from swarmrl.coordinator.testing import POSTGRES_SKIP_REASON, coordinator_backend, postgres_available
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 
 ADMIN = "admin-secret"
 CONFIG = CoordinatorConfig(clock_skew_s=30.0, requests_per_minute=20)
@@ -25,7 +26,7 @@ def service(request, tmp_path_factory):
         request.param, tmp_path_factory.mktemp(f"auth-{request.param}"), config=CONFIG, admin_token=ADMIN
     ) as process:
         trainer = Identity.generate()
-        CoordinatorClient(process.url, admin_token=ADMIN).create_run("r", trainer.node_id)
+        AdminClient.at(process.url, admin_token=ADMIN).create_run("r", trainer.node_id)
         yield process
 
 
@@ -108,10 +109,10 @@ def test_body_and_path_are_bound_to_the_signature(service):
 
 def test_banned_node_is_refused_everywhere(service):
     identity = Identity.generate()
-    node = CoordinatorClient(service.url, identity, max_retries=0)
+    node = NodeClient.at(service.url, identity, retry=NO_RETRY)
     node.register()
     node.join("r")
-    CoordinatorClient(service.url, admin_token=ADMIN).ban(identity.node_id, "sybil")
+    AdminClient.at(service.url, admin_token=ADMIN).ban(identity.node_id, "sybil")
     for method, path in [
         ("POST", "/v1/runs/r/heartbeat"),
         ("POST", "/v1/nodes/register"),
@@ -170,7 +171,7 @@ def test_per_node_request_rate_limit(service):
 
 def test_upload_signature_covers_the_file_bytes(service):
     identity = Identity.generate()
-    node = CoordinatorClient(service.url, identity, max_retries=0)
+    node = NodeClient.at(service.url, identity, retry=NO_RETRY)
     node.register()
     node.join("r")
     data = b"rollout" * 10

@@ -60,12 +60,12 @@ def test_a_hard_rejection_voids_the_nodes_pending_and_unpaid_work(make_world):
     world.validator.post_verdict(unpaid.id, accept=True, check="all")
     world.validator.post_verdict(fair.id, accept=True, check="all")
     world.validator.post_verdict(forged.id, accept=False, check="toploc")
-    assert world.admin.node(cheat.node_id).banned
+    assert world.admin.reads.node(cheat.node_id).banned
 
     _refused(lambda: world.validator.post_verdict(waiting.id, accept=True, check="all"), 409, "voided")
-    statuses = {s.id: s.status for s in world.admin.submissions("r")}
+    statuses = {s.id: s.status for s in world.admin.reads.submissions("r")}
     assert statuses == {waiting.id: "voided", unpaid.id: "voided", forged.id: "rejected", fair.id: "accepted"}
-    balances = {b.node_id: b for b in world.admin.ledger("r").balances}
+    balances = {b.node_id: b for b in world.admin.reads.ledger("r").balances}
     assert (balances[cheat.node_id].pending_tokens, balances[cheat.node_id].wiped_tokens) == (0, 40)
     assert balances[honest.node_id].pending_tokens == 20
     assert [s.id for s in world.trainer.accepted_submissions("r", 0)] == [fair.id]
@@ -84,8 +84,8 @@ def test_an_admin_ban_voids_pending_and_unpaid_work_in_every_run(make_world):
     world.validator.post_verdict(unpaid.id, accept=True, check="all")
     world.admin.ban(node.node_id, "sybil")
     _refused(lambda: world.validator.post_verdict(elsewhere.id, accept=True, check="all"), 409, "voided")
-    assert world.admin.submissions("r")[0].status == "voided"
-    assert world.admin.ledger("r").balances[0].wiped_tokens == 7
+    assert world.admin.reads.submissions("r")[0].status == "voided"
+    assert world.admin.reads.ledger("r").balances[0].wiped_tokens == 7
     assert world.trainer.training_feed("r", 0) == []
 
 
@@ -96,12 +96,12 @@ def test_ledger_totals_count_every_entry_past_the_page_limit(make_world):
     for i in range(25):
         submission = leased_submit(node, "r", f"file {i}".encode(), rows=1, tokens=3)
         world.validator.post_verdict(submission.id, accept=True, check="all")
-    view = world.admin.ledger("r")
+    view = world.admin.reads.ledger("r")
     assert len(view.entries) == 10  # the list is paged ...
     (balance,) = view.balances
     assert (balance.pending_tokens, balance.pending_samples) == (75, 25)  # ... the totals are not
-    assert len(world.admin.ledger("r", after_id=view.entries[-1].id).entries) == 10
-    (work,) = world.admin.work("r")
+    assert len(world.admin.reads.ledger("r", after_id=view.entries[-1].id).entries) == 10
+    (work,) = world.admin.reads.work("r")
     assert (work.generated, work.accepted, work.judged) == (25, 25, 25)
 
 
@@ -194,5 +194,5 @@ def test_generating_many_units_and_submitting_the_best_few_loses_standing(make_w
             world.wait(max(u.expires_at for u in lease.units) - world.clock() + 1, node)
     assert (stopped.value.status, stopped.value.kind) == (403, "poor_standing")
     assert len(seeds) < 24
-    (work,) = world.admin.work("r")
+    (work,) = world.admin.reads.work("r")
     assert work.expired > 4 and work.generated * 2 < work.leased

@@ -12,7 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.signing import sign_request
 from swarmrl.coordinator.testing import coordinator_backend, leased_submit
 from swarmrl.identity import Identity
@@ -28,10 +28,10 @@ def fuzz_target(tmp_path_factory):
     with coordinator_backend(
         "sqlite", tmp_path_factory.mktemp("fuzz"), config=config, admin_token=ADMIN
     ) as proc:
-        admin = CoordinatorClient(proc.url, admin_token=ADMIN)
+        admin = AdminClient.at(proc.url, admin_token=ADMIN)
         admin.create_run("r", MEMBER.node_id)
         admin.add_validator("r", MEMBER.node_id)
-        member = CoordinatorClient(proc.url, MEMBER)
+        member = NodeClient.at(proc.url, MEMBER)
         member.register()
         member.join("r")
         leased_submit(member, "r", b"seed file")

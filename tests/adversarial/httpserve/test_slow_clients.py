@@ -16,10 +16,11 @@ import pytest
 
 from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.configs.shardcast import OriginConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.server.listen import bind, build_server
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 from swarmrl.shardcast import Origin
 
 LIMITS = ConnectionLimits(
@@ -41,8 +42,8 @@ def coordinator(tmp_path):
         assert time.monotonic() < deadline and thread.is_alive(), "coordinator did not start"
         time.sleep(0.02)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    admin = CoordinatorClient(url, admin_token="t", max_retries=0)
-    trainer, worker = Identity.generate(), CoordinatorClient(url, Identity.generate(), max_retries=0)
+    admin = AdminClient.at(url, admin_token="t", retry=NO_RETRY)
+    trainer, worker = Identity.generate(), NodeClient.at(url, Identity.generate(), retry=NO_RETRY)
     admin.create_run("r", trainer.node_id)
     worker.register()
     worker.join("r")

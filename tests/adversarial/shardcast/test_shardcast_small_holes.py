@@ -37,7 +37,7 @@ def test_fetch_cli_refuses_a_checkpoint_of_another_run(published, tmp_path):
     refused = cli_fetch(url, tmp_path / "x", "run-b")
     accepted = cli_fetch(url, tmp_path / "y", "run-a")
 
-    assert refused.exit_code == 1
+    assert refused.exit_code == 2  # one line, exit code 2
     assert "belongs to run 'run-a', not 'run-b'" in refused.output
     assert not (tmp_path / "x" / "step_1").exists()
     assert accepted.exit_code == 0, accepted.output

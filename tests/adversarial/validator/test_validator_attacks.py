@@ -8,6 +8,7 @@ from integration.spine.spine_helpers import tiny_config
 
 from swarmrl.configs.engine import TorchEngineConfig
 from swarmrl.configs.validator import ValidatorConfig
+from swarmrl.generation.batch import generate_batch
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.prefill import prefill
@@ -20,7 +21,6 @@ from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts, batch_seed
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.toploc import build_proofs_batch
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
-from swarmrl.worker.rollout import generate_batch
 
 NODE = Identity.from_seed(b"\x21" * 32)
 MODEL_MISMATCH = {"toploc", "seeded_sampling", "logprobs"}

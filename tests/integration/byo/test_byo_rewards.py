@@ -14,7 +14,7 @@ from byo_testkit import edit_user_module, prompt_rows, write_jsonl, write_user_m
 from integration.spine.spine_helpers import REPO, tiny_config, train_beside_a_worker
 from integration.swarm.test_swarm import launch, quiet
 
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import PublicReads
 from swarmrl.entrypoints import EntryError
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.swarm import stop_swarm, supervise
@@ -90,7 +90,7 @@ def test_a_swarms_validators_recompute_the_users_rewards(tmp_path, monkeypatch):
     swarm = launch(tmp_path, "byo-swarm", 2, 1, 0, 1, *byo_overrides("swarm_rewards", dataset, chat=False))
     try:
         supervise(swarm, quiet(), timeout_s=500, interval_s=1.0)
-        with CoordinatorClient(swarm.coordinator_url) as client:
+        with PublicReads.at(swarm.coordinator_url) as client:
             verdicts = {v.submission_id: v for v in client.verdicts(swarm.config.run.id)}
     finally:
         stop_swarm(swarm)

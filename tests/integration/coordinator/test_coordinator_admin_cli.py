@@ -6,10 +6,11 @@ import pytest
 from typer.testing import CliRunner
 
 from swarmrl.cli import app
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 
 TOKEN = "operator-token"
 
@@ -44,15 +45,43 @@ def test_operator_sets_up_a_run_and_bans_a_node(coordinator, tmp_path):
     added = admin(coordinator, "add-validator", "--run-id", "r1", "--validator-key", validator.node_id)
     assert added.exit_code == 0, added.output
 
-    worker = CoordinatorClient(coordinator, Identity.generate(), max_retries=0)
+    worker = NodeClient.at(coordinator, Identity.generate(), retry=NO_RETRY)
     worker.register({})
     assert admin(coordinator, "ban", worker.node_id, "--reason", "forged proofs").exit_code == 0
-    assert worker.node(worker.node_id).banned
+    assert worker.reads.node(worker.node_id).banned
     assert admin(coordinator, "unban", worker.node_id).exit_code == 0
-    assert not worker.node(worker.node_id).banned
+    assert not worker.reads.node(worker.node_id).banned
 
 
 def test_a_wrong_token_is_refused_with_a_clear_error(coordinator):
     result = admin(coordinator, "create-run", "--run-id", "r2", "--trainer-key", "ab" * 32, token="guess")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # an expected failure: one line, exit code 2
     assert "admin_token_invalid" in result.output
+
+
+def test_a_run_is_opened_from_the_run_config_and_a_keygen_key_file(coordinator, tmp_path):
+    made = CliRunner().invoke(app, ["keygen", "--out", str(tmp_path / "trainer.pem")])
+    trainer_key = made.stdout.strip().splitlines()[-1]
+    (tmp_path / "run.toml").write_text("[run]\nname = 'R'\n[worker]\nasync_level = 1\n")
+    created = admin(
+        coordinator,
+        "create-run",
+        "--config",
+        str(tmp_path / "run.toml"),
+        "--trainer-key",
+        str(tmp_path / "trainer.pem"),
+    )
+    assert created.exit_code == 0, created.output
+    state = json.loads(created.stdout)
+    assert (state["run_id"], state["trainer_public_key"], state["async_level"]) == ("R", trainer_key, 1)
+    added = admin(
+        coordinator, "add-validator", "--config", str(tmp_path / "run.toml"), "--validator-key", trainer_key
+    )
+    assert added.exit_code == 0, added.output
+
+
+def test_a_key_that_is_neither_a_file_nor_hex_is_refused_before_the_coordinator_is_asked(coordinator):
+    result = admin(coordinator, "create-run", "--run-id", "r3", "--trainer-key", "trainer.pem")
+    assert result.exit_code == 2
+    assert "neither a key file nor a 64-digit hex public key" in result.output
+    assert "swarmrl keygen --out trainer.pem" in result.output

@@ -4,12 +4,13 @@ import pytest
 from sqlalchemy import func, select
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.store.db import Nonce
 from swarmrl.coordinator.testing import FakeClock, leased_submit, serve_in_thread
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 
 CONFIG = CoordinatorConfig(
     heartbeat_interval_s=10.0,
@@ -35,11 +36,13 @@ def world(tmp_path):
     server = serve_in_thread(app)
     try:
 
-        def client(identity=None, **kw):
-            return CoordinatorClient(server.url, identity, clock=clock, max_retries=0, **kw)
+        def client(role, identity=None, **kw):
+            return role.at(server.url, identity, clock=clock, retry=NO_RETRY, **kw)
 
-        admin = client(admin_token="t")
-        trainer, validator, worker = (client(Identity.generate()) for _ in range(3))
+        admin = client(AdminClient, admin_token="t")
+        trainer = Identity.generate()
+        validator = client(ValidatorClient, Identity.generate())
+        worker = client(NodeClient, Identity.generate())
         admin.create_run("r", trainer.node_id)
         admin.add_validator("r", validator.node_id)
         worker.register()
@@ -51,7 +54,7 @@ def world(tmp_path):
 
 
 def _health(admin, node_id):
-    return {m.node_id: m.health for m in admin.nodes("r")}[node_id]
+    return {m.node_id: m.health for m in admin.reads.nodes("r")}[node_id]
 
 
 def test_missed_heartbeats_make_a_node_unhealthy_then_dead_and_ejected(world):
@@ -68,7 +71,7 @@ def test_missed_heartbeats_make_a_node_unhealthy_then_dead_and_ejected(world):
     with pytest.raises(CoordinatorError) as info:
         worker.heartbeat("r")
     assert (info.value.status, info.value.kind) == (409, "ejected")
-    assert admin.nodes("r", health="dead")[0].status == "ejected"
+    assert admin.reads.nodes("r", health="dead")[0].status == "ejected"
     worker.join("r")
     assert _health(admin, worker.node_id) == "healthy"
 
@@ -78,10 +81,10 @@ def test_credit_unlocks_after_the_window(world):
     submission = leased_submit(worker, "r", b"rows", rows=3, tokens=33)
     validator.post_verdict(submission.id, accept=True, check="all")
     clock.advance(599.0)
-    (balance,) = admin.ledger("r").balances
+    (balance,) = admin.reads.ledger("r").balances
     assert (balance.pending_tokens, balance.unlocked_tokens) == (33, 0)
     clock.advance(1.0)
-    (balance,) = admin.ledger("r").balances
+    (balance,) = admin.reads.ledger("r").balances
     assert (balance.pending_tokens, balance.unlocked_tokens, balance.unlocked_samples) == (0, 33, 3)
 
 
@@ -95,7 +98,7 @@ def test_unlocked_credit_survives_a_later_hard_reject(world):
     validator.post_verdict(fresh.id, accept=True, check="all")
     bad = leased_submit(worker, "r", b"bad", rows=1, tokens=7)
     validator.post_verdict(bad.id, accept=False, check="toploc")
-    (balance,) = admin.ledger("r").balances
+    (balance,) = admin.reads.ledger("r").balances
     assert (balance.unlocked_tokens, balance.wiped_tokens, balance.pending_tokens) == (10, 5, 0)
 
 
@@ -119,8 +122,8 @@ def test_upload_slots_expire_and_the_hourly_limit_rolls(world):
 
 def test_client_and_server_clocks_must_agree(world):
     clock, _, _, worker, _app = world
-    skewed = CoordinatorClient(
-        worker._http.base_url.__str__(), worker.identity, clock=lambda: clock() - 31.0, max_retries=0
+    skewed = NodeClient.at(
+        worker.transport.base_url, worker.transport.identity, clock=lambda: clock() - 31.0, retry=NO_RETRY
     )
     with pytest.raises(CoordinatorError) as info:
         skewed.heartbeat("r")

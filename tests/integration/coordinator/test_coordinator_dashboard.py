@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import RunSummary
+from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.routes.dashboard import STREAM_SHARE_S, shared_summary
 from swarmrl.coordinator.server.summary import mean_rewards, steps_per_minute
@@ -73,7 +74,7 @@ def test_summary_counts_nodes_rejections_backlog_and_rate(world):
     world.wait(30.0, idle)
     world.trainer.publish_step(run, 2)
 
-    summary = world.admin.summary(run)
+    summary = world.admin.reads.summary(run)
     assert summary.run.current_step == 2 and summary.run.status == "open"
     assert summary.steps_per_minute == pytest.approx(2.0)  # three steps, 60 s
     assert [(s.step, s.mean_reward, s.rows) for s in summary.steps] == [
@@ -119,7 +120,7 @@ def test_summary_counts_nodes_rejections_backlog_and_rate(world):
     )
     assert h.health != "healthy"  # silent for the minute the idle node kept heartbeating
     assert all(n.role == "worker" for n in summary.nodes)
-    assert world.admin.runs()[0].run_id == run
+    assert world.admin.reads.runs()[0].run_id == run
 
     # The same figures for Prometheus (parsed by prometheus_client's own parser).
     samples = {
@@ -137,7 +138,7 @@ def test_summary_counts_nodes_rejections_backlog_and_rate(world):
 
 def test_unknown_run_is_a_typed_404(world):
     with pytest.raises(CoordinatorError) as caught:
-        world.admin.summary("no-such-run")
+        world.admin.reads.summary("no-such-run")
     assert (caught.value.status, caught.value.kind) == (404, "unknown_run")
     response = httpx.get(f"{world.url}/v1/runs/no-such-run/summary/stream", timeout=5)
     assert response.status_code == 404 and response.json()["error"] == "unknown_run"
@@ -194,7 +195,7 @@ def test_the_page_loads_only_its_own_assets_and_shows_no_secret(world):
     assert httpx.get(f"{world.url}/dashboard/secrets.txt", timeout=5).json()["error"] == "unknown_asset"
     world.trainer.report_metrics(world.run_id, 1, {"eval/avg@8": 0.5})
     world.node().heartbeat(world.run_id, relay=relay_report("http://r", "http://o", []))
-    created = world.admin.runs()
+    created = world.admin.reads.runs()
     summary = httpx.get(f"{world.url}/v1/runs/{world.run_id}/summary", timeout=5).text
     for text in (page.text, summary, json.dumps([r.model_dump() for r in created])):
         assert ClockedCoordinator.ADMIN not in text and "run_secret" not in text
@@ -250,7 +251,7 @@ def test_status_command_prints_the_summary(world):
     assert RunSummary.model_validate_json(as_json.output).run.current_step == 1
 
     unknown = CliRunner().invoke(app, ["status", "--coordinator", world.url, "--run-id", "nope"])
-    assert unknown.exit_code == 1 and "unknown_run" in unknown.output
+    assert unknown.exit_code == 2 and "unknown_run" in unknown.output  # one line, exit code 2
 
 
 def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(world):
@@ -262,7 +263,7 @@ def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(worl
     # A step without an eval: no point on the curve; an island merge goes to the islands view instead.
     world.trainer.report_metrics(run, 2, {"loss": 0.4, "islands/round": 1.0, "islands/participants": 2.0})
     world.trainer.report_metrics(run, 3, {"eval/avg@8": 0.375})
-    summary = world.admin.summary(run)
+    summary = world.admin.reads.summary(run)
     assert [(p.step, p.metrics) for p in summary.evals] == [
         (1, {"eval/avg@8": 0.25, "eval/pass@8": 0.5}),
         (3, {"eval/avg@8": 0.375}),
@@ -272,7 +273,7 @@ def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(worl
     ]
 
     with pytest.raises(CoordinatorError) as caught:
-        world.node().report_metrics(run, 4, {"eval/avg@8": 1.0})  # only the trainer speaks for training
+        TrainerClient(world.node().transport).report_metrics(run, 4, {"eval/avg@8": 1.0})  # only the trainer
     assert (caught.value.status, caught.value.kind) == (403, "not_trainer")
     for bad in ({"bad name": 1.0}, {"x" * 65: 1.0}, {"eval/avg@8": float("inf")}):
         with pytest.raises(CoordinatorError) as caught:
@@ -299,7 +300,7 @@ def test_relays_report_their_place_in_the_tree_with_their_heartbeat(world):
     second.heartbeat(run, relay=relay_report(b, a, [{**done, "seconds": 1.0}]))  # the newest report wins
     worker.heartbeat(run, 3)
 
-    summary = world.admin.summary(run)
+    summary = world.admin.reads.summary(run)
     roles = {n.node_id: n.role for n in summary.nodes}
     assert (roles[first.node_id], roles[second.node_id], roles[worker.node_id]) == (
         "relay",

@@ -7,9 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
+from swarmrl.coordinator.testing import leased_submit
 
 BASE = dict(
     uploads_per_hour=10_000, requests_per_minute=100_000, lease_initial_unit_s=10.0, lease_grace_s=5.0
@@ -17,18 +16,8 @@ BASE = dict(
 
 
 @pytest.fixture
-def make(tmp_path):
-    made: list[ClockedCoordinator] = []
-
-    def build(**config) -> ClockedCoordinator:
-        made.append(ClockedCoordinator(tmp_path / str(len(made)), CoordinatorConfig(**{**BASE, **config})))
-        return made[-1]
-
-    try:
-        yield build
-    finally:
-        for world in made:
-            world.close()
+def make(clocked):
+    return lambda **config: clocked(**{**BASE, **config})
 
 
 def _kind(call) -> str:
@@ -54,7 +43,7 @@ def test_the_open_step_leases_demand_plus_slack_and_never_one_unit_twice(make):
     units = [unit for answer in answers if isinstance(answer, list) for unit in answer]
     assert sorted(units) == [(0, 0), (0, 1), (0, 2), (0, 3)]  # demand 3 + slack 1, each index once
     assert sorted(a for a in answers if isinstance(a, str)) == ["step_full"] * 4
-    work = world.admin.step_work("r", 0)
+    work = world.admin.reads.step_work("r", 0)
     assert (work.demand, work.slack, work.leased, work.open_units) == (3, 1, 4, 0)
     world.trainer.set_demand("r", 0, 4)  # the trainer wants more: one more unit opens
     assert ask(world.node()) == [(0, 4)]
@@ -69,7 +58,7 @@ def test_an_expired_unit_is_reissued_to_another_node(make):
     (again,) = other.lease_work("r").units
     assert again.batch_index == unit.batch_index and again.seed != unit.seed  # same unit, the new node's seed
     assert _kind(lambda: slow.upload_and_submit("r", 0, unit.batch_index, b"late", 1, 1)) == "not_leased"
-    (slow_work,) = world.admin.work("r", node_id=slow.node_id)
+    (slow_work,) = world.admin.reads.work("r", node_id=slow.node_id)
     assert (slow_work.leased, slow_work.expired) == (1, 1)
 
 
@@ -87,8 +76,8 @@ def test_a_dead_nodes_units_return_before_their_deadline(make):
     world.wait(40.0, other)  # 3 missed heartbeats of 10 s (+ grace): dead
     (taken,) = other.lease_work("r").units
     assert taken.batch_index == held.batch_index
-    assert [s.id for s in world.admin.submissions("r")] == [done.id]
-    assert world.admin.submissions("r")[0].status == "pending"
+    assert [s.id for s in world.admin.reads.submissions("r")] == [done.id]
+    assert world.admin.reads.submissions("r")[0].status == "pending"
 
 
 def test_lease_size_and_deadlines_follow_each_nodes_measured_speed(make):
@@ -125,9 +114,9 @@ def test_a_draining_run_leases_nothing_new_but_takes_and_judges_what_was_leased(
     assert world.trainer.drain("r").status == "draining"
     assert _kind(lambda: late.lease_work("r")) == "run_draining"
     submission = node.upload_and_submit("r", 0, unit.batch_index, b"finished during the drain", 1, 1)
-    assert world.admin.run_state("r").status == "draining"
+    assert world.admin.reads.run_state("r").status == "draining"
     world.validator.post_verdict(submission.id, accept=True, check="all")
-    assert world.admin.run_state("r").status == "drained"
+    assert world.admin.reads.run_state("r").status == "drained"
 
 
 # --- validation leases -----------------------------------------------------------------------------------------
@@ -149,7 +138,7 @@ def test_validators_side_by_side_judge_every_file_exactly_once(make):
     every = [i for ids in judged for i in ids]
     assert sorted(every) == sorted(submitted)  # none skipped, none judged twice
     assert all(ids == sorted(ids) for ids in judged)  # each takes files in submission order
-    verdicts = world.admin.verdicts("r")
+    verdicts = world.admin.reads.verdicts("r")
     assert sorted(v.submission_id for v in verdicts) == sorted(submitted)
 
 
@@ -167,7 +156,7 @@ def test_a_killed_validators_file_returns_to_the_pool_and_is_judged_once(make):
     assert survivor.lease_validation("r").submission.id == first.id  # the lapsed lease returns
     survivor.post_verdict(first.id, accept=True, check="all")
     assert _kind(lambda: killed.post_verdict(first.id, accept=False, check="toploc")) == "already_decided"
-    assert [v.validator_key for v in world.admin.verdicts("r")] == [survivor.node_id] * 2
+    assert [v.validator_key for v in world.admin.reads.verdicts("r")] == [survivor.node_id] * 2
 
 
 def test_accepted_files_reach_the_trainer_in_submission_order_per_step(make):
@@ -199,7 +188,7 @@ def test_each_step_reports_what_it_used_and_unused_work_carries_over(make):
     assert [s.id for s in world.trainer.training_feed("r", 1)] == [files[2].id]
     assert [s.id for s in world.trainer.training_feed("r", 0)] == [f.id for f in files]
     assert world.trainer.report_outcomes("r", 1, trained=[(files[0].id, 4)]).ignored == [files[0].id]
-    (work,) = world.admin.work("r")
+    (work,) = world.admin.reads.work("r")
     assert (work.generated, work.judged, work.accepted, work.trained, work.trained_rows, work.stale) == (
         3,
         3,
@@ -224,11 +213,11 @@ def test_spot_check_mode_judges_a_fraction_and_one_caught_forgery_costs_everythi
     checked = [f for f in files if f.checked]
     assert unchecked and checked  # 0.5 each: all on one side has probability 2**-39
     assert all(f.status == "accepted" for f in unchecked) and all(f.status == "pending" for f in checked)
-    (balance,) = world.admin.ledger("r").balances
+    (balance,) = world.admin.reads.ledger("r").balances
     assert balance.pending_tokens == 10 * len(unchecked)  # credited at once, still unpaid
     world.validator.post_verdict(checked[0].id, accept=False, check="toploc")
-    assert world.admin.node(node.node_id).banned  # spot-checked: the first forgery bans
-    (balance,) = world.admin.ledger("r").balances
+    assert world.admin.reads.node(node.node_id).banned  # spot-checked: the first forgery bans
+    (balance,) = world.admin.reads.ledger("r").balances
     assert (balance.pending_tokens, balance.wiped_tokens) == (0, 10 * len(unchecked))
     assert world.trainer.training_feed("r", 0) == []
 
@@ -243,4 +232,4 @@ def test_a_unit_whose_step_left_the_async_window_expires(make):
     world.trainer.publish_step("r", 3, units=4)
     (fresh,) = node.lease_work("r", max_units=1).units  # its file would be refused: the unit lapsed
     assert fresh.step == 3
-    assert [u.status for u in world.admin.units("r", step=0)] == ["expired"]
+    assert [u.status for u in world.admin.reads.units("r", step=0)] == ["expired"]

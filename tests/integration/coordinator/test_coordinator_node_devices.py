@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from swarmrl.configs import load_config
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.status import summary_view
 from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.devices import DeviceUnavailable
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node
 from swarmrl.worker.node import NodeOptions, run_node
 
@@ -31,7 +32,7 @@ def coordinator(tmp_path):
     """A coordinator on the real clock (the nodes sign with it) with one open run and one admitted validator."""
     app = create_app(db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=tmp_path / "store", admin_token=ADMIN)
     server = serve_in_thread(app)
-    admin = CoordinatorClient(server.url, admin_token=ADMIN, max_retries=0)
+    admin = AdminClient.at(server.url, admin_token=ADMIN, retry=NO_RETRY)
     validator_key = tmp_path / "validator.pem"
     admin.create_run(RUN, Identity.generate().node_id)
     admin.add_validator(RUN, Identity.load_or_create(validator_key).node_id)
@@ -60,8 +61,8 @@ def test_a_worker_node_registers_its_configured_device(coordinator, tmp_path):
     assert run_node(node_config("worker.device='cpu'", "worker.torch_threads=2"), options) == 0
     node_id = Identity.load(options.key).node_id
 
-    assert admin.node(node_id).hardware == {"device": "cpu", "torch_threads": 2}
-    summary = admin.summary(RUN)
+    assert admin.reads.node(node_id).hardware == {"device": "cpu", "torch_threads": 2}
+    summary = admin.reads.summary(RUN)
     [row] = [n for n in summary.nodes if n.node_id == node_id]
     assert (row.role, row.device) == ("worker", "cpu")
     table = summary_view(summary, url).renderables[1]
@@ -74,7 +75,7 @@ def test_auto_resolves_to_the_device_the_machine_has(coordinator, tmp_path):
     options = stopped_node(url, tmp_path, "worker")
     run_node(node_config("worker.device='auto'"), options)
     expected = "cuda:0" if torch.cuda.is_available() else "cpu"
-    assert admin.node(Identity.load(options.key).node_id).hardware["device"] == expected
+    assert admin.reads.node(Identity.load(options.key).node_id).hardware["device"] == expected
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -85,7 +86,7 @@ def test_a_worker_asking_for_a_missing_gpu_never_registers(coordinator, tmp_path
         run_node(node_config("worker.device='cuda'"), options)
     # Refused before it made its identity, let alone registered or joined.
     assert not options.key.exists()
-    assert admin.summary(RUN).nodes_total == 0
+    assert admin.reads.summary(RUN).nodes_total == 0
 
 
 def test_a_validator_registers_its_device_and_the_summary_shows_it(coordinator, tmp_path):
@@ -98,8 +99,8 @@ def test_a_validator_registers_its_device_and_the_summary_shows_it(coordinator, 
         run_validator_node(node_config(), options)
     node_id = Identity.load(validator_key).node_id
 
-    assert admin.node(node_id).hardware["device"] == "cpu"
-    [validator] = admin.summary(RUN).backlog.validators
+    assert admin.reads.node(node_id).hardware["device"] == "cpu"
+    [validator] = admin.reads.summary(RUN).backlog.validators
     assert (validator.node_id, validator.device) == (node_id, "cpu")
 
 

@@ -5,10 +5,11 @@ from hashlib import sha256
 import pytest
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.testing import leased_submit, start_coordinator
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 
 ADMIN = "admin-secret"
 
@@ -20,14 +21,14 @@ def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
     workers = [Identity.generate() for _ in range(3)]
     first = start_coordinator(tmp_path, config=config, admin_token=ADMIN)
     try:
-        admin = CoordinatorClient(first.url, admin_token=ADMIN, max_retries=0)
+        admin = AdminClient.at(first.url, admin_token=ADMIN, retry=NO_RETRY)
         run = admin.create_run("r", trainer.node_id)
         admin.add_validator("r", validator_key.node_id)
-        CoordinatorClient(first.url, trainer).publish_step("r", 0, "ab" * 32, "http://relay/0")
-        validator = CoordinatorClient(first.url, validator_key, max_retries=0)
+        TrainerClient.at(first.url, trainer).publish_step("r", 0, "ab" * 32, "http://relay/0")
+        validator = ValidatorClient.at(first.url, validator_key, retry=NO_RETRY)
         submissions = []
         for i, identity in enumerate(workers):
-            worker = CoordinatorClient(first.url, identity, max_retries=0)
+            worker = NodeClient.at(first.url, identity, retry=NO_RETRY)
             worker.register({"index": i})
             worker.join("r")
             worker.heartbeat("r", policy_step=0)
@@ -42,23 +43,23 @@ def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
         validator.post_verdict(submissions[4].id, accept=True, check="all")
         judging = validator.lease_validation("r")  # a validator is mid-judgement of the last file
         assert judging.submission.id == submissions[5].id
-        before_ledger = admin.ledger("r")
-        before_submissions = admin.submissions("r")
-        before_verdicts = admin.verdicts("r")
-        late = CoordinatorClient(first.url, workers[2])
+        before_ledger = admin.reads.ledger("r")
+        before_submissions = admin.reads.submissions("r")
+        before_verdicts = admin.reads.verdicts("r")
+        late = NodeClient.at(first.url, workers[2])
         held = late.lease_work("r", max_units=1)
         late_file = b"z" * 10
         slot = late.request_upload("r", 0, held.units[0].batch_index, sha256(late_file).hexdigest(), 10)
-        seed_before = CoordinatorClient(first.url, workers[0]).task_seed("r", 0, 0)
+        seed_before = NodeClient.at(first.url, workers[0]).task_seed("r", 0, 0)
     finally:
         first.kill()  # SIGKILL
 
     second = start_coordinator(tmp_path, config=config, admin_token=ADMIN)
     try:
-        admin = CoordinatorClient(second.url, admin_token=ADMIN, max_retries=0)
-        assert admin.ledger("r") == before_ledger
-        assert admin.submissions("r") == before_submissions
-        assert admin.verdicts("r") == before_verdicts
+        admin = AdminClient.at(second.url, admin_token=ADMIN, retry=NO_RETRY)
+        assert admin.reads.ledger("r") == before_ledger
+        assert admin.reads.submissions("r") == before_submissions
+        assert admin.reads.verdicts("r") == before_verdicts
         assert [s.status for s in before_submissions] == [
             "accepted",
             "accepted",
@@ -67,22 +68,22 @@ def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
             "accepted",
             "pending",
         ]
-        state = admin.run_state("r")
+        state = admin.reads.run_state("r")
         assert (state.current_step, state.manifest_url) == (0, "http://relay/0")
-        assert admin.node(workers[1].node_id).hard_rejects == 1
+        assert admin.reads.node(workers[1].node_id).hard_rejects == 1
         # The validation lease survived: the same validator gets the same file back; another one gets nothing.
-        other = CoordinatorClient(second.url, Identity.generate(), max_retries=0)
+        other = ValidatorClient.at(second.url, Identity.generate(), retry=NO_RETRY)
         admin.add_validator("r", other.node_id)
         assert other.lease_validation("r").submission is None
-        validator = CoordinatorClient(second.url, validator_key, max_retries=0)
+        validator = ValidatorClient.at(second.url, validator_key, retry=NO_RETRY)
         assert validator.lease_validation("r").submission.id == submissions[5].id
         assert validator.fetch_submission(judging.submission) == b"w2-1" * 50
         validator.post_verdict(submissions[5].id, accept=True, check="all")
-        trainer_client = CoordinatorClient(second.url, trainer)
+        trainer_client = TrainerClient.at(second.url, trainer)
         assert len(trainer_client.accepted_submissions("r", 0)) == 4
         assert validator.task_seed("r", 0, 0, node_id=workers[0].node_id) == seed_before
         assert task_seed("r", workers[0].node_id, 0, 0, run.run_secret) == seed_before
-        late = CoordinatorClient(second.url, workers[2], max_retries=0)
+        late = NodeClient.at(second.url, workers[2], retry=NO_RETRY)
         late.join("r")  # idempotent; keeps the test independent of how long the restart took
         # The work lease survived: the same unit and seed (its deadline was extended by the upload slot).
         (unit,) = late.lease_work("r").units

@@ -9,12 +9,13 @@ import pytest
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.store.storage import S3Storage
 from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 
 ADMIN = "admin-secret"
 
@@ -47,10 +48,10 @@ def swarm(s3, tmp_path):
     storage = S3Storage("rollouts", tmp_path / "cache", endpoint_url=url, client=client)
     app = create_app(db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=storage, admin_token=ADMIN)
     server = serve_in_thread(app)
-    admin = CoordinatorClient(server.url, admin_token=ADMIN, max_retries=0)
-    trainer, validator, worker = (
-        CoordinatorClient(server.url, Identity.generate(), max_retries=0) for _ in range(3)
-    )
+    admin = AdminClient.at(server.url, admin_token=ADMIN, retry=NO_RETRY)
+    trainer = Identity.generate()
+    validator = ValidatorClient.at(server.url, Identity.generate(), retry=NO_RETRY)
+    worker = NodeClient.at(server.url, Identity.generate(), retry=NO_RETRY)
     admin.create_run("s3-run", trainer.node_id)
     admin.add_validator("s3-run", validator.node_id)
     worker.register({})

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.testing import (
@@ -18,6 +18,7 @@ from swarmrl.coordinator.testing import (
     postgres_available,
 )
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 from swarmrl.rollouts.assignment import batch_seed
 
 ADMIN = "admin-secret"
@@ -47,14 +48,14 @@ class Swarm:
     def __init__(self, url: str, async_level: int = 2) -> None:
         self.url = url
         self.run_id = f"run-{next(_run_ids)}"
-        self.admin = CoordinatorClient(url, admin_token=ADMIN, max_retries=0)
-        self.trainer = CoordinatorClient(url, Identity.generate(), max_retries=0)
-        self.validator = CoordinatorClient(url, Identity.generate(), max_retries=0)
+        self.admin = AdminClient.at(url, admin_token=ADMIN, retry=NO_RETRY)
+        self.trainer = TrainerClient.at(url, Identity.generate(), retry=NO_RETRY)
+        self.validator = ValidatorClient.at(url, Identity.generate(), retry=NO_RETRY)
         self.run = self.admin.create_run(self.run_id, self.trainer.node_id, async_level=async_level)
         self.admin.add_validator(self.run_id, self.validator.node_id)
 
-    def worker(self) -> CoordinatorClient:
-        client = CoordinatorClient(self.url, Identity.generate(), max_retries=0)
+    def worker(self) -> NodeClient:
+        client = NodeClient.at(self.url, Identity.generate(), retry=NO_RETRY)
         client.register({"gpu": "none", "cpus": 2})
         client.join(self.run_id)
         return client
@@ -73,7 +74,7 @@ def test_one_step_end_to_end(coordinator):
     ack = worker.heartbeat(swarm.run_id, policy_step=0)
     assert (ack.current_step, ack.async_level, ack.min_policy_step) == (0, 2, 0)
     swarm.trainer.publish_step(swarm.run_id, 0, "ab" * 32, "http://relay/step_0/manifest.json")
-    assert swarm.trainer.run_state(swarm.run_id).manifest_sha256 == "ab" * 32
+    assert swarm.trainer.reads.run_state(swarm.run_id).manifest_sha256 == "ab" * 32
 
     unit = worker.lease_work(swarm.run_id, max_units=1).units[0]
     assert (unit.step, unit.batch_index) == (0, 0)
@@ -98,12 +99,12 @@ def test_one_step_end_to_end(coordinator):
     accepted = swarm.trainer.accepted_submissions(swarm.run_id, 0)
     assert [a.sha256 for a in accepted] == [hashlib.sha256(data).hexdigest()]
     assert swarm.trainer.fetch_submission(accepted[0]) == data
-    (balance,) = worker.ledger(swarm.run_id).balances
+    (balance,) = worker.reads.ledger(swarm.run_id).balances
     assert (balance.pending_tokens, balance.pending_samples, balance.unlocked_tokens) == (512, 8, 0)
-    (member,) = swarm.admin.nodes(swarm.run_id)
+    (member,) = swarm.admin.reads.nodes(swarm.run_id)
     assert (member.health, member.heartbeats, member.policy_step) == ("healthy", 1, 0)
-    assert swarm.admin.verdicts(swarm.run_id)[0].rewards_summary["nonzero_advantage_rows"] == 6
-    assert [s.step for s in swarm.admin.steps(swarm.run_id)] == [0]
+    assert swarm.admin.reads.verdicts(swarm.run_id)[0].rewards_summary["nonzero_advantage_rows"] == 6
+    assert [s.step for s in swarm.admin.reads.steps(swarm.run_id)] == [0]
     metrics = httpx.get(f"{coordinator.url}/metrics").text
     assert 'swarmrl_coordinator_verdicts_total{outcome="accept"}' in metrics
 
@@ -154,10 +155,10 @@ def test_soft_reject_drops_only_that_submission(coordinator):
     verdict = swarm.validator.post_verdict(bad.id, accept=False, check="termination", reason="no EOS")
     assert verdict.severity == "soft"
     _refused(lambda: swarm.validator.post_verdict(bad.id, accept=True, check="all"), 409, "already_decided")
-    (balance,) = worker.ledger(swarm.run_id).balances
+    (balance,) = worker.reads.ledger(swarm.run_id).balances
     assert (balance.pending_tokens, balance.wiped_tokens) == (20, 0)
     worker.heartbeat(swarm.run_id)
-    assert [s.status for s in swarm.admin.submissions(swarm.run_id)] == ["accepted", "rejected"]
+    assert [s.status for s in swarm.admin.reads.submissions(swarm.run_id)] == ["accepted", "rejected"]
 
 
 def test_hard_rejects_wipe_eject_and_then_ban(coordinator):
@@ -170,16 +171,16 @@ def test_hard_rejects_wipe_eject_and_then_ban(coordinator):
     swarm.validator.post_verdict(honest_work.id, accept=True, check="all")
     assert swarm.validator.post_verdict(forged.id, accept=False, check="toploc").severity == "hard"
 
-    ledger = {b.node_id: b for b in swarm.admin.ledger(swarm.run_id).balances}
+    ledger = {b.node_id: b for b in swarm.admin.reads.ledger(swarm.run_id).balances}
     assert (ledger[cheat.node_id].pending_tokens, ledger[cheat.node_id].wiped_tokens) == (0, 40)
     assert ledger[honest.node_id].pending_tokens == 10
     _refused(lambda: cheat.heartbeat(swarm.run_id), 409, "ejected")
-    assert not swarm.admin.node(cheat.node_id).banned
+    assert not swarm.admin.reads.node(cheat.node_id).banned
 
     cheat.join(swarm.run_id)  # below the ban threshold a node may come back, with its credit gone
     again = leased_submit(cheat, swarm.run_id, b"forged again", rows=4, tokens=40)
     swarm.validator.post_verdict(again.id, accept=False, check="sampling")
-    node = swarm.admin.node(cheat.node_id)
+    node = swarm.admin.reads.node(cheat.node_id)
     assert (node.banned, node.hard_rejects) == (True, 2)
     _refused(lambda: cheat.join(swarm.run_id), 403, "banned")
     swarm.admin.unban(cheat.node_id)
@@ -191,7 +192,7 @@ def test_step_window_and_trainer_publication(coordinator):
     worker = swarm.worker()
     _refused(lambda: worker.request_upload(swarm.run_id, 1, 0, "00" * 32, 10), 409, "future_step")
     _refused(lambda: worker.task_seed(swarm.run_id, 1, 0), 409, "future_step")
-    _refused(lambda: worker.publish_step(swarm.run_id, 1), 403, "not_trainer")
+    _refused(lambda: TrainerClient(worker.transport).publish_step(swarm.run_id, 1), 403, "not_trainer")
     for step in (1, 2):
         swarm.trainer.publish_step(swarm.run_id, step, f"{step:064x}")
     swarm.trainer.publish_step(swarm.run_id, 2, f"{2:064x}")  # idempotent re-publish
@@ -204,7 +205,7 @@ def test_step_window_and_trainer_publication(coordinator):
     assert unit.step == 2  # only the open step is leased
     worker.request_upload(swarm.run_id, 2, unit.batch_index, "00" * 32, 10)
     assert worker.heartbeat(swarm.run_id).min_policy_step == 1
-    assert swarm.admin.step(swarm.run_id, 1).manifest_sha256 == f"{1:064x}"
+    assert swarm.admin.reads.step(swarm.run_id, 1).manifest_sha256 == f"{1:064x}"
     assert swarm.admin.set_step(swarm.run_id, 5).current_step == 5
 
 
@@ -213,10 +214,16 @@ def test_roles_guard_files_seeds_and_verdicts(coordinator):
     worker, other = swarm.worker(), swarm.worker()
     submission = leased_submit(worker, swarm.run_id, b"mine", rows=1, tokens=1)
     _refused(lambda: other.fetch_submission(submission.id), 403, "not_privileged")
-    _refused(lambda: worker.post_verdict(submission.id, accept=True, check="all"), 403, "not_validator")
+    _refused(
+        lambda: ValidatorClient(worker.transport).post_verdict(submission.id, accept=True, check="all"),
+        403,
+        "not_validator",
+    )
     _refused(lambda: other.task_seed(swarm.run_id, 0, 0, node_id=worker.node_id), 403, "not_own_seed")
-    _refused(lambda: worker.accepted_submissions(swarm.run_id, 0), 403, "not_privileged")
-    stranger = CoordinatorClient(coordinator.url, Identity.generate(), max_retries=0)
+    _refused(
+        lambda: TrainerClient(worker.transport).accepted_submissions(swarm.run_id, 0), 403, "not_privileged"
+    )
+    stranger = NodeClient.at(coordinator.url, Identity.generate(), retry=NO_RETRY)
     _refused(lambda: stranger.join(swarm.run_id), 403, "not_registered")
     stranger.register()
     _refused(lambda: stranger.heartbeat(swarm.run_id), 403, "not_member")
@@ -226,10 +233,10 @@ def test_roles_guard_files_seeds_and_verdicts(coordinator):
 
 
 def test_a_run_created_without_a_secret_uses_the_public_batch_seed(coordinator):
-    admin = CoordinatorClient(coordinator.url, admin_token=ADMIN, max_retries=0)
+    admin = AdminClient.at(coordinator.url, admin_token=ADMIN, retry=NO_RETRY)
     run_id = f"public-{next(_run_ids)}"
     assert admin.create_run(run_id, "ab" * 32, run_secret="").run_secret == ""
-    worker = CoordinatorClient(coordinator.url, Identity.generate(), max_retries=0)
+    worker = NodeClient.at(coordinator.url, Identity.generate(), retry=NO_RETRY)
     worker.register()
     worker.join(run_id)
     unit = worker.lease_work(run_id, max_units=1).units[0]
@@ -255,7 +262,7 @@ def test_concurrent_workers_lose_nothing(coordinator):
         pending = swarm.validator.pending_submissions(swarm.run_id)
         assert sorted(p.id for p in pending) == submitted
         list(pool.map(lambda s: swarm.validator.post_verdict(s.id, accept=True, check="all"), pending))
-    balances = swarm.admin.ledger(swarm.run_id).balances
+    balances = swarm.admin.reads.ledger(swarm.run_id).balances
     assert sorted(b.node_id for b in balances) == sorted(w.node_id for w in workers)
     assert all(b.pending_tokens == 10 * CONFIG.uploads_per_hour for b in balances)
     assert len(swarm.trainer.accepted_submissions(swarm.run_id, 0)) == len(submitted)

@@ -14,9 +14,10 @@ import shutil
 import pytest
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.testing import coordinator_backend, leased_submit
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -66,9 +67,9 @@ class World:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.admin = CoordinatorClient(url, admin_token=ADMIN, max_retries=0)
-        self.trainer = CoordinatorClient(url, Identity.generate(), max_retries=0)
-        self.validator = CoordinatorClient(url, Identity.generate(), max_retries=0)
+        self.admin = AdminClient.at(url, admin_token=ADMIN, retry=NO_RETRY)
+        self.trainer = TrainerClient.at(url, Identity.generate(), retry=NO_RETRY)
+        self.validator = ValidatorClient.at(url, Identity.generate(), retry=NO_RETRY)
         self.admin.create_run(RUN, self.trainer.node_id)
         self.admin.add_validator(RUN, self.validator.node_id)
         self.honest = [self._member() for _ in range(2)]
@@ -77,8 +78,8 @@ class World:
         self.step = 0
         self.trainer.publish_step(RUN, 0)
 
-    def _member(self) -> CoordinatorClient:
-        node = CoordinatorClient(self.url, Identity.generate(), max_retries=0)
+    def _member(self) -> NodeClient:
+        node = NodeClient.at(self.url, Identity.generate(), retry=NO_RETRY)
         node.register()
         node.join(RUN)
         return node

@@ -6,9 +6,9 @@ import torch
 from integration.spine.spine_helpers import pregenerate, tiny_config
 
 from swarmrl.launch.prepare import prepare_run
-from swarmrl.launch.roles import trainer_role
 from swarmrl.rollouts import read_rollouts
 from swarmrl.rundir import RunDir
+from swarmrl.trainer.role import trainer_role
 from swarmrl.validator.rollout_checks import validate_file
 from swarmrl.validator.service import local_context
 

@@ -7,7 +7,7 @@ the engine, the validator's replay and the sandbox are covered in tests/unit/env
 import pytest
 from integration.swarm.test_swarm import launch, quiet
 
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import PublicReads
 from swarmrl.launch.swarm import snapshot, stop_swarm, supervise
 from swarmrl.rollouts import read_rollouts
 
@@ -29,7 +29,7 @@ def test_an_env_run_trains_on_replayed_work_and_bans_the_cheater(tmp_path):
     try:
         supervise(swarm, quiet(), timeout_s=500, interval_s=1.0)
         state = snapshot(swarm)
-        with CoordinatorClient(swarm.coordinator_url) as client:
+        with PublicReads.at(swarm.coordinator_url) as client:
             accepted = client.submissions(swarm.config.run.id, status="accepted")
     finally:
         stop_swarm(swarm)

@@ -10,7 +10,7 @@ import pytest
 from polling import wait_for
 
 from swarmrl.configs import load_config
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import PublicReads
 from swarmrl.islands.demo import read_merges, weights_digest
 from swarmrl.islands.launch import IslandFleet, prepare_islands
 from swarmrl.shardcast.client import fetch_checkpoint
@@ -62,7 +62,7 @@ def test_swarm_islands_publish_the_merged_policy_through_shardcast(tmp_path):
             swarm.identity("trainer").node_id,
             run_id=swarm.config.run.id,
         )
-        with CoordinatorClient(swarm.coordinator_url) as client:
+        with PublicReads.at(swarm.coordinator_url) as client:
             published = client.run_state(swarm.config.run.id).current_step
         fleet.wait(timeout_s=300)
     assert published >= 2

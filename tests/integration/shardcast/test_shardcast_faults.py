@@ -313,7 +313,7 @@ def test_cli_origin_relay_fetch(tmp_path, stoppers):
         text=True,
         timeout=60,
     )
-    assert wrong_key.returncode == 1
+    assert wrong_key.returncode == 2  # one line, exit code 2
     assert "not the trainer key" in wrong_key.stderr
 
 

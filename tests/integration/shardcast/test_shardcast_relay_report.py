@@ -7,7 +7,7 @@ import asyncio
 
 from shardcast_testkit import TRAINER, relay_holds, start_origin, start_relay, wait_until, write_checkpoint
 
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import AdminClient
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.shardcast import fetch_checkpoint
@@ -37,7 +37,7 @@ def test_a_chained_relay_reports_its_upstream_versions_and_traffic(tmp_path):
         assert held["seconds"] > 0
         assert status["served_bytes"] >= 500_000  # the worker's fetch at least
 
-        with CoordinatorClient(coordinator.url, admin_token="t") as admin:
+        with AdminClient.at(coordinator.url, admin_token="t") as admin:
             admin.create_run("r", TRAINER.node_id)
 
             async def report_until_shown():
@@ -46,7 +46,7 @@ def test_a_chained_relay_reports_its_upstream_versions_and_traffic(tmp_path):
                 )
                 try:
                     for _ in range(200):  # bounded: 10 s
-                        summary = await asyncio.to_thread(admin.summary, "r")
+                        summary = await asyncio.to_thread(admin.reads.summary, "r")
                         if summary.relays:
                             return summary
                         await asyncio.sleep(0.05)

@@ -7,16 +7,16 @@ import sys
 from pathlib import Path
 
 from swarmrl.configs import RunConfig, load_config
+from swarmrl.generation.batch import write_batch
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
-from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.worker.rollout import write_batch
+from swarmrl.trainer.role import trainer_role
 
 REPO = Path(__file__).resolve().parents[3]
 

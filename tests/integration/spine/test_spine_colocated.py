@@ -14,12 +14,12 @@ import torch
 
 from swarmrl.configs import ConfigError
 from swarmrl.inference.live_weights import LiveWeights
-from swarmrl.launch import roles
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_model
 from swarmrl.rollouts import RolloutLimits, read_rollouts
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir, list_checkpoints
+from swarmrl.trainer import role as roles
 from swarmrl.trainer import train
 
 from .spine_helpers import tiny_config

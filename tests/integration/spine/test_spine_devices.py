@@ -9,10 +9,11 @@ import threading
 import pytest
 import torch
 
-from swarmrl.launch.roles import trainer_role, worker_role
 from swarmrl.rundir import RunDir
+from swarmrl.trainer.role import trainer_role
 from swarmrl.validator.rollout_checks import validate_file
 from swarmrl.validator.service import local_context
+from swarmrl.worker.local import worker_of_run_dir
 
 STEPS = 2
 
@@ -32,7 +33,7 @@ def local_loop(run_copy, name: str, trainer_device: str, worker_device: str) -> 
     (rundir.root / "config.json").write_text(config.model_dump_json(indent=2))
     written: list[int] = []
     worker = threading.Thread(
-        target=lambda: written.append(worker_role(rundir.root, 0, worker_device)), daemon=True
+        target=lambda: written.append(worker_of_run_dir(rundir.root, 0, worker_device)), daemon=True
     )
     worker.start()
     try:

@@ -7,8 +7,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from swarmrl.launch.roles import trainer_role
 from swarmrl.steps import checkpoint_dir
+from swarmrl.trainer.role import trainer_role
 
 from .conftest import STEPS
 

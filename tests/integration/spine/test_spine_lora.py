@@ -10,11 +10,11 @@ from safetensors.torch import load_file
 
 from swarmrl.configs.trainer import LoraSection
 from swarmrl.launch.prepare import prepare_run
-from swarmrl.launch.roles import trainer_role
 from swarmrl.models import load_model
 from swarmrl.models.adapter import ADAPTER_WEIGHTS, is_adapter_checkpoint
 from swarmrl.rollouts import read_rollouts
 from swarmrl.steps import checkpoint_dir, list_checkpoints
+from swarmrl.trainer.role import trainer_role
 from swarmrl.validator.rollout_checks import SeenFiles, validate_file
 from swarmrl.validator.service import judge_pending, local_context
 

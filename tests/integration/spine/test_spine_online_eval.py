@@ -5,9 +5,9 @@ import pytest
 
 from swarmrl.evaluation import HeldOutEval
 from swarmrl.launch.report import eval_curves
-from swarmrl.launch.roles import trainer_role
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir
+from swarmrl.trainer.role import trainer_role
 
 from .conftest import STEPS
 

@@ -13,7 +13,7 @@ import pytest
 from integration.spine.spine_helpers import tiny_config
 from rich.console import Console
 
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import PublicReads
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.swarm import Swarm, restart_coordinator, snapshot, start_swarm, stop_swarm, supervise
 from swarmrl.models.adapter import is_adapter_checkpoint
@@ -66,7 +66,7 @@ def wait_for_step(swarm: Swarm, step: int, timeout_s: float = 240.0) -> None:
 
 
 def accepted_ids(swarm: Swarm) -> set[int]:
-    with CoordinatorClient(swarm.coordinator_url) as client:
+    with PublicReads.at(swarm.coordinator_url) as client:
         return {s.id for s in client.submissions(swarm.config.run.id, status="accepted")}
 
 
@@ -78,7 +78,7 @@ def test_trains_on_accepted_work_only_and_bans_the_cheater(root):
         supervise(swarm, quiet(), timeout_s=500, interval_s=1.0)  # returns once the run has drained
         state = snapshot(swarm)
         run_id = swarm.config.run.id
-        with CoordinatorClient(swarm.coordinator_url) as client:
+        with PublicReads.at(swarm.coordinator_url) as client:
             submissions = client.submissions(run_id)
             verdicts = {v.submission_id: v for v in client.verdicts(run_id)}
             balances = {b.node_id: b for b in client.ledger(run_id).balances}
@@ -127,7 +127,7 @@ def test_lora_run_broadcasts_adapters_that_workers_and_validators_merge(root):
     try:
         supervise(swarm, quiet(), timeout_s=550, interval_s=1.0)
         state = snapshot(swarm)
-        with CoordinatorClient(swarm.coordinator_url) as client:
+        with PublicReads.at(swarm.coordinator_url) as client:
             submissions = client.submissions(swarm.config.run.id)
     finally:
         stop_swarm(swarm)
@@ -163,7 +163,7 @@ def test_worker_relay_validator_and_coordinator_faults(root):
     # step in under a second, and a run of six was over before the test saw worker-0 holding a unit after step 1.
     swarm = launch(root, "faults", steps=10, honest=2, validators=2)
     run_id = swarm.config.run.id
-    client = CoordinatorClient(swarm.coordinator_url)
+    client = PublicReads.at(swarm.coordinator_url)
     try:
         worker = swarm.identity("worker-0").node_id
 

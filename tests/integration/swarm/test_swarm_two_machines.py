@@ -1,59 +1,114 @@
-"""The README's cross-machine recipe on two network namespaces joined by a veth pair.
+"""docs/cross-machine.md's recipe, run as written, on two network namespaces joined by a veth pair.
 
-Machine A (10.213.0.1) runs the coordinator and the trainer, whose shardcast origin binds its veth address;
-machine B (10.213.0.2) runs a relay with `--upstream http://10.213.0.1:8800` and fetches the trainer's
-checkpoint through that relay, every shard checked against the trainer's signature. The addresses exist only
-inside the test's own namespaces, and each namespace has its own ports, so the README's ports are used as
-written. Needs root (`ip netns`); without it the test fails and says so (deselect with `-m "not netns"`).
-Every process is stopped by PID and both namespaces are deleted in `finally`.
+Machine A (10.213.0.1) runs its block — keys, coordinator, run, SFT, trainer with its origin on every interface,
+validator — and machine B (10.213.0.2) runs its block: a relay mirroring A's origin and a worker fetching
+through it. Each line of the two `bash` blocks is run as it is written (bash, in the machine's namespace and
+working directory, `swarmrl` on the PATH); a line ending in `&` is a service started in the background and
+stopped by PID at the end; `NAME=$(...)` keeps its output for the lines after it, as a shell would, and
+`TRAINER_KEY`, the one value a person copies from A to B, is handed over. The run must then train its steps
+on B's rollouts, judged by A's validator, and drain. The addresses exist only inside the test's namespaces,
+and each namespace has its own ports, so the recipe's ports are used as written. Needs root (`ip netns`);
+without it the test fails and says so (deselect with `-m "not netns"`). Both namespaces are deleted at the end.
 """
 
 from __future__ import annotations
 
-import filecmp
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from integration.spine.spine_helpers import tiny_config
 from polling import wait_for
 
-from swarmrl.identity import Identity
 from swarmrl.wan import netns
 from swarmrl.wan.errors import WanError
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.slow,
-    pytest.mark.swarm,
-    pytest.mark.timeout(420),
-]
+pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.swarm, pytest.mark.timeout(900)]
 
-SRC = Path(__file__).resolve().parents[3] / "src"
-TRAINER_IP, RELAY_IP = "10.213.0.1", "10.213.0.2"
-ADMIN_TOKEN = "netns-test-admin-token"
+REPO = Path(__file__).resolve().parents[3]
+SRC = REPO / "src"
+RECIPE = REPO / "docs" / "cross-machine.md"
+ADDRESSES = {"A": "10.213.0.1", "B": "10.213.0.2"}
+STEPS = 2
+# The run config of the recipe: the demo's task on a tiny model, two steps; no [coordinator] table.
+RUN_TOML = f"""
+[run]
+name = "R"
+
+[model]
+tokenizer_vocab_size = 280
+
+[model.tiny]
+hidden_size = 32
+num_layers = 2
+num_heads = 2
+num_kv_heads = 1
+max_position_embeddings = 128
+
+[prompt]
+template = "{{question}}\\nAnswer:"
+
+[sft]
+steps = 60
+batch_size = 32
+lr = 3e-3
+
+[[tasks.sources]]
+type = "reasoning_gym"
+generator = "spell_backward"
+size = 2000
+eval_size = 50
+generator_kwargs = {{ min_word_len = 3, max_word_len = 5 }}
+
+[tasks.extraction]
+mode = "raw"
+
+[trainer]
+steps = {STEPS}
+prompts_per_step = 8
+max_wait_seconds = 600
+
+[worker]
+prompts_per_batch = 8
+group_size = 4
+max_new_tokens = 8
+"""
+
+
+def recipe_blocks(text: str) -> dict[str, list[str]]:
+    """Machine letter → the lines of its ```bash block (continuations joined, comment-only lines dropped)."""
+    blocks = {}
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        first, *_ = block.splitlines()
+        found = re.match(r"# machine (\w)\b", first)
+        if found:
+            joined = re.sub(r"\\\n\s*", "", block)
+            lines = [line.split("  #")[0].strip() for line in joined.splitlines()]
+            blocks[found.group(1)] = [line for line in lines if line and not line.startswith("#")]
+    return blocks
 
 
 class Machines:
-    """Two namespaces ("a", "b") joined by a veth pair, and the processes started in them."""
+    """Two namespaces ("A", "B") joined by a veth pair, and the processes started in them."""
 
-    def __init__(self, tag: str, logs: Path) -> None:
-        self.names = {"a": f"swrl{tag}a", "b": f"swrl{tag}b"}
-        self.logs = logs
+    def __init__(self, tag: str, work: Path, env: dict[str, str]) -> None:
+        self.names = {side: f"swrl{tag}{side.lower()}" for side in ADDRESSES}
+        self.dirs = {side: work / side for side in ADDRESSES}
+        self.env = env
         self.processes: list[tuple[str, subprocess.Popen]] = []
 
     def create(self) -> None:
         """The WAN emulator's own helpers (swarmrl.wan.netns): each veth end is made inside its namespace."""
         try:
             netns.check_available()
-            for side in "ab":
+            for side in ADDRESSES:
                 netns.add_namespace(self.names[side])
-            netns.veth(self.names["a"], "eth0", self.names["b"], "eth0")
-            for side, address in (("a", TRAINER_IP), ("b", RELAY_IP)):
+            netns.veth(self.names["A"], "eth0", self.names["B"], "eth0")
+            for side, address in ADDRESSES.items():
                 netns.address(self.names[side], "eth0", f"{address}/24")
         except WanError as exc:
             pytest.fail(
@@ -61,29 +116,40 @@ class Machines:
                 '-m "not netns" where they are unavailable'
             )
 
-    def command(self, side: str, *args: str) -> list[str]:
-        return [*netns.exec_prefix(self.names[side]), sys.executable, "-m", "swarmrl.cli", *args]
+    def shell(self, side: str, line: str) -> list[str]:
+        return ["ip", "netns", "exec", self.names[side], "bash", "-c", line]
 
-    def start(self, side: str, name: str, *args: str) -> subprocess.Popen:
-        log = (self.logs / f"{name}.log").open("w")
-        process = subprocess.Popen(
-            self.command(side, *args), stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=self.logs
+    def run(self, side: str, line: str) -> None:
+        """One recipe line, as a shell runs it: `export`, `NAME=$(...)`, `... &` or a command that must succeed."""
+        if line.endswith("&"):
+            name = f"{side}-{line.split()[1]}"
+            log = (self.dirs[side] / f"{name}.log").open("w")
+            command = self.shell(side, "exec " + line.removesuffix("&"))
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.dirs[side]
+            )
+            self.processes.append((name, process))
+            return
+        if exported := re.fullmatch(r"export (\w+)=(\S+)", line):
+            self.env[exported.group(1)] = exported.group(2)
+            return
+        assigned = re.fullmatch(r"(\w+)=\$\((.*)\)", line)
+        command = self.shell(side, assigned.group(2) if assigned else line)
+        result = subprocess.run(
+            command, capture_output=True, text=True, env=self.env, cwd=self.dirs[side], timeout=600
         )
-        self.processes.append((name, process))
-        return process
-
-    def run(self, side: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            self.command(side, *args),
-            capture_output=True,
-            text=True,
-            env=_env(),
-            cwd=self.logs,
-            timeout=timeout,
+        assert result.returncode == 0, (
+            f"machine {side}: `{line}` failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
         )
+        if assigned:
+            self.env[assigned.group(1)] = result.stdout.strip()
 
-    def tail(self, name: str) -> str:
-        return (self.logs / f"{name}.log").read_text()[-3000:]
+    def process(self, name: str) -> subprocess.Popen:
+        return next(process for label, process in self.processes if label == name)
+
+    def log(self, name: str) -> str:
+        side = name.split("-")[0]
+        return (self.dirs[side] / f"{name}.log").read_text()[-3000:]
 
     def destroy(self) -> None:
         for _, process in reversed(self.processes):
@@ -91,113 +157,65 @@ class Machines:
                 process.send_signal(signal.SIGTERM)
         for _, process in reversed(self.processes):
             try:
-                process.wait(timeout=15)
+                process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
         for ns in self.names.values():
-            netns.delete_namespaces(ns)  # its veth end goes with it (and with it the peer)
+            # Deleting a namespace also deletes the veth end inside it (and with it the peer).
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
 
-def _env() -> dict[str, str]:
+def _environment(bin_dir: Path) -> dict[str, str]:
+    """`swarmrl` on the PATH (this checkout's), the machines' addresses, plain log lines."""
+    bin_dir.mkdir()
+    shim = bin_dir / "swarmrl"
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m swarmrl.cli "$@"\n')
+    shim.chmod(0o755)
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("SWARMRL_")}
     return {
-        **os.environ,
+        **keep,
+        **ADDRESSES,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-        "SWARMRL_ADMIN_TOKEN": ADMIN_TOKEN,
         "SWARMRL_LOG_FORMAT": "plain",
     }
 
 
-def _retry(attempt, timeout_s: float, what: str) -> subprocess.CompletedProcess:
-    """Run `attempt` until it exits 0 (a server still starting, a relay still mirroring); bounded."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = attempt()
-        if result.returncode == 0 or time.monotonic() > deadline:
-            assert result.returncode == 0, (
-                f"{what} never succeeded:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
-            )
-            return result
-        time.sleep(1.0)
-
-
-def test_readme_recipe_across_two_machines(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    # run.json: the run config file of the recipe (a resolved JSON config reads like run.toml).
-    config = tiny_config(work / "runs", "R", "sft.steps=0", "trainer.max_wait_seconds=300")
-    run_file = work / "run.json"
-    run_file.write_text(config.dump_json())
-    trainer_key = work / "trainer.pem"
-    trainer_hex = Identity.load_or_create(trainer_key).node_id
-    sft = subprocess.run(
-        [sys.executable, "-m", "swarmrl.cli", "sft", f"@{run_file}"],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=work,
-        timeout=300,
-    )
-    assert sft.returncode == 0, sft.stderr[-3000:]
-    run_dir = work / "runs" / "R"
-    start_policy = run_dir / "checkpoints" / "step_0"
-    assert (start_policy / "config.json").is_file()
-
-    machines = Machines(str(os.getpid() % 100000), work)
+def test_the_cross_machine_recipe_runs_as_written(tmp_path):
+    blocks = recipe_blocks(RECIPE.read_text())
+    assert set(blocks) == {"A", "B"} and all(blocks.values()), blocks
+    machines = Machines(str(os.getpid() % 100000), tmp_path, _environment(tmp_path / "bin"))
+    for directory in machines.dirs.values():
+        directory.mkdir()
+        (directory / "run.toml").write_text(RUN_TOML)
     try:
         machines.create()
-        coordinator_url = "http://127.0.0.1:8700"  # machine A's own loopback
-        # Machine A: coordinator, run, trainer (its origin bound to the address machine B reaches).
-        machines.start(
-            "a", "coordinator", "coordinator", "--db-url", f"sqlite:///{work / 'c.db'}",
-            "--host", "127.0.0.1", "--port", "8700", "--config", str(run_file),
-            "--storage-dir", str(work / "storage"),
-        )  # fmt: skip
-        _retry(
-            lambda: machines.run(
-                "a", "admin", "create-run", "--coordinator", coordinator_url, "--run-id", "R",
-                "--trainer-key", str(trainer_key), timeout=60,
-            ),
-            60,
-            "admin create-run",
-        )  # fmt: skip
-        trainer = machines.start(
-            "a", "trainer", "trainer", "--run-dir", str(run_dir), "--coordinator", coordinator_url,
-            "--key", str(trainer_key), "--origin-host", TRAINER_IP, "--origin-port", "8800",
-        )  # fmt: skip
-        origin_url = run_dir / "swarm" / "origin.url"
-        wait_for(lambda: origin_url.exists() or trainer.poll() is not None, 180, "the trainer's origin.url")
-        assert trainer.poll() is None, machines.tail("trainer")
-        assert origin_url.read_text() == f"http://{TRAINER_IP}:8800"
+        for line in blocks["A"]:
+            machines.run("A", line)
+        assert len(machines.env["TRAINER_KEY"]) == 64  # what the person copies to machine B
+        for line in blocks["B"]:
+            machines.run("B", line)
 
-        # Machine B: a relay of the trainer's origin, and a node fetching through it.
-        relay_url_file = work / "relay.url"
-        relay = machines.start(
-            "b", "relay", "relay", "--upstream", f"http://{TRAINER_IP}:8800", "--trainer-public-key",
-            trainer_hex, "--host", "0.0.0.0", "--port", "8900", "--advertise", f"http://{RELAY_IP}:8900",
-            "--data-dir", str(work / "relay-data"), "--url-file", str(relay_url_file),
+        trainer, worker = machines.process("A-trainer"), machines.process("B-worker")
+        wait_for(lambda: trainer.poll() is not None, 600, "the trainer to finish its steps")
+        assert trainer.returncode == 0, machines.log("A-trainer")
+        wait_for(lambda: worker.poll() is not None, 120, "the worker to leave the drained run")
+        assert worker.returncode == 0, machines.log("B-worker")
+        metrics = (machines.dirs["A"] / "runs" / "R" / "metrics.jsonl").read_text().splitlines()
+        assert len([json.loads(line) for line in metrics]) == STEPS
+        status = subprocess.run(
+            machines.shell("B", f"swarmrl status --coordinator http://{ADDRESSES['A']}:8700 --json"),
+            capture_output=True, text=True, env=machines.env, timeout=60,
         )  # fmt: skip
-        wait_for(lambda: relay_url_file.exists() or relay.poll() is not None, 60, "the relay's url file")
-        assert relay.poll() is None, machines.tail("relay")
-        assert relay_url_file.read_text() == f"http://{RELAY_IP}:8900"
-        dest = work / "node-b"
-        fetched = _retry(
-            lambda: machines.run(
-                "b", "shardcast", "fetch", "--source", f"http://{RELAY_IP}:8900", "--dest", str(dest),
-                "--trainer-public-key", trainer_hex, "--run-id", "R", "--version", "0", timeout=120,
-            ),
-            120,
-            "fetching step 0 through the relay on machine B",
-        )  # fmt: skip
-        installed = Path(fetched.stdout.strip().splitlines()[-1])
-        assert installed == dest / "step_0"
-        files = sorted(p.name for p in start_policy.iterdir() if p.is_file())
-        assert "model.safetensors" in files
-        _, mismatch, errors = filecmp.cmpfiles(start_policy, installed, files, shallow=False)
-        assert not mismatch and not errors, (mismatch, errors)
-        # The relay mirrored it from the origin across the link (the node never reached machine A).
-        assert (work / "relay-data" / "step_0" / "model.safetensors").is_file()
-        assert trainer.poll() is None, machines.tail("trainer")
+        summary = json.loads(status.stdout)
+        assert summary["run"]["status"] in ("draining", "drained"), summary["run"]
+        assert summary["submissions"]["accepted"] >= STEPS  # B's files, judged on A
+        # B's worker fetched every policy through B's relay, which mirrored them from A's origin.
+        assert (machines.dirs["B"] / "relay" / "step_0" / "model.safetensors").is_file()
+        assert "policy step 0 loaded" in machines.log("B-worker")
+        for name in ("A-coordinator", "A-validator", "B-relay"):
+            assert "Traceback" not in machines.log(name), machines.log(name)
     finally:
         machines.destroy()
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10).stdout

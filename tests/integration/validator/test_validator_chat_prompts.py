@@ -7,6 +7,7 @@ import pytest
 import torch
 from integration.spine.spine_helpers import tiny_config
 
+from swarmrl.generation.batch import generate_batch, write_batch
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.inference.torch_engine import TorchEngine
@@ -18,7 +19,6 @@ from swarmrl.rollouts import RolloutHeader, write_rollouts
 from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts
 from swarmrl.validator.rollout_checks import validate_file
 from swarmrl.validator.service import local_context
-from swarmrl.worker.rollout import generate_batch, write_batch
 
 NODE = Identity.from_seed(b"\x31" * 32)
 

@@ -17,8 +17,8 @@ from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutError
 from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts
+from swarmrl.rollouts.scoring import score_rows
 from swarmrl.tasks.arithmetic import ArithmeticSource
-from swarmrl.validator.scoring import score_rows
 
 
 def test_a_run_without_an_env_section_stays_single_turn():
@@ -30,7 +30,7 @@ def test_the_env_section_is_validated_and_named():
         {"env": {"kind": "python_tool", "max_turns": 2, "max_tokens": 64}, "worker": {"max_new_tokens": 64}}
     )
     assert isinstance(config.env, PythonToolEnvConfig) and config.env.max_turns == 2
-    with pytest.raises(ConfigError, match=r"env\n.*'kind'"):
+    with pytest.raises(ConfigError, match=r"^env: .*'kind'"):
         load_config(None, ["env.kind='shell'"])
     with pytest.raises(ConfigError, match=r"env\.python_tool\.max_turns"):
         load_config(None, ["env.kind='python_tool'", "env.max_turns=0"])

@@ -28,11 +28,19 @@ ROLES = [
         "swarmrl.envs",
         frozenset({"swarmrl.envs.build", "swarmrl.envs.engine_rollout", "swarmrl.envs.errors"}),
     ),
-    # The coordinator service: every other role speaks to it through the client and the wire schema.
+    # The coordinator service: every other role speaks to it through the client (over its signed transport,
+    # whose retry policy a node sizes) and the wire schema.
     Role(
         "coordinator",
         "swarmrl.coordinator",
-        frozenset({"swarmrl.coordinator.client", "swarmrl.coordinator.api", "swarmrl.coordinator.errors"}),
+        frozenset(
+            {
+                "swarmrl.coordinator.client",
+                "swarmrl.coordinator.transport",
+                "swarmrl.coordinator.api",
+                "swarmrl.coordinator.errors",
+            }
+        ),
     ),
     # The relay: nodes fetch through the client, the trainer publishes through the origin.
     Role(

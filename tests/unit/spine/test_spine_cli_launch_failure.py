@@ -6,13 +6,13 @@ import signal
 import pytest
 import typer
 
-from swarmrl import cli
+from swarmrl.cli import launchers
 from swarmrl.launch.processes import LaunchError
 
 
 def test_a_failed_role_process_ends_the_launcher_with_its_message(capsys):
     failure = "trainer exited with code 1; last lines of its log:\nNotEnoughRollouts: step 0: [0/16 groups]"
-    with pytest.raises(typer.Exit) as exit_info, cli._supervising():
+    with pytest.raises(typer.Exit) as exit_info, launchers.supervising():
         raise LaunchError(failure)
     assert exit_info.value.exit_code == 1
     out = capsys.readouterr().out
@@ -21,12 +21,12 @@ def test_a_failed_role_process_ends_the_launcher_with_its_message(capsys):
 
 
 def test_other_errors_pass_through():
-    with pytest.raises(ValueError), cli._supervising():
+    with pytest.raises(ValueError), launchers.supervising():
         raise ValueError("not a launch failure")
 
 
 def test_sigterm_unwinds_only_while_supervising():
     before = signal.getsignal(signal.SIGTERM)
-    with cli._supervising():
+    with launchers.supervising():
         assert signal.getsignal(signal.SIGTERM) is not before
     assert signal.getsignal(signal.SIGTERM) is before

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from swarmrl.generation.colocated import NO_POLICY, ColocatedPolicyError, ColocatedSource
 from swarmrl.rundir import RunDir
-from swarmrl.worker.colocated import NO_POLICY, ColocatedPolicyError, ColocatedSource
 
 
 @dataclass

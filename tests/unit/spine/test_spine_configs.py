@@ -15,7 +15,7 @@ CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 def dry_run(*args: str) -> dict:
     result = CliRunner().invoke(app, [*args, "--dry-run"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 @pytest.mark.parametrize("name", ["demo.toml", "demo-swarm.toml", "demo-chat-think.toml"])

@@ -125,7 +125,7 @@ def test_worker_and_validator_collectors_read_their_own_records(tmp_path):
 
 def test_a_swarm_trainer_sends_what_the_coordinator_takes_and_survives_a_refusal(caplog):
     from swarmrl.coordinator.errors import CoordinatorError
-    from swarmrl.launch.roles import _report_metrics
+    from swarmrl.trainer.role import _report_metrics
 
     class Coordinator:
         def __init__(self, refuse: bool) -> None:

@@ -7,20 +7,9 @@ import time
 
 import httpx
 import pytest
+from polling import RecordedWaits
 
 from swarmrl.retry import RetryPolicy, call_with_retries
-
-
-class RecordedWaits(threading.Event):
-    """A stop event that never stops and records each wait instead of sleeping."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.waits: list[float] = []
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waits.append(timeout)
-        return False
 
 
 class Flaky:

@@ -79,6 +79,6 @@ def test_demo_wan_as_a_user_without_root_ends_with_one_line_and_code_2(monkeypat
     )
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [
-        "the WAN emulator needs root (network namespaces, tc, nftables); run it as root"
+        "error: the WAN emulator needs root (network namespaces, tc, nftables); run it as root"
     ]
     assert not list(tmp_path.iterdir())  # refused before it built or ran anything

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,15 +29,17 @@ log = logging.getLogger(__name__)
 _HTTP_KINDS = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type"}
 
 
-def _error(status: int, kind: str, detail: str) -> JSONResponse:
-    return JSONResponse({"error": kind, "detail": detail}, status_code=status)
+def _error(status: int, kind: str, detail: str, retry_after_s: float | None = None) -> JSONResponse:
+    """The JSON error body; a 429/503 also says when to ask again (Retry-After, whole seconds, at least 1)."""
+    headers = None if retry_after_s is None else {"Retry-After": str(max(1, math.ceil(retry_after_s)))}
+    return JSONResponse({"error": kind, "detail": detail}, status_code=status, headers=headers)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         request.app.state.coordinator.metrics.refusals.labels(kind=exc.kind).inc()
-        return _error(exc.status, exc.kind, exc.detail)
+        return _error(exc.status, exc.kind, exc.detail, getattr(exc, "retry_after_s", None))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -58,7 +61,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OperationalError)
     async def database_busy(_: Request, exc: OperationalError) -> JSONResponse:
         log.warning("database error: %s", exc)
-        return _error(503, "database_unavailable", "the database is busy or unreachable; retry")
+        return _error(503, "database_unavailable", "the database is busy or unreachable; retry", 1.0)
 
     @app.exception_handler(StorageError)
     async def storage_error(_: Request, exc: StorageError) -> JSONResponse:

@@ -106,7 +106,8 @@ async def authenticate_node(request: Request, body_sha256: str, *, now: float | 
     await run_in_threadpool(_record_nonce, state, signed, now)
     if not state.limiter.take(signed.node_id):
         raise RateLimitError(
-            f"more than {state.config.requests_per_minute} requests per minute from this node"
+            f"more than {state.config.requests_per_minute} requests per minute from this node",
+            retry_after_s=60.0 / state.config.requests_per_minute,  # the time one token takes to refill
         )
     return signed.node_id
 

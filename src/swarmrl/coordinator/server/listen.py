@@ -42,7 +42,7 @@ def serve(
     """Blocks until interrupted. `port_file` receives the bound port once the socket is listening."""
     raise_open_file_limit()
     server, guard = build_server(app, log_level=log_level)
-    sock = bind(host, port)
+    sock = bind(host, port, "coordinator")
     sock.listen(guard.backlog)
     bound_port = sock.getsockname()[1]
     if port_file is not None:

@@ -76,6 +76,49 @@ def transfer_seconds(size_bytes: int, config: CoordinatorConfig) -> float:
     return config.clock_skew_s + size_bytes / config.upload_min_bytes_per_s
 
 
+def _slots(session, *where) -> int:
+    return session.scalar(select(func.count()).select_from(UploadSlot).where(*where)) or 0
+
+
+def _check_slot_budget(
+    session,
+    run: Run,
+    node_id: str,
+    unit: WorkUnit,
+    body: UploadRequest,
+    config: CoordinatorConfig,
+    now: float,
+) -> None:
+    """How many upload slots a node may open. Per leased unit a few (an upload retried, not a unit kept alive
+    by opening slot after slot), and per step what the step's demand needs; both derive from the run's demand,
+    so a lone node that does all of a run's work is never held back. `uploads_per_hour`, when an operator sets
+    it, caps a node's slots in a rolling hour too, and says when the oldest one leaves the window."""
+    run_id, mine = run.run_id, (UploadSlot.run_id == run.run_id, UploadSlot.node_id == node_id)
+    at_unit = (UploadSlot.step == body.step, UploadSlot.batch_index == body.batch_index)
+    if _slots(session, *mine, *at_unit, UploadSlot.created_at >= unit.leased_at) >= SLOTS_PER_UNIT:
+        raise ConflictError(
+            f"unit ({body.step}, {body.batch_index}) already had {SLOTS_PER_UNIT} upload slots",
+            kind="unit_slots_used",
+        )
+    per_step = SLOTS_PER_UNIT * (leases.step_demand(run, config) + config.lease_slack_units)
+    if _slots(session, *mine, UploadSlot.step == body.step) >= per_step:
+        raise ConflictError(
+            f"this node opened {per_step} upload slots for step {body.step} of {run_id!r}: more than its demand "
+            "needs",
+            kind="step_slots_used",
+        )
+    if config.uploads_per_hour is None:
+        return
+    window = (UploadSlot.node_id == node_id, UploadSlot.created_at > now - HOUR_S)
+    if _slots(session, *window) >= config.uploads_per_hour:
+        oldest = session.scalar(select(func.min(UploadSlot.created_at)).where(*window)) or now
+        raise RateLimitError(
+            f"at most {config.uploads_per_hour} uploads per hour per node",
+            kind="upload_rate_limited",
+            retry_after_s=max(1.0, oldest + HOUR_S - now),
+        )
+
+
 @router.post("/v1/runs/{run_id}/uploads", status_code=201, response_model=UploadSlotInfo)
 def request_upload(run_id: RunId, body: UploadRequest, request: Request, who: SignedCaller) -> UploadSlotInfo:
     node_id = who.require_node()
@@ -99,22 +142,7 @@ def request_upload(run_id: RunId, body: UploadRequest, request: Request, who: Si
                 f"this node holds no live lease on unit ({body.step}, {body.batch_index}); lease work first",
                 kind="not_leased",
             )
-        slots_of_unit = session.scalar(
-            select(func.count())
-            .select_from(UploadSlot)
-            .where(
-                UploadSlot.run_id == run_id,
-                UploadSlot.node_id == node_id,
-                UploadSlot.step == body.step,
-                UploadSlot.batch_index == body.batch_index,
-                UploadSlot.created_at >= unit.leased_at,
-            )
-        )
-        if (slots_of_unit or 0) >= SLOTS_PER_UNIT:
-            raise RateLimitError(
-                f"unit ({body.step}, {body.batch_index}) already had {SLOTS_PER_UNIT} upload slots",
-                kind="upload_rate_limited",
-            )
+        _check_slot_budget(session, run, node_id, unit, body, config, now)
         held = janitor.held_bytes(session, run_id, now)
         if held + body.size_bytes > config.storage_quota_bytes:
             raise ApiError(
@@ -122,15 +150,6 @@ def request_upload(run_id: RunId, body: UploadRequest, request: Request, who: Si
                 f"{config.storage_quota_bytes}",
                 kind="storage_quota",
                 status=507,
-            )
-        recent = session.scalar(
-            select(func.count())
-            .select_from(UploadSlot)
-            .where(UploadSlot.node_id == node_id, UploadSlot.created_at > now - HOUR_S)
-        )
-        if (recent or 0) >= config.uploads_per_hour:
-            raise RateLimitError(
-                f"at most {config.uploads_per_hour} uploads per hour per node", kind="upload_rate_limited"
             )
         slot = UploadSlot(
             slot_id=secrets.token_hex(16),

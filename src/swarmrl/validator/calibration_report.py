@@ -10,10 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
+from swarmrl.errors import UserError
 from swarmrl.inference.engine import SamplingParams
-from swarmrl.launch.prepare import prepare_run
 from swarmrl.models import load_tokenizer
 from swarmrl.models.prompting import prompt_format
+from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.validator.calibrate import Calibration, calibrate
@@ -22,7 +23,7 @@ from swarmrl.validator.calibrate import Calibration, calibrate
 def run_calibration(
     config: RunConfig, completions: int, safety: float, output: Path | None, console: Console
 ) -> Calibration:
-    policy = checkpoint_dir(prepare_run(config).checkpoints, 0)
+    policy = starting_policy(config)
     params = SamplingParams(
         max_new_tokens=config.worker.max_new_tokens,
         temperature=config.worker.temperature,
@@ -83,6 +84,16 @@ def run_calibration(
             )
         )
     return result
+
+
+def starting_policy(config: RunConfig) -> Path:
+    """The run's step 0, which `swarmrl sft` (or `rl`, `demo`) writes; the validator never trains one itself."""
+    policy = checkpoint_dir(RunDir(config.run.directory).checkpoints, 0)
+    if not (policy / "config.json").is_file():
+        raise UserError(
+            f"no starting policy at {policy}: write it first with `swarmrl sft` on the same config and overrides"
+        )
+    return policy
 
 
 def _groups(result: Calibration) -> dict[str, list]:

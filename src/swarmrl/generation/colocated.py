@@ -18,12 +18,12 @@ from typing import Any
 import torch
 
 from swarmrl.configs import RunConfig
+from swarmrl.generation.writer import BatchWriter
 from swarmrl.inference.engine import InferenceEngine
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import model_skeleton
 from swarmrl.rundir import RunDir, RunDirSource
 from swarmrl.steps import checkpoint_dir
-from swarmrl.worker.local import BatchWriter
 
 log = logging.getLogger(__name__)
 

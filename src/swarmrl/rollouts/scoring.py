@@ -9,9 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
-from typing import Literal
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Literal
 
 from swarmrl.configs.tasks import TasksConfig
 from swarmrl.rollouts import RolloutError, RolloutRow, ScoredRow
@@ -19,6 +17,9 @@ from swarmrl.rollouts.advantages import grpo_advantages
 from swarmrl.tasks.completion import completion_text
 from swarmrl.tasks.reward import RewardRequest, compute_rewards
 from swarmrl.tasks.task import TaskSource
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Each role of a local run, built from the run directory alone (what `swarmrl trainer|worker --run-dir` run)."""
+"""The trainer, assembled from its run directory (what `swarmrl trainer --run-dir` runs): its rollout source (the run
+directory, a swarm's accepted submissions or a colocated engine), trusted scoring, and where checkpoints go."""
 
 from __future__ import annotations
 
@@ -15,27 +16,26 @@ import torch.distributed as dist
 from transformers import PreTrainedTokenizerBase
 
 from swarmrl.configs import ConfigError, RunConfig, load_run_config
-from swarmrl.configs.devices import check_device
 from swarmrl.configs.shardcast import ShardcastConfig
 from swarmrl.coordinator.api import METRIC_NAME_PATTERN
-from swarmrl.coordinator.client import CoordinatorClient
+from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.transport import node_retry
+from swarmrl.generation.colocated import ColocatedSource, colocated_source
+from swarmrl.httpserve.reach import loopback_warning
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.rollouts import RolloutLimits
+from swarmrl.rollouts.scoring import score_rows
 from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
-from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.data import RolloutFeed
 from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
 from swarmrl.trainer.train import AfterStep, run_trainer, train_device
-from swarmrl.validator.scoring import score_rows
-from swarmrl.worker.colocated import ColocatedSource, colocated_source
-from swarmrl.worker.local import run_local_worker
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +62,7 @@ def trainer_role(
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rundir = RunDir(run_dir)
-    tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
-    tasks = build_tasks(config.tasks)
-    scorer = _trusted_scorer(config, tasks, tokenizer)
+    scorer = trusted_scorer(config, load_tokenizer(checkpoint_dir(rundir.checkpoints, 0)))
     sink = None
     with contextlib.ExitStack() as stack:
         if config.trainer.colocate:
@@ -112,10 +110,11 @@ def trainer_role(
                 dist.destroy_process_group()
 
 
-def _trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase):
+def trusted_scorer(config: RunConfig, tokenizer: PreTrainedTokenizerBase):
     """How the trainer scores rows itself: the run's reward functions (refused here, before any training, when
     they differ from what the run pinned) or verifiers, and for a multi-turn run its environment's replay."""
     reward_computer(config.tasks)
+    tasks = build_tasks(config.tasks)
     scorer = functools.partial(
         score_rows,
         tasks=tasks,
@@ -162,7 +161,8 @@ def _swarm_endpoints(
     if key is None:
         raise ValueError("a swarm trainer needs --key, the private key the run was created with")
     identity = Identity.load(key)
-    client = stack.enter_context(CoordinatorClient(coordinator_url, identity, max_retries=8))
+    retry = node_retry(config.swarm.coordinator_retry_s)
+    client = stack.enter_context(TrainerClient.at(coordinator_url, identity, retry=retry))
     origin = Origin(rundir.checkpoints, identity, config.run.id, shardcast.origin_config())
     server = origin.serve_in_thread()
     stack.callback(server.stop)
@@ -172,6 +172,8 @@ def _swarm_endpoints(
         origin.publish(None, newest)
     url = shardcast.advertise_url or server.url
     log.info("shardcast origin serving on %s, advertised to relays as %s", server.url, url)
+    if (warning := loopback_warning(url, shardcast.origin_host)) is not None:
+        log.warning("%s", warning)
     write_text_atomic(origin_url_file(rundir), url)
     source = AcceptedSubmissions(
         client,
@@ -188,7 +190,7 @@ def _swarm_endpoints(
     )
 
 
-def _report_metrics(client: CoordinatorClient, run_id: str, step: int, metrics: dict[str, float]) -> None:
+def _report_metrics(client: TrainerClient, run_id: str, step: int, metrics: dict[str, float]) -> None:
     """A dashboard figure that does not arrive costs a point on a curve, never the run. A name the coordinator
     would refuse is left out (the file metrics.jsonl keeps it) rather than costing the step's other figures."""
     sendable = {k: v for k, v in metrics.items() if re.fullmatch(METRIC_NAME_PATTERN, k)}
@@ -196,11 +198,3 @@ def _report_metrics(client: CoordinatorClient, run_id: str, step: int, metrics: 
         client.report_metrics(run_id, step, sendable)
     except CoordinatorError as exc:
         log.warning("step %d: metrics not reported to the coordinator: %s", step, exc)
-
-
-def worker_role(run_dir: Path, index: int, device: str | None = None) -> int:
-    """A local worker; `device` (the CLI's --device) overrides the run config's `worker.device`."""
-    config = load_run_config(run_dir)
-    if device is not None:
-        config.worker.device = check_device(device)
-    return run_local_worker(config, index)

@@ -1,0 +1,205 @@
+"""The local launchers: a whole run on this machine from one config (`demo`, `rl`, `sft`, `filter`).
+
+Each takes a run config (`@path`, optional) and `section.field=value` overrides; `--dry-run` prints the resolved
+config and a preflight of everything the run will need (model, tokenizer, dataset, rewards, ports, run root),
+exiting 2 when a check fails, so a mistake shows in seconds instead of minutes into the run.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from swarmrl.cli.failures import EXIT_USER_ERROR
+from swarmrl.configs import RunConfig, load_config
+from swarmrl.errors import UserError
+
+console = Console()
+
+ConfigArg = Annotated[str | None, typer.Argument(help="run config TOML, optionally written @path")]
+Overrides = Annotated[list[str] | None, typer.Argument(help="section.field=value overrides")]
+DryRun = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run", help="print the resolved config and a preflight of what the run needs, then exit"
+    ),
+]
+
+
+def run_config(path: str | None, overrides: list[str] | None, dry_run: bool) -> RunConfig:
+    """The resolved run config, after its preflight passed. With `dry_run`, print the config (stdout: JSON)
+    and the whole preflight (stderr), and exit; without, a failed preflight prints its failed checks and
+    exits 2 before anything starts."""
+    from swarmrl.launch.pins import pin_run_code
+    from swarmrl.launch.preflight import preflight
+
+    path, overrides = split_overrides(path, overrides or [])
+    config = load_config(path, overrides)
+    pin_run_code(config)  # the source hashes of the code of yours it names (reward functions, environment)
+    report = preflight(config)
+    errors = Console(stderr=True, soft_wrap=True)
+    if dry_run:
+        console.print_json(config.dump_json())
+        errors.print(report.render(), markup=False, highlight=False)
+        raise typer.Exit(0 if report.ok else EXIT_USER_ERROR)
+    if not report.ok:
+        errors.print(report.render(failed_only=True), markup=False, highlight=False)
+        raise typer.Exit(EXIT_USER_ERROR)
+    return config
+
+
+def split_overrides(path: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:
+    """`swarmrl demo trainer.steps=20` means the default config with an override, not a file of that name."""
+    if path is not None and "=" in path and not Path(path.removeprefix("@")).exists():
+        return None, [path, *overrides]
+    return path, overrides
+
+
+@contextmanager
+def supervising():
+    """Around a launcher that starts role processes (`demo`, `rl`). Told to stop (SIGTERM, as `kill` and service
+    managers send), the launcher unwinds like Ctrl-C does, so its `finally` stops every role process it started
+    instead of leaving them running. A role process that failed ends it with that process's own message and
+    log tail, not a traceback through the supervisor's code."""
+    from swarmrl.launch.processes import LaunchError
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
+    try:
+        yield
+    except LaunchError as exc:
+        console.print(str(exc), style="red", markup=False, highlight=False)
+        raise typer.Exit(1) from exc
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def demo(
+    config: ConfigArg = None,
+    overrides: Overrides = None,
+    dry_run: DryRun = False,
+    swarm: Annotated[
+        bool, typer.Option("--swarm", help="the decentralized swarm: coordinator, relay, nodes, a cheater")
+    ] = False,
+    islands: Annotated[
+        bool,
+        typer.Option(
+            "--islands", help="trainer islands, each with its workers, merged by DiLoCo every H steps"
+        ),
+    ] = False,
+    wan: Annotated[
+        bool,
+        typer.Option(
+            "--wan", help="the swarm across emulated regions (latency, loss, narrow links, churn) vs loopback"
+        ),
+    ] = False,
+) -> None:
+    """SFT a tiny model, then asynchronous RL: with local workers (held-out accuracy before and after), or with
+    --swarm as a swarm of processes on 127.0.0.1 (live table; the cheater is rejected and banned), or with
+    --islands as several trainer islands merged every H steps (islands_result.json), or with --wan as the swarm
+    spread over emulated regions and measured against loopback (wan_result.json; needs root)."""
+    default = (
+        "configs/demo-swarm.toml"
+        if swarm
+        else "configs/demo-islands.toml"
+        if islands
+        else "configs/demo-wan.toml"
+        if wan
+        else "configs/demo.toml"
+    )
+    path, overrides = split_overrides(config, overrides or [])
+    cfg = run_config(path or default, overrides, dry_run)
+    from swarmrl.devices import check_run_devices
+
+    check_run_devices(cfg)
+    if wan:
+        run_wan_demo(cfg)
+        return
+    with supervising():
+        if islands:
+            from swarmrl.islands.demo import run_islands_demo
+
+            run_islands_demo(cfg, console)
+        elif swarm:
+            from swarmrl.launch.swarm import run_swarm_demo
+
+            if run_swarm_demo(cfg, console).failures():
+                raise typer.Exit(1)
+        else:
+            from swarmrl.launch.demo import run_demo
+
+            run_demo(cfg, console)
+
+
+def run_wan_demo(cfg: RunConfig) -> None:
+    """`demo --wan`; a machine that cannot emulate (not root, no iproute2/nftables) is told so in one line
+    (`WanUnavailable` is a `UserError`). Exit 1 when the run lost honest work or trained a unit twice."""
+    from swarmrl.launch.wan import run_wan_demo as run
+    from swarmrl.wan.errors import WanError
+
+    with supervising():
+        try:
+            result = run(cfg, console)
+        except WanError as exc:
+            if isinstance(exc, UserError):
+                raise
+            console.print(f"the WAN emulation failed: {exc}", style="red", markup=False, highlight=False)
+            raise typer.Exit(1) from exc
+    if not (result["goals"]["0 honest files lost"] and result["goals"]["no unit trained twice"]):
+        raise typer.Exit(1)
+
+
+def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = False) -> None:
+    """Asynchronous RL on this machine: a trainer and N workers sharing a run directory (resumes if present)."""
+    cfg = run_config(config, overrides, dry_run)
+    from swarmrl.devices import check_run_devices
+    from swarmrl.launch.local import run_local
+    from swarmrl.launch.prepare import prepare_run
+
+    check_run_devices(cfg)
+    with supervising():
+        run_local(cfg, prepare_run(cfg), console=console)
+
+
+def sft(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = False) -> None:
+    """Warm-start a policy by supervised training on task demonstrations; writes checkpoints/step_0."""
+    cfg = run_config(config, overrides, dry_run)
+    from swarmrl.launch.prepare import prepare_run
+
+    rundir = prepare_run(cfg)
+    console.print(f"starting policy: {rundir.checkpoints / 'step_0'}")
+
+
+def filter_tasks(
+    config: ConfigArg = None,
+    overrides: Overrides = None,
+    output: Annotated[Path, typer.Option(help="JSONL of the tasks with their solve rates")] = Path(
+        "tasks_rated.jsonl"
+    ),
+    k: Annotated[int, typer.Option(help="samples per task (pass@k)")] = 8,
+    num_tasks: Annotated[
+        int, typer.Option(help="tasks measured, from the start of the training source")
+    ] = 512,
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="policy to measure; default the run's step_0")
+    ] = None,
+    dry_run: DryRun = False,
+) -> None:
+    """Offline difficulty filter: write each task's solve rate under a policy (keep a band with
+    tasks.solve_rate_band)."""
+    cfg = run_config(config, overrides, dry_run)
+    from swarmrl.launch.filter import run_filter, solve_rate_histogram
+    from swarmrl.launch.prepare import prepare_run
+
+    policy = checkpoint or prepare_run(cfg).checkpoints / "step_0"
+    rated = run_filter(cfg, policy, output, num_tasks, k)
+    lo, hi = cfg.tasks.solve_rate_band or (0.1, 0.8)
+    kept = sum(lo <= (t.solve_rate or 0.0) <= hi for t in rated)
+    console.print(f"solve rates of {len(rated)} tasks (pass@{k}) written to {output}")
+    console.print({f"{rate:.3f}": n for rate, n in solve_rate_histogram(rated, k).items()})
+    console.print(f"{kept} of {len(rated)} tasks lie in the band [{lo}, {hi}]")
