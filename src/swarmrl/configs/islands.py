@@ -59,6 +59,12 @@ class IslandsConfig(BaseModel):
         "peer that breaks a collective's framing (gloo aborts the process on a size mismatch) fails the round, "
         "not the island; gloo: in this process, quicker to reconfigure, for islands that trust each other",
     )
+    process_group_start_s: float = Field(
+        120.0,
+        gt=0,
+        description="baby_gloo: how long the child process of a reconfigured group may take to start (it imports "
+        "torch: 10-25 s were seen on 2 loaded cores); collectives themselves still get collective_timeout_s",
+    )
 
     @model_validator(mode="after")
     def _fragments_fit_the_window(self) -> IslandsConfig:

@@ -144,9 +144,10 @@ def join_quorum(settings: IslandsConfig, island: int, lighthouse: str) -> Island
     from swarmrl.islands.heal_transport import WeightsOnlyHTTPTransport
 
     collective = timedelta(seconds=settings.collective_timeout_s)
-    group = (ProcessGroupBabyGloo if settings.process_group == "baby_gloo" else ProcessGroupGloo)(
-        timeout=collective
-    )
+    if settings.process_group == "baby_gloo":
+        group = ProcessGroupBabyGloo(timeout=collective + timedelta(seconds=settings.process_group_start_s))
+    else:
+        group = ProcessGroupGloo(timeout=collective)
     transport = WeightsOnlyHTTPTransport(timeout=collective)
     manager, store = replica_manager(
         group,
@@ -158,7 +159,8 @@ def join_quorum(settings: IslandsConfig, island: int, lighthouse: str) -> Island
         quorum_timeout=timedelta(seconds=settings.join_timeout_s + 4 * settings.heartbeat_timeout_s),
         checkpoint_transport=transport,
     )
-    return IslandQuorum(manager, QuorumCommunicator(manager, group, island, settings.count), transport, store)
+    communicator = QuorumCommunicator(manager, group, island, settings.count, collective)
+    return IslandQuorum(manager, communicator, transport, store)
 
 
 def island_trainer_role(

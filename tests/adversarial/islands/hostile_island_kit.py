@@ -9,8 +9,10 @@ torchft step counter are its own to corrupt as well.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
+import time
 from pathlib import Path
 
 import torch
@@ -111,6 +113,20 @@ def _progress(params: list[torch.Tensor], island: int, round_index: int) -> None
             param.sub_(0.01 * torch.randn(param.shape, generator=generator))
 
 
+def _merger(settings: IslandsConfig, communicator: Communicator) -> IslandMerger:
+    torch.manual_seed(0)  # every island starts from the same policy
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 16))
+    return IslandMerger(
+        model,
+        communicator,
+        make_codec(settings.codec, settings.int8_clip_sigmas),
+        outer_lr=settings.outer_lr,
+        outer_momentum=settings.outer_momentum,
+        max_norm_ratio=settings.max_norm_ratio,
+        heal_max_change=settings.heal_max_change,
+    )
+
+
 def island_main(
     island: int, lighthouse: str, plan: list[str], settings_json: str, out: str, marker: str
 ) -> None:
@@ -118,21 +134,12 @@ def island_main(
     torch.set_num_threads(1)
     settings = IslandsConfig.model_validate_json(settings_json)
     quorum = join_quorum(settings, island, lighthouse)
-    torch.manual_seed(0)  # both islands start from the same policy
-    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 16))
-    merger = IslandMerger(
-        model,
-        quorum.communicator,
-        make_codec(settings.codec, settings.int8_clip_sigmas),
-        outer_lr=settings.outer_lr,
-        outer_momentum=settings.outer_momentum,
-        max_norm_ratio=settings.max_norm_ratio,
-        heal_max_change=settings.heal_max_change,
-    )
+    merger = _merger(settings, quorum.communicator)
     if island == 0:
         quorum.serve(merger)
         try:
-            _honest_rounds(merger, plan, Path(out))
+            for index, attack in enumerate(plan):
+                _honest_round(merger, 0, index, attack, Path(out))
         finally:
             quorum.communicator.close()
         return
@@ -146,18 +153,61 @@ def island_main(
         hostile.close()
 
 
-def _honest_rounds(merger: IslandMerger, plan: list[str], out: Path) -> None:
-    model_params = merger.params
-    for index, attack in enumerate(plan):
-        _progress(model_params, 0, index)
-        record = merger.merge(step=index + 1)
-        line = {
-            "attack": attack,
-            **record.as_dict(),
-            "max_abs": max(float(p.abs().max()) for p in model_params),
-        }
-        with out.open("a") as f:
-            f.write(json.dumps(line) + "\n")
+def leader_main(
+    island: int, lighthouse: str, settings_json: str, out: str, signals: str, join_after: int, rounds: int
+):
+    """An honest island that merges `join_after` times alone, says so and waits for a late peer to be ready
+    (files in `signals`), merges until it has merged `rounds` times and says it is done."""
+    torch.set_num_threads(1)
+    settings = IslandsConfig.model_validate_json(settings_json)
+    quorum = join_quorum(settings, island, lighthouse)
+    merger = _merger(settings, quorum.communicator)
+    quorum.serve(merger)
+    try:
+        for index in range(rounds):
+            if index == join_after:
+                (Path(signals) / "alone").touch()
+            while index == join_after and not (Path(signals) / "ready").exists():
+                time.sleep(0.2)
+            _honest_round(merger, island, index, "leader", Path(out))
+    finally:
+        (Path(signals) / "done").touch()
+        quorum.communicator.close()
+
+
+def late_island_main(island: int, lighthouse: str, settings_json: str, out: str, signals: str) -> None:
+    """An honest island that joins late (once the leader has merged alone): it says it is ready, heals from the
+    leader and merges with it until the leader is done."""
+    torch.set_num_threads(1)
+    while not (Path(signals) / "alone").exists():
+        time.sleep(0.2)
+    settings = IslandsConfig.model_validate_json(settings_json)
+    quorum = join_quorum(settings, island, lighthouse)
+    merger = _merger(settings, quorum.communicator)
+    quorum.serve(merger)
+    (Path(signals) / "ready").touch()
+    try:
+        for index in range(100):  # bounded; the leader being done ends it far sooner
+            if (Path(signals) / "done").exists():
+                break
+            _honest_round(merger, island, 100 + index, "late", Path(out))
+    finally:
+        quorum.communicator.close()
+
+
+def _honest_round(merger: IslandMerger, island: int, index: int, attack: str, out: Path) -> None:
+    """Local progress, one merge, and a line of what the merge did and left."""
+    _progress(merger.params, island, index)
+    record = merger.merge(step=index + 1)
+    digest = hashlib.sha256(b"".join(g.numpy().tobytes() for g in merger.global_params)).hexdigest()
+    line = {
+        "attack": attack,
+        **record.as_dict(),
+        "max_abs": max(float(p.abs().max()) for p in merger.params),
+        "global_digest": digest,
+    }
+    with out.open("a") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def _hostile_rounds(merger, hostile, manager, served, plan, marker) -> None:

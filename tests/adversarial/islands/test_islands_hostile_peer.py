@@ -154,3 +154,50 @@ def test_after_every_attack_the_islands_merge_together_again(duel):
     assert last is duel["records"][-1]
     assert last["committed"] and last["contributors"] == 2 and last["dropped"] == 0, last
     assert sum(r["committed"] for r in duel["records"]) == len(PLAN) - 3  # all but pickle, oversize, truncate
+
+
+def test_an_honest_island_joining_late_still_heals_from_its_peer(tmp_path):
+    # The hardening leaves the honest path whole: the state arrives weights-only and passes the checks, the
+    # fresh island adopts it, sits one contribution out, and both islands hold the same merged policy.
+    from adversarial.islands.hostile_island_kit import late_island_main, leader_main
+    from torchft.coordination import LighthouseServer
+
+    leader_out, late_out = tmp_path / "leader.jsonl", tmp_path / "late.jsonl"
+    lighthouse = LighthouseServer(
+        bind="[::]:0", min_replicas=1, join_timeout_ms=60_000, heartbeat_timeout_ms=2_000
+    )
+    context = multiprocessing.get_context("spawn")
+    settings = SETTINGS.model_dump_json()
+    processes = [
+        context.Process(
+            target=leader_main, args=(0, lighthouse.address(), settings, str(leader_out), str(tmp_path), 2, 5)
+        ),
+        context.Process(
+            target=late_island_main, args=(1, lighthouse.address(), settings, str(late_out), str(tmp_path))
+        ),
+    ]
+    try:
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=400)
+        assert [p.exitcode for p in processes] == [0, 0]
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=10)
+        lighthouse.shutdown()
+    leader = [json.loads(line) for line in leader_out.read_text().splitlines()]
+    late = [json.loads(line) for line in late_out.read_text().splitlines()]
+    assert [r["participants"] for r in leader[:2]] == [1, 1]
+    first, together = late[0], leader[2:]
+    assert first["healed"] and not first["heal_refused"] and first["committed"], first
+    assert first["participants"] == 2 and first["contributors"] == 1
+    assert together[0]["participants"] == 2 and together[0]["round"] == first["round"], (leader, late)
+    assert together[0]["global_digest"] == first["global_digest"]
+    # From then on both contribute, and their merged policies stay bit-identical.
+    assert len(late) >= len(together) == 3
+    for mine, theirs in zip(late[1:], together[1:], strict=False):
+        assert mine["contributors"] == theirs["contributors"] == 2 and mine["dropped"] == 0
+        assert mine["global_digest"] == theirs["global_digest"]
