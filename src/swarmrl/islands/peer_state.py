@@ -36,6 +36,11 @@ def _check_tensor(value: object, like: torch.Tensor, what: str) -> torch.Tensor:
             f"{value.dtype} {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
         )
         raise DiLoCoStateError(f"{what} is {got}, expected float32 {tuple(like.shape)}")
+    if value.device.type != "cpu" or value.layout != torch.strided:
+        # A meta or sparse tensor cannot even be checked for NaN; the pickle chose it, not the peer's policy.
+        raise DiLoCoStateError(
+            f"{what} is a {value.layout} tensor on {value.device}, expected a dense CPU one"
+        )
     if not bool(torch.isfinite(value).all()):
         raise DiLoCoStateError(f"{what} holds NaN or Inf")
     return value

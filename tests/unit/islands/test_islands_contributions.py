@@ -135,6 +135,8 @@ def test_a_peer_state_is_checked_before_it_is_adopted():
             "momentum",
         ),
         (lambda s: s["outer_optimizer"].update(state={5: {}}), "parameter 5"),
+        (lambda s: s.update(global_params=[torch.empty(1, 2, device="meta")]), "on meta"),
+        (lambda s: s.update(global_params=[torch.zeros(1, 2).to_sparse()]), "sparse"),
     ]:
         state = peer.state_dict()
         edit(state)
