@@ -44,36 +44,42 @@ SETTINGS = IslandsConfig(
 )
 
 
-@pytest.fixture(scope="module")
-def duel(tmp_path_factory):
-    """The honest island's merge records, by round, and the pickle gadget's marker path."""
-    from adversarial.islands.hostile_island_kit import island_main
+def run_islands(targets: list[tuple], *, min_replicas: int, wait: int) -> list[int | None]:
+    """Each `(function, args)` of `targets` as island i (called `function(i, lighthouse, *args)`) in a spawned
+    process around one lighthouse; waits for the first `wait` of them, stops the rest by PID; exit codes."""
     from torchft.coordination import LighthouseServer
 
-    root = tmp_path_factory.mktemp("duel")
-    out, marker = root / "honest.jsonl", root / "gadget-ran"
     lighthouse = LighthouseServer(
-        bind="[::]:0", min_replicas=2, join_timeout_ms=60_000, heartbeat_timeout_ms=2_000
+        bind="[::]:0", min_replicas=min_replicas, join_timeout_ms=60_000, heartbeat_timeout_ms=2_000
     )
     context = multiprocessing.get_context("spawn")
     processes = [
-        context.Process(
-            target=island_main,
-            args=(island, lighthouse.address(), PLAN, SETTINGS.model_dump_json(), str(out), str(marker)),
-        )
-        for island in range(2)
+        context.Process(target=function, args=(island, lighthouse.address(), *args))
+        for island, (function, args) in enumerate(targets)
     ]
     try:
         for process in processes:
             process.start()
-        processes[0].join(timeout=420)
-        honest_exit = processes[0].exitcode
+        for process in processes[:wait]:
+            process.join(timeout=420)
+        return [process.exitcode for process in processes]
     finally:
         for process in processes:
             if process.is_alive():
                 process.kill()
             process.join(timeout=10)
         lighthouse.shutdown()
+
+
+@pytest.fixture(scope="module")
+def duel(tmp_path_factory):
+    """The honest island's merge records, by round, and the pickle gadget's marker path."""
+    from adversarial.islands.hostile_island_kit import island_main
+
+    root = tmp_path_factory.mktemp("duel")
+    out, marker = root / "honest.jsonl", root / "gadget-ran"
+    args = (PLAN, SETTINGS.model_dump_json(), str(out), str(marker))
+    honest_exit, _ = run_islands([(island_main, args)] * 2, min_replicas=2, wait=1)
     records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     return {"records": records, "exit": honest_exit, "marker": marker}
 
@@ -160,34 +166,14 @@ def test_an_honest_island_joining_late_still_heals_from_its_peer(tmp_path):
     # The hardening leaves the honest path whole: the state arrives weights-only and passes the checks, the
     # fresh island adopts it, sits one contribution out, and both islands hold the same merged policy.
     from adversarial.islands.hostile_island_kit import late_island_main, leader_main
-    from torchft.coordination import LighthouseServer
 
     leader_out, late_out = tmp_path / "leader.jsonl", tmp_path / "late.jsonl"
-    lighthouse = LighthouseServer(
-        bind="[::]:0", min_replicas=1, join_timeout_ms=60_000, heartbeat_timeout_ms=2_000
-    )
-    context = multiprocessing.get_context("spawn")
     settings = SETTINGS.model_dump_json()
-    processes = [
-        context.Process(
-            target=leader_main, args=(0, lighthouse.address(), settings, str(leader_out), str(tmp_path), 2, 5)
-        ),
-        context.Process(
-            target=late_island_main, args=(1, lighthouse.address(), settings, str(late_out), str(tmp_path))
-        ),
+    targets = [
+        (leader_main, (settings, str(leader_out), str(tmp_path), 2, 5)),
+        (late_island_main, (settings, str(late_out), str(tmp_path))),
     ]
-    try:
-        for process in processes:
-            process.start()
-        for process in processes:
-            process.join(timeout=400)
-        assert [p.exitcode for p in processes] == [0, 0]
-    finally:
-        for process in processes:
-            if process.is_alive():
-                process.kill()
-            process.join(timeout=10)
-        lighthouse.shutdown()
+    assert run_islands(targets, min_replicas=1, wait=2) == [0, 0]
     leader = [json.loads(line) for line in leader_out.read_text().splitlines()]
     late = [json.loads(line) for line in late_out.read_text().splitlines()]
     assert [r["participants"] for r in leader[:2]] == [1, 1]
