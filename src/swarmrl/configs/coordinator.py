@@ -132,6 +132,9 @@ class CoordinatorConfig(BaseModel):
             "seeded_sampling": "hard",
             "termination": "soft",
             "rewards": "soft",
+            # The validator's per-file time budget: an honest file can run long (slow tools); the file is
+            # dropped, its node not punished.
+            "time_budget": "soft",
         },
         description="validator check name → soft (drop this submission's units) or hard (wipe pending, eject)",
     )

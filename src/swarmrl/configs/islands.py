@@ -39,6 +39,32 @@ class IslandsConfig(BaseModel):
     collective_timeout_s: float = Field(
         30.0, gt=0, description="a merge collective that takes longer fails and the round is discarded"
     )
+    max_norm_ratio: float = Field(
+        4.0,
+        gt=1,
+        description="a peer's pseudo-gradient whose L2 norm exceeds this multiple of the round's reference norm "
+        "(the lower median of the norms of the contributions that decoded) is dropped from the round; honest "
+        "islands of the demo differ by at most 1.32x (tests/integration/islands)",
+    )
+    heal_max_change: float = Field(
+        0.5,
+        gt=0,
+        description="a (re)joining island adopts a peer's merged state only if it moves the policy by at most "
+        "this fraction of its own norm (and its momentum is as bounded); an island that has merged since it "
+        "started never adopts a peer's state",
+    )
+    process_group: Literal["baby_gloo", "gloo"] = Field(
+        "baby_gloo",
+        description="baby_gloo: the gloo collectives run in a child process (torchft's ProcessGroupBabyGloo), so a "
+        "peer that breaks a collective's framing (gloo aborts the process on a size mismatch) fails the round, "
+        "not the island; gloo: in this process, quicker to reconfigure, for islands that trust each other",
+    )
+    process_group_start_s: float = Field(
+        120.0,
+        gt=0,
+        description="baby_gloo: how long the child process of a reconfigured group may take to start (it imports "
+        "torch: 10-25 s were seen on 2 loaded cores); collectives themselves still get collective_timeout_s",
+    )
 
     @model_validator(mode="after")
     def _fragments_fit_the_window(self) -> IslandsConfig:

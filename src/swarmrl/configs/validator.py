@@ -49,6 +49,14 @@ class ValidatorConfig(BaseModel):
     prefill_batch_size: int = Field(
         32, ge=1, description="sequences per forward pass of the validator's prefill"
     )
+    max_file_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="validator seconds one file may take, all checks together; a file still being judged then is "
+        "rejected by `time_budget` (an environment replay already running finishes its row first). The "
+        "environment replay is the dear part: size it above rows × tool calls × a tool run's usual seconds ÷ "
+        "env.max_concurrent_steps, plus the prefill",
+    )
     reward_bounds: tuple[float, float] = Field(
         (-1.0, 1.0), description="trusted rewards must lie in [lo, hi]"
     )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
+from concurrent.futures import wait
 from typing import TYPE_CHECKING
 
 from swarmrl.configs.envs import EnvConfig, FeedbackEnvConfig, PythonToolEnvConfig
@@ -11,7 +13,7 @@ from swarmrl.envs.base import Environment
 from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.concurrency import submitted
 from swarmrl.envs.engine_rollout import generate_env_batch
-from swarmrl.envs.errors import EnvError, RowReplayFailed
+from swarmrl.envs.errors import EnvError, ReplayBudgetSpent, RowReplayFailed
 from swarmrl.envs.feedback import FeedbackEnv
 from swarmrl.envs.plugin import plugin_env
 from swarmrl.envs.python_tool import PythonToolEnv, Verifier
@@ -117,13 +119,22 @@ def row_replayer(
 
 
 def replay_rows(
-    replay_row: Callable[[RolloutRow], float], rows: list[RolloutRow], concurrency: int
+    replay_row: Callable[[RolloutRow], float],
+    rows: list[RolloutRow],
+    concurrency: int,
+    *,
+    seconds: float | None = None,
 ) -> list[float]:
     """Every row's replayed reward, `concurrency` replays at once; the first row (in order) whose replay fails
-    raises `RowReplayFailed` naming it."""
+    raises `RowReplayFailed` naming it. With `seconds`, the first row not replayed by then raises
+    `ReplayBudgetSpent`: rows not started are cancelled, the ones running finish first."""
+    deadline = None if seconds is None else time.monotonic() + seconds
     rewards = []
     with submitted(replay_row, rows, concurrency) as replays:
         for i, replayed in enumerate(replays):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not wait([replayed], timeout=left).done:
+                raise ReplayBudgetSpent(i, seconds or 0.0)
             try:
                 rewards.append(replayed.result())
             except (EnvError, TaskError) as exc:

@@ -23,3 +23,12 @@ class RowReplayFailed(EnvError):
         super().__init__(f"row {row}: {cause}")
         self.row = row
         self.cause = cause
+
+
+class ReplayBudgetSpent(EnvError):
+    """The replay of a batch ran out of its time before row `row` finished (a validator's per-file budget)."""
+
+    def __init__(self, row: int, seconds: float) -> None:
+        super().__init__(f"row {row} still replaying after {seconds:.1f} s")
+        self.row = row
+        self.seconds = seconds

@@ -1,14 +1,15 @@
 """The islands' communicator: torchft decides each merge's membership, its gloo group carries any codec.
 
-`TorchFTCommunicator` (diloco) runs only torchft's managed all-reduce, i.e. the fp32 codec. Islands send int8
-pseudo-gradients, which `all_reduce_mean_encoded` moves as all-to-all + all-gather, so this subclass runs
-those on the torchft process group that the manager reconfigures to each round's quorum. The quorum is
+`TorchFTCommunicator` (diloco) runs only torchft's managed all-reduce, i.e. the fp32 codec. Islands all-gather
+every island's encoded contribution (`swarmrl.islands.contributions`), so this subclass runs all-gather (and
+all-to-all) on the torchft process group that the manager reconfigures to each round's quorum. The quorum is
 synchronous: when `begin_round` returns, a (re)joining island has already healed from a peer and every
 member of the group takes part, so the group's rank and size are the round's rank and size.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import torch
@@ -23,10 +24,19 @@ if TYPE_CHECKING:
 
 
 class QuorumCommunicator(TorchFTCommunicator):
-    def __init__(self, manager: Manager, group: ProcessGroup, island: int, islands: int) -> None:
+    def __init__(
+        self,
+        manager: Manager,
+        group: ProcessGroup,
+        island: int,
+        islands: int,
+        collective_timeout: timedelta | None = None,
+    ) -> None:
         super().__init__(manager, island, islands)
         self.group = group
         self.island = island
+        # None: the group's own timeout (which a child-process group also spends on starting its child).
+        self.collective_timeout = collective_timeout
 
     def begin_round(self) -> None:
         self.manager.start_quorum()
@@ -41,15 +51,19 @@ class QuorumCommunicator(TorchFTCommunicator):
     def _all_to_all(self, rows: torch.Tensor) -> torch.Tensor:
         def run() -> torch.Tensor:
             received = torch.empty_like(rows)
-            self.group.alltoall_base(received, rows.contiguous(), [], [], AllToAllOptions()).wait()
+            work = self.group.alltoall_base(received, rows.contiguous(), [], [], AllToAllOptions())
+            work.wait(self.collective_timeout)
             return received
 
         return self._guarded(run)
 
     def _all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         def run() -> torch.Tensor:
-            pieces = [torch.empty_like(tensor) for _ in range(self.world_size)]
-            self.group.allgather([pieces], [tensor.contiguous()], AllgatherOptions()).wait()
+            # Zeros, not empty: a peer that sends short leaves nothing of this process's memory to decode.
+            pieces = [torch.zeros_like(tensor) for _ in range(self.world_size)]
+            self.group.allgather([pieces], [tensor.contiguous()], AllgatherOptions()).wait(
+                self.collective_timeout
+            )
             return torch.stack(pieces)
 
         return self._guarded(run)

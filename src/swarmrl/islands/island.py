@@ -2,7 +2,9 @@
 
 The island joins the islands' torchft lighthouse under a stable replica id, so a restarted island is the
 same member coming back: its first merge finds peers ahead of it, torchft heals it with their merged state
-(global policy, outer momentum, round count) and it continues from the merged policy.
+(global policy, outer momentum, round count) and it continues from the merged policy. Peers are not trusted:
+their state arrives as plain data (`heal_transport`), is checked before it is adopted and is adopted only by
+an island that has not merged since it started (`IslandMerger.heal_from_peer`).
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,6 +31,11 @@ from swarmrl.models import load_model
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir
 from swarmrl.trainer.role import trainer_role
+
+if TYPE_CHECKING:
+    from torchft import Manager
+
+    from swarmrl.islands.heal_transport import WeightsOnlyHTTPTransport
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,8 @@ class MergeHook:
             outer_lr=self.settings.outer_lr,
             outer_momentum=self.settings.outer_momentum,
             fragments=self.settings.fragments,
+            max_norm_ratio=self.settings.max_norm_ratio,
+            heal_max_change=self.settings.heal_max_change,
         )
         saved = merge_state_path(self.rundir)
         if saved.exists():
@@ -86,12 +96,14 @@ class MergeHook:
         with merges_log(self.rundir).open("a") as f:
             f.write(json.dumps(record.as_dict()) + "\n")
         log.info(
-            "merge of fragment %d at step %d: round %d, %d participants (%d contributing), %d bytes, committed %s",
+            "merge of fragment %d at step %d: round %d, %d participants (%d contributing, %d dropped), %d bytes, "
+            "committed %s",
             fragment,
             step,
             record.round,
             record.participants,
             record.contributors,
+            record.dropped,
             record.wire_bytes,
             record.committed,
         )
@@ -102,7 +114,53 @@ def merge_metrics(record: MergeRecord, island: int, islands: int) -> dict[str, f
     """A merge as trainer metrics: this island, the islands configured, and the merge's own figures."""
     figures = {"island": island, "islands": islands, **record.as_dict()}
     figures.pop("step")  # the record's step is the metrics record's own
+    figures.pop("drops")  # words, for merges.jsonl and the log; the count is `dropped`
     return {f"{ISLANDS_PREFIX}{name}": float(value) for name, value in figures.items()}
+
+
+@dataclass
+class IslandQuorum:
+    """An island's membership of the islands' torchft quorum: the manager, the communicator over its group,
+    the transport peers heal through, and the store the manager talks to (held for as long as it runs)."""
+
+    manager: Manager
+    communicator: QuorumCommunicator
+    transport: WeightsOnlyHTTPTransport
+    store: object
+
+    def serve(self, merger: IslandMerger) -> None:
+        """Heal from peers and let peers heal from this island, through `merger`'s state."""
+        self.transport.max_bytes = merger.heal_bytes_bound()
+        self.manager.register_state_dict_fn("islands", merger.heal_from_peer, merger.state_dict)
+
+
+def join_quorum(settings: IslandsConfig, island: int, lighthouse: str) -> IslandQuorum:
+    """Island `island`'s replica of the quorum: a stable replica id, so a restarted island is the same member
+    coming back; its collectives in a child process unless `process_group` says otherwise."""
+    # Imported here: torchft is the optional `elastic` extra.
+    from torchft import ProcessGroupGloo
+    from torchft.process_group import ProcessGroupBabyGloo
+
+    from swarmrl.islands.heal_transport import WeightsOnlyHTTPTransport
+
+    collective = timedelta(seconds=settings.collective_timeout_s)
+    if settings.process_group == "baby_gloo":
+        group = ProcessGroupBabyGloo(timeout=collective + timedelta(seconds=settings.process_group_start_s))
+    else:
+        group = ProcessGroupGloo(timeout=collective)
+    transport = WeightsOnlyHTTPTransport(timeout=collective)
+    manager, store = replica_manager(
+        group,
+        replica_id=f"island_{island}",
+        lighthouse_addr=lighthouse,
+        min_replica_size=1,
+        use_async_quorum=False,
+        timeout=collective,
+        quorum_timeout=timedelta(seconds=settings.join_timeout_s + 4 * settings.heartbeat_timeout_s),
+        checkpoint_transport=transport,
+    )
+    communicator = QuorumCommunicator(manager, group, island, settings.count, collective)
+    return IslandQuorum(manager, communicator, transport, store)
 
 
 def island_trainer_role(
@@ -120,31 +178,15 @@ def island_trainer_role(
     and published, so what its shardcast origin serves at a merge step is the merged policy."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ValueError("an island's trainer is one process; shard within an island is not supported")
-    # Imported here: torchft is the optional `elastic` extra.
-    from torchft import ProcessGroupGloo
-
     torch.set_num_threads(threads)
     config = load_run_config(run_dir)
     settings: IslandsConfig = config.islands
-    rundir = RunDir(run_dir)
-    collective = timedelta(seconds=settings.collective_timeout_s)
-    group = ProcessGroupGloo(timeout=collective)
-    manager, _store = replica_manager(
-        group,
-        replica_id=f"island_{island}",
-        lighthouse_addr=lighthouse,
-        min_replica_size=1,
-        use_async_quorum=False,
-        timeout=collective,
-        quorum_timeout=timedelta(seconds=settings.join_timeout_s + 4 * settings.heartbeat_timeout_s),
-    )
-    communicator = QuorumCommunicator(manager, group, island, settings.count)
-    hook = MergeHook(rundir, settings, communicator)
+    quorum = join_quorum(settings, island, lighthouse)
+    hook = MergeHook(RunDir(run_dir), settings, quorum.communicator)
 
     def after_step(step: int, model: torch.nn.Module) -> dict[str, float] | None:
         if hook.merger is None:
-            merger = hook.attach(model)
-            manager.register_state_dict_fn("islands", merger.load_state_dict, merger.state_dict)
+            quorum.serve(hook.attach(model))
         return hook(step, model)
 
     try:
@@ -157,4 +199,4 @@ def island_trainer_role(
             after_step=after_step,
         )
     finally:
-        communicator.close()
+        quorum.communicator.close()

@@ -1,10 +1,13 @@
 """One island's side of a merge: pseudo-gradient against the policy at the last merge, mean over the quorum,
 outer Nesterov step, and the merged policy copied back into the trainer's model.
 
-The maths is DiLoCo's (`swarmrl.diloco.outer`); what is specific to islands is who contributes. An island
-that has just healed from a peer (it restarted, or was dropped and came back) has no pseudo-gradient of
-its own for this round: it sends zeros, and every contributor scales its pseudo-gradient by
-participants / contributors so the quorum's mean is the mean over the contributors alone.
+The maths is DiLoCo's (`swarmrl.diloco.outer`); what is specific to islands is who contributes and that
+no island trusts another. Every island all-gathers every island's whole contribution and keeps only those
+that pass its checks (`swarmrl.islands.contributions`): a peer that sends garbage, NaN, a replayed round or
+a pseudo-gradient far outside the round's norm is dropped for the round (logged, counted in the record) and
+the merge goes on with the rest. An island that has just healed from a peer (it restarted, or was dropped
+and came back) has no pseudo-gradient of its own for the round: it takes part and contributes nothing, and
+the mean is over the contributions kept. Healing itself trusts no peer either (`swarmrl.islands.peer_state`).
 
 With streaming fragments a merge covers one fragment: its pseudo-gradient, its outer step (one SGD over the
 whole global copy steps only the parameters that have a gradient, so each fragment keeps its own momentum)
@@ -13,17 +16,23 @@ and its copy back; the other parameters keep their local progress until their ow
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
+from swarmrl.configs.islands import IslandsConfig
 from swarmrl.diloco.codecs import Codec
 from swarmrl.diloco.communicators.base import Communicator
-from swarmrl.diloco.errors import CommunicatorError, DiLoCoStateError
+from swarmrl.diloco.errors import CodecError, CommunicatorError, DiLoCoStateError
 from swarmrl.diloco.outer import make_outer_optimizer, pseudo_gradient, split_into_fragments
-from swarmrl.diloco.reduce import all_reduce_mean_encoded
+from swarmrl.islands.contributions import Judged, RoundKey, encode_contribution, judge_round
+from swarmrl.islands.peer_state import checked_peer_state
+
+log = logging.getLogger(__name__)
+_DEFAULTS = IslandsConfig()
 
 
 @dataclass(frozen=True)
@@ -40,17 +49,12 @@ class MergeRecord:
     committed: bool
     healed: bool
     pseudo_gradient_norm: float
+    dropped: int = 0  # peers whose contribution failed a check this round
+    heal_refused: bool = False  # a peer's state was offered to heal from and not adopted
+    drops: tuple[str, ...] = ()  # why each dropped contribution was dropped
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def contribution_scale(participants: int, contributors: int) -> float:
-    """Factor on a contributor's pseudo-gradient so a mean over `participants` rows (zeros from the rest)
-    equals the mean over the `contributors`."""
-    if not 1 <= contributors <= participants:
-        raise ValueError(f"need 1 <= contributors <= participants, got {contributors}, {participants}")
-    return participants / contributors
 
 
 def apply_outer_step(
@@ -82,67 +86,91 @@ class IslandMerger:
         outer_lr: float,
         outer_momentum: float,
         fragments: int = 1,
+        max_norm_ratio: float = _DEFAULTS.max_norm_ratio,
+        heal_max_change: float = _DEFAULTS.heal_max_change,
     ) -> None:
         self.communicator = communicator
         self.codec = codec
+        self.max_norm_ratio = max_norm_ratio
+        self.heal_max_change = heal_max_change
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.global_params = [p.detach().to(device="cpu", dtype=torch.float32).clone() for p in self.params]
         self.fragments = split_into_fragments([p.numel() for p in self.params], fragments)
         self.outer = make_outer_optimizer(self.global_params, outer_lr, outer_momentum)
         self.rounds = 0
+        # Merged or healed since this process started: from then on no peer's state replaces this island's.
+        self.live = False
         self._healed = False
+        self._heal_refused = False
 
     def merge(self, step: int, fragment: int = 0) -> MergeRecord:
         """Run one merge round of `fragment`; on success the model holds the merged values of that fragment,
         on failure it keeps its own."""
         indices = self.fragments[fragment]
         global_params = [self.global_params[i] for i in indices]
-        local_params = [self.params[i] for i in indices]
         started = time.perf_counter()
         bytes_before = self.communicator.stats.bytes_sent
-        participants = contributors = 0
+        participants = 0
         norm = 0.0
         healed = False
-        mean: torch.Tensor | None = None
+        judged = Judged(None, 0)
         try:
             self.communicator.begin_round()
             healed, self._healed = self._healed, False
             participants = self.communicator.participants()
             if healed:
                 self._copy_global_into_model()
-            delta = torch.cat([d.reshape(-1) for d in pseudo_gradient(global_params, local_params)])
+            delta = torch.cat(
+                [d.reshape(-1) for d in pseudo_gradient(global_params, [self.params[i] for i in indices])]
+            )
             norm = float(delta.norm())
-            flag = torch.tensor([0.0 if healed else 1.0])
-            contributors = round(float(self.communicator.all_reduce_mean(flag)[0]) * participants)
-            if contributors > 0:
-                delta.mul_(contribution_scale(participants, contributors))
-                mean = all_reduce_mean_encoded(delta, self.codec, self.communicator)
-                if not bool(torch.isfinite(mean).all()):
-                    # A peer island sent NaN/Inf (fp32 rides torchft's all-reduce unchecked): never apply it.
-                    raise CommunicatorError("averaged pseudo-gradient holds NaN or Inf")
-        except CommunicatorError:
-            mean = None
-        committed = self.communicator.end_round() and mean is not None
+            judged = self._exchange(delta, RoundKey(self._round_number(), fragment, delta.numel()), healed)
+        except CommunicatorError as exc:
+            log.warning("merge of fragment %d at step %d failed: %s", fragment, step, exc)
+        for reason in judged.drops:
+            log.warning("merge of fragment %d at step %d: dropped %s", fragment, step, reason)
+        committed = self.communicator.end_round() and judged.mean is not None
         if committed:
-            assert mean is not None
-            apply_outer_step(global_params, self.outer, mean)
+            assert judged.mean is not None
+            apply_outer_step(global_params, self.outer, judged.mean)
             self.rounds += 1
+            self.live = True
             self._copy_global_into_model(indices)
         elif healed:
             # The peer's merged policy is still the best this island has.
             self._copy_global_into_model()
+        heal_refused, self._heal_refused = self._heal_refused, False
         return MergeRecord(
             round=self.rounds,
             step=step,
             fragment=fragment,
             participants=participants,
-            contributors=contributors,
+            contributors=judged.contributors,
             wire_bytes=self.communicator.stats.bytes_sent - bytes_before,
             seconds=time.perf_counter() - started,
             committed=committed,
             healed=healed,
             pseudo_gradient_norm=norm,
+            dropped=len(judged.drops),
+            heal_refused=heal_refused,
+            drops=tuple(judged.drops),
         )
+
+    def _round_number(self) -> int:
+        """The number every member's contribution must claim: the quorum's agreed step where there is one."""
+        agreed = self.communicator.round_number()
+        return self.rounds if agreed is None else agreed
+
+    def _exchange(self, delta: torch.Tensor, key: RoundKey, healed: bool) -> Judged:
+        """All-gather every island's contribution and judge each. An island with nothing (healed) or nothing
+        usable (its own training diverged) to contribute still takes part, so the collective completes."""
+        own = None if healed or not bool(torch.isfinite(delta).all()) else delta
+        try:
+            message = encode_contribution(own, key, self.codec)
+        except CodecError as exc:  # e.g. beyond the fp16 range
+            log.warning("this island's pseudo-gradient cannot be encoded (%s): it contributes nothing", exc)
+            message = encode_contribution(None, key, self.codec)
+        return judge_round(self.communicator.all_gather(message), key, self.codec, self.max_norm_ratio)
 
     def _copy_global_into_model(self, indices: list[int] | None = None) -> None:
         with torch.no_grad():
@@ -159,8 +187,8 @@ class IslandMerger:
         }
 
     def load_state_dict(self, state: dict[str, Any], *, healed: bool = True) -> None:
-        """Adopt merged state; with `healed` this island sits the next contribution out (it has no
-        pseudo-gradient against that state yet)."""
+        """Adopt merged state this island trusts (its own saved state); with `healed` this island sits the
+        next contribution out (it has no pseudo-gradient against that state yet)."""
         saved = state.get("global_params")
         if not isinstance(saved, list) or [tuple(t.shape) for t in saved] != [
             tuple(g.shape) for g in self.global_params
@@ -172,3 +200,33 @@ class IslandMerger:
         self.outer.load_state_dict(state["outer_optimizer"])
         self.rounds = int(state["rounds"])
         self._healed = healed
+
+    def heal_from_peer(self, state: object) -> None:
+        """torchft's load_state_dict: a peer's merged state, adopted only by an island that has not merged since
+        it started and only if it passes `checked_peer_state`; otherwise refused (logged, in the next record)
+        and this island goes on with its own state and contributes as usual."""
+        if self.live:
+            self._refuse_heal("this island has merged since it started and keeps its own state")
+            return
+        try:
+            peer = checked_peer_state(state, self.global_params, self.heal_max_change)
+        except DiLoCoStateError as exc:
+            self._refuse_heal(str(exc))
+            return
+        with torch.no_grad():
+            for global_param, value in zip(self.global_params, peer.global_params, strict=True):
+                global_param.copy_(value)
+        outer = self.outer.state_dict()  # this island's own lr and momentum factor, the peer's buffers
+        outer["state"] = {index: {"momentum_buffer": buffer} for index, buffer in peer.momentum.items()}
+        self.outer.load_state_dict(outer)
+        self.rounds = peer.rounds
+        self._healed = self.live = True
+
+    def _refuse_heal(self, reason: str) -> None:
+        log.warning("not healing from a peer's merge state: %s", reason)
+        self._heal_refused = True
+
+    def heal_bytes_bound(self) -> int:
+        """The most bytes a peer's merge state may take on the wire: twice this island's own (global policy
+        and momentum in fp32) plus room for the pickle's framing."""
+        return 2 * 8 * sum(g.numel() for g in self.global_params) + (16 << 20)

@@ -2,10 +2,17 @@
 
     schema_and_signature → node → duplicate → async_window → assigned_prompts → sampling_params →
     termination_format → prefill (one forward with the policy of the file's step) → toploc → logprobs →
-    seeded_sampling (or, for unseeded engines, the EOS-probability termination heuristic) → rewards
+    seeded_sampling (or, for unseeded engines, the EOS-probability termination heuristic) → env_replay →
+    rewards
 
 Nothing the worker claims is used: prompts and seeds are recomputed from (run, node, step, batch index),
 the hidden states, token choices and logprobs from the policy checkpoint, and the rewards from the task.
+
+The environment replay of multi-turn rows comes after the checks on the model's tokens because it is the
+dearest: it runs every tool call of every row in the validator's own sandbox (seconds each), where one
+prefill checks all model tokens of the file at once. A forged file is thus turned away by its proofs before
+any tool runs. Whatever a file makes the validator do, it gets `max_file_seconds` of it: a file still being
+judged then is rejected by `time_budget` (a replay already running finishes its row first).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -39,14 +47,16 @@ CHECKS = (
     "assigned_prompts",
     "sampling_params",
     "termination_format",
-    "env_replay",
     "prefill",
     "toploc",
     "logprobs",
     "seeded_sampling",
     "termination",
+    "env_replay",
     "rewards",
 )
+# Not a stage of its own: any stage may end a file whose judgement has spent the per-file budget.
+TIME_BUDGET = "time_budget"
 
 
 class CheckFailed(Exception):
@@ -111,71 +121,144 @@ class ValidationContext:
     env_replay: Callable[[RolloutRow], float] | None = None
 
 
+@dataclass
+class _File:
+    """One file under judgement: what the stages have read and computed so far."""
+
+    path: Path
+    step: int
+    node_id: str | None
+    header: RolloutHeader | None = None
+    rows: list[RolloutRow] = field(default_factory=list)
+    digest: str = ""
+    results: list[PrefillResult] = field(default_factory=list)
+    env_rewards: list[float | None] = field(default_factory=list)
+    scored: list[ScoredRow] | None = None
+
+    @property
+    def signed(self) -> RolloutHeader:
+        assert self.header is not None, "the schema stage reads the header first"
+        return self.header
+
+
+class _Budget:
+    """The validator seconds one file may take (`ValidatorConfig.max_file_seconds`)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic()
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.started)
+
+    def check(self, before: str) -> None:
+        if self.left() < 0:
+            raise CheckFailed(
+                TIME_BUDGET,
+                f"{time.monotonic() - self.started:.1f} s spent before {before}; "
+                f"the budget is {self.seconds:g} s per file",
+            )
+
+
+Stage = Callable[[_File, ValidationContext, _Budget], None]
+
+
 def validate_file(
     path: Path, step: int, context: ValidationContext, *, node_id: str | None = None
 ) -> Verdict:
     """Judge a rollout file submitted for training step `step` (by `node_id` when the submitter is known)."""
     passed: list[str] = []
-    header: RolloutHeader | None = None
+    judged = _File(path, step, node_id)
+    budget = _Budget(context.settings.max_file_seconds)
     try:
-        data = path.read_bytes()
-        try:
-            header, rows = read_rollouts(path, context.limits)
-        except RolloutError as exc:
-            raise CheckFailed("schema_and_signature", str(exc)) from exc
-        passed.append("schema_and_signature")
-        if header.run_id != context.config.run.id:
-            raise CheckFailed("node", f"signed for run {header.run_id[:64]!r}, not {context.config.run.id!r}")
-        if node_id is not None and header.node_id != node_id:
-            raise CheckFailed("node", f"signed by {header.node_id[:16]}…, submitted by {node_id[:16]}…")
-        passed.append("node")
-        digest, slot = hashlib.sha256(data).hexdigest(), f"{header.node_id}/{step}/{header.batch_index}"
-        seen = context.seen.check(digest, slot)
-        if seen is not None:
-            raise CheckFailed("duplicate", seen)
-        context.seen.add(digest, slot)
-        passed.append("duplicate")
-        _async_window(header, step, context.config.worker.async_level)
-        passed.append("async_window")
-        _assigned_prompts(header, rows, step, context)
-        passed.append("assigned_prompts")
-        _sampling_params(rows, context)
-        passed.append("sampling_params")
-        stops = set(prompt_format(context.tokenizer, context.config.prompt).stop_token_ids)
-        _termination_format(rows, stops, context.config.worker.max_new_tokens)
-        passed.append("termination_format")
-        env_rewards = _env_replay(rows, context)
-        passed.append("env_replay")
-        seeded = context.settings.seeded_replay
-        try:
-            prompts, completions, seeds, owners = _model_turns(rows)
-            results = _per_row(
-                prefill(
-                    context.policy(header.policy_step),
-                    prompts,
-                    completions,
-                    temperature=context.config.worker.temperature,
-                    top_p=context.config.worker.top_p,
-                    seeds=seeds if seeded else None,
-                    batch_size=context.settings.prefill_batch_size,
-                ),
-                owners,
-                len(rows),
-            )
-        except InferenceError as exc:
-            raise CheckFailed("prefill", f"the policy cannot score these tokens: {exc}") from exc
-        passed.append("prefill")
-        checks = [("toploc", _toploc), ("logprobs", _logprobs)]
-        # The seeded replay verifies every choice, EOS included; without it only the heuristic is left.
-        checks.append(("seeded_sampling", _seeded_sampling) if seeded else ("termination", _termination))
-        for name, check in checks:
-            check(rows, results, context.settings)
+        for name, stage in _stages(context.settings.seeded_replay):
+            if passed:
+                budget.check(before=name)
+            stage(judged, context, budget)
             passed.append(name)
-        scored = _rewards(rows, context, env_rewards)
-        passed.append("rewards")
     except CheckFailed as failure:
-        return Verdict(False, failure.check, failure.reason, header, None, passed)
-    return Verdict(True, None, "all checks passed", header, scored, passed)
+        return Verdict(False, failure.check, failure.reason, judged.header, None, passed)
+    return Verdict(True, None, "all checks passed", judged.header, judged.scored, passed)
+
+
+def _stages(seeded: bool) -> list[tuple[str, Stage]]:
+    """The checks in the order they run (`CHECKS`), cheapest first."""
+
+    def on_results(check: Callable[[list[RolloutRow], list[PrefillResult], ValidatorConfig], None]) -> Stage:
+        return lambda f, context, _: check(f.rows, f.results, context.settings)
+
+    # The seeded replay verifies every choice, EOS included; without it only the heuristic is left.
+    sampling = (
+        ("seeded_sampling", on_results(_seeded_sampling))
+        if seeded
+        else ("termination", on_results(_termination))
+    )
+    return [
+        ("schema_and_signature", _schema_and_signature),
+        ("node", _node),
+        ("duplicate", _duplicate),
+        ("async_window", lambda f, c, _: _async_window(f.signed, f.step, c.config.worker.async_level)),
+        ("assigned_prompts", lambda f, c, _: _assigned_prompts(f.signed, f.rows, f.step, c)),
+        ("sampling_params", lambda f, c, _: _sampling_params(f.rows, c)),
+        ("termination_format", _termination_format_stage),
+        ("prefill", _prefill),
+        ("toploc", on_results(_toploc)),
+        ("logprobs", on_results(_logprobs)),
+        sampling,
+        ("env_replay", _env_replay),
+        ("rewards", _rewards),
+    ]
+
+
+def _schema_and_signature(f: _File, context: ValidationContext, _: _Budget) -> None:
+    data = f.path.read_bytes()
+    try:
+        f.header, f.rows = read_rollouts(f.path, context.limits)
+    except RolloutError as exc:
+        raise CheckFailed("schema_and_signature", str(exc)) from exc
+    f.digest = hashlib.sha256(data).hexdigest()
+
+
+def _node(f: _File, context: ValidationContext, _: _Budget) -> None:
+    header = f.signed
+    if header.run_id != context.config.run.id:
+        raise CheckFailed("node", f"signed for run {header.run_id[:64]!r}, not {context.config.run.id!r}")
+    if f.node_id is not None and header.node_id != f.node_id:
+        raise CheckFailed("node", f"signed by {header.node_id[:16]}…, submitted by {f.node_id[:16]}…")
+
+
+def _duplicate(f: _File, context: ValidationContext, _: _Budget) -> None:
+    slot = f"{f.signed.node_id}/{f.step}/{f.signed.batch_index}"
+    seen = context.seen.check(f.digest, slot)
+    if seen is not None:
+        raise CheckFailed("duplicate", seen)
+    context.seen.add(f.digest, slot)
+
+
+def _termination_format_stage(f: _File, context: ValidationContext, _: _Budget) -> None:
+    stops = set(prompt_format(context.tokenizer, context.config.prompt).stop_token_ids)
+    _termination_format(f.rows, stops, context.config.worker.max_new_tokens)
+
+
+def _prefill(f: _File, context: ValidationContext, _: _Budget) -> None:
+    """One forward of the policy of the file's step over every model turn."""
+    try:
+        prompts, completions, seeds, owners = _model_turns(f.rows)
+        f.results = _per_row(
+            prefill(
+                context.policy(f.signed.policy_step),
+                prompts,
+                completions,
+                temperature=context.config.worker.temperature,
+                top_p=context.config.worker.top_p,
+                seeds=seeds if context.settings.seeded_replay else None,
+                batch_size=context.settings.prefill_batch_size,
+            ),
+            owners,
+            len(f.rows),
+        )
+    except InferenceError as exc:
+        raise CheckFailed("prefill", f"the policy cannot score these tokens: {exc}") from exc
 
 
 def _async_window(header: RolloutHeader, step: int, async_level: int) -> None:
@@ -326,21 +409,25 @@ def _per_row(results: list[PrefillResult], owners: list[int], count: int) -> lis
     return joined
 
 
-def _env_replay(rows: list[RolloutRow], context: ValidationContext) -> list[float | None]:
-    """Replay every multi-turn row's environment; the trusted rewards (None for single-turn rows)."""
+def _env_replay(f: _File, context: ValidationContext, budget: _Budget) -> None:
+    """Replay every multi-turn row's environment, within what is left of the file's budget; the trusted
+    rewards (None for single-turn rows)."""
     if context.env_replay is None:
-        if any(row.completion_mask for row in rows):
+        if any(row.completion_mask for row in f.rows):
             raise CheckFailed("env_replay", "multi-turn rows, but this run has no environment to replay them")
-        return [None] * len(rows)
+        f.env_rewards = [None] * len(f.rows)
+        return
     # The environment layer is only needed by multi-turn runs.
     from swarmrl.envs.build import replay_rows
-    from swarmrl.envs.errors import RowReplayFailed
+    from swarmrl.envs.errors import ReplayBudgetSpent, RowReplayFailed
 
     concurrency = context.config.env.max_concurrent_steps if context.config.env is not None else 1
     try:
-        return replay_rows(context.env_replay, rows, concurrency)
+        f.env_rewards = list(replay_rows(context.env_replay, f.rows, concurrency, seconds=budget.left()))
     except RowReplayFailed as failed:  # a ReplayMismatch cause names the check that failed
         raise CheckFailed("env_replay", str(failed)) from failed.cause
+    except ReplayBudgetSpent as spent:
+        raise CheckFailed(TIME_BUDGET, f"{spent}; the budget is {budget.seconds:g} s per file") from spent
 
 
 def _toploc(rows: list[RolloutRow], results: list[PrefillResult], settings: ValidatorConfig) -> None:
@@ -388,9 +475,8 @@ def _termination(rows: list[RolloutRow], results: list[PrefillResult], settings:
                 raise CheckFailed("termination", f"row {i}: stops where the model gives EOS only p={p:.3g}")
 
 
-def _rewards(
-    rows: list[RolloutRow], context: ValidationContext, env_rewards: list[float | None]
-) -> list[ScoredRow]:
+def _rewards(f: _File, context: ValidationContext, _: _Budget) -> None:
+    rows, env_rewards = f.rows, f.env_rewards
     try:
         scored = score_rows(
             rows,
@@ -407,4 +493,4 @@ def _rewards(
     for i, row in enumerate(scored):
         if not lo <= row.reward <= hi or not math.isfinite(row.advantage):
             raise CheckFailed("rewards", f"row {i}: trusted reward {row.reward} outside [{lo}, {hi}]")
-    return scored
+    f.scored = scored

@@ -120,3 +120,29 @@ def test_the_validators_replay_reproduces_the_workers_reward(math_verifier, code
             temperature=1.0,
         )
         assert replay_row(row) == trajectory.reward == 1.0
+
+
+def test_a_replay_past_its_seconds_is_cut_and_names_the_row():
+    import threading
+    import time
+
+    from swarmrl.envs.build import replay_rows
+    from swarmrl.envs.errors import ReplayBudgetSpent
+
+    started = []
+    lock = threading.Lock()
+
+    def slow(row):
+        with lock:
+            started.append(row)
+        time.sleep(0.3)
+        return 1.0
+
+    assert replay_rows(slow, [0, 1], concurrency=2, seconds=5.0) == [1.0, 1.0]
+    started.clear()
+    begin = time.monotonic()
+    with pytest.raises(ReplayBudgetSpent, match="row 2") as spent:
+        replay_rows(slow, list(range(20)), concurrency=1, seconds=0.75)
+    assert spent.value.row == 2
+    # Rows not started are cancelled; the one running finishes: about 0.75 s + 0.3 s, not 20 x 0.3 s.
+    assert time.monotonic() - begin < 2.0 and len(started) <= 4

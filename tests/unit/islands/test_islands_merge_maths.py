@@ -1,4 +1,4 @@
-"""Merge maths against hand-computed values: version numbering, contribution scaling, outer step, merger."""
+"""Merge maths against hand-computed values: version numbering, outer step, merger, the checks on peers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators import LocalCommunicator
 from swarmrl.diloco.errors import DiLoCoStateError
 from swarmrl.diloco.outer import make_outer_optimizer
-from swarmrl.islands.merge import IslandMerger, apply_outer_step, contribution_scale
+from swarmrl.islands.merge import IslandMerger, apply_outer_step
 from swarmrl.islands.versions import (
     is_merge_step,
     last_merged_step,
@@ -76,16 +76,6 @@ def test_a_fragment_merge_moves_only_its_parameters_and_keeps_its_own_momentum()
     assert model[0].weight.flatten().tolist() == pytest.approx([0.335] * 4, abs=1e-6)
 
 
-def test_contribution_scale():
-    # Two participants, one just healed (sends zeros): the other's delta counts double so the mean over
-    # two rows equals its own delta.
-    assert contribution_scale(2, 1) == 2.0
-    assert contribution_scale(3, 3) == 1.0
-    for bad in ((2, 0), (2, 3)):
-        with pytest.raises(ValueError):
-            contribution_scale(*bad)
-
-
 def test_outer_nesterov_step_by_hand():
     # global 1.0, mean pseudo-gradient 0.4, lr 0.7, mu 0.9: buf = 0.4, step = 0.4 + 0.9 * 0.4 = 0.76,
     # global = 1 - 0.7 * 0.76 = 0.468. Second round with 0.2: buf = 0.9*0.4 + 0.2 = 0.56,
@@ -148,21 +138,29 @@ def test_healed_island_adopts_peer_state_and_contributes_nothing():
 
 
 class _PoisonedPeer(LocalCommunicator):
-    """A peer whose share of the average is NaN (the one-value contributor count passes through)."""
+    """A second island whose message is this island's with every payload byte set to 0xFF: an int8 scale of
+    NaN (and fp32 values of NaN)."""
 
-    def _all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor if tensor.numel() == 1 else tensor.fill_(float("nan"))
+    def participants(self) -> int:
+        return 2
+
+    def _all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        poisoned = tensor.clone()
+        poisoned[48:] = 255
+        return torch.stack([tensor, poisoned])
 
 
-def test_non_finite_average_from_a_peer_is_discarded():
+@pytest.mark.parametrize("codec", ["fp32", "int8"])
+def test_a_peers_non_finite_contribution_is_dropped_and_the_island_merges_alone(codec):
     model = _model(1.0)
-    merger = IslandMerger(model, _PoisonedPeer(), make_codec("fp32"), outer_lr=0.7, outer_momentum=0.9)
+    merger = IslandMerger(model, _PoisonedPeer(), make_codec(codec), outer_lr=0.7, outer_momentum=0.9)
     with torch.no_grad():
         model.weight.fill_(0.5)
     record = merger.merge(step=10)
-    assert not record.committed and record.round == 0
-    assert model.weight.detach().flatten().tolist() == [0.5, 0.5]  # keeps its own progress
-    assert merger.global_params[0].flatten().tolist() == [1.0, 1.0]
+    assert record.committed and record.contributors == 1 and record.dropped == 1, record
+    assert "rank 1" in record.drops[0]
+    # Its own pseudo-gradient alone: the single-island values.
+    assert model.weight.detach().flatten().tolist() == pytest.approx([0.335, 0.335], abs=1e-3)
 
 
 def test_a_merge_becomes_the_steps_islands_metrics():
@@ -193,4 +191,6 @@ def test_a_merge_becomes_the_steps_islands_metrics():
         "islands/committed": 1.0,
         "islands/healed": 0.0,
         "islands/pseudo_gradient_norm": 1.5,
+        "islands/dropped": 0.0,
+        "islands/heal_refused": 0.0,
     }

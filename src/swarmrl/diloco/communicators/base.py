@@ -68,6 +68,11 @@ class Communicator(ABC):
         """Workers taking part in the current collective (elastic communicators: the round's quorum)."""
         return self.world_size
 
+    def round_number(self) -> int | None:
+        """The current round's number as the whole group agreed it (elastic communicators: the quorum's step),
+        so a message replayed from another round can be told apart; None where the group agrees on none."""
+        return None
+
     def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
         """Average an fp32 tensor across workers, in place; returns it."""
         if tensor.dtype != torch.float32:

@@ -60,6 +60,9 @@ class ThrottledCommunicator(Communicator):
     def begin_round(self) -> None:
         self.inner.begin_round()
 
+    def round_number(self) -> int | None:
+        return self.inner.round_number()
+
     def end_round(self) -> bool:
         return self.inner.end_round()
 

@@ -20,6 +20,7 @@ from swarmrl.diloco.errors import CommunicatorError
 
 if TYPE_CHECKING:
     from torchft import Manager
+    from torchft.checkpointing import CheckpointTransport
     from torchft.process_group import ProcessGroup
 
 
@@ -32,6 +33,10 @@ class TorchFTCommunicator(Communicator):
 
     def participants(self) -> int:
         return self.manager.num_participants()
+
+    def round_number(self) -> int:
+        # Every member of a quorum is at its max step once start_quorum returns (laggards heal to it).
+        return self.manager.current_step()
 
     def _all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
         self.manager.allreduce(tensor, reduce_op=ReduceOp.AVG).wait()
@@ -66,10 +71,12 @@ def replica_manager(
     use_async_quorum: bool,
     timeout: timedelta,
     quorum_timeout: timedelta,
+    checkpoint_transport: CheckpointTransport | None = None,
 ) -> tuple[Manager, dist.TCPStore]:
     """A `torchft.Manager` for a replica of one process (rank 0 of 1) on this host, and the store it talks to on an
     OS-chosen loopback port. The caller holds the store for as long as the manager runs (the store's server stops
-    when it is collected); state to heal from is registered by the caller, not passed here."""
+    when it is collected); state to heal from is registered by the caller, not passed here, and travels by
+    `checkpoint_transport` (None: torchft's HTTP transport)."""
     # Imported here: torchft is the optional `elastic` extra.
     from torchft import Manager
 
@@ -91,5 +98,6 @@ def replica_manager(
         replica_id=replica_id,
         hostname="localhost",
         init_sync=False,
+        checkpoint_transport=checkpoint_transport,
     )
     return manager, store

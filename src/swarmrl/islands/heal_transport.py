@@ -1,0 +1,38 @@
+"""torchft's HTTP checkpoint transport with a receiving side that trusts the sending peer with nothing.
+
+torchft's `HTTPTransport` loads the state it heals from with the full pickle loader (`weights_only=False`),
+so the peer that serves it runs any code it likes in the healing island, and it reads the whole response,
+however large, from whatever URL the peer named. This subclass serves exactly as torchft does and receives
+with `weights_only=True` (tensors, numbers, strings and containers only: what `IslandMerger.state_dict`
+and torchft's own step counters hold), from http URLs only, and at most `max_bytes`.
+"""
+
+from __future__ import annotations
+
+import io
+import urllib.parse
+import urllib.request
+from datetime import timedelta
+
+# The reader of torchft's wire format (torchft writes it with the matching `_streaming_save`).
+from torch.distributed._serialization import _streaming_load
+from torchft.checkpointing import HTTPTransport
+
+from swarmrl.diloco.errors import DiLoCoStateError
+
+
+class WeightsOnlyHTTPTransport(HTTPTransport):
+    def __init__(self, timeout: timedelta, max_bytes: int = 1 << 30) -> None:
+        super().__init__(timeout=timeout, num_chunks=0)
+        self.max_bytes = max_bytes  # set to the island's own state bound once its merger exists
+
+    def recv_checkpoint(self, src_rank: int, metadata: str, step: int, timeout: timedelta) -> object:
+        url = f"{metadata}{step}/full"
+        if urllib.parse.urlsplit(url).scheme != "http":
+            raise DiLoCoStateError(f"a peer offers its state at {url[:200]!r}, not an http URL")
+        with urllib.request.urlopen(url, timeout=timeout.total_seconds()) as response:
+            data = response.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise DiLoCoStateError(f"a peer's state is over {self.max_bytes} bytes")
+        # UnpicklingError for anything but plain data: the peer's state never runs code here.
+        return _streaming_load(io.BytesIO(data), weights_only=True)
