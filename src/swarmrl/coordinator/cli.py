@@ -119,10 +119,29 @@ def create_run(
     async_level: Annotated[
         int, typer.Option(help="oldest policy a submission may use: step - async_level")
     ] = 2,
+    run_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="the run's TOML (or config.json): its [worker] section bounds the rows and tokens a unit's "
+            "file may claim (without it claims are unbounded)",
+        ),
+    ] = None,
 ) -> None:
     """Open a run for a trainer; prints its state, including the run secret that keys task seeds."""
+    from swarmrl.configs import ConfigError, load_config
+    from swarmrl.coordinator.api import UnitBounds
+
     key = _public_key(trainer_key)
-    _admin_call(coordinator_url, token, lambda c: c.create_run(run_id, key, async_level=async_level))
+    unit = None
+    if run_config is not None:
+        try:
+            unit = UnitBounds.of_worker(load_config(run_config).worker)
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    _admin_call(
+        coordinator_url, token, lambda c: c.create_run(run_id, key, async_level=async_level, unit=unit)
+    )
 
 
 @admin.command("add-validator")

@@ -31,6 +31,7 @@ from swarmrl.coordinator.api import (
     StepInfo,
     StepWork,
     SubmissionInfo,
+    UnitBounds,
     UnitInfo,
     UploadReceipt,
     UploadSlotInfo,
@@ -149,13 +150,21 @@ class CoordinatorClient:
 
     # --- operator (admin token) ----------------------------------------------------------------------------
     def create_run(
-        self, run_id: str, trainer_public_key: str, *, async_level: int = 2, run_secret: str | None = None
+        self,
+        run_id: str,
+        trainer_public_key: str,
+        *,
+        async_level: int = 2,
+        run_secret: str | None = None,
+        unit: UnitBounds | None = None,
     ) -> RunCreated:
+        """`unit`: the bounds of a unit's file (claims outside are refused; `UnitBounds.of_worker(config.worker)`)."""
         body = {
             "run_id": run_id,
             "trainer_public_key": trainer_public_key,
             "async_level": async_level,
             "run_secret": run_secret,
+            "unit": unit.model_dump() if unit is not None else None,
         }
         return self._call(RunCreated, "POST", "/v1/admin/runs", json_body=body, admin=True)
 
@@ -185,8 +194,9 @@ class CoordinatorClient:
     def register(self, hardware: dict[str, Any] | None = None) -> NodeInfo:
         return self._call(NodeInfo, "POST", "/v1/nodes/register", json_body={"hardware": hardware or {}})
 
-    def join(self, run_id: str) -> MemberInfo:
-        return self._call(MemberInfo, "POST", f"/v1/runs/{run_id}/join", json_body={})
+    def join(self, run_id: str, *, role: str = "worker") -> MemberInfo:
+        """`role="relay"`: a SHARDCAST relay, which may report relays and leases no work."""
+        return self._call(MemberInfo, "POST", f"/v1/runs/{run_id}/join", json_body={"role": role})
 
     def heartbeat(
         self, run_id: str, policy_step: int | None = None, *, relay: dict[str, Any] | None = None
@@ -282,8 +292,18 @@ class CoordinatorClient:
         check: str,
         reason: str = "",
         rewards_summary: dict[str, Any] | None = None,
+        rows: int | None = None,
+        tokens: int | None = None,
     ) -> VerdictInfo:
-        body = {"accept": accept, "check": check, "reason": reason, "rewards_summary": rewards_summary or {}}
+        """`rows`, `tokens`: what the validator measured in the file (the credit of an accepted file)."""
+        body = {
+            "accept": accept,
+            "check": check,
+            "reason": reason,
+            "rewards_summary": rewards_summary or {},
+            "rows": rows,
+            "tokens": tokens,
+        }
         return self._call(VerdictInfo, "POST", f"/v1/submissions/{submission_id}/verdict", json_body=body)
 
     # --- trainer -------------------------------------------------------------------------------------------
@@ -339,6 +359,23 @@ class CoordinatorClient:
             "refused": list(refused),
         }
         return self._call(OutcomeReceipt, "POST", f"/v1/runs/{run_id}/steps/{step}/outcomes", json_body=body)
+
+    def audit_submission(
+        self,
+        run_id: str,
+        submission_id: int,
+        *,
+        accept: bool,
+        check: str,
+        reason: str = "",
+        rows: int | None = None,
+        tokens: int | None = None,
+    ) -> VerdictInfo:
+        """The trainer's checks of a file the spot-check draw left unjudged, with what it measured in the file."""
+        body = {"accept": accept, "check": check, "reason": reason, "rows": rows, "tokens": tokens}
+        return self._call(
+            VerdictInfo, "POST", f"/v1/runs/{run_id}/submissions/{submission_id}/audit", json_body=body
+        )
 
     def drain(self, run_id: str) -> RunState:
         """End the run: no new work; it reads `drained` once every submitted file has its verdict."""

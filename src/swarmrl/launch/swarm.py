@@ -28,6 +28,7 @@ from rich.live import Live
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
+from swarmrl.coordinator.api import UnitBounds
 from swarmrl.coordinator.cli import ADMIN_TOKEN_ENV
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
@@ -143,7 +144,12 @@ def start_swarm(
     validators = validator_names(config.swarm.validators)
     with swarm.admin() as admin:
         try:
-            admin.create_run(config.run.id, trainer.node_id, async_level=config.worker.async_level)
+            admin.create_run(
+                config.run.id,
+                trainer.node_id,
+                async_level=config.worker.async_level,
+                unit=UnitBounds.of_worker(config.worker),
+            )
         except CoordinatorError as exc:
             if exc.status != 409:
                 raise

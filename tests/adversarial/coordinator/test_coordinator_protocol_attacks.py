@@ -19,10 +19,13 @@ from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
+from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
 
-BASE = dict(default_step_units=50, uploads_per_hour=1000, requests_per_minute=100_000)
+# Proven from the start: these attacks are about what a node with standing can do (sybils: test_sybil_*.py).
+BASE = dict(
+    default_step_units=50, uploads_per_hour=1000, requests_per_minute=100_000, lease_proven_files=0
+)
 
 
 @pytest.fixture
@@ -57,12 +60,12 @@ def test_a_hard_rejection_voids_the_nodes_pending_and_unpaid_work(make_world):
     unpaid = leased_submit(cheat, "r", b"accepted, credit still locked", rows=4, tokens=40)
     forged = leased_submit(cheat, "r", b"forged", rows=4, tokens=40)
     fair = leased_submit(honest, "r", b"honest work", rows=2, tokens=20)
-    world.validator.post_verdict(unpaid.id, accept=True, check="all")
-    world.validator.post_verdict(fair.id, accept=True, check="all")
+    accept(world.validator, unpaid)
+    accept(world.validator, fair)
     world.validator.post_verdict(forged.id, accept=False, check="toploc")
     assert world.admin.node(cheat.node_id).banned
 
-    _refused(lambda: world.validator.post_verdict(waiting.id, accept=True, check="all"), 409, "voided")
+    _refused(lambda: accept(world.validator, waiting), 409, "voided")
     statuses = {s.id: s.status for s in world.admin.submissions("r")}
     assert statuses == {waiting.id: "voided", unpaid.id: "voided", forged.id: "rejected", fair.id: "accepted"}
     balances = {b.node_id: b for b in world.admin.ledger("r").balances}
@@ -81,9 +84,9 @@ def test_an_admin_ban_voids_pending_and_unpaid_work_in_every_run(make_world):
     node.join("other")
     elsewhere = leased_submit(node, "other", b"pending in another run")
     unpaid = leased_submit(node, "r", b"accepted, unpaid", tokens=7)
-    world.validator.post_verdict(unpaid.id, accept=True, check="all")
+    accept(world.validator, unpaid)
     world.admin.ban(node.node_id, "sybil")
-    _refused(lambda: world.validator.post_verdict(elsewhere.id, accept=True, check="all"), 409, "voided")
+    _refused(lambda: accept(world.validator, elsewhere), 409, "voided")
     assert world.admin.submissions("r")[0].status == "voided"
     assert world.admin.ledger("r").balances[0].wiped_tokens == 7
     assert world.trainer.training_feed("r", 0) == []
@@ -95,7 +98,7 @@ def test_ledger_totals_count_every_entry_past_the_page_limit(make_world):
     node = world.node()
     for i in range(25):
         submission = leased_submit(node, "r", f"file {i}".encode(), rows=1, tokens=3)
-        world.validator.post_verdict(submission.id, accept=True, check="all")
+        accept(world.validator, submission)
     view = world.admin.ledger("r")
     assert len(view.entries) == 10  # the list is paged ...
     (balance,) = view.balances

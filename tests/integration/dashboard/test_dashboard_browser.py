@@ -73,14 +73,14 @@ class World:
         self.admin.add_validator(RUN, self.validator.node_id)
         self.honest = [self._member() for _ in range(2)]
         self.cheater = self._member()
-        self.relays = [self._member() for _ in range(2)]
+        self.relays = [self._member(role="relay") for _ in range(2)]
         self.step = 0
         self.trainer.publish_step(RUN, 0)
 
-    def _member(self) -> CoordinatorClient:
+    def _member(self, role: str = "worker") -> CoordinatorClient:
         node = CoordinatorClient(self.url, Identity.generate(), max_retries=0)
         node.register()
-        node.join(RUN)
+        node.join(RUN, role=role)
         return node
 
     def honest_work(self, reward: float) -> None:
@@ -98,7 +98,14 @@ class World:
         while (submission := self.validator.lease_validation(RUN).submission) is not None:
             accept, check = decide(submission.node_id)
             summary = {"rows": submission.rows, "mean_reward": reward, "passed": accept}
-            self.validator.post_verdict(submission.id, accept=accept, check=check, rewards_summary=summary)
+            self.validator.post_verdict(
+                submission.id,
+                accept=accept,
+                check=check,
+                rewards_summary=summary,
+                rows=submission.rows,
+                tokens=submission.tokens,
+            )
 
     def relay_reports(self, version: int) -> None:
         """Relay 0 mirrors the origin, relay 1 mirrors relay 0; both hold `version` (2 MB in 0.5 s and 1 s)."""

@@ -7,6 +7,11 @@ re-issued to the next node that asks. A lease holds as many units as the node fi
 `lease_target_s` at its measured speed, each with a deadline scaled to that speed, so a slow node gets one unit
 and time to finish it. Dropping units costs standing: past a grace, the dropped fraction shrinks a node's leases
 and then stops them (a node that generates many units and submits the ones it likes is this node).
+
+Identities are free, so a node earns room with measured work: until `lease_proven_files` of its files were
+judged and accepted it is unproven, holds at most one unit at a time, and shares with every other unproven
+node a pool of `lease_unproven_fraction` of the step; fair shares are spread over proven nodes alone, so a
+hundred fresh keys polling cannot dilute or take what proven nodes get.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, RelayState, Run, WorkUnit
+from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, Submission, WorkUnit
 
 
 @dataclass(frozen=True)
@@ -64,25 +69,65 @@ def fair_share(step_units: int, live_members: int) -> int:
     return max(1, math.ceil(step_units / max(1, live_members)))
 
 
-def live_members(session: Session, run_id: str, config: CoordinatorConfig, now: float) -> int:
-    """Active members of the run that are not yet unhealthy (heartbeat within the grace). A SHARDCAST relay is a
-    member (it reports to the dashboard) that generates nothing: not counted."""
+def proven_nodes(run_id: str, config: CoordinatorConfig):
+    """Node ids proven in the run: `lease_proven_files` of their files judged and accepted by a validator (a
+    subquery; a file the spot-check draw skipped proves nothing)."""
+    return (
+        select(Submission.node_id)
+        .where(Submission.run_id == run_id, Submission.checked.is_(True), Submission.status == "accepted")
+        .group_by(Submission.node_id)
+        .having(func.count() >= config.lease_proven_files)
+    )
+
+
+def is_proven(session: Session, run_id: str, node_id: str, config: CoordinatorConfig) -> bool:
+    if config.lease_proven_files == 0:
+        return True
+    proven = proven_nodes(run_id, config).where(Submission.node_id == node_id)
+    return session.scalar(proven) is not None
+
+
+def live_members(
+    session: Session, run_id: str, config: CoordinatorConfig, now: float, *, proven: bool = False
+) -> int:
+    """Active workers of the run (members that joined as relays generate nothing) that are not yet unhealthy
+    (heartbeat within the grace); with `proven`, only the proven ones."""
     unhealthy_before = (
         now - config.heartbeat_grace_s - config.unhealthy_after_missed * config.heartbeat_interval_s
     )
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(Membership)
-            .where(
-                Membership.run_id == run_id,
-                Membership.status == "active",
-                Membership.last_seen > unhealthy_before,
-                Membership.node_id.not_in(select(RelayState.node_id).where(RelayState.run_id == run_id)),
-            )
+    query = (
+        select(func.count())
+        .select_from(Membership)
+        .where(
+            Membership.run_id == run_id,
+            Membership.status == "active",
+            Membership.role == "worker",
+            Membership.last_seen > unhealthy_before,
         )
-        or 0
     )
+    if proven and config.lease_proven_files > 0:
+        query = query.where(Membership.node_id.in_(proven_nodes(run_id, config)))
+    return session.scalar(query) or 0
+
+
+def unproven_room(session: Session, run: Run, config: CoordinatorConfig, now: float) -> int:
+    """Units of the open step one more unproven node may take now (0 or 1: it holds at most one). Identities are
+    free, so unproven nodes share one pool however many they are: the whole step while no proven node is
+    alive, else `lease_unproven_fraction` of it; proven nodes share the rest."""
+    units = step_demand(run, config) + config.lease_slack_units
+    alive_proven = live_members(session, run.run_id, config, now, proven=True)
+    pool = units if alive_proven == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
+    held = session.scalar(
+        select(func.count())
+        .select_from(WorkUnit)
+        .where(
+            WorkUnit.run_id == run.run_id,
+            WorkUnit.step == run.current_step,
+            WorkUnit.status == "leased",
+            WorkUnit.node_id.not_in(proven_nodes(run.run_id, config)),
+        )
+    )
+    return 1 if (held or 0) < pool else 0
 
 
 def unit_deadlines(
