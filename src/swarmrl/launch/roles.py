@@ -21,14 +21,16 @@ from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
+from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutLimits
+from swarmrl.rollouts.checks import structural_checks
 from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.trainer.data import RolloutFeed
 from swarmrl.trainer.parallel import is_distributed
-from swarmrl.trainer.swarm_source import AcceptedSubmissions
+from swarmrl.trainer.swarm_source import AcceptedSubmissions, FileChecks
 from swarmrl.trainer.train import AfterStep, run_trainer, train_device
 from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.colocated import ColocatedSource, colocated_source
@@ -82,20 +84,13 @@ def trainer_role(
             source, publish, forward = RunDirSource(rundir), None, None
         else:
             shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
-            source, publish, forward = _swarm_endpoints(
-                config, shardcast, rundir, coordinator_url, key, stack
+            checks = functools.partial(
+                structural_checks, config=config, tasks=tasks, prompts=prompt_format(tokenizer, config.prompt)
             )
-        feed = RolloutFeed(
-            source,
-            scorer,
-            async_level=config.worker.async_level,
-            group_size=config.worker.group_size,
-            limits=RolloutLimits.for_worker(
-                config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))
-            ),
-            max_files=config.trainer.max_files_per_step,
-            poll_seconds=0.1 if coordinator_url is None else config.swarm.poll_seconds,
-        )
+            source, publish, forward = _swarm_endpoints(
+                config, shardcast, rundir, coordinator_url, key, stack, checks
+            )
+        feed = _feed(config, rundir, source, scorer)
 
         def collect(step: int):
             return feed.collect(step, config.trainer.prompts_per_step, config.trainer.max_wait_seconds)
@@ -118,6 +113,23 @@ def trainer_role(
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+def _feed(config: RunConfig, rundir: RunDir, source, scorer) -> RolloutFeed:
+    """The trainer's rollout feed; a swarm's accepted submissions are also audited by the trainer's own checks."""
+    swarm = isinstance(source, AcceptedSubmissions)
+    return RolloutFeed(
+        source,
+        scorer,
+        async_level=config.worker.async_level,
+        group_size=config.worker.group_size,
+        limits=RolloutLimits.for_worker(
+            config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))
+        ),
+        max_files=config.trainer.max_files_per_step,
+        poll_seconds=config.swarm.poll_seconds if swarm else 0.1,
+        audit=source if swarm else None,
+    )
 
 
 def _colocated_source(
@@ -144,10 +156,11 @@ def _swarm_endpoints(
     coordinator_url: str,
     key: Path | None,
     stack: contextlib.ExitStack,
+    checks: FileChecks,
 ):
-    """The trainer's coordinator feed, its shardcast origin (serving every checkpoint it publishes; the
-    origin's URL, as relays are to open it, goes to `origin_url_file`) and where its metrics go (the
-    coordinator's dashboard)."""
+    """The trainer's coordinator feed (whose files pass `checks` before they train), its shardcast origin
+    (serving every checkpoint it publishes; the origin's URL, as relays are to open it, goes to
+    `origin_url_file`) and where its metrics go (the coordinator's dashboard)."""
     if key is None:
         raise ValueError("a swarm trainer needs --key, the private key the run was created with")
     identity = Identity.load(key)
@@ -169,6 +182,7 @@ def _swarm_endpoints(
         units_per_step=-(-config.trainer.prompts_per_step // config.worker.prompts_per_batch),
         last_step=config.trainer.steps - 1,
         async_level=config.worker.async_level,
+        checks=checks,
     )
     return (
         source,

@@ -142,19 +142,7 @@ def start_swarm(
         on_coordinator(swarm.coordinator_url)
     trainer = swarm.identity("trainer")
     validators = validator_names(config.swarm.validators)
-    with swarm.admin() as admin:
-        try:
-            admin.create_run(
-                config.run.id,
-                trainer.node_id,
-                async_level=config.worker.async_level,
-                unit=UnitBounds.of_worker(config.worker),
-            )
-        except CoordinatorError as exc:
-            if exc.status != 409:
-                raise
-        for name in validators:
-            admin.add_validator(config.run.id, swarm.identity(name).node_id)
+    _open_run(swarm, trainer.node_id, validators)
 
     trainer_args = trainer_command or ["trainer", "--run-dir", str(rundir.root)]
     trainer_args = [*trainer_args, "--coordinator", swarm.coordinator_url, "--key", str(swarm.key("trainer"))]
@@ -213,6 +201,25 @@ def start_swarm(
         swarm.cheaters.add(name)
         swarm.start(name, _starter(swarm, name, [*node_args("worker", name), "--cheat", "half-layers"]))
     return swarm
+
+
+def _open_run(swarm: Swarm, trainer_key: str, validators: list[str]) -> None:
+    """The run on the coordinator (kept as it is when it exists: a restarted demo), its unit bounds and
+    validators."""
+    config = swarm.config
+    with swarm.admin() as admin:
+        try:
+            admin.create_run(
+                config.run.id,
+                trainer_key,
+                async_level=config.worker.async_level,
+                unit=UnitBounds.of_worker(config.worker),
+            )
+        except CoordinatorError as exc:
+            if exc.status != 409:
+                raise
+        for name in validators:
+            admin.add_validator(config.run.id, swarm.identity(name).node_id)
 
 
 def validator_names(count: int) -> list[str]:

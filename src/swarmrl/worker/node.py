@@ -36,6 +36,7 @@ from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rollouts.assignment import BatchSpec
+from swarmrl.rollouts.checks import completion_tokens
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.errors import ShardcastError
@@ -213,7 +214,12 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                     raise
                 if exc.kind in _REJOIN:
                     client.join(options.run_id)
-                elif exc.kind != "step_full":
+                elif exc.kind == "step_full":
+                    # Counted and said once per streak: a node that never gets work can tell why.
+                    log_book.count("refused_step_full")
+                    if full_streak == 0:
+                        log.info("no lease: %s (backing off while it lasts)", exc.detail)
+                else:
                     log.warning("no lease: %s", exc)
                 full_streak = full_streak + 1 if exc.kind == "step_full" else 0
                 options.stop.wait(options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1)))
@@ -253,10 +259,14 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                 log_book.generated(len(rows))
                 if options.slowdown > 1.0:
                     options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
-                tokens = sum(len(r.completion_ids) for r in rows)
                 try:
                     client.upload_and_submit(
-                        options.run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens
+                        options.run_id,
+                        unit.step,
+                        unit.batch_index,
+                        path,
+                        rows=len(rows),
+                        tokens=completion_tokens(rows),
                     )
                 except CoordinatorError as exc:
                     if exc.kind in _FATAL:

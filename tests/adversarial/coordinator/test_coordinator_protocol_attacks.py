@@ -23,9 +23,7 @@ from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submi
 from swarmrl.identity import Identity
 
 # Proven from the start: these attacks are about what a node with standing can do (sybils: test_sybil_*.py).
-BASE = dict(
-    default_step_units=50, uploads_per_hour=1000, requests_per_minute=100_000, lease_proven_files=0
-)
+BASE = dict(default_step_units=50, uploads_per_hour=1000, requests_per_minute=100_000, lease_proven_files=0)
 
 
 @pytest.fixture

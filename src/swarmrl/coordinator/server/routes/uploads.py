@@ -3,8 +3,8 @@
 A slot is bound to a unit the node holds a live lease on. Opening one reserves nothing and extends nothing:
 the run's storage quota counts the bytes that arrived, and the unit stays leased only while bytes arrive. A
 transfer must end by its slot's deadline (`clock_skew_s` plus the declared size at `upload_min_bytes_per_s`
-from its signed start); while it runs, the unit's deadline moves to what the bytes received so far allow at
-that slowest rate, so a trickle lets the unit lapse and the transfer ends with it. A stored file extends the
+from its signed start); while it runs, the unit's deadline moves (every KEEPALIVE_S) to what the bytes received so
+far allow at that slowest rate, so a trickle lets the unit lapse and the transfer ends with it. A stored file extends the
 unit by `lease_grace_s` for its submit.
 """
 
@@ -241,9 +241,11 @@ def _too_slow(received: int, declared: int) -> ApiError:
 
 
 def _keep_unit(state: ServiceState, slot: UploadSlot, earned_until: float) -> None:
-    """Bytes arrived: the slot's unit stays leased until `earned_until` plus the grace."""
+    """Bytes arrived: the slot's unit stays leased until `earned_until` (what they allow at the slowest rate)
+    and the next keep-alive, plus the grace."""
+    until = earned_until + KEEPALIVE_S + state.config.lease_grace_s
     with state.sessions() as session, session.begin():
-        _extend_unit(session, slot, earned_until + state.config.lease_grace_s, state.clock())
+        _extend_unit(session, slot, until, state.clock())
 
 
 def _extend_unit(session: Session, slot: UploadSlot, until: float, now: float) -> None:
