@@ -22,7 +22,9 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.configs.coordinator import CoordinatorConfig
+from swarmrl.httpserve.guard import ConnectionGuard
 
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -256,12 +258,26 @@ class ThreadedServer:
 
 
 def serve_in_thread(app: FastAPI, timeout_s: float = 30.0) -> ThreadedServer:
+    """The app served by plain uvicorn in a thread of this process."""
+    return _serve(uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)), timeout_s)
+
+
+def serve_guarded_in_thread(
+    app: FastAPI, limits: ConnectionLimits | None = None, timeout_s: float = 30.0
+) -> tuple[ThreadedServer, ConnectionGuard]:
+    """The app behind its real connection guard (as `swarmrl coordinator` serves it), in a thread of this
+    process; returns the server (`stop()`) and the guard."""
+    from swarmrl.coordinator.server.listen import build_server
+
+    server, guard = build_server(app, limits)
+    return _serve(server, timeout_s), guard
+
+
+def _serve(server: uvicorn.Server, timeout_s: float) -> ThreadedServer:
     from swarmrl.coordinator.server.listen import bind
 
     sock = bind("127.0.0.1", 0)
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    sock.listen(2048)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout_s
@@ -270,7 +286,7 @@ def serve_in_thread(app: FastAPI, timeout_s: float = 30.0) -> ThreadedServer:
             server.should_exit = True
             raise ProcessStartError("in-thread coordinator did not start")
         time.sleep(0.02)
-    return ThreadedServer(url=f"http://127.0.0.1:{port}", server=server, thread=thread)
+    return ThreadedServer(url=f"http://127.0.0.1:{sock.getsockname()[1]}", server=server, thread=thread)
 
 
 class FakeClock:

@@ -15,11 +15,10 @@ import time
 import httpx
 import pytest
 
-from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
+from swarmrl.coordinator.testing import accept, leased_submit
 from swarmrl.identity import Identity
 
 # Proven from the start: these attacks are about what a node with standing can do (sybils: test_sybil_*.py).
@@ -27,20 +26,8 @@ BASE = dict(default_step_units=50, uploads_per_hour=1000, requests_per_minute=10
 
 
 @pytest.fixture
-def make_world(tmp_path):
-    worlds: list[ClockedCoordinator] = []
-
-    def make(**config) -> ClockedCoordinator:
-        worlds.append(
-            ClockedCoordinator(tmp_path / str(len(worlds)), CoordinatorConfig(**{**BASE, **config}))
-        )
-        return worlds[-1]
-
-    try:
-        yield make
-    finally:
-        for w in worlds:
-            w.close()
+def make_world(clocked):
+    return lambda **config: clocked(**{**BASE, **config})
 
 
 def _refused(call, status: int, kind: str) -> CoordinatorError:

@@ -29,20 +29,8 @@ BASE = dict(default_step_units=100, uploads_per_hour=10_000, requests_per_minute
 
 
 @pytest.fixture
-def make_world(tmp_path):
-    worlds: list[ClockedCoordinator] = []
-
-    def make(**config) -> ClockedCoordinator:
-        worlds.append(
-            ClockedCoordinator(tmp_path / str(len(worlds)), CoordinatorConfig(**{**BASE, **config}))
-        )
-        return worlds[-1]
-
-    try:
-        yield make
-    finally:
-        for world in worlds:
-            world.close()
+def make_world(clocked):
+    return lambda **config: clocked(**{**BASE, **config})
 
 
 def _earned(world: ClockedCoordinator, node_ids: set[str]) -> int:

@@ -15,7 +15,6 @@ import time
 import httpx
 import pytest
 
-from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.signing import sign_request
 from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
@@ -26,20 +25,8 @@ BASE = dict(uploads_per_hour=10_000, requests_per_minute=100_000, default_step_u
 
 
 @pytest.fixture
-def make_world(tmp_path):
-    worlds: list[ClockedCoordinator] = []
-
-    def make(**config) -> ClockedCoordinator:
-        worlds.append(
-            ClockedCoordinator(tmp_path / str(len(worlds)), CoordinatorConfig(**{**BASE, **config}))
-        )
-        return worlds[-1]
-
-    try:
-        yield make
-    finally:
-        for world in worlds:
-            world.close()
+def make_world(clocked):
+    return lambda **config: clocked(**{**BASE, **config})
 
 
 def proven_node(world: ClockedCoordinator):

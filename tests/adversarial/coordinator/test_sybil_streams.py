@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
 
 import httpx
@@ -22,7 +21,7 @@ from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.server.listen import bind, build_server
+from swarmrl.coordinator.testing import serve_guarded_in_thread
 from swarmrl.identity import Identity
 
 LIMITS = ConnectionLimits(
@@ -41,22 +40,12 @@ def coordinator(tmp_path):
     app = create_app(
         db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=tmp_path / "store", admin_token="t", config=config
     )
-    server, guard = build_server(app)
-    sock = bind("127.0.0.1", 0)
-    sock.listen(2048)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "coordinator did not start"
-        time.sleep(0.02)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    CoordinatorClient(url, admin_token="t", max_retries=0).create_run("r", Identity.generate().node_id)
+    server, guard = serve_guarded_in_thread(app)
+    CoordinatorClient(server.url, admin_token="t", max_retries=0).create_run("r", Identity.generate().node_id)
     try:
-        yield url, guard
+        yield server.url, guard
     finally:
-        server.should_exit = True
-        thread.join(timeout=15)
+        server.stop()
         app.state.engine.dispose()
 
 

@@ -117,17 +117,10 @@ def unproven_room(session: Session, run: Run, config: CoordinatorConfig, now: fl
     units = step_demand(run, config) + config.lease_slack_units
     alive_proven = live_members(session, run.run_id, config, now, proven=True)
     pool = units if alive_proven == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
-    held = session.scalar(
-        select(func.count())
-        .select_from(WorkUnit)
-        .where(
-            WorkUnit.run_id == run.run_id,
-            WorkUnit.step == run.current_step,
-            WorkUnit.status == "leased",
-            WorkUnit.node_id.not_in(proven_nodes(run.run_id, config)),
-        )
+    held = open_step_units(
+        session, run, WorkUnit.status == "leased", WorkUnit.node_id.not_in(proven_nodes(run.run_id, config))
     )
-    return 1 if (held or 0) < pool else 0
+    return 1 if held < pool else 0
 
 
 def unit_deadlines(
@@ -200,18 +193,17 @@ def step_demand(run: Run, config: CoordinatorConfig) -> int:
     return run.step_units if run.step_units is not None else config.default_step_units
 
 
+def open_step_units(session: Session, run: Run, *where) -> int:
+    """Units of the run's open step that meet `where`."""
+    query = select(func.count()).select_from(WorkUnit)
+    query = query.where(WorkUnit.run_id == run.run_id, WorkUnit.step == run.current_step, *where)
+    return session.scalar(query) or 0
+
+
 def open_units(session: Session, run: Run, config: CoordinatorConfig) -> int:
     """Units of the open step that may still be leased: demand + slack minus those leased or delivered."""
-    active = session.scalar(
-        select(func.count())
-        .select_from(WorkUnit)
-        .where(
-            WorkUnit.run_id == run.run_id,
-            WorkUnit.step == run.current_step,
-            WorkUnit.status.in_(ACTIVE_UNIT_STATES),
-        )
-    )
-    return max(0, step_demand(run, config) + config.lease_slack_units - (active or 0))
+    active = open_step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES))
+    return max(0, step_demand(run, config) + config.lease_slack_units - active)
 
 
 def free_batch_indices(session: Session, run_id: str, step: int, node_id: str, count: int) -> list[int]:
