@@ -88,13 +88,16 @@ def test_a_proven_identity_that_turns_to_garbage_never_trains_and_loses_its_cred
     for i in range(2):
         accept(world.validator, leased_submit(node, "r", f"honest {i}".encode(), rows=2, tokens=20))
     skipped = None
-    for _ in range(40):  # each file skipped with probability 1/2: 40 misses have probability 2**-40
+    for step in range(1, 41):  # each file skipped with probability 1/2: 40 misses have probability 2**-40
+        # A file of its own step: the feed offers a step's files in order, behind any still waiting for a
+        # validator (which would catch this garbage itself).
+        world.trainer.publish_step("r", step)
         garbage = leased_submit(node, "r", os.urandom(300), rows=2, tokens=20)
         if not garbage.checked:
             skipped = garbage
             break
     assert skipped is not None and skipped.status == "accepted"
-    assert skipped.id in {s.id for s in world.trainer.training_feed("r", 0)}
+    assert skipped.id in {s.id for s in world.trainer.training_feed("r", skipped.step)}
     assert _earned(world, {node.node_id}) == 40
 
     source = AcceptedSubmissions(world.trainer, "r", RunDir(tmp_path / "trainer"), checks=lambda *_: None)
@@ -109,7 +112,7 @@ def test_a_proven_identity_that_turns_to_garbage_never_trains_and_loses_its_cred
         audit=source,
     )
     with pytest.raises(NotEnoughRollouts, match="0/1 informative groups"):
-        feed.collect(0, num_groups=1, max_wait_seconds=0.5)
+        feed.collect(skipped.step, num_groups=1, max_wait_seconds=0.5)
     verdict = next(v for v in world.admin.verdicts("r") if v.submission_id == skipped.id)
     assert (verdict.accepted, verdict.check, verdict.validator_key) == (
         False,
@@ -119,7 +122,7 @@ def test_a_proven_identity_that_turns_to_garbage_never_trains_and_loses_its_cred
     assert world.admin.node(node.node_id).banned
     (balance,) = world.admin.ledger("r").balances
     assert (balance.pending_tokens, balance.wiped_tokens) == (0, 40)
-    assert world.trainer.training_feed("r", 0) == []
+    assert world.trainer.training_feed("r", skipped.step) == []
 
 
 def test_one_file_counts_once_whoever_submits_it_and_however_fast(make_world):

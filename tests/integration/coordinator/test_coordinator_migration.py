@@ -127,7 +127,8 @@ def test_a_v1_database_upgrades_in_place_and_keeps_its_work(db_url):
             run = session.get(Run, "r")
             assert (run.status, run.step_units, run.current_step) == ("open", None, 3)
             assert (run.unit_rows, run.unit_max_tokens) == (None, None)
-            assert session.get(Membership, ("r", NODE)).role == "worker"
+            member = session.get(Membership, ("r", NODE))
+            assert (member.role, member.judged_accepted) == ("worker", 1)  # its accepted file counts
             submissions = list(session.scalars(select(Submission).order_by(Submission.id)))
             assert [(s.status, s.tokens, s.checked, s.use_outcome) for s in submissions] == [
                 ("accepted", 40, True, None),

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import Measured
 from swarmrl.coordinator.rules import ledger
 from swarmrl.coordinator.rules.penalties import hard_invalidate
-from swarmrl.coordinator.store.db import Run, Submission, Verdict, WorkUnit
+from swarmrl.coordinator.store.db import Membership, Run, Submission, Verdict, WorkUnit
 
 COORDINATOR_JUDGE = "coordinator"  # judge key of the coordinator's own refusals (claims out of bounds)
 
@@ -53,6 +53,12 @@ def judge(
     if measured.accept:
         assert measured.rows is not None and measured.tokens is not None  # Measured's validator
         ledger.credit(session, submission, measured.rows, measured.tokens, now, config.credit_unlock_window_s)
+        if submission.checked:  # a validator's acceptance: what probation and lease standing count
+            session.execute(
+                update(Membership)
+                .where(Membership.run_id == submission.run_id, Membership.node_id == submission.node_id)
+                .values(judged_accepted=Membership.judged_accepted + 1)
+            )
     elif severity == "hard":
         # Spot-checking judges only a fraction of files, so one caught forgery must cost everything.
         threshold = 1 if config.spot_check_fraction < 1.0 else config.hard_rejects_before_ban

@@ -24,7 +24,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, Submission, WorkUnit
+from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, WorkUnit
 
 
 @dataclass(frozen=True)
@@ -72,19 +72,13 @@ def fair_share(step_units: int, live_members: int) -> int:
 def proven_nodes(run_id: str, config: CoordinatorConfig):
     """Node ids proven in the run: `lease_proven_files` of their files judged and accepted by a validator (a
     subquery; a file the spot-check draw skipped proves nothing)."""
-    return (
-        select(Submission.node_id)
-        .where(Submission.run_id == run_id, Submission.checked.is_(True), Submission.status == "accepted")
-        .group_by(Submission.node_id)
-        .having(func.count() >= config.lease_proven_files)
+    return select(Membership.node_id).where(
+        Membership.run_id == run_id, Membership.judged_accepted >= config.lease_proven_files
     )
 
 
-def is_proven(session: Session, run_id: str, node_id: str, config: CoordinatorConfig) -> bool:
-    if config.lease_proven_files == 0:
-        return True
-    proven = proven_nodes(run_id, config).where(Submission.node_id == node_id)
-    return session.scalar(proven) is not None
+def is_proven(member: Membership, config: CoordinatorConfig) -> bool:
+    return member.judged_accepted >= config.lease_proven_files
 
 
 def live_members(
@@ -105,8 +99,8 @@ def live_members(
             Membership.last_seen > unhealthy_before,
         )
     )
-    if proven and config.lease_proven_files > 0:
-        query = query.where(Membership.node_id.in_(proven_nodes(run_id, config)))
+    if proven:
+        query = query.where(Membership.judged_accepted >= config.lease_proven_files)
     return session.scalar(query) or 0
 
 

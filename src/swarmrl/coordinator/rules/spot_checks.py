@@ -12,38 +12,21 @@ from __future__ import annotations
 
 import secrets
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.store.db import Run, Submission, Verdict, WorkUnit
+from swarmrl.coordinator.store.db import Membership, Run, Submission, Verdict, WorkUnit
 
 _DRAW = secrets.SystemRandom()
 
 
-def judged_accepted(session: Session, run_id: str, node_id: str) -> int:
-    """Files of the node in the run that a validator judged and accepted."""
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(Submission)
-            .where(
-                Submission.run_id == run_id,
-                Submission.node_id == node_id,
-                Submission.checked.is_(True),
-                Submission.status == "accepted",
-            )
-        )
-        or 0
-    )
-
-
-def must_judge(session: Session, run_id: str, node_id: str, config: CoordinatorConfig) -> bool:
-    """Whether a validator judges the file this node submits now."""
+def must_judge(member: Membership, config: CoordinatorConfig) -> bool:
+    """Whether a validator judges the file this member submits now."""
     p = config.spot_check_fraction
     if p >= 1.0:
         return True
-    if judged_accepted(session, run_id, node_id) < config.spot_check_probation_files:
+    if member.judged_accepted < config.spot_check_probation_files:
         return True  # probation: a fresh identity gets no unchecked file
     return _DRAW.random() < p
 

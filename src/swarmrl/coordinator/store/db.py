@@ -98,6 +98,8 @@ class Membership(Base):
     unit_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     # worker | relay (v4): only a relay may report relays; a relay leases no work.
     role: Mapped[str] = mapped_column(String(16), default="worker", server_default="worker")
+    # Files of this node in the run that a validator judged and accepted (v4): its probation and standing.
+    judged_accepted: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class Nonce(Base):
@@ -300,7 +302,15 @@ def _upgrade_v3(engine: Engine) -> None:
 def _upgrade_v4(engine: Engine) -> None:
     """Credit from measured work: a run's unit bounds; members join as workers or relays."""
     _add_columns(engine, "runs", ["unit_rows", "unit_max_tokens"])
-    _add_columns(engine, "memberships", ["role"])
+    _add_columns(engine, "memberships", ["role", "judged_accepted"])
+    with engine.begin() as connection:  # what members earned before the count was kept
+        connection.execute(
+            text(
+                "UPDATE memberships SET judged_accepted = (SELECT count(*) FROM submissions s WHERE "
+                "s.run_id = memberships.run_id AND s.node_id = memberships.node_id AND s.checked AND "
+                "s.status = 'accepted')"
+            )
+        )
 
 
 V2_INDEXES = (

@@ -101,7 +101,7 @@ def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None
         if held:  # another request of this node was granted while this one waited for the lock
             return _answer(run, member, held, config)
         standing = _may_lease(session, run, member, config)
-        size = min(_room(session, run, node_id, config, now), max_units or config.lease_max_units)
+        size = min(_room(session, run, member, config, now), max_units or config.lease_max_units)
         size = min(size, leases.lease_size(member.unit_seconds, standing, config))
         held = leases.grant(
             session, run, node_id, leases.unit_deadlines(now, size, member.unit_seconds, config), now
@@ -126,11 +126,11 @@ def _may_lease(session: Session, run: Run, member: Membership, config: Coordinat
     return standing
 
 
-def _room(session: Session, run: Run, node_id: str, config: CoordinatorConfig, now: float) -> int:
+def _room(session: Session, run: Run, member: Membership, config: CoordinatorConfig, now: float) -> int:
     """Most units the node may take now: the step's open units, its fair share among proven nodes, or, unproven,
     one unit of the pool unproven nodes share; `step_full` when that is none."""
     available = leases.open_units(session, run, config)
-    if available > 0 and leases.is_proven(session, run.run_id, node_id, config):
+    if available > 0 and leases.is_proven(member, config):
         units = leases.step_demand(run, config) + config.lease_slack_units
         return min(
             available,

@@ -1,4 +1,5 @@
-"""The trainer's side: the accepted feed, the open step's demand for work, what each step used, draining.
+"""The trainer's side: the accepted feed, the open step's demand for work, what each step used, its audits of
+files the spot-check draw left unjudged, draining.
 
 Accepted files become visible in submission order per step: a file is offered only once every earlier file of
 its step has its verdict, so which files a step trains on does not depend on which validator finished first.

@@ -120,7 +120,7 @@ def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller)
                 config,
                 now,
             )
-        elif not spot_checks.must_judge(session, run_id, node_id, config):
+        elif not spot_checks.must_judge(member, config):
             submission.checked, submission.status, unit.status = False, "accepted", "accepted"
         info = submission_info(submission)
     state.metrics.submissions.inc()
