@@ -110,6 +110,8 @@ class Arm:
     name: str
     window_s: float
     honest_accepted: int
+    honest_rejected: int
+    honest_audited: int  # honest files the spot-check draw skipped and the trainer audited and credited
     sybil_units: int = 0
     sybil_credit: int = 0
     sybil_rows_trained: int = 0
@@ -191,6 +193,11 @@ def measure(swarm: Swarm, client: CoordinatorClient, name: str, started: float, 
         for s in submissions
         if s.node_id in honest and s.status == "accepted" and started <= s.submitted_at <= last_step
     ]
+    rejected = sum(s.node_id in honest and s.status == "rejected" for s in submissions)
+    trainer = client.run_state(run_id).trainer_public_key
+    audited = sum(
+        v.validator_key == trainer and v.accepted for v in all_verdicts(client, run_id) if v.node_id in honest
+    )
     sybil_ids = set(sybils.node_ids)
     credit = sum(
         b.pending_tokens + b.unlocked_tokens for b in client.ledger(run_id).balances if b.node_id in sybil_ids
@@ -201,6 +208,8 @@ def measure(swarm: Swarm, client: CoordinatorClient, name: str, started: float, 
         name,
         last_step - started,
         len(accepted),
+        rejected,
+        audited,
         sybils.units_held,
         credit,
         trained,
@@ -208,6 +217,13 @@ def measure(swarm: Swarm, client: CoordinatorClient, name: str, started: float, 
         len(sybil_ids),
         dict(sybils.refusals),
     )
+
+
+def all_verdicts(client: CoordinatorClient, run_id: str) -> list:
+    verdicts: list = []
+    while page := client.verdicts(run_id, after_id=verdicts[-1].submission_id if verdicts else 0):
+        verdicts += page
+    return verdicts
 
 
 def main() -> None:
@@ -228,7 +244,8 @@ def main() -> None:
     for arm in arms:
         print(
             f"{arm.name:>7}: honest accepted files/min {arm.files_per_min:6.2f} ({arm.honest_accepted} files in "
-            f"{arm.window_s:.0f} s) · sybils {arm.sybils}: units held {arm.sybil_units}, credit "
+            f"{arm.window_s:.0f} s; {arm.honest_audited} of the run's audited by the trainer, "
+            f"{arm.honest_rejected} rejected) · sybils {arm.sybils}: units held {arm.sybil_units}, credit "
             f"{arm.sybil_credit} tokens, rows trained {arm.sybil_rows_trained}, banned {arm.sybils_banned} · "
             f"refusals {dict(sorted(arm.refusals.items()))}"
         )
