@@ -87,16 +87,10 @@ def test_a_proven_identity_that_turns_to_garbage_never_trains_and_loses_its_cred
     node = world.node()
     for i in range(2):
         accept(world.validator, leased_submit(node, "r", f"honest {i}".encode(), rows=2, tokens=20))
-    skipped = None
-    for step in range(1, 41):  # each file skipped with probability 1/2: 40 misses have probability 2**-40
-        # A file of its own step: the feed offers a step's files in order, behind any still waiting for a
-        # validator (which would catch this garbage itself).
-        world.trainer.publish_step("r", step)
-        garbage = leased_submit(node, "r", os.urandom(300), rows=2, tokens=20)
-        if not garbage.checked:
-            skipped = garbage
-            break
-    assert skipped is not None and skipped.status == "accepted"
+    # Each file on a step of its own: the feed offers a step's files in order, behind any still waiting for a
+    # validator (which would catch the garbage itself).
+    skipped = _skipped_file(world, node)
+    assert skipped.status == "accepted"
     assert skipped.id in {s.id for s in world.trainer.training_feed("r", skipped.step)}
     assert _earned(world, {node.node_id}) == 40
 
@@ -123,6 +117,35 @@ def test_a_proven_identity_that_turns_to_garbage_never_trains_and_loses_its_cred
     (balance,) = world.admin.ledger("r").balances
     assert (balance.pending_tokens, balance.wiped_tokens) == (0, 40)
     assert world.trainer.training_feed("r", skipped.step) == []
+
+
+def _skipped_file(world: ClockedCoordinator, node):
+    """Submit files, each on a step of its own, until the spot-check draw skips one (p = 1/2)."""
+    for _ in range(40):
+        world.trainer.publish_step("r", world.admin.run_state("r").current_step + 1)
+        submission = leased_submit(node, "r", os.urandom(300), rows=2, tokens=20)
+        if not submission.checked:
+            return submission
+    raise AssertionError("40 files judged in a row at p = 1/2")
+
+
+def test_a_skipped_file_no_step_read_is_judged_after_all(make_world):
+    """Credit only for measured work: a skipped file the trainer never read (its step left the async window
+    first) goes to the validators instead of staying in the feed unmeasured and uncredited."""
+    world = make_world(spot_check_fraction=0.5, spot_check_probation_files=2)
+    node = world.node()
+    for i in range(2):
+        accept(world.validator, leased_submit(node, "r", f"honest {i}".encode(), rows=2, tokens=20))
+    skipped = _skipped_file(world, node)
+    for step in range(skipped.step + 1, skipped.step + 4):  # async level 2: step + 3 leaves it behind
+        world.trainer.publish_step("r", step)
+    (requeued,) = [s for s in world.admin.submissions("r") if s.id == skipped.id]
+    assert (requeued.status, requeued.checked) == ("pending", True)
+    while (lease := world.validator.lease_validation("r").submission) is not None and lease.id != skipped.id:
+        world.validator.post_verdict(lease.id, accept=False, check="file_missing")  # older files: soft
+    assert lease is not None and lease.id == skipped.id
+    world.validator.post_verdict(skipped.id, accept=True, check="all", rows=2, tokens=20)
+    assert _earned(world, {node.node_id}) == 60
 
 
 def test_one_file_counts_once_whoever_submits_it_and_however_fast(make_world):
