@@ -15,7 +15,7 @@ trainer's last step; the figure the goal is on), the window's length, honest fil
 held, sybil credit (pending + unlocked tokens), sybil rows trained, sybils banned, step_full refusals; then
 the ratio sybils/anchor (goal ≥ 0.90) and whether sybil credit and garbage rows trained are 0.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/sybil_bench.py [--steps 16] [--sybils 100]
+    PYTHONPATH=src .venv/bin/python benchmarks/sybil_bench.py [--steps 30] [--sybils 100]
 """
 
 from __future__ import annotations
@@ -145,9 +145,9 @@ def wait_until_every_honest_worker_is_accepted(
     swarm: Swarm, client: CoordinatorClient, timeout_s: float
 ) -> None:
     deadline = time.monotonic() + timeout_s
-    honest = honest_ids(swarm)
     while time.monotonic() < deadline:
         swarm.check_alive()
+        honest = honest_ids(swarm)  # a worker writes its key when it starts
         accepted = {w.node_id for w in client.all_work(swarm.config.run.id) if w.accepted}
         if len(honest) == 3 and honest <= accepted:
             return
@@ -165,7 +165,7 @@ def run_arm(root: Path, name: str, steps: int, sybil_count: int, poll_s: float) 
     attack: ThreadPoolExecutor | None = None
     try:
         with CoordinatorClient(swarm.coordinator_url, max_retries=4) as client:
-            wait_until_every_honest_worker_is_accepted(swarm, client, timeout_s=300)
+            wait_until_every_honest_worker_is_accepted(swarm, client, timeout_s=900)
             started = time.time()
             if sybil_count:
                 attack = ThreadPoolExecutor(sybil_count)
@@ -230,7 +230,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--sybils", type=int, default=100)
     parser.add_argument(
         "--poll-s", type=float, default=3.0, help="seconds between one sybil's lease requests"
