@@ -316,6 +316,11 @@ class StepWork(BaseModel):
     rejected: int
     expired: int
     voided: int
+    unproven_leased: int = Field(
+        0,
+        description="of the leased, held by nodes with no accepted work yet: extra to the demand, so nobody "
+        "waits for them (a hundred fresh keys may hold and drop such units)",
+    )
 
 
 class NodeWork(BaseModel):

@@ -56,6 +56,20 @@ def test_five_fresh_keys_cannot_hold_a_step_the_honest_node_needs(make_world):
     assert held(honest) >= 3  # the honest node's share is over proven nodes only: all it can do
 
 
+def test_what_fresh_keys_hold_is_extra_to_the_demand_and_nobody_waits_for_it(make_world):
+    """A hoarded unit of the unproven pool neither takes a unit from proven nodes nor counts as work in flight
+    for the trainer (it asked for one more unit only once nothing it waited for was left)."""
+    world = make_world(
+        default_step_units=1, lease_slack_units=1, lease_initial_unit_s=10.0, lease_target_s=100.0
+    )
+    honest = proven_node(world)  # its accepted file used one of step 0's two units
+    assert held(world.node()) == 1  # a fresh key takes the pool's unit and sits on it
+    assert held(honest) == 1  # the step's other unit: the hoard took nothing from the proven node
+    work = world.trainer.step_work("r", 0)
+    assert (work.leased, work.unproven_leased, work.open_units) == (2, 1, 0)
+    assert held(world.node()) == 0  # the pool (a quarter of the step, at least one unit) is full
+
+
 def test_an_honest_node_gets_a_unit_within_one_lease_period_while_100_fresh_keys_poll(make_world):
     world = make_world(
         lease_initial_unit_s=5.0, lease_target_s=5.0, lease_grace_s=5.0, heartbeat_interval_s=60.0

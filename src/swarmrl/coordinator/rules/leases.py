@@ -10,8 +10,9 @@ and then stops them (a node that generates many units and submits the ones it li
 
 Identities are free, so a node earns room with measured work: until `lease_proven_files` of its files were
 judged and accepted it is unproven, holds at most one unit at a time, and shares with every other unproven
-node a pool of `lease_unproven_fraction` of the step; fair shares are spread over proven nodes alone, so a
-hundred fresh keys polling cannot dilute or take what proven nodes get.
+node a pool of `lease_unproven_fraction` of the step, leased on top of the step's demand (counted once its file
+arrives); fair shares are spread over proven nodes alone, so a hundred fresh keys polling can neither dilute
+nor take what proven nodes get, nor make the trainer wait for what they hold.
 """
 
 from __future__ import annotations
@@ -104,17 +105,21 @@ def live_members(
     return session.scalar(query) or 0
 
 
+def unproven_leased(session: Session, run: Run, config: CoordinatorConfig, step: int | None = None) -> int:
+    """Units of `step` (default: the open one) leased to unproven nodes, waiting for their file."""
+    unproven = WorkUnit.node_id.not_in(proven_nodes(run.run_id, config))
+    return step_units(session, run, WorkUnit.status == "leased", unproven, step=step)
+
+
 def unproven_room(session: Session, run: Run, config: CoordinatorConfig, now: float) -> int:
     """Units of the open step one more unproven node may take now (0 or 1: it holds at most one). Identities are
     free, so unproven nodes share one pool however many they are: the whole step while no proven node is
-    alive, else `lease_unproven_fraction` of it; proven nodes share the rest."""
+    alive, else `lease_unproven_fraction` of it. Their leases are extra to the step's demand (`open_units`
+    does not count them until they deliver), so what a pool of idle keys holds no proven node waits for."""
     units = step_demand(run, config) + config.lease_slack_units
     alive_proven = live_members(session, run.run_id, config, now, proven=True)
     pool = units if alive_proven == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
-    held = open_step_units(
-        session, run, WorkUnit.status == "leased", WorkUnit.node_id.not_in(proven_nodes(run.run_id, config))
-    )
-    return 1 if held < pool else 0
+    return 1 if unproven_leased(session, run, config) < pool else 0
 
 
 def unit_deadlines(
@@ -187,17 +192,22 @@ def step_demand(run: Run, config: CoordinatorConfig) -> int:
     return run.step_units if run.step_units is not None else config.default_step_units
 
 
-def open_step_units(session: Session, run: Run, *where) -> int:
-    """Units of the run's open step that meet `where`."""
+def step_units(session: Session, run: Run, *where, step: int | None = None) -> int:
+    """Units of `step` (default: the open one) that meet `where`."""
+    step = run.current_step if step is None else step
     query = select(func.count()).select_from(WorkUnit)
-    query = query.where(WorkUnit.run_id == run.run_id, WorkUnit.step == run.current_step, *where)
+    query = query.where(WorkUnit.run_id == run.run_id, WorkUnit.step == step, *where)
     return session.scalar(query) or 0
 
 
 def open_units(session: Session, run: Run, config: CoordinatorConfig) -> int:
-    """Units of the open step that may still be leased: demand + slack minus those leased or delivered."""
-    active = open_step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES))
-    return max(0, step_demand(run, config) + config.lease_slack_units - active)
+    """Units of the open step that may still be leased: demand + slack minus those delivered or leased to proven
+    nodes (a lease of an unproven node counts once its file arrives)."""
+    active = step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES))
+    return max(
+        0,
+        step_demand(run, config) + config.lease_slack_units - active + unproven_leased(session, run, config),
+    )
 
 
 def free_batch_indices(session: Session, run_id: str, step: int, node_id: str, count: int) -> list[int]:

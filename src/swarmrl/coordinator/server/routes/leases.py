@@ -75,7 +75,10 @@ def _answer(run: Run, member: Membership, units: list[WorkUnit], config: Coordin
 
 
 def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
-    """The node's live units (not past their deadline, step still inside the window), if it holds any."""
+    """The node's live units (not past their deadline, step still inside the window), if it holds any. A node
+    that holds none and would be refused is refused here too, without the grant's lock: a hundred polling keys
+    cost reads, not a queue in front of the nodes that get work (while the last sweep of lapsed units is
+    recent: a refusal must not stand on units a sweep would free)."""
     now = state.clock()
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
@@ -83,7 +86,12 @@ def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
         units = leases.held_units(
             session, run_id, node_id, now=now, oldest_step=run.current_step - run.async_level
         )
-        return _answer(run, member, units, state.config) if units else None
+        if units:
+            return _answer(run, member, units, state.config)
+        if now - state.units_swept_at.get(run_id, float("-inf")) < SWEEP_EVERY_S:
+            _may_lease(session, run, member, state.config)
+            _room(session, run, member, state.config, now)
+        return None
 
 
 def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None) -> WorkLease:
@@ -128,7 +136,8 @@ def _may_lease(session: Session, run: Run, member: Membership, config: Coordinat
 
 def _room(session: Session, run: Run, member: Membership, config: CoordinatorConfig, now: float) -> int:
     """Most units the node may take now: the step's open units, its fair share among proven nodes, or, unproven,
-    one unit of the pool unproven nodes share; `step_full` when that is none."""
+    one unit of the pool unproven nodes share (their leases are extra to the step's demand: what they hold,
+    proven nodes can still take); `step_full` when that is none."""
     available = leases.open_units(session, run, config)
     if available > 0 and leases.is_proven(member, config):
         units = leases.step_demand(run, config) + config.lease_slack_units
