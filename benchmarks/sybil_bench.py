@@ -6,16 +6,16 @@ three honest workers one of them 3× slower, a half-model cheater) in spot-check
 
 - anchor: the swarm alone.
 - sybils: the same swarm plus `--sybils` fresh identities (register, join, heartbeat) that, from the moment
-  every honest worker has an accepted file, poll for leases every `--poll-s` seconds and do with each unit
-  they get one of three things, in turn: hoard it (open a 100 MiB upload slot and never send a byte), submit
-  300 random bytes claiming 2**53 rows and tokens, or submit 300 random bytes claiming a plausible unit.
+  the trainer opens step `--attack-from`, poll for leases every `--poll-s` seconds and do with each unit they
+  get one of three things, in turn: hoard it (open a 100 MiB upload slot and never send a byte), submit 300
+  random bytes claiming a plausible unit, or submit 300 random bytes claiming 2**53 rows and tokens.
 
-Printed per arm: honest workers' accepted files per minute over the measured window (from that moment to the
-trainer's last step; the figure the goal is on), the window's length, honest files accepted, units the sybils
+Printed per arm: honest workers' accepted files per minute over the measured window (from the opening of step
+`--attack-from` to the trainer's last step, in both arms; the figure the goal is on), the window's length, honest files accepted, units the sybils
 held, sybil credit (pending + unlocked tokens), sybil rows trained, sybils banned, step_full refusals; then
 the ratio sybils/anchor (goal ≥ 0.90) and whether sybil credit and garbage rows trained are 0.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/sybil_bench.py [--steps 30] [--sybils 100]
+    PYTHONPATH=src .venv/bin/python benchmarks/sybil_bench.py [--steps 40] [--sybils 100]
 """
 
 from __future__ import annotations
@@ -98,11 +98,11 @@ class Sybils:
         garbage = os.urandom(300)
         if how == 0:  # hoard: promise 100 MiB, send nothing
             client.request_upload(self.run_id, unit.step, unit.batch_index, "ab" * 32, 100 * MIB)
-        elif how == 1:  # absurd claims
-            client.upload_and_submit(self.run_id, unit.step, unit.batch_index, garbage, HUGE, HUGE)
-        else:  # plausible claims, garbage bytes
+        elif how == 1:  # plausible claims, garbage bytes
             rows = self.unit.rows
             client.upload_and_submit(self.run_id, unit.step, unit.batch_index, garbage, rows, rows)
+        else:  # absurd claims
+            client.upload_and_submit(self.run_id, unit.step, unit.batch_index, garbage, HUGE, HUGE)
 
 
 @dataclass
@@ -141,21 +141,19 @@ def honest_ids(swarm: Swarm) -> set[str]:
     return {node_id for node_id, name in swarm.node_names().items() if name.startswith("worker-")}
 
 
-def wait_until_every_honest_worker_is_accepted(
-    swarm: Swarm, client: CoordinatorClient, timeout_s: float
-) -> None:
+def wait_for_step(swarm: Swarm, client: CoordinatorClient, step: int, timeout_s: float) -> float:
+    """When the trainer published `step` (the attack starts there in one arm, the window in both)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         swarm.check_alive()
-        honest = honest_ids(swarm)  # a worker writes its key when it starts
-        accepted = {w.node_id for w in client.all_work(swarm.config.run.id) if w.accepted}
-        if len(honest) == 3 and honest <= accepted:
-            return
+        published = [s.published_at for s in client.steps(swarm.config.run.id) if s.step == step]
+        if published:
+            return published[0]
         time.sleep(0.5)
-    raise RuntimeError("the honest workers did not all get a file accepted in time")
+    raise RuntimeError(f"the trainer did not publish step {step} in time")
 
 
-def run_arm(root: Path, name: str, steps: int, sybil_count: int, poll_s: float) -> Arm:
+def run_arm(root: Path, name: str, steps: int, attack_from: int, sybil_count: int, poll_s: float) -> Arm:
     config = config_for(root, name, steps)
     if config.run.directory.exists():
         shutil.rmtree(config.run.directory)
@@ -165,8 +163,7 @@ def run_arm(root: Path, name: str, steps: int, sybil_count: int, poll_s: float) 
     attack: ThreadPoolExecutor | None = None
     try:
         with CoordinatorClient(swarm.coordinator_url, max_retries=4) as client:
-            wait_until_every_honest_worker_is_accepted(swarm, client, timeout_s=900)
-            started = time.time()
+            started = wait_for_step(swarm, client, attack_from, timeout_s=900)
             if sybil_count:
                 attack = ThreadPoolExecutor(sybil_count)
                 for index in range(sybil_count):
@@ -230,7 +227,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--attack-from", type=int, default=5, help="the sybils arrive when this step opens")
     parser.add_argument("--sybils", type=int, default=100)
     parser.add_argument(
         "--poll-s", type=float, default=3.0, help="seconds between one sybil's lease requests"
@@ -238,8 +236,8 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=Path("runs/sybil-bench"))
     args = parser.parse_args()
     arms = [
-        run_arm(args.root, "anchor", args.steps, 0, args.poll_s),
-        run_arm(args.root, "sybils", args.steps, args.sybils, args.poll_s),
+        run_arm(args.root, "anchor", args.steps, args.attack_from, 0, args.poll_s),
+        run_arm(args.root, "sybils", args.steps, args.attack_from, args.sybils, args.poll_s),
     ]
     for arm in arms:
         print(
