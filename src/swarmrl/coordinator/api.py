@@ -316,10 +316,11 @@ class StepWork(BaseModel):
     rejected: int
     expired: int
     voided: int
-    unproven_leased: int = Field(
+    unproven: int = Field(
         0,
-        description="of the leased, held by nodes with no accepted work yet: extra to the demand, so nobody "
-        "waits for them (a hundred fresh keys may hold and drop such units)",
+        description="of the leased and submitted, those of nodes with no accepted work yet: nobody waits for "
+        "them (a hundred fresh keys may hold, drop or fill such units with garbage); their leases are extra "
+        "to the demand",
     )
 
 

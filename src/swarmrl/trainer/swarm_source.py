@@ -94,7 +94,7 @@ class AcceptedSubmissions:
         waiting = len(self.client.training_feed(self.run_id, step))
         for earlier in range(max(0, step - self.async_level), step):
             work = self.client.step_work(self.run_id, earlier)
-            waiting += work.leased - work.unproven_leased + work.submitted
+            waiting += work.leased + work.submitted - work.unproven  # fresh keys' work is not counted on
         return next_demand(self._estimate(), waiting)
 
     def new_files(self, step: int, seen: set[str]) -> list[Path]:
@@ -130,7 +130,7 @@ class AcceptedSubmissions:
         """Nothing new, nothing in flight, nothing left to lease, and the step is not full: ask for one more."""
         work = self.client.step_work(self.run_id, step)
         # Units of nodes with no accepted work yet are not waited for: any number of fresh keys may hold them.
-        if work.open_units == 0 and work.leased == work.unproven_leased and work.submitted == 0:
+        if work.open_units == 0 and work.leased + work.submitted == work.unproven:
             try:
                 self.client.set_demand(self.run_id, step, work.demand + 1)
             except CoordinatorError as exc:

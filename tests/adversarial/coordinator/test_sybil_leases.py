@@ -66,7 +66,7 @@ def test_what_fresh_keys_hold_is_extra_to_the_demand_and_nobody_waits_for_it(mak
     assert held(world.node()) == 1  # a fresh key takes the pool's unit and sits on it
     assert held(honest) == 1  # the step's other unit: the hoard took nothing from the proven node
     work = world.trainer.step_work("r", 0)
-    assert (work.leased, work.unproven_leased, work.open_units) == (2, 1, 0)
+    assert (work.leased, work.unproven, work.open_units) == (2, 1, 0)
     assert held(world.node()) == 0  # the pool (a quarter of the step, at least one unit) is full
 
 

@@ -105,10 +105,17 @@ def live_members(
     return session.scalar(query) or 0
 
 
-def unproven_leased(session: Session, run: Run, config: CoordinatorConfig, step: int | None = None) -> int:
-    """Units of `step` (default: the open one) leased to unproven nodes, waiting for their file."""
+def unproven_units(
+    session: Session, run: Run, config: CoordinatorConfig, states: tuple[str, ...], step: int | None = None
+) -> int:
+    """Units of `step` (default: the open one) in `states` held by unproven nodes."""
     unproven = WorkUnit.node_id.not_in(proven_nodes(run.run_id, config))
-    return step_units(session, run, WorkUnit.status == "leased", unproven, step=step)
+    return step_units(session, run, WorkUnit.status.in_(states), unproven, step=step)
+
+
+def unproven_leased(session: Session, run: Run, config: CoordinatorConfig) -> int:
+    """Units of the open step leased to unproven nodes, waiting for their file."""
+    return unproven_units(session, run, config, ("leased",))
 
 
 def unproven_room(session: Session, run: Run, config: CoordinatorConfig, now: float) -> int:

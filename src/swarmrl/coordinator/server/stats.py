@@ -36,7 +36,9 @@ def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig) 
         **{state: counts.get(state, 0) for state in ("leased", "submitted", "accepted", "rejected")},
         expired=counts.get("expired", 0),
         voided=counts.get("voided", 0),
-        unproven_leased=leases.unproven_leased(session, run, config, step) if counts.get("leased") else 0,
+        unproven=leases.unproven_units(session, run, config, ("leased", "submitted"), step)
+        if counts.get("leased") or counts.get("submitted")
+        else 0,
     )
 
 
