@@ -68,9 +68,8 @@ class AcceptedSubmissions:
     checks: FileChecks | None = None
     files_per_step: float | None = field(default=None, init=False)
     _demanded: set[int] = field(default_factory=set, init=False)  # steps whose demand this trainer set
-    _submissions: dict[str, SubmissionInfo] = field(
-        default_factory=dict, init=False
-    )  # file name → its record
+    # file name → its submission record, for the trainer's checks and its report of them
+    _submissions: dict[str, SubmissionInfo] = field(default_factory=dict, init=False)
 
     def directory(self, step: int) -> Path:
         return self.rundir.root / "accepted" / f"step_{step}"
@@ -168,9 +167,8 @@ class AcceptedSubmissions:
         submission = self._submissions.get(path.name)
         if submission is None:
             return True
-        if (
-            submission.checked
-        ):  # a validator judged it; a disagreement is the operator's to see, not a verdict
+        # A validator judged it: a disagreement is the operator's to see, not a verdict.
+        if submission.checked:
             if not accept:
                 log.warning(
                     "submission %d, accepted by a validator, fails the trainer's %s check",
