@@ -39,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import leased_submit, postgres_server, start_coordinator
+from swarmrl.coordinator.testing import accept, leased_submit, postgres_server, start_coordinator
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 
@@ -135,7 +135,7 @@ def anchor_part(args: argparse.Namespace) -> None:
             data = blobs[i % 4][:-8] + i.to_bytes(8, "big")  # unique sha per cycle
             submission = leased_submit(workers[i % 8], "bench", data, rows=16, tokens=4096)
             assert validator.lease_validation("bench").submission.id == submission.id
-            validator.post_verdict(submission.id, accept=True, check="all")
+            accept(validator, submission)
 
         results[f"work cycle {args.file_mib:g} MiB"] = (
             _rate(args.cycles, anchor_cycle, 1),

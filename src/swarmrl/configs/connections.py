@@ -14,6 +14,11 @@ class ConnectionLimits(BaseModel):
     holding `max_per_address` open connections is refused more. Past `max_total` in all, the oldest connection
     that has not yet sent a complete request head (the half-sent sockets of a slowloris) is dropped for the
     newcomer; when there is none, the newcomer is refused.
+
+    Long-lived responses (the dashboard's event streams) are a class of their own: at most
+    `max_streams_per_address` from one address and `max_streams_total` in all, and a connection serving one
+    counts against these alone, not against the caps above, so node and trainer requests always find a slot
+    however many viewers watch. A stream asked for past its budget is refused with 503 (the dashboard polls).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -29,3 +34,7 @@ class ConnectionLimits(BaseModel):
         ge=1,
         description="open connections the server holds in all (lowered to the open-file limit minus 64)",
     )
+    max_streams_per_address: int = Field(
+        2, ge=0, description="long-lived streams (dashboard event streams) one client address may hold open"
+    )
+    max_streams_total: int = Field(32, ge=0, description="long-lived streams the server holds open in all")

@@ -95,6 +95,20 @@ class CoordinatorConfig(BaseModel):
         le=1,
         description="past the grace, a node that dropped more than this fraction of its units gets no lease",
     )
+    lease_proven_files: int = Field(
+        1,
+        ge=0,
+        description="files of a node a validator judged and accepted in a run before it is proven there: an "
+        "unproven node holds at most one unit at a time and shares the unproven pool (identities are free, "
+        "so only measured work earns more)",
+    )
+    lease_unproven_fraction: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="while any proven node is alive, unproven nodes together hold at most this fraction of a "
+        "step's units (at least one); the rest waits for proven nodes, shared among them alone",
+    )
     # --- validation --------------------------------------------------------------------------------------------
     validation_lease_s: float = Field(
         300.0, gt=0, description="seconds a validator holds a file before another validator may take it"
@@ -105,6 +119,13 @@ class CoordinatorConfig(BaseModel):
         le=1,
         description="fraction of files judged (1: all); the rest are accepted unchecked, and any hard "
         "rejection bans the node and wipes its unpaid credit",
+    )
+    spot_check_probation_files: int = Field(
+        16,
+        ge=0,
+        description="in spot-check mode, a node's files are all judged until this many of them were judged and "
+        "accepted in the run; must exceed (1 - p) / p so that cheating straight after probation loses more "
+        "credit than it can gain (README, spot-check section)",
     )
     credit_unlock_window_s: float = Field(
         86400.0, ge=0, description="accepted work stays pending (can still be wiped) this long, then unlocks"
@@ -151,6 +172,17 @@ class CoordinatorConfig(BaseModel):
     def _dead_after_unhealthy(self) -> CoordinatorConfig:
         if self.dead_after_missed < self.unhealthy_after_missed:
             raise ValueError("dead_after_missed must be >= unhealthy_after_missed")
+        return self
+
+    @model_validator(mode="after")
+    def _probation_outweighs_a_cheat(self) -> CoordinatorConfig:
+        p = self.spot_check_fraction
+        if p < 1.0 and self.spot_check_probation_files <= (1.0 - p) / p:
+            raise ValueError(
+                f"spot_check_probation_files = {self.spot_check_probation_files} must exceed (1 - p) / p = "
+                f"{(1.0 - p) / p:.2f} at spot_check_fraction p = {p}: a fresh identity could then profit from "
+                "cheating right after probation"
+            )
         return self
 
     def severity_of(self, check: str) -> Severity:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, computed_field, model_validator
+
+from swarmrl.configs.worker import WorkerSection
 
 HexKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$", min_length=64, max_length=64)]
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$", min_length=64, max_length=64)]
@@ -41,12 +43,32 @@ class ErrorBody(BaseModel):
 
 
 # --- admin / trainer ---------------------------------------------------------------------------------------
+class UnitBounds(Body):
+    """What one unit's file holds, as the run's [worker] settings fix it: a claim outside is refused."""
+
+    rows: Annotated[int, Field(ge=1, le=2**31 - 1)] = Field(
+        description="completions in one unit's file: prompts per batch × group size"
+    )
+    max_tokens_per_row: Annotated[int, Field(ge=1, le=2**31 - 1)] = Field(
+        description="most completion tokens one row may hold: max_new_tokens (a multi-turn env's are fewer)"
+    )
+
+    @classmethod
+    def of_worker(cls, worker: WorkerSection) -> UnitBounds:
+        return cls(
+            rows=worker.prompts_per_batch * worker.group_size, max_tokens_per_row=worker.max_new_tokens
+        )
+
+
 class CreateRun(Body):
     run_id: RunId
     trainer_public_key: HexKey
     async_level: Annotated[int, Field(ge=0, le=1000)] = 2
     run_secret: Annotated[str, StringConstraints(max_length=128)] | None = Field(
         None, description="keys the task seeds; generated when absent, never shown to nodes"
+    )
+    unit: UnitBounds | None = Field(
+        None, description="bounds of a unit's file; without them a submission's claims are not bounded"
     )
 
 
@@ -116,18 +138,33 @@ class RelayVersion(Body):
     )
 
 
+MAX_RELAY_UPSTREAMS = 8  # upstreams one relay may report: the dashboard's tree work is linear in these
+
+
 class RelayReport(Body):
     """What a relay tells the coordinator with its heartbeat: where it is in the tree and what it holds."""
 
     url: Url = Field(description="where this relay serves")
-    upstreams: Annotated[list[Url], Field(max_length=16)] = Field(description="the sources it mirrors from")
+    upstreams: Annotated[list[Url], Field(max_length=MAX_RELAY_UPSTREAMS)] = Field(
+        description="the sources it mirrors from"
+    )
     versions: Annotated[list[RelayVersion], Field(max_length=64)] = Field(default_factory=list)
     served_bytes: Count = 0
 
 
 class Heartbeat(Body):
     policy_step: Step | None = Field(None, description="checkpoint step the node has loaded")
-    relay: RelayReport | None = Field(None, description="sent by SHARDCAST relays only")
+    relay: RelayReport | None = Field(None, description="sent by members that joined as relays only")
+
+
+MemberRole = Literal["worker", "relay"]
+
+
+class JoinRun(Body):
+    role: MemberRole = Field(
+        "worker",
+        description="relay: a SHARDCAST relay, which reports its place in the tree and leases no work",
+    )
 
 
 class LeaseRequest(Body):
@@ -149,18 +186,43 @@ class SubmitWork(Body):
     tokens: Count
 
 
-class VerdictRequest(Body):
+class Measured(Body):
+    """A trusted node's judgement of one file, with what it measured in the file itself: the credit of an accepted
+    file is these rows and tokens, never the node's claim."""
+
     accept: bool
-    check: CheckName = Field(description="the validator check that decided; maps to soft/hard on rejection")
+    check: CheckName = Field(description="the check that decided; maps to soft/hard on rejection")
     reason: Annotated[str, StringConstraints(max_length=4000)] = ""
+    rows: Count | None = Field(None, description="completions in the file (required to accept)")
+    tokens: Count | None = Field(None, description="completion tokens in the file (required to accept)")
+
+    @model_validator(mode="after")
+    def _accepted_work_is_measured(self) -> Measured:
+        if self.accept and (self.rows is None or self.tokens is None):
+            raise ValueError("an accepted file needs the rows and tokens measured in it")
+        return self
+
+
+class VerdictRequest(Measured):
     rewards_summary: dict[str, Any] = Field(
         default_factory=dict,
         description="trusted per-row rewards/advantages summary computed by the validator",
     )
 
 
+class FileAudit(Measured):
+    """The trainer's own checks of a file the spot-check draw left unjudged (schema, origin, assignment,
+    bounds, its reward recomputation), posted before it trains on the file."""
+
+
 # --- responses -----------------------------------------------------------------------------------------------
-class RunState(BaseModel):
+class Row(BaseModel):
+    """A response read from a database row of the same field names (`Model.model_validate(row)`)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+class RunState(Row):
     run_id: str
     trainer_public_key: str
     async_level: int
@@ -176,19 +238,19 @@ class RunCreated(RunState):
     run_secret: str
 
 
-class StepInfo(BaseModel):
+class StepInfo(Row):
     step: int
     manifest_sha256: str | None
     manifest_url: str | None
     published_at: float
 
 
-class NodeInfo(BaseModel):
+class NodeInfo(Row):
     node_id: str
     hardware: dict[str, Any]
     registered_at: float
     hard_rejects: int
-    banned: bool
+    banned: bool = False
 
 
 class MemberInfo(BaseModel):
@@ -223,7 +285,7 @@ class WorkUnitInfo(BaseModel):
     expires_at: float = Field(description="upload slot must be requested by then, or the unit is re-leased")
 
 
-class UnitInfo(BaseModel):
+class UnitInfo(Row):
     """One lease of one unit, as the coordinator records it."""
 
     id: int
@@ -254,6 +316,12 @@ class StepWork(BaseModel):
     rejected: int
     expired: int
     voided: int
+    unproven: int = Field(
+        0,
+        description="of the leased and submitted, those of nodes with no accepted work yet: nobody waits for "
+        "them (a hundred fresh keys may hold, drop or fill such units with garbage); their leases are extra "
+        "to the demand",
+    )
 
 
 class NodeWork(BaseModel):
@@ -292,24 +360,29 @@ class UploadReceipt(BaseModel):
     size_bytes: int
 
 
-class SubmissionInfo(BaseModel):
+class SubmissionInfo(Row):
     id: int
     run_id: str
     node_id: str
     step: int
     sha256: str
     size_bytes: int
-    rows: int
-    tokens: int
+    rows: int = Field(description="completions the node claims (informational: credit is measured)")
+    tokens: int = Field(description="completion tokens the node claims (informational: credit is measured)")
     status: SubmissionStatus
     submitted_at: float
-    file_path: str
     batch_index: int | None = None
     checked: bool = Field(True, description="False: accepted unchecked by the spot-check draw")
     judge_key: str | None = Field(None, description="the validator that holds (or held) its validation lease")
     used_step: int | None = None
     use_outcome: UseOutcome | None = None
     used_rows: int | None = Field(None, description="completions the step that trained on it read")
+
+    @computed_field
+    @property
+    def file_path(self) -> str:
+        """Where a judge GETs the file (signed)."""
+        return f"/v1/submissions/{self.id}/file"
 
 
 class ValidationLease(BaseModel):
@@ -330,7 +403,7 @@ class VerdictInfo(BaseModel):
     decided_at: float
 
 
-class LedgerEntryInfo(BaseModel):
+class LedgerEntryInfo(Row):
     id: int
     node_id: str
     submission_id: int
@@ -408,11 +481,17 @@ class MetricPoint(BaseModel):
 
 
 class RelaySummary(RelayReport):
-    """A relay member and its last report (as the relay sent it: its claims, not verified here)."""
+    """A relay member and its last report (as the relay sent it: its claims, not verified here), placed in the
+    tree once, by a breadth-first walk from the origins."""
 
     node_id: str
     health: Literal["healthy", "unhealthy", "dead"]
     reported_at: float
+    parent: str | None = Field(
+        None,
+        description="the URL it is drawn under (an origin or another relay); null: reachable only by a cycle",
+    )
+    depth: int = Field(0, description="hops from its origin (1: mirrors the origin itself); 0 when unplaced")
 
 
 class ValidatorSummary(BaseModel):

@@ -166,11 +166,16 @@ def create_run(
     ] = None,
 ) -> None:
     """Open a run for a trainer; prints its state, including the run secret that keys task seeds."""
+    from swarmrl.coordinator.api import UnitBounds
+
     run, settings = _run_of(config, run_id)
     if async_level is None:
         async_level = settings.worker.async_level if settings is not None else 2
+    # The run config's [worker] section bounds the rows and tokens a unit's file may claim; without it,
+    # claims are unbounded (each file's credit is still what a trusted node measured in it).
+    unit = UnitBounds.of_worker(settings.worker) if settings is not None else None
     key = _public_key(trainer_key, "--trainer-key")
-    _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, async_level=async_level))
+    _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, async_level=async_level, unit=unit))
 
 
 @admin.command("add-validator")

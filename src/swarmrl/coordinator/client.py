@@ -35,6 +35,7 @@ from swarmrl.coordinator.api import (
     StepInfo,
     StepWork,
     SubmissionInfo,
+    UnitBounds,
     UnitInfo,
     UploadReceipt,
     UploadSlotInfo,
@@ -191,8 +192,9 @@ class MemberClient(RoleClient):
             NodeInfo, "POST", "/v1/nodes/register", json_body={"hardware": hardware or {}}
         )
 
-    def join(self, run_id: str) -> MemberInfo:
-        return self.transport.call(MemberInfo, "POST", f"/v1/runs/{run_id}/join", json_body={})
+    def join(self, run_id: str, *, role: str = "worker") -> MemberInfo:
+        """`role="relay"`: a SHARDCAST relay, which may report relays and leases no work."""
+        return self.transport.call(MemberInfo, "POST", f"/v1/runs/{run_id}/join", json_body={"role": role})
 
     def heartbeat(
         self, run_id: str, policy_step: int | None = None, *, relay: dict[str, Any] | None = None
@@ -286,8 +288,18 @@ class ValidatorClient(MemberClient):
         check: str,
         reason: str = "",
         rewards_summary: dict[str, Any] | None = None,
+        rows: int | None = None,
+        tokens: int | None = None,
     ) -> VerdictInfo:
-        body = {"accept": accept, "check": check, "reason": reason, "rewards_summary": rewards_summary or {}}
+        """`rows`, `tokens`: what the validator measured in the file (the credit of an accepted file)."""
+        body = {
+            "accept": accept,
+            "check": check,
+            "reason": reason,
+            "rewards_summary": rewards_summary or {},
+            "rows": rows,
+            "tokens": tokens,
+        }
         return self.transport.call(
             VerdictInfo, "POST", f"/v1/submissions/{submission_id}/verdict", json_body=body
         )
@@ -351,6 +363,23 @@ class TrainerClient(RoleClient):
             OutcomeReceipt, "POST", f"/v1/runs/{run_id}/steps/{step}/outcomes", json_body=body
         )
 
+    def audit_submission(
+        self,
+        run_id: str,
+        submission_id: int,
+        *,
+        accept: bool,
+        check: str,
+        reason: str = "",
+        rows: int | None = None,
+        tokens: int | None = None,
+    ) -> VerdictInfo:
+        """The trainer's checks of a file the spot-check draw left unjudged, with what it measured in the file."""
+        body = {"accept": accept, "check": check, "reason": reason, "rows": rows, "tokens": tokens}
+        return self.transport.call(
+            VerdictInfo, "POST", f"/v1/runs/{run_id}/submissions/{submission_id}/audit", json_body=body
+        )
+
     def drain(self, run_id: str) -> RunState:
         """End the run: no new work; it reads `drained` once every submitted file has its verdict."""
         return self.transport.call(RunState, "POST", f"/v1/runs/{run_id}/drain", json_body={})
@@ -371,13 +400,21 @@ class AdminClient(RoleClient):
         return self.transport.call(model, method, path, json_body=body, admin=True)
 
     def create_run(
-        self, run_id: str, trainer_public_key: str, *, async_level: int = 2, run_secret: str | None = None
+        self,
+        run_id: str,
+        trainer_public_key: str,
+        *,
+        async_level: int = 2,
+        run_secret: str | None = None,
+        unit: UnitBounds | None = None,
     ) -> RunCreated:
+        """`unit`: the bounds of a unit's file (claims outside are refused; `UnitBounds.of_worker(config.worker)`)."""
         body = {
             "run_id": run_id,
             "trainer_public_key": trainer_public_key,
             "async_level": async_level,
             "run_secret": run_secret,
+            "unit": unit.model_dump() if unit is not None else None,
         }
         return self._admin(RunCreated, "POST", "/v1/admin/runs", body)
 

@@ -22,7 +22,9 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.configs.coordinator import CoordinatorConfig
+from swarmrl.httpserve.guard import ConnectionGuard
 
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -217,12 +219,26 @@ class ThreadedServer:
 
 
 def serve_in_thread(app: FastAPI, timeout_s: float = 30.0) -> ThreadedServer:
-    from swarmrl.coordinator.server.listen import bind
+    """The app served by plain uvicorn in a thread of this process."""
+    return _serve(uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)), timeout_s)
+
+
+def serve_guarded_in_thread(
+    app: FastAPI, limits: ConnectionLimits | None = None, timeout_s: float = 30.0
+) -> tuple[ThreadedServer, ConnectionGuard]:
+    """The app behind its real connection guard (as `swarmrl coordinator` serves it), in a thread of this
+    process; returns the server (`stop()`) and the guard."""
+    from swarmrl.coordinator.server.listen import build_server
+
+    server, guard = build_server(app, limits)
+    return _serve(server, timeout_s), guard
+
+
+def _serve(server: uvicorn.Server, timeout_s: float) -> ThreadedServer:
+    from swarmrl.httpserve.uvicorn_config import bind
 
     sock = bind("127.0.0.1", 0)
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    sock.listen(2048)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout_s
@@ -231,7 +247,7 @@ def serve_in_thread(app: FastAPI, timeout_s: float = 30.0) -> ThreadedServer:
             server.should_exit = True
             raise ProcessStartError("in-thread coordinator did not start")
         time.sleep(0.02)
-    return ThreadedServer(url=f"http://127.0.0.1:{port}", server=server, thread=thread)
+    return ThreadedServer(url=f"http://127.0.0.1:{sock.getsockname()[1]}", server=server, thread=thread)
 
 
 class FakeClock:
@@ -323,13 +339,13 @@ class ClockedCoordinator:
 
         return role.at(self.url, identity, clock=self.clock, retry=NO_RETRY, **kw)
 
-    def node(self):
-        """A registered member of the run."""
+    def node(self, role: str = "worker"):
+        """A registered member of the run (a worker, or a relay)."""
         from swarmrl.identity import Identity
 
         node = self.client(Identity.generate())
         node.register()
-        node.join(self.run_id)
+        node.join(self.run_id, role=role)
         return node
 
     def added_validator(self):
@@ -352,3 +368,10 @@ class ClockedCoordinator:
     def close(self) -> None:
         self.server.stop()
         self.app.state.engine.dispose()
+
+
+def accept(validator, submission, **verdict):
+    """A validator accepting a file it measured to hold what its node claimed (the honest files of tests)."""
+    return validator.post_verdict(
+        submission.id, accept=True, check="all", rows=submission.rows, tokens=submission.tokens, **verdict
+    )

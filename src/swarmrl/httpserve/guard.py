@@ -21,6 +21,7 @@ from typing import Literal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.httpserve.streams import Peer, StreamBudget
 
 Phase = Literal["head", "body", "busy"]
 """What the server waits for: the client's request head, the client's request body, or nothing (it is busy
@@ -44,6 +45,11 @@ class _Connection:
     phase_since: float
     phase_bytes: int = 0
     proven: bool = False  # has sent one complete request head
+    port: int = 0
+
+    @property
+    def peer(self) -> Peer:
+        return (self.address, self.port)
 
 
 class ConnectionGuard:
@@ -54,8 +60,11 @@ class ConnectionGuard:
         limits: ConnectionLimits | None = None,
         probe: PhaseProbe | None = None,
         clock: Callable[[], float] = time.monotonic,
+        streams: StreamBudget | None = None,
     ) -> None:
         self.limits = limits or ConnectionLimits()
+        # Connections serving a long-lived stream count against this budget instead of the caps below.
+        self.streams = streams or StreamBudget.of(self.limits)
         self.max_total, self.backlog = _within_descriptor_limit(self.limits.max_total)
         self.probe = probe
         self.clock = clock
@@ -81,10 +90,11 @@ class ConnectionGuard:
     def admit(self, connection: _Connection) -> bool:
         # Past its own cap an address is refused (cheap: no protocol is built), so it hurts only itself; past
         # the global cap the newcomer may come from anyone, so the oldest half-sent connection makes room.
-        if self.open_from(connection.address) >= self.limits.max_per_address:
+        streaming_here = self.streams.open_from(connection.address)
+        if self.open_from(connection.address) - streaming_here >= self.limits.max_per_address:
             self.refused += 1
             return False
-        if len(self._open) >= self.max_total and not self._evict_oldest_half_sent():
+        if len(self._open) - self.streams.open >= self.max_total and not self._evict_oldest_half_sent():
             self.refused += 1
             return False
         self._open[connection] = None
@@ -97,6 +107,7 @@ class ConnectionGuard:
         """Forget a connection (idempotent: a dropped one is forgotten before its transport reports the loss)."""
         if connection not in self._open:
             return
+        self.streams.release(connection.peer)
         del self._open[connection]
         same_address = self._by_address[connection.address]
         del same_address[connection]
@@ -162,6 +173,9 @@ class ConnectionGuard:
         gauge = GaugeMetricFamily(f"{prefix}_open_connections", "open client connections")
         gauge.add_metric([], self.open_connections)
         yield gauge
+        streams = GaugeMetricFamily(f"{prefix}_open_streams", "of those, serving a long-lived stream")
+        streams.add_metric([], self.streams.open)
+        yield streams
         dropped = CounterMetricFamily(
             f"{prefix}_connections_dropped", "connections refused or closed by the guard", labels=["reason"]
         )
@@ -170,6 +184,7 @@ class ConnectionGuard:
             ("evicted", self.evicted),
             ("header_timeout", self.header_timeouts),
             ("body_timeout", self.body_timeouts),
+            ("stream_budget", self.streams.refused),
         ):
             dropped.add_metric([reason], count)
         yield dropped
@@ -232,7 +247,8 @@ class GuardedProtocol(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
-        connection = _Connection(self, address, "head", self.guard.clock())
+        port = int(peer[1]) if isinstance(peer, tuple) and len(peer) > 1 else 0
+        connection = _Connection(self, address, "head", self.guard.clock(), port=port)
         if not self.guard.admit(connection):
             transport.abort()
             return

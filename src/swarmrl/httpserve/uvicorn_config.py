@@ -19,6 +19,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.errors import listen_error
 from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, Phase
+from swarmrl.httpserve.streams import StreamBudget
 
 
 def h11_phase(protocol: asyncio.BaseProtocol) -> Phase:
@@ -33,10 +34,11 @@ def h11_phase(protocol: asyncio.BaseProtocol) -> Phase:
 
 
 def guarded_uvicorn_config(
-    app: Any, limits: ConnectionLimits | None = None, **config: Any
+    app: Any, limits: ConnectionLimits | None = None, streams: StreamBudget | None = None, **config: Any
 ) -> tuple[uvicorn.Config, ConnectionGuard]:
-    """A uvicorn config whose every connection passes the guard (h11 protocol), and that guard."""
-    guard = ConnectionGuard(limits, probe=h11_phase)
+    """A uvicorn config whose every connection passes the guard (h11 protocol), and that guard. `streams`: the
+    budget the app's long-lived responses take (the guard frees a closed connection's share)."""
+    guard = ConnectionGuard(limits, probe=h11_phase, streams=streams)
 
     def protocol(
         config: uvicorn.Config,

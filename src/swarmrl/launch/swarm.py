@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
+from swarmrl.coordinator.api import UnitBounds
 from swarmrl.coordinator.cli import ADMIN_TOKEN_ENV
 from swarmrl.coordinator.client import AdminClient, PublicReads
 from swarmrl.coordinator.errors import CoordinatorError
@@ -168,14 +169,7 @@ def start_swarm(
         on_coordinator(swarm.coordinator_url)
     trainer = swarm.identity("trainer")
     validators = validator_names(config.swarm.validators)
-    with swarm.admin() as admin:
-        try:
-            admin.create_run(config.run.id, trainer.node_id, async_level=config.worker.async_level)
-        except CoordinatorError as exc:
-            if exc.status != 409:
-                raise
-        for name in validators:
-            admin.add_validator(config.run.id, swarm.identity(name).node_id)
+    _open_run(swarm, trainer.node_id, validators)
 
     trainer_args = trainer_command or ["trainer", "--run-dir", str(rundir.root)]
     trainer_args = [*trainer_args, "--coordinator", swarm.coordinator_url, "--key", str(swarm.key("trainer"))]
@@ -242,6 +236,25 @@ def _start_relays(swarm: Swarm, origin_url: str, trainer_key: str) -> None:
         process = swarm.start(name, _starter(swarm, name, relay_args))
         swarm.relay_urls.append(wait_for_file(url_file, process))
         swarm.starters[name] = _starter(swarm, name, [*relay_args, "--port", _port(swarm.relay_urls[-1])])
+
+
+def _open_run(swarm: Swarm, trainer_key: str, validators: list[str]) -> None:
+    """The run on the coordinator (kept as it is when it exists: a restarted demo), its unit bounds and
+    validators."""
+    config = swarm.config
+    with swarm.admin() as admin:
+        try:
+            admin.create_run(
+                config.run.id,
+                trainer_key,
+                async_level=config.worker.async_level,
+                unit=UnitBounds.of_worker(config.worker),
+            )
+        except CoordinatorError as exc:
+            if exc.status != 409:
+                raise
+        for name in validators:
+            admin.add_validator(config.run.id, swarm.identity(name).node_id)
 
 
 def validator_names(count: int) -> list[str]:

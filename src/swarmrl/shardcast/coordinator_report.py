@@ -30,7 +30,7 @@ async def report_forever(relay: Relay, url: str, coordinator_url: str, run_id: s
             try:
                 if not joined:
                     await asyncio.to_thread(client.register, {"role": "relay"})
-                    await asyncio.to_thread(client.join, run_id)
+                    await asyncio.to_thread(client.join, run_id, role="relay")
                     joined = True
                 ack = await asyncio.to_thread(client.heartbeat, run_id, relay=relay.status(url))
                 delay = ack.next_heartbeat_s

@@ -3,7 +3,9 @@
 Where the files come from is a `RolloutSource`: the run directory of a local run (`RunDirSource`), or the
 accepted submissions of a swarm (`swarmrl.trainer.swarm_source.AcceptedSubmissions`). Files are read with the untrusted-file checks, rows from a policy older than `step - async_level` are
 refused (and said so), and zero-advantage groups are dropped until enough informative groups are in
-(DAPO's dynamic sampling).
+(DAPO's dynamic sampling). With a `FileAudit` (a swarm trainer) every file also passes the trainer's own checks
+before it trains: a file that fails them is refused and reported, so a file no validator judged still never
+trains unchecked.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from swarmrl.errors import UserError
-from swarmrl.rollouts import RolloutError, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
+from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
 from swarmrl.rollouts.advantages import OnlineFilter
+from swarmrl.rollouts.checks import CheckFailed
 
 log = logging.getLogger(__name__)
 
 Scorer = Callable[[list[RolloutRow]], list[ScoredRow]]
+WITHDRAWN = "withdrawn"  # a file that passed the trainer's checks but whose node's work was voided meanwhile
 
 
 class NotEnoughRollouts(UserError):
@@ -80,6 +84,21 @@ class RolloutSource(Protocol):
     def should_stop(self) -> bool: ...
 
 
+class FileAudit(Protocol):
+    """The trainer's own checks of each file beyond schema and policy age, and where their outcome goes (a swarm
+    trainer checks origin, assignment and claims, and reports what it measured to the coordinator)."""
+
+    def check(self, path: Path, header: RolloutHeader, rows: list[RolloutRow]) -> None:
+        """Raise CheckFailed naming the first check the file fails."""
+
+    def passed(self, path: Path, rows: list[RolloutRow]) -> bool:
+        """The file passed every check (its rewards recomputed): report it; False if it may not be used after
+        all (its node's work was voided meanwhile)."""
+
+    def failed(self, path: Path, failure: CheckFailed) -> None:
+        """The file failed `failure.check`: report it; it is never trained on."""
+
+
 class RolloutFeed:
     def __init__(
         self,
@@ -91,9 +110,11 @@ class RolloutFeed:
         limits: RolloutLimits,
         max_files: int,
         poll_seconds: float = 0.1,
+        audit: FileAudit | None = None,
     ) -> None:
         self.source = source
         self.scorer = scorer
+        self.audit = audit
         self.async_level = async_level
         self.group_size = group_size
         self.limits = limits
@@ -146,14 +167,15 @@ class RolloutFeed:
 
     def _ingest(self, path, step: int, accumulator: OnlineFilter, stats: CollectStats) -> None:
         try:
-            header, rows = read_rollouts(path, self.limits)
-        except RolloutError as exc:
+            header, rows, groups = self._admit(path, step)
+        except CheckFailed as failure:
             stats.refused_files += 1
             stats.outcomes[path.name] = "refused"
-            log.warning("refusing %s: %s", path.name, exc)
+            log.warning("refusing %s: %s", path.name, failure)
+            if self.audit is not None and failure.check != WITHDRAWN:
+                self.audit.failed(path, failure)
             return
-        oldest = step - self.async_level
-        if header.policy_step < oldest:
+        if groups is None:
             stats.refused_files += 1
             stats.outcomes[path.name] = "stale"
             stats.stale_rows += len(rows)
@@ -164,13 +186,6 @@ class RolloutFeed:
                 step,
                 self.async_level,
             )
-            return
-        try:
-            groups = group_rows(self.scorer(rows), self.group_size)
-        except RolloutError as exc:
-            stats.refused_files += 1
-            stats.outcomes[path.name] = "refused"
-            log.warning("refusing %s: %s", path.name, exc)
             return
         stats.files += 1
         stats.outcomes[path.name] = "trained"
@@ -183,3 +198,24 @@ class RolloutFeed:
             stats.sampled_rows += len(group)
             stats.rows_used[path.name] += len(group)
             accumulator.add(group, [row.reward for row in group])
+
+    def _admit(
+        self, path: Path, step: int
+    ) -> tuple[RolloutHeader, list[RolloutRow], list[list[ScoredRow]] | None]:
+        """The file read and checked, its groups scored by the trusted scorer (None: too old a policy for
+        `step`, a soft refusal); raises CheckFailed for a file that must not train."""
+        try:
+            header, rows = read_rollouts(path, self.limits)
+        except RolloutError as exc:
+            raise CheckFailed("schema_and_signature", str(exc)) from exc
+        if self.audit is not None:
+            self.audit.check(path, header, rows)
+        groups = None
+        if header.policy_step >= step - self.async_level:
+            try:
+                groups = group_rows(self.scorer(rows), self.group_size)
+            except RolloutError as exc:
+                raise CheckFailed("rewards", str(exc)) from exc
+        if self.audit is not None and not self.audit.passed(path, rows):
+            raise CheckFailed(WITHDRAWN, "the coordinator voided this file's work meanwhile")
+        return header, rows, groups

@@ -25,16 +25,19 @@ from swarmrl.generation.colocated import ColocatedSource, colocated_source
 from swarmrl.httpserve.reach import loopback_warning
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
+from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutLimits
+from swarmrl.rollouts.checks import structural_checks
 from swarmrl.rollouts.scoring import score_rows
 from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
+from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.data import RolloutFeed
 from swarmrl.trainer.parallel import is_distributed
-from swarmrl.trainer.swarm_source import AcceptedSubmissions
+from swarmrl.trainer.swarm_source import AcceptedSubmissions, FileChecks
 from swarmrl.trainer.train import AfterStep, run_trainer, train_device
 
 log = logging.getLogger(__name__)
@@ -62,7 +65,9 @@ def trainer_role(
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rundir = RunDir(run_dir)
-    scorer = trusted_scorer(config, load_tokenizer(checkpoint_dir(rundir.checkpoints, 0)))
+    tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
+    tasks = build_tasks(config.tasks)
+    scorer = trusted_scorer(config, tasks, tokenizer)
     sink = None
     with contextlib.ExitStack() as stack:
         if config.trainer.colocate:
@@ -72,20 +77,13 @@ def trainer_role(
             source, publish, forward = RunDirSource(rundir), None, None
         else:
             shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
-            source, publish, forward = _swarm_endpoints(
-                config, shardcast, rundir, coordinator_url, key, stack
+            checks = functools.partial(
+                structural_checks, config=config, tasks=tasks, prompts=prompt_format(tokenizer, config.prompt)
             )
-        feed = RolloutFeed(
-            source,
-            scorer,
-            async_level=config.worker.async_level,
-            group_size=config.worker.group_size,
-            limits=RolloutLimits.for_worker(
-                config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))
-            ),
-            max_files=config.trainer.max_files_per_step,
-            poll_seconds=0.1 if coordinator_url is None else config.swarm.poll_seconds,
-        )
+            source, publish, forward = _swarm_endpoints(
+                config, shardcast, rundir, coordinator_url, key, stack, checks
+            )
+        feed = _feed(config, rundir, source, scorer)
 
         def collect(step: int):
             return feed.collect(step, config.trainer.prompts_per_step, config.trainer.max_wait_seconds)
@@ -110,11 +108,10 @@ def trainer_role(
                 dist.destroy_process_group()
 
 
-def trusted_scorer(config: RunConfig, tokenizer: PreTrainedTokenizerBase):
+def trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase):
     """How the trainer scores rows itself: the run's reward functions (refused here, before any training, when
     they differ from what the run pinned) or verifiers, and for a multi-turn run its environment's replay."""
     reward_computer(config.tasks)
-    tasks = build_tasks(config.tasks)
     scorer = functools.partial(
         score_rows,
         tasks=tasks,
@@ -128,6 +125,23 @@ def trusted_scorer(config: RunConfig, tokenizer: PreTrainedTokenizerBase):
 
         scorer = with_env_replay(scorer, config, tasks, tokenizer)
     return scorer
+
+
+def _feed(config: RunConfig, rundir: RunDir, source, scorer) -> RolloutFeed:
+    """The trainer's rollout feed; a swarm's accepted submissions are also audited by the trainer's own checks."""
+    swarm = isinstance(source, AcceptedSubmissions)
+    return RolloutFeed(
+        source,
+        scorer,
+        async_level=config.worker.async_level,
+        group_size=config.worker.group_size,
+        limits=RolloutLimits.for_worker(
+            config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))
+        ),
+        max_files=config.trainer.max_files_per_step,
+        poll_seconds=config.swarm.poll_seconds if swarm else 0.1,
+        audit=source if swarm else None,
+    )
 
 
 def _colocated_source(
@@ -154,10 +168,11 @@ def _swarm_endpoints(
     coordinator_url: str,
     key: Path | None,
     stack: contextlib.ExitStack,
+    checks: FileChecks,
 ):
-    """The trainer's coordinator feed, its shardcast origin (serving every checkpoint it publishes; the
-    origin's URL, as relays are to open it, goes to `origin_url_file`) and where its metrics go (the
-    coordinator's dashboard)."""
+    """The trainer's coordinator feed (whose files pass `checks` before they train), its shardcast origin
+    (serving every checkpoint it publishes; the origin's URL, as relays are to open it, goes to
+    `origin_url_file`) and where its metrics go (the coordinator's dashboard)."""
     if key is None:
         raise ValueError("a swarm trainer needs --key, the private key the run was created with")
     identity = Identity.load(key)
@@ -182,6 +197,7 @@ def _swarm_endpoints(
         units_per_step=-(-config.trainer.prompts_per_step // config.worker.prompts_per_batch),
         last_step=config.trainer.steps - 1,
         async_level=config.worker.async_level,
+        checks=checks,
     )
     return (
         source,

@@ -9,8 +9,12 @@ when it runs dry (every unit delivered and still not enough informative groups).
 feed: accepted files of steps k - async_level .. k that no other step used, so work that arrived after its own
 step filled still trains while its policy is recent. Each file is downloaded once into
 `<run>/accepted/step_j/` (j: the step it was generated for), checked against the sha256 the worker committed to,
-and scored again by the trainer's own trusted scorer. Closing a step reports what it did with every file it
-read (trained, stale, refused); closing the last one drains the run, so what was submitted is still judged.
+and scored again by the trainer's own trusted scorer. Every file also passes the trainer's own checks against
+its submission (node, unit, claims, prompts, seeds, sampling, endings); for a file the spot-check draw left
+unjudged, what they found is posted to the coordinator before the file trains (`audit`): passed, the file is
+credited with the rows and tokens measured here; failed, it never trains and its node is hard-rejected.
+Closing a step reports what it did with every file it read (trained, stale, refused); closing the last one
+drains the run, so what was submitted is still judged.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,8 @@ from typing import Any
 from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.rollouts import RolloutHeader, RolloutRow
+from swarmrl.rollouts.checks import CheckFailed, FileOrigin, completion_tokens
 from swarmrl.rundir import RunDir, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -45,6 +52,9 @@ def next_demand(files_per_step: float, waiting: int) -> int:
     return max(1, math.ceil(files_per_step) - waiting)
 
 
+FileChecks = Callable[[RolloutHeader, list[RolloutRow], FileOrigin], None]
+
+
 @dataclass
 class AcceptedSubmissions:
     client: TrainerClient
@@ -53,8 +63,13 @@ class AcceptedSubmissions:
     units_per_step: int = 8  # first guess of the files a step uses; each closed step refines it
     last_step: int | None = None  # closing this step drains the run instead of opening the next
     async_level: int = 2
+    # The trainer's checks of a file against its submission (`rollouts.checks.structural_checks`, bound to the
+    # run's config, tasks and prompt format); None: only schema, policy age and the trusted scorer.
+    checks: FileChecks | None = None
     files_per_step: float | None = field(default=None, init=False)
     _demanded: set[int] = field(default_factory=set, init=False)  # steps whose demand this trainer set
+    # file name → its submission record, for the trainer's checks and its report of them
+    _submissions: dict[str, SubmissionInfo] = field(default_factory=dict, init=False)
 
     def directory(self, step: int) -> Path:
         return self.rundir.root / "accepted" / f"step_{step}"
@@ -78,7 +93,7 @@ class AcceptedSubmissions:
         waiting = len(self.client.training_feed(self.run_id, step))
         for earlier in range(max(0, step - self.async_level), step):
             work = self.client.reads.step_work(self.run_id, earlier)
-            waiting += work.leased + work.submitted
+            waiting += work.leased + work.submitted - work.unproven  # fresh keys' work is not counted on
         return next_demand(self._estimate(), waiting)
 
     def new_files(self, step: int, seen: set[str]) -> list[Path]:
@@ -89,6 +104,7 @@ class AcceptedSubmissions:
                 name = file_name(submission)
                 if name in seen:
                     continue
+                self._submissions[name] = submission
                 path = self.directory(submission.step) / name
                 if path.exists() or self._download(submission, path):
                     paths.append(path)
@@ -112,12 +128,65 @@ class AcceptedSubmissions:
     def _top_up(self, step: int) -> None:
         """Nothing new, nothing in flight, nothing left to lease, and the step is not full: ask for one more."""
         work = self.client.reads.step_work(self.run_id, step)
-        if work.open_units == 0 and work.leased == 0 and work.submitted == 0:
+        # Units of nodes with no accepted work yet are not waited for: any number of fresh keys may hold them.
+        if work.open_units == 0 and work.leased + work.submitted == work.unproven:
             try:
                 self.client.set_demand(self.run_id, step, work.demand + 1)
             except CoordinatorError as exc:
                 if exc.kind != "not_open_step":  # the step moved on meanwhile
                     raise
+
+    # --- the trainer's audit of each file (`trainer.data.FileAudit`) ------------------------------------------
+    def check(self, path: Path, header: RolloutHeader, rows: list[RolloutRow]) -> None:
+        """The file must be its submission's: the node, unit and claims the coordinator recorded, and the
+        prompts, seeds, sampling and endings that unit fixes."""
+        submission = self._submissions.get(path.name)
+        if submission is None or self.checks is None:
+            return
+        if (submission.rows, submission.tokens) != (len(rows), completion_tokens(rows)):
+            raise CheckFailed(
+                "claims",
+                f"claimed {submission.rows} rows / {submission.tokens} tokens; the file has {len(rows)} / "
+                f"{completion_tokens(rows)}",
+            )
+        batch = submission.batch_index if submission.batch_index is not None else header.batch_index
+        seed = self.client.task_seed(self.run_id, submission.step, batch, node_id=submission.node_id)
+        self.checks(header, rows, FileOrigin(self.run_id, submission.node_id, submission.step, batch, seed))
+
+    def passed(self, path: Path, rows: list[RolloutRow]) -> bool:
+        """A file no validator judged is credited with what the trainer measured in it; False when the
+        coordinator voided it meanwhile (its node was caught elsewhere): it does not train."""
+        return self._report(path, accept=True, check="trainer", reason="", rows=rows)
+
+    def failed(self, path: Path, failure: CheckFailed) -> None:
+        self._report(path, accept=False, check=failure.check, reason=failure.reason[:2000], rows=None)
+
+    def _report(
+        self, path: Path, *, accept: bool, check: str, reason: str, rows: list[RolloutRow] | None
+    ) -> bool:
+        submission = self._submissions.get(path.name)
+        if submission is None:
+            return True
+        # A validator judged it: a disagreement is the operator's to see, not a verdict.
+        if submission.checked:
+            if not accept:
+                log.warning(
+                    "submission %d, accepted by a validator, fails the trainer's %s check",
+                    submission.id,
+                    check,
+                )
+            return True
+        measured = {} if rows is None else {"rows": len(rows), "tokens": completion_tokens(rows)}
+        try:
+            self.client.audit_submission(
+                self.run_id, submission.id, accept=accept, check=check, reason=reason, **measured
+            )
+        except CoordinatorError as exc:
+            if exc.kind == "voided":
+                return False
+            if exc.kind != "already_decided":
+                raise
+        return True
 
     def close_step(self, step: int, summary: dict[str, Any]) -> None:
         outcomes: dict[str, str] = summary.get("outcomes", {})

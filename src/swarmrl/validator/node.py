@@ -37,11 +37,12 @@ from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.models.adapter import BASE_STEP, fetch_base
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rollouts import RolloutLimits
+from swarmrl.rollouts.checks import CheckFailed, completion_tokens
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
-from swarmrl.validator.rollout_checks import CheckFailed, SeenFiles, ValidationContext, validate_file
+from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
 
 log = logging.getLogger(__name__)
@@ -195,15 +196,17 @@ def judge(
     )
     rows = verdict.scored_rows or []
     accept, check, reason = verdict.accepted, verdict.failed_check or "all", verdict.reason
-    tokens = sum(len(r.completion_ids) for r in rows)
+    tokens = completion_tokens(rows)
     if accept and (submission.rows, submission.tokens) != (len(rows), tokens):
-        # The ledger credits what the node claimed at submission: the claim must be the file's true size.
+        # Credit is what this validator measured, but an honest node claims its file's true size: a lie is forgery.
         accept, check = False, "claims"
         reason = f"claimed {submission.rows} rows / {submission.tokens} tokens; the file has {len(rows)} / {tokens}"
     record = {
         "accept": accept,
         "check": check,
         "reason": reason,
+        "rows": len(rows) if accept else None,  # measured in the file: the credit of an accepted one
+        "tokens": tokens if accept else None,
         "rewards_summary": {
             "rows": len(rows),
             "mean_reward": sum(r.reward for r in rows) / len(rows) if rows else None,
@@ -249,6 +252,8 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
                     check=record["check"],
                     reason=record["reason"][:2000],
                     rewards_summary=record["rewards_summary"],
+                    rows=record.get("rows"),
+                    tokens=record.get("tokens"),
                 )
             except CoordinatorError as exc:
                 if exc.kind not in _MOOT:

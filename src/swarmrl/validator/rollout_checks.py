@@ -34,7 +34,14 @@ from swarmrl.inference.errors import InferenceError
 from swarmrl.inference.prefill import PrefillResult, prefill
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
-from swarmrl.rollouts.assignment import BatchSpec, assigned_prompts, sample_seed
+from swarmrl.rollouts.checks import (
+    CheckFailed,
+    batch_spec,
+    check_assigned_prompts,
+    check_async_window,
+    check_sampling_params,
+    check_termination_format,
+)
 from swarmrl.rollouts.scoring import score_rows
 from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import ProofError, verify_proofs_batch
@@ -57,12 +64,6 @@ CHECKS = (
 )
 # Not a stage of its own: any stage may end a file whose judgement has spent the per-file budget.
 TIME_BUDGET = "time_budget"
-
-
-class CheckFailed(Exception):
-    def __init__(self, check: str, reason: str) -> None:
-        super().__init__(f"{check}: {reason}")
-        self.check, self.reason = check, reason
 
 
 @dataclass
@@ -197,9 +198,14 @@ def _stages(seeded: bool) -> list[tuple[str, Stage]]:
         ("schema_and_signature", _schema_and_signature),
         ("node", _node),
         ("duplicate", _duplicate),
-        ("async_window", lambda f, c, _: _async_window(f.signed, f.step, c.config.worker.async_level)),
-        ("assigned_prompts", lambda f, c, _: _assigned_prompts(f.signed, f.rows, f.step, c)),
-        ("sampling_params", lambda f, c, _: _sampling_params(f.rows, c)),
+        ("async_window", lambda f, c, _: check_async_window(f.signed, f.step, c.config.worker.async_level)),
+        ("assigned_prompts", _assigned_prompts),
+        (
+            "sampling_params",
+            lambda f, c, _: check_sampling_params(
+                f.rows, c.config.worker.temperature, c.settings.temperature_tolerance
+            ),
+        ),
         ("termination_format", _termination_format_stage),
         ("prefill", _prefill),
         ("toploc", on_results(_toploc)),
@@ -235,9 +241,17 @@ def _duplicate(f: _File, context: ValidationContext, _: _Budget) -> None:
     context.seen.add(f.digest, slot)
 
 
+def _assigned_prompts(f: _File, context: ValidationContext, _: _Budget) -> None:
+    """The rows answer exactly the prompts the node was assigned, with the seeds it had to use."""
+    header, config = f.signed, context.config
+    spec = batch_spec(header, f.step, config, context.task_seed(header.node_id, f.step, header.batch_index))
+    prompts = prompt_format(context.tokenizer, config.prompt)
+    check_assigned_prompts(f.rows, spec, config, context.tasks, prompts)
+
+
 def _termination_format_stage(f: _File, context: ValidationContext, _: _Budget) -> None:
     stops = set(prompt_format(context.tokenizer, context.config.prompt).stop_token_ids)
-    _termination_format(f.rows, stops, context.config.worker.max_new_tokens)
+    check_termination_format(f.rows, stops, context.config.worker.max_new_tokens)
 
 
 def _prefill(f: _File, context: ValidationContext, _: _Budget) -> None:
@@ -259,99 +273,6 @@ def _prefill(f: _File, context: ValidationContext, _: _Budget) -> None:
         )
     except InferenceError as exc:
         raise CheckFailed("prefill", f"the policy cannot score these tokens: {exc}") from exc
-
-
-def _async_window(header: RolloutHeader, step: int, async_level: int) -> None:
-    if not step - async_level <= header.policy_step <= step:
-        raise CheckFailed(
-            "async_window",
-            f"policy step {header.policy_step} outside [{step - async_level}, {step}] for training step {step}",
-        )
-
-
-def _assigned_prompts(
-    header: RolloutHeader, rows: list[RolloutRow], step: int, context: ValidationContext
-) -> None:
-    worker = context.config.worker
-    spec = BatchSpec(
-        context.config.run.id,
-        header.node_id,
-        step,
-        header.batch_index,
-        worker.prompts_per_batch,
-        worker.group_size,
-        context.config.run.seed,
-        context.task_seed(header.node_id, step, header.batch_index),
-    )
-    prompts = assigned_prompts(
-        spec, context.tasks, prompt_format(context.tokenizer, context.config.prompt), context.config.tasks
-    )
-    if len(rows) != len(prompts) * worker.group_size:
-        raise CheckFailed(
-            "assigned_prompts", f"{len(rows)} rows, expected {len(prompts)} prompts × {worker.group_size}"
-        )
-    seeds_by_group: dict[int, set[int]] = {}
-    for i, row in enumerate(rows):
-        if not 0 <= row.group_id < len(prompts):
-            raise CheckFailed(
-                "assigned_prompts", f"row {i}: group {row.group_id} is not an assigned prompt slot"
-            )
-        expected = prompts[row.group_id]
-        if (row.prompt_index, row.task_id) != (expected.task_index, expected.task.task_id):
-            raise CheckFailed(
-                "assigned_prompts",
-                f"row {i}: task {row.task_id} is not the one assigned to slot {row.group_id}",
-            )
-        if row.prompt_ids != expected.prompt_ids:
-            raise CheckFailed("assigned_prompts", f"row {i}: prompt tokens differ from the assigned prompt")
-        if row.target_length != expected.target_length:
-            raise CheckFailed(
-                "assigned_prompts", f"row {i}: target length {row.target_length} is not the assigned one"
-            )
-        seeds_by_group.setdefault(row.group_id, set()).add(row.sample_seed)
-    for group_id, seeds in seeds_by_group.items():
-        allowed = {sample_seed(spec.seed, group_id, g) for g in range(worker.group_size)}
-        if seeds != allowed:
-            raise CheckFailed(
-                "assigned_prompts", f"group {group_id}: sampling seeds are not the assigned ones"
-            )
-
-
-def _sampling_params(rows: list[RolloutRow], context: ValidationContext) -> None:
-    wanted = context.config.worker.temperature
-    for i, row in enumerate(rows):
-        if abs(row.temperature - wanted) > context.settings.temperature_tolerance:
-            raise CheckFailed(
-                "sampling_params", f"row {i}: temperature {row.temperature:g}, the run samples at {wanted:g}"
-            )
-
-
-def _termination_format(rows: list[RolloutRow], stops: set[int], max_new_tokens: int) -> None:
-    """'eos' rows end with their only stop token (EOS, end of turn, ...); 'length' rows are full and hold none.
-
-    In a multi-turn row that holds for its last model turn; every earlier model turn ends with its stop token
-    (the environment answers only finished turns), which `env_replay` checks turn by turn.
-    """
-    for i, row in enumerate(rows):
-        last_turn = _last_model_turn(row)
-        early = not stops.isdisjoint(last_turn[:-1])
-        if row.finish_reason == "eos" and (row.completion_ids[-1] not in stops or early):
-            raise CheckFailed("termination_format", f"row {i}: 'eos' completion must end with its only EOS")
-        if row.finish_reason == "length" and (
-            len(row.completion_ids) != max_new_tokens or not stops.isdisjoint(last_turn)
-        ):
-            raise CheckFailed(
-                "termination_format",
-                f"row {i}: 'length' completion must hold {max_new_tokens} tokens, no EOS",
-            )
-
-
-def _last_model_turn(row: RolloutRow) -> list[int]:
-    mask = row.model_mask
-    start = len(mask)
-    while start > 0 and mask[start - 1]:
-        start -= 1
-    return row.completion_ids[start:]
 
 
 def _model_positions(row: RolloutRow) -> torch.Tensor:

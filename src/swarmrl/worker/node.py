@@ -41,6 +41,7 @@ from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.retry import Notices
 from swarmrl.rollouts.assignment import BatchSpec
+from swarmrl.rollouts.checks import completion_tokens
 from swarmrl.rundir import write_json_atomic, write_text_atomic
 from swarmrl.shardcast.client import CheckpointFetcher, local_versions
 from swarmrl.shardcast.errors import ShardcastError
@@ -354,7 +355,9 @@ class WorkerNode:
                 raise
             if exc.kind in _REJOIN:
                 self.client.join(self.options.run_id)
-            elif exc.kind != "step_full":
+            elif exc.kind == "step_full":
+                self.log_book.count("refused_step_full")  # a node that never gets work can tell why
+            else:
                 self.notices.failure(exc.kind, f"no lease: {exc}")
             self.full_streak = self.full_streak + 1 if exc.kind == "step_full" else 0
             pause = self.options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, self.full_streak - 1))
@@ -400,7 +403,7 @@ class WorkerNode:
     def _submit(self, unit: UnitInfo, path: Path, rows: list, timing: dict) -> None:
         """Upload and submit one unit's file; a refusal costs that unit only (the client already retried what
         is worth retrying: the coordinator down or rate limiting, honouring its Retry-After)."""
-        tokens = sum(len(r.completion_ids) for r in rows)
+        tokens = completion_tokens(rows)
         try:
             self.client.upload_and_submit(
                 self.options.run_id, unit.step, unit.batch_index, path, rows=len(rows), tokens=tokens

@@ -15,31 +15,19 @@ import time
 import httpx
 import pytest
 
-from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
+from swarmrl.coordinator.testing import accept, leased_submit
 from swarmrl.identity import Identity
 
-BASE = dict(default_step_units=50, uploads_per_hour=1000, requests_per_minute=100_000)
+# Proven from the start: these attacks are about what a node with standing can do (sybils: test_sybil_*.py).
+BASE = dict(default_step_units=50, uploads_per_hour=1000, requests_per_minute=100_000, lease_proven_files=0)
 
 
 @pytest.fixture
-def make_world(tmp_path):
-    worlds: list[ClockedCoordinator] = []
-
-    def make(**config) -> ClockedCoordinator:
-        worlds.append(
-            ClockedCoordinator(tmp_path / str(len(worlds)), CoordinatorConfig(**{**BASE, **config}))
-        )
-        return worlds[-1]
-
-    try:
-        yield make
-    finally:
-        for w in worlds:
-            w.close()
+def make_world(clocked):
+    return lambda **config: clocked(**{**BASE, **config})
 
 
 def _refused(call, status: int, kind: str) -> CoordinatorError:
@@ -57,12 +45,12 @@ def test_a_hard_rejection_voids_the_nodes_pending_and_unpaid_work(make_world):
     unpaid = leased_submit(cheat, "r", b"accepted, credit still locked", rows=4, tokens=40)
     forged = leased_submit(cheat, "r", b"forged", rows=4, tokens=40)
     fair = leased_submit(honest, "r", b"honest work", rows=2, tokens=20)
-    world.validator.post_verdict(unpaid.id, accept=True, check="all")
-    world.validator.post_verdict(fair.id, accept=True, check="all")
+    accept(world.validator, unpaid)
+    accept(world.validator, fair)
     world.validator.post_verdict(forged.id, accept=False, check="toploc")
     assert world.admin.reads.node(cheat.node_id).banned
 
-    _refused(lambda: world.validator.post_verdict(waiting.id, accept=True, check="all"), 409, "voided")
+    _refused(lambda: accept(world.validator, waiting), 409, "voided")
     statuses = {s.id: s.status for s in world.admin.reads.submissions("r")}
     assert statuses == {waiting.id: "voided", unpaid.id: "voided", forged.id: "rejected", fair.id: "accepted"}
     balances = {b.node_id: b for b in world.admin.reads.ledger("r").balances}
@@ -81,9 +69,9 @@ def test_an_admin_ban_voids_pending_and_unpaid_work_in_every_run(make_world):
     node.join("other")
     elsewhere = leased_submit(node, "other", b"pending in another run")
     unpaid = leased_submit(node, "r", b"accepted, unpaid", tokens=7)
-    world.validator.post_verdict(unpaid.id, accept=True, check="all")
+    accept(world.validator, unpaid)
     world.admin.ban(node.node_id, "sybil")
-    _refused(lambda: world.validator.post_verdict(elsewhere.id, accept=True, check="all"), 409, "voided")
+    _refused(lambda: accept(world.validator, elsewhere), 409, "voided")
     assert world.admin.reads.submissions("r")[0].status == "voided"
     assert world.admin.reads.ledger("r").balances[0].wiped_tokens == 7
     assert world.trainer.training_feed("r", 0) == []
@@ -95,7 +83,7 @@ def test_ledger_totals_count_every_entry_past_the_page_limit(make_world):
     node = world.node()
     for i in range(25):
         submission = leased_submit(node, "r", f"file {i}".encode(), rows=1, tokens=3)
-        world.validator.post_verdict(submission.id, accept=True, check="all")
+        accept(world.validator, submission)
     view = world.admin.reads.ledger("r")
     assert len(view.entries) == 10  # the list is paged ...
     (balance,) = view.balances

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
 
 import pytest
@@ -18,7 +17,7 @@ from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.configs.shardcast import OriginConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.server.listen import bind, build_server
+from swarmrl.coordinator.testing import serve_guarded_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 from swarmrl.shardcast import Origin
@@ -32,16 +31,8 @@ PARTIAL_HEAD = b"POST /v1/runs/r/heartbeat HTTP/1.1\r\nHost: x\r\nX-Slow: "
 @pytest.fixture
 def coordinator(tmp_path):
     app = create_app(db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=tmp_path / "store", admin_token="t")
-    server, guard = build_server(app, LIMITS)
-    sock = bind("127.0.0.1", 0)
-    sock.listen(2048)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "coordinator did not start"
-        time.sleep(0.02)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server, guard = serve_guarded_in_thread(app, LIMITS)
+    url = server.url
     admin = AdminClient.at(url, admin_token="t", retry=NO_RETRY)
     trainer, worker = Identity.generate(), NodeClient.at(url, Identity.generate(), retry=NO_RETRY)
     admin.create_run("r", trainer.node_id)
@@ -50,8 +41,7 @@ def coordinator(tmp_path):
     try:
         yield url, guard, worker
     finally:
-        server.should_exit = True
-        thread.join(timeout=15)
+        server.stop()
         app.state.engine.dispose()
 
 

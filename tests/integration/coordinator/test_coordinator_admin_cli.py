@@ -1,14 +1,16 @@
 """`swarmrl admin ...` against a live coordinator: create a run, add a validator, ban and unban, bad token."""
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from swarmrl.cli import app
 from swarmrl.coordinator.client import NodeClient
+from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.testing import serve_in_thread
+from swarmrl.coordinator.testing import leased_submit, serve_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 
@@ -85,3 +87,23 @@ def test_a_key_that_is_neither_a_file_nor_hex_is_refused_before_the_coordinator_
     assert result.exit_code == 2
     assert "neither a key file nor a 64-digit hex public key" in result.output
     assert "swarmrl keygen --out trainer.pem" in result.output
+
+
+def test_a_run_created_from_its_config_bounds_what_a_unit_may_claim(coordinator, tmp_path):
+    """configs/demo-swarm.toml: 8 prompts × group 8 = 64 rows of at most 8 tokens (its [worker] section)."""
+    config = Path(__file__).resolve().parents[3] / "configs" / "demo-swarm.toml"
+    created = admin(coordinator, "create-run", "--trainer-key", "ab" * 32, "--config", str(config))
+    assert created.exit_code == 0, created.output
+    worker = NodeClient.at(coordinator, Identity.generate(), retry=NO_RETRY)
+    worker.register({})
+    worker.join("demo-swarm")
+    with pytest.raises(CoordinatorError) as refused:
+        leased_submit(worker, "demo-swarm", b"one row too many", rows=65, tokens=65)
+    assert (refused.value.kind, refused.value.detail) == (
+        "claims_out_of_bounds",
+        "claimed 65 rows; a unit's file holds 64",
+    )
+    bad = admin(
+        coordinator, "create-run", "--run-id", "r4", "--trainer-key", "ab" * 32, "--config", "nope.toml"
+    )
+    assert bad.exit_code == 2 and "nope.toml: cannot read" in bad.output

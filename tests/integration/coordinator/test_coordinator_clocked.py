@@ -8,7 +8,7 @@ from swarmrl.coordinator.client import AdminClient, NodeClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.store.db import Nonce
-from swarmrl.coordinator.testing import FakeClock, leased_submit, serve_in_thread
+from swarmrl.coordinator.testing import FakeClock, accept, leased_submit, serve_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 
@@ -79,7 +79,7 @@ def test_missed_heartbeats_make_a_node_unhealthy_then_dead_and_ejected(world):
 def test_credit_unlocks_after_the_window(world):
     clock, admin, validator, worker, _app = world
     submission = leased_submit(worker, "r", b"rows", rows=3, tokens=33)
-    validator.post_verdict(submission.id, accept=True, check="all")
+    accept(validator, submission)
     clock.advance(599.0)
     (balance,) = admin.reads.ledger("r").balances
     assert (balance.pending_tokens, balance.unlocked_tokens) == (33, 0)
@@ -91,11 +91,11 @@ def test_credit_unlocks_after_the_window(world):
 def test_unlocked_credit_survives_a_later_hard_reject(world):
     clock, admin, validator, worker, _app = world
     old = leased_submit(worker, "r", b"old", rows=1, tokens=10)
-    validator.post_verdict(old.id, accept=True, check="all")
+    accept(validator, old)
     clock.advance(3600.0)  # past the unlock window and the hourly upload limit
     worker.join("r")  # the node went silent meanwhile; join again
     fresh = leased_submit(worker, "r", b"fresh", rows=1, tokens=5)
-    validator.post_verdict(fresh.id, accept=True, check="all")
+    accept(validator, fresh)
     bad = leased_submit(worker, "r", b"bad", rows=1, tokens=7)
     validator.post_verdict(bad.id, accept=False, check="toploc")
     (balance,) = admin.reads.ledger("r").balances

@@ -67,6 +67,8 @@ def test_summary_counts_nodes_rejections_backlog_and_rate(world):
             accept=accept,
             check="all" if accept else "toploc",
             rewards_summary={"rows": 2, "mean_reward": 0.75 if accept else 0.0},
+            rows=lease.rows,
+            tokens=lease.tokens,
         )
     assert world.validator.lease_validation(run).submission.id == waiting.id  # held, not yet judged
     world.wait(30.0, idle)
@@ -194,7 +196,7 @@ def test_the_page_loads_only_its_own_assets_and_shows_no_secret(world):
     assert missing.status_code == 404
     assert httpx.get(f"{world.url}/dashboard/secrets.txt", timeout=5).json()["error"] == "unknown_asset"
     world.trainer.report_metrics(world.run_id, 1, {"eval/avg@8": 0.5})
-    world.node().heartbeat(world.run_id, relay=relay_report("http://r", "http://o", []))
+    world.node(role="relay").heartbeat(world.run_id, relay=relay_report("http://r", "http://o", []))
     created = world.admin.reads.runs()
     summary = httpx.get(f"{world.url}/v1/runs/{world.run_id}/summary", timeout=5).text
     for text in (page.text, summary, json.dumps([r.model_dump() for r in created])):
@@ -218,13 +220,15 @@ def test_status_command_prints_the_summary(world):
             accept=accept,
             check="all" if accept else "prefill",
             rewards_summary={"rows": 2, "mean_reward": 0.5},
+            rows=lease.rows,
+            tokens=lease.tokens,
         )
     world.trainer.publish_step(run, 1)
     world.trainer.report_metrics(run, 1, {"eval/avg@8": 0.25, "islands/round": 2.0, "islands/islands": 3.0})
     world.trainer.report_metrics(run, 1, {"islands/island": 1.0, "islands/participants": 3.0})
     world.trainer.report_metrics(run, 1, {"islands/contributors": 2.0})
     world.trainer.report_metrics(run, 2, {"eval/avg@8": 0.5, "eval/pass@8": 0.75})
-    relay = world.node()
+    relay = world.node(role="relay")
     # A relay's URL is its own claim: printed as text, never read as terminal markup.
     relay.heartbeat(
         run,
@@ -292,7 +296,7 @@ def relay_report(url: str, upstream: str, versions: list[dict]) -> dict:
 def test_relays_report_their_place_in_the_tree_with_their_heartbeat(world):
     run = world.run_id
     world.trainer.publish_step(run, 0)
-    first, second, worker = world.node(), world.node(), world.node()
+    first, second, worker = world.node(role="relay"), world.node(role="relay"), world.node()
     origin, a, b = "http://127.0.0.1:9000", "http://127.0.0.1:9001", "http://127.0.0.1:9002"
     done = {"version": 3, "complete": True, "bytes": 2_000_000, "seconds": 0.5}
     first.heartbeat(run, relay=relay_report(a, origin, [done]))
@@ -328,14 +332,19 @@ def test_relays_report_their_place_in_the_tree_with_their_heartbeat(world):
 
 def test_a_relay_member_takes_no_share_of_the_work(tmp_path):
     # Leases as large as the step allows, so that only the fair share limits one.
-    config = CoordinatorConfig(lease_initial_unit_s=1.0, lease_target_s=100.0, lease_max_units=100)
+    config = CoordinatorConfig(
+        lease_initial_unit_s=1.0, lease_target_s=100.0, lease_max_units=100, lease_proven_files=0
+    )
     world = ClockedCoordinator(tmp_path / "coordinator", config=config)
     try:
         run = world.run_id
         world.trainer.publish_step(run, 0, units=4)
-        worker, relay = world.node(), world.node()
+        worker, relay = world.node(), world.node(role="relay")
         relay.heartbeat(run, relay=relay_report("http://r", "http://o", []))
         # Two live members, one a relay: the worker's share is the whole step (4 units + 1 slack), not 3 of 5.
         assert len(worker.lease_work(run).units) == 5
+        with pytest.raises(CoordinatorError) as refused:
+            relay.lease_work(run)
+        assert (refused.value.status, refused.value.kind) == (403, "relay_member")
     finally:
         world.close()

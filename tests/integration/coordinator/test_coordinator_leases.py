@@ -8,10 +8,15 @@ import httpx
 import pytest
 
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import leased_submit
+from swarmrl.coordinator.testing import accept, leased_submit
 
+# Nodes are proven from the start here: these tests are about leases as such (sybils: tests/adversarial).
 BASE = dict(
-    uploads_per_hour=10_000, requests_per_minute=100_000, lease_initial_unit_s=10.0, lease_grace_s=5.0
+    uploads_per_hour=10_000,
+    requests_per_minute=100_000,
+    lease_initial_unit_s=10.0,
+    lease_grace_s=5.0,
+    lease_proven_files=0,
 )
 
 
@@ -115,7 +120,7 @@ def test_a_draining_run_leases_nothing_new_but_takes_and_judges_what_was_leased(
     assert _kind(lambda: late.lease_work("r")) == "run_draining"
     submission = node.upload_and_submit("r", 0, unit.batch_index, b"finished during the drain", 1, 1)
     assert world.admin.reads.run_state("r").status == "draining"
-    world.validator.post_verdict(submission.id, accept=True, check="all")
+    accept(world.validator, submission)
     assert world.admin.reads.run_state("r").status == "drained"
 
 
@@ -129,7 +134,7 @@ def test_validators_side_by_side_judge_every_file_exactly_once(make):
     def judge(validator) -> list[int]:
         judged = []
         while (lease := validator.lease_validation("r")).submission is not None:
-            validator.post_verdict(lease.submission.id, accept=True, check="all")
+            accept(validator, lease.submission)
             judged.append(lease.submission.id)
         return judged
 
@@ -150,11 +155,11 @@ def test_a_killed_validators_file_returns_to_the_pool_and_is_judged_once(make):
     killed, survivor = world.validator, world.added_validator()
     assert killed.lease_validation("r").submission.id == first.id
     assert survivor.lease_validation("r").submission.id == second.id
-    assert _kind(lambda: survivor.post_verdict(first.id, accept=True, check="all")) == "lease_held"
-    survivor.post_verdict(second.id, accept=True, check="all")
+    assert _kind(lambda: accept(survivor, first)) == "lease_held"
+    accept(survivor, second)
     world.wait(61.0, node)
     assert survivor.lease_validation("r").submission.id == first.id  # the lapsed lease returns
-    survivor.post_verdict(first.id, accept=True, check="all")
+    accept(survivor, first)
     assert _kind(lambda: killed.post_verdict(first.id, accept=False, check="toploc")) == "already_decided"
     assert [v.validator_key for v in world.admin.reads.verdicts("r")] == [survivor.node_id] * 2
 
@@ -166,11 +171,11 @@ def test_accepted_files_reach_the_trainer_in_submission_order_per_step(make):
     validators = [world.validator, world.added_validator(), world.added_validator()]
     leased = [v.lease_validation("r").submission.id for v in validators]
     assert leased == [f.id for f in files]
-    validators[2].post_verdict(files[2].id, accept=True, check="all")
-    validators[1].post_verdict(files[1].id, accept=True, check="all")
+    accept(validators[2], files[2])
+    accept(validators[1], files[1])
     assert world.trainer.accepted_submissions("r", 0) == []  # file 0 is still being judged
     assert world.trainer.training_feed("r", 0) == []
-    validators[0].post_verdict(files[0].id, accept=True, check="all")
+    accept(validators[0], files[0])
     assert [s.id for s in world.trainer.training_feed("r", 0)] == [f.id for f in files]
 
 
@@ -180,7 +185,7 @@ def test_each_step_reports_what_it_used_and_unused_work_carries_over(make):
     node = world.node()
     files = [leased_submit(node, "r", f"file {i}".encode(), rows=4, tokens=40) for i in range(3)]
     for f in files:
-        world.validator.post_verdict(f.id, accept=True, check="all")
+        accept(world.validator, f)
     receipt = world.trainer.report_outcomes("r", 0, trained=[(files[0].id, 4)], stale=[files[1].id])
     assert (receipt.recorded, receipt.ignored) == (2, [])
     world.trainer.publish_step("r", 1, units=2)
@@ -205,21 +210,44 @@ def test_each_step_reports_what_it_used_and_unused_work_carries_over(make):
     )
 
 
-def test_spot_check_mode_judges_a_fraction_and_one_caught_forgery_costs_everything(make):
-    world = make(default_step_units=100, spot_check_fraction=0.5, hard_rejects_before_ban=3)
+def test_spot_check_mode_judges_a_fraction_after_probation_and_credits_only_measured_work(make):
+    world = make(
+        default_step_units=100,
+        spot_check_fraction=0.5,
+        spot_check_probation_files=4,
+        hard_rejects_before_ban=3,
+    )
     node = world.node()
+    probation = [leased_submit(node, "r", f"probation {i}".encode(), tokens=10) for i in range(4)]
+    assert all(f.checked and f.status == "pending" for f in probation)  # a fresh node: every file judged
+    for submission in probation:
+        accept(world.validator, submission)
     files = [leased_submit(node, "r", f"file {i}".encode(), tokens=10) for i in range(40)]
     unchecked = [f for f in files if not f.checked]
     checked = [f for f in files if f.checked]
     assert unchecked and checked  # 0.5 each: all on one side has probability 2**-39
     assert all(f.status == "accepted" for f in unchecked) and all(f.status == "pending" for f in checked)
     (balance,) = world.admin.reads.ledger("r").balances
-    assert balance.pending_tokens == 10 * len(unchecked)  # credited at once, still unpaid
+    assert balance.pending_tokens == 40  # the probation files: a skipped file is not credited on its claim
+    audit = world.trainer.audit_submission(
+        "r", unchecked[0].id, accept=True, check="trainer", rows=1, tokens=9
+    )
+    assert (audit.accepted, audit.validator_key) == (True, world.trainer.node_id)
+    (balance,) = world.admin.reads.ledger("r").balances
+    assert balance.pending_tokens == 49  # what the trainer measured in the file
     world.validator.post_verdict(checked[0].id, accept=False, check="toploc")
     assert world.admin.reads.node(node.node_id).banned  # spot-checked: the first forgery bans
     (balance,) = world.admin.reads.ledger("r").balances
-    assert (balance.pending_tokens, balance.wiped_tokens) == (0, 10 * len(unchecked))
-    assert world.trainer.training_feed("r", 0) == []
+    assert (balance.pending_tokens, balance.wiped_tokens) == (0, 49)
+    assert world.trainer.training_feed("r", 0) == []  # unmeasured files of a banned node are voided too
+    assert (
+        _kind(
+            lambda: world.trainer.audit_submission(
+                "r", unchecked[1].id, accept=True, check="t", rows=1, tokens=1
+            )
+        )
+        == "voided"
+    )
 
 
 def test_a_unit_whose_step_left_the_async_window_expires(make):

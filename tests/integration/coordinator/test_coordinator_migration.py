@@ -10,6 +10,7 @@ from swarmrl.coordinator.store import schema_v1
 from swarmrl.coordinator.store.db import (
     MIGRATIONS,
     SCHEMA_VERSION,
+    Membership,
     Run,
     SchemaVersion,
     Submission,
@@ -119,12 +120,15 @@ def test_a_v1_database_upgrades_in_place_and_keeps_its_work(db_url):
     try:
         _write_v1(engine)
         assert current_version(engine) == 1
-        assert migrate(engine) == SCHEMA_VERSION == 3
-        assert migrate(engine) == 3  # again: a no-op
+        assert migrate(engine) == SCHEMA_VERSION == 4
+        assert migrate(engine) == 4  # again: a no-op
         assert {"trainer_metrics", "relay_reports"} <= set(inspect(engine).get_table_names())
         with Session(engine) as session:
             run = session.get(Run, "r")
             assert (run.status, run.step_units, run.current_step) == ("open", None, 3)
+            assert (run.unit_rows, run.unit_max_tokens) == (None, None)
+            member = session.get(Membership, ("r", NODE))
+            assert (member.role, member.judged_accepted) == ("worker", 1)  # its accepted file counts
             submissions = list(session.scalars(select(Submission).order_by(Submission.id)))
             assert [(s.status, s.tokens, s.checked, s.use_outcome) for s in submissions] == [
                 ("accepted", 40, True, None),

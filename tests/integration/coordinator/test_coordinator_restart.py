@@ -7,7 +7,7 @@ import pytest
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.seeds import task_seed
-from swarmrl.coordinator.testing import leased_submit, start_coordinator
+from swarmrl.coordinator.testing import accept, leased_submit, start_coordinator
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 
@@ -36,11 +36,11 @@ def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
                 leased_submit(worker, "r", f"w{i}-{j}".encode() * 50, rows=2, tokens=100 + j)
                 for j in range(2)
             ]
-        validator.post_verdict(submissions[0].id, accept=True, check="all", rewards_summary={"mean": 1.0})
-        validator.post_verdict(submissions[1].id, accept=True, check="all")
+        accept(validator, submissions[0], rewards_summary={"mean": 1.0})
+        accept(validator, submissions[1])
         # A hard rejection voids the node's other, still pending file (submissions[3]).
         validator.post_verdict(submissions[2].id, accept=False, check="toploc", reason="proof mismatch")
-        validator.post_verdict(submissions[4].id, accept=True, check="all")
+        accept(validator, submissions[4])
         judging = validator.lease_validation("r")  # a validator is mid-judgement of the last file
         assert judging.submission.id == submissions[5].id
         before_ledger = admin.reads.ledger("r")
@@ -78,7 +78,7 @@ def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
         validator = ValidatorClient.at(second.url, validator_key, retry=NO_RETRY)
         assert validator.lease_validation("r").submission.id == submissions[5].id
         assert validator.fetch_submission(judging.submission) == b"w2-1" * 50
-        validator.post_verdict(submissions[5].id, accept=True, check="all")
+        accept(validator, submissions[5])
         trainer_client = TrainerClient.at(second.url, trainer)
         assert len(trainer_client.accepted_submissions("r", 0)) == 4
         assert validator.task_seed("r", 0, 0, node_id=workers[0].node_id) == seed_before

@@ -13,6 +13,7 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.testing import (
     POSTGRES_SKIP_REASON,
+    accept,
     coordinator_backend,
     leased_submit,
     postgres_available,
@@ -28,6 +29,7 @@ CONFIG = CoordinatorConfig(
     hard_rejects_before_ban=2,
     credit_unlock_window_s=3600.0,
     default_step_units=40,
+    lease_proven_files=0,  # leases as such (unproven nodes: tests/adversarial/coordinator)
 )
 _run_ids = itertools.count()
 
@@ -88,11 +90,8 @@ def test_one_step_end_to_end(coordinator):
     pending = swarm.validator.pending_submissions(swarm.run_id)
     assert [p.id for p in pending] == [submission.id]
     assert swarm.validator.fetch_submission(pending[0]) == data
-    verdict = swarm.validator.post_verdict(
-        submission.id,
-        accept=True,
-        check="all",
-        rewards_summary={"reward_mean": 0.25, "nonzero_advantage_rows": 6},
+    verdict = accept(
+        swarm.validator, submission, rewards_summary={"reward_mean": 0.25, "nonzero_advantage_rows": 6}
     )
     assert verdict.accepted and verdict.severity is None
 
@@ -151,10 +150,10 @@ def test_soft_reject_drops_only_that_submission(coordinator):
     worker = swarm.worker()
     good = leased_submit(worker, swarm.run_id, b"good", rows=2, tokens=20)
     bad = leased_submit(worker, swarm.run_id, b"late", rows=3, tokens=30)
-    swarm.validator.post_verdict(good.id, accept=True, check="all")
+    accept(swarm.validator, good)
     verdict = swarm.validator.post_verdict(bad.id, accept=False, check="termination", reason="no EOS")
     assert verdict.severity == "soft"
-    _refused(lambda: swarm.validator.post_verdict(bad.id, accept=True, check="all"), 409, "already_decided")
+    _refused(lambda: accept(swarm.validator, bad), 409, "already_decided")
     (balance,) = worker.reads.ledger(swarm.run_id).balances
     assert (balance.pending_tokens, balance.wiped_tokens) == (20, 0)
     worker.heartbeat(swarm.run_id)
@@ -167,8 +166,8 @@ def test_hard_rejects_wipe_eject_and_then_ban(coordinator):
     first = leased_submit(cheat, swarm.run_id, b"one", rows=4, tokens=40)
     honest_work = leased_submit(honest, swarm.run_id, b"honest", rows=1, tokens=10)
     forged = leased_submit(cheat, swarm.run_id, b"forged", rows=4, tokens=40)
-    swarm.validator.post_verdict(first.id, accept=True, check="all")
-    swarm.validator.post_verdict(honest_work.id, accept=True, check="all")
+    accept(swarm.validator, first)
+    accept(swarm.validator, honest_work)
     assert swarm.validator.post_verdict(forged.id, accept=False, check="toploc").severity == "hard"
 
     ledger = {b.node_id: b for b in swarm.admin.reads.ledger(swarm.run_id).balances}
@@ -215,7 +214,7 @@ def test_roles_guard_files_seeds_and_verdicts(coordinator):
     submission = leased_submit(worker, swarm.run_id, b"mine", rows=1, tokens=1)
     _refused(lambda: other.fetch_submission(submission.id), 403, "not_privileged")
     _refused(
-        lambda: ValidatorClient(worker.transport).post_verdict(submission.id, accept=True, check="all"),
+        lambda: accept(ValidatorClient(worker.transport), submission),
         403,
         "not_validator",
     )
@@ -261,7 +260,7 @@ def test_concurrent_workers_lose_nothing(coordinator):
         submitted = sorted(i for ids in pool.map(work, range(6)) for i in ids)
         pending = swarm.validator.pending_submissions(swarm.run_id)
         assert sorted(p.id for p in pending) == submitted
-        list(pool.map(lambda s: swarm.validator.post_verdict(s.id, accept=True, check="all"), pending))
+        list(pool.map(lambda s: accept(swarm.validator, s), pending))
     balances = swarm.admin.reads.ledger(swarm.run_id).balances
     assert sorted(b.node_id for b in balances) == sorted(w.node_id for w in workers)
     assert all(b.pending_tokens == 10 * CONFIG.uploads_per_hour for b in balances)

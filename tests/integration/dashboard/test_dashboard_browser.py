@@ -13,6 +13,7 @@ import shutil
 
 import pytest
 
+from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.testing import coordinator_backend, leased_submit
@@ -74,14 +75,14 @@ class World:
         self.admin.add_validator(RUN, self.validator.node_id)
         self.honest = [self._member() for _ in range(2)]
         self.cheater = self._member()
-        self.relays = [self._member() for _ in range(2)]
+        self.relays = [self._member(role="relay") for _ in range(2)]
         self.step = 0
         self.trainer.publish_step(RUN, 0)
 
-    def _member(self) -> NodeClient:
+    def _member(self, role: str = "worker") -> NodeClient:
         node = NodeClient.at(self.url, Identity.generate(), retry=NO_RETRY)
         node.register()
-        node.join(RUN)
+        node.join(RUN, role=role)
         return node
 
     def honest_work(self, reward: float) -> None:
@@ -99,7 +100,14 @@ class World:
         while (submission := self.validator.lease_validation(RUN).submission) is not None:
             accept, check = decide(submission.node_id)
             summary = {"rows": submission.rows, "mean_reward": reward, "passed": accept}
-            self.validator.post_verdict(submission.id, accept=accept, check=check, rewards_summary=summary)
+            self.validator.post_verdict(
+                submission.id,
+                accept=accept,
+                check=check,
+                rewards_summary=summary,
+                rows=submission.rows,
+                tokens=submission.tokens,
+            )
 
     def relay_reports(self, version: int) -> None:
         """Relay 0 mirrors the origin, relay 1 mirrors relay 0; both hold `version` (2 MB in 0.5 s and 1 s)."""
@@ -123,6 +131,17 @@ class World:
 @pytest.fixture
 def world(tmp_path):
     config = CoordinatorConfig(requests_per_minute=100_000)
+    with coordinator_backend("sqlite", tmp_path / "coordinator", config=config, admin_token=ADMIN) as proc:
+        yield World(proc.url)
+
+
+@pytest.fixture
+def streamless_world(tmp_path):
+    """A coordinator whose budget of long-lived streams is spent (none at all)."""
+    config = CoordinatorConfig(
+        requests_per_minute=100_000,
+        connections=ConnectionLimits(max_streams_total=0, max_streams_per_address=0),
+    )
     with coordinator_backend("sqlite", tmp_path / "coordinator", config=config, admin_token=ADMIN) as proc:
         yield World(proc.url)
 
@@ -271,14 +290,45 @@ def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world,
 
 
 def test_the_wait_fails_when_the_page_gets_no_live_update(browser, world):
-    """With the event stream blocked the page shows the first summary and nothing after: the live check of
-    the test above must then fail, not pass."""
+    """With the event stream blocked the page falls back to polling; with the polls blocked too it shows what it
+    had and nothing after: the live check of the test above must then fail, not pass."""
     browser.execute_cdp_cmd("Network.enable", {})
     browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/summary/stream*"]})
     browser.get(f"{world.url}/dashboard")
     wait_for(browser, lambda b: shown_step(b) == 0, "step 0")
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/summary*"]})
+    shown = update_count(browser)
     step = world.next_step()
     with pytest.raises(AssertionError, match=f"did not show step {step}"):
-        wait_for(browser, lambda b: shown_step(b) == step, f"step {step}", timeout_s=6.0)
-    assert update_count(browser) == 1
-    assert "disconnected" in browser.find_element("id", "live").text
+        wait_for(browser, lambda b: shown_step(b) == step, f"step {step}", timeout_s=8.0)
+    assert update_count(browser) == shown
+    assert browser.find_element("id", "live-dot").get_attribute("class") == "dot off"
+
+
+def test_the_page_polls_when_the_server_has_no_stream_to_spare(browser, streamless_world):
+    """The stream is refused (503 stream_budget): the page says it polls, and still follows the run."""
+    world = streamless_world
+    browser.get(f"{world.url}/dashboard")
+    wait_for(browser, lambda b: shown_step(b) == 0, "step 0")
+    wait_for(browser, lambda b: b.find_element("id", "live").text == "polling", "the polling mode")
+    step = world.next_step()
+    wait_for(browser, lambda b: shown_step(b) == step, f"step {step} by polling")
+
+
+def test_the_relay_tree_bomb_is_drawn_at_once(browser, world):
+    """Eleven relay keys naming each other as upstreams (issue 29: the page stopped responding): each relay is
+    drawn once, under the origin's breadth-first tree, and the page keeps updating."""
+    relays = [world._member(role="relay") for _ in range(11)]
+    for i, node in enumerate(relays):
+        others = [relay_url(j) for j in range(11) if j != i]
+        upstreams = ([ORIGIN] if i == 0 else []) + others
+        node.heartbeat(RUN, relay={"url": relay_url(i), "upstreams": upstreams[:8], "versions": []})
+    browser.set_script_timeout(10)
+    browser.get(f"{world.url}/dashboard")
+    wait_for(browser, lambda b: shown_step(b) == 0, "step 0")
+    tree = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#relay-tree li')).map(li => li.dataset.nodeId || 'origin')"
+    )
+    assert sorted(tree) == sorted(["origin", *(r.node_id for r in relays)])
+    step = world.next_step()
+    wait_for(browser, lambda b: shown_step(b) == step, f"step {step}")

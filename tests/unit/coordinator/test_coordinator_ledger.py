@@ -46,8 +46,14 @@ def _submission(session, node, tokens, rows, sha):
     return sub
 
 
+def _credit(session, node, tokens, rows, sha, *, now, window_s):
+    """Credit what a judge measured in a file whose node claimed absurd figures: the claim plays no part."""
+    claimed = _submission(session, node, 2**53, 2**31 - 1, sha)
+    return ledger.credit(session, claimed, rows, tokens, now=now, window_s=window_s)
+
+
 def test_credit_is_pending_until_the_window_then_unlocks(session):
-    ledger.credit(session, _submission(session, A, 100, 4, "1" * 64), now=10.0, window_s=50.0)
+    _credit(session, A, 100, 4, "1" * 64, now=10.0, window_s=50.0)
     assert ledger.settle(session, "r", now=59.9) == 0
     assert ledger.settle(session, "r", now=60.0) == 1
     (entry,) = ledger.entries_of(session, "r", A, limit=10)
@@ -55,10 +61,10 @@ def test_credit_is_pending_until_the_window_then_unlocks(session):
 
 
 def test_wipe_takes_only_pending_credit_of_that_node(session):
-    ledger.credit(session, _submission(session, A, 100, 4, "1" * 64), now=0.0, window_s=10.0)
+    _credit(session, A, 100, 4, "1" * 64, now=0.0, window_s=10.0)
     ledger.settle(session, "r", now=10.0)
-    ledger.credit(session, _submission(session, A, 30, 2, "2" * 64), now=10.0, window_s=10.0)
-    ledger.credit(session, _submission(session, B, 7, 1, "3" * 64), now=10.0, window_s=10.0)
+    _credit(session, A, 30, 2, "2" * 64, now=10.0, window_s=10.0)
+    _credit(session, B, 7, 1, "3" * 64, now=10.0, window_s=10.0)
     assert ledger.wipe_pending(session, "r", A, now=11.0) == 1
     statuses = {(e.node_id, e.tokens): e.status for e in ledger.entries_of(session, "r", None, limit=10)}
     assert statuses == {(A, 100): "unlocked", (A, 30): "wiped", (B, 7): "pending"}
@@ -71,8 +77,7 @@ def test_balances_sum_by_node_and_status_over_every_entry(session):
         (30, 2, A, "wiped"),
         (1, 1, A, "unlocked"),
     ]:
-        sub = _submission(session, node, tokens, samples, f"{tokens:064x}")
-        ledger.credit(session, sub, now=0.0, window_s=10.0).status = status
+        _credit(session, node, tokens, samples, f"{tokens:064x}", now=0.0, window_s=10.0).status = status
     session.flush()
     assert ledger.balances(session, "r") == [
         LedgerBalance(node_id=A, unlocked_tokens=101, unlocked_samples=5, wiped_tokens=30, wiped_samples=2),
@@ -87,7 +92,7 @@ def test_balances_sum_by_node_and_status_over_every_entry(session):
 def test_balances_are_not_cut_by_the_entry_page(session):
     """Totals come from the database over every entry: 510 credits are 510, whatever the list limit."""
     for i in range(510):
-        ledger.credit(session, _submission(session, A, 2, 1, f"{i:064x}"), now=0.0, window_s=10.0)
+        _credit(session, A, 2, 1, f"{i:064x}", now=0.0, window_s=10.0)
     session.flush()
     assert len(ledger.entries_of(session, "r", None, limit=500)) == 500
     (balance,) = ledger.balances(session, "r")

@@ -118,3 +118,24 @@ def test_the_global_cap_stays_below_the_open_file_limit(monkeypatch):
     monkeypatch.setattr(resource, "getrlimit", lambda which: (65536, 65536))
     roomy = ConnectionGuard(ConnectionLimits(max_total=1024))
     assert (roomy.max_total, roomy.backlog) == (1024, 1024)
+
+
+def test_streams_have_their_own_budget_and_leave_the_caps_to_node_traffic():
+    limits = LIMITS.model_copy(update={"max_streams_per_address": 1, "max_streams_total": 2})
+    guard = ConnectionGuard(limits)
+    streams = [_Connection(FakeProtocol(), "a", "busy", 0.0, proven=True, port=p) for p in (1, 2)]  # type: ignore[arg-type]
+    other = _Connection(FakeProtocol(), "b", "busy", 0.0, proven=True, port=3)  # type: ignore[arg-type]
+    for conn in (*streams, other):
+        assert guard.admit(conn)
+    assert guard.streams.acquire(streams[0].peer)
+    assert not guard.streams.acquire(streams[1].peer)  # one stream per address
+    assert guard.streams.acquire(other.peer)
+    assert not guard.streams.acquire(("c", 4))  # two in all
+    assert guard.streams.refused == 2
+    # Three connections open, two of them streams: the caps (2 per address, 3 in all) see one.
+    assert guard.admit(connection("a")) and guard.admit(connection("d")) and guard.admit(connection("e"))
+    guard.remove(streams[0])  # a closed connection frees its stream
+    assert guard.streams.open == 1 and guard.streams.acquire(("a", 9))
+    guard.streams.release(("a", 9))
+    guard.streams.release(("a", 9))  # the stream's end and its connection's close may both report it
+    assert guard.streams.open_from("a") == 0

@@ -4,8 +4,11 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
+const POLL_MS = 5000; // how often the page polls the summary when the server has no stream to spare
+const STREAM_RETRY_MS = 60000; // how long it polls before asking for a stream again
 let updates = 0;
 let lastUpdate = 0;
+let mode = "live"; // "live": pushed by the event stream · "polling": the server's stream budget was full
 
 function $(id) { return document.getElementById(id); }
 function short(key) { return key.slice(0, 12); }
@@ -115,12 +118,13 @@ function drawCharts(summary) {
   legend("eval-legend", lineChart($("eval-chart"), series, "step", "the trainer has reported no eval yet"));
 }
 
-// The relay tree from the relays' own reports: a root is an upstream no reporting relay serves (the origin);
-// a relay hangs under each upstream it names. Reports are claims: cycles and depth are bounded here.
+// The relay tree as the coordinator placed it: each relay once, under the upstream its breadth-first walk from
+// the origins reached first (`parent`, `depth`), parents before children; relays reachable only through a cycle
+// of claims come last with no parent. One pass, one element per relay: what relays claim cannot make it slower.
 function relayTree(relays, now) {
-  const served = new Set(relays.map((r) => r.url));
-  const roots = [...new Set(relays.flatMap((r) => r.upstreams))].filter((u) => !served.has(u)).sort();
-  const placed = new Set();
+  const lists = new Map(); // URL → the list its mirrors hang from
+  const origins = [];
+  const unplaced = [];
   function item(label, cls, depth) {
     const li = document.createElement("li");
     const text = document.createElement("span");
@@ -130,38 +134,37 @@ function relayTree(relays, now) {
     li.dataset.depth = String(depth);
     return li;
   }
-  function children(url, path, depth) {
+  function listUnder(li, url) {
     const ul = document.createElement("ul");
-    for (const r of relays.filter((r) => r.upstreams.includes(url) && !path.has(r.node_id))) {
-      ul.appendChild(relayItem(r, new Set([...path, r.node_id]), depth));
-    }
-    return ul;
+    li.appendChild(ul);
+    lists.set(url, ul);
   }
-  function relayItem(r, path, depth) {
-    placed.add(r.node_id);
+  for (const r of relays) {
     const held = r.versions.filter((v) => v.complete).map((v) => v.version);
     const latest = held.length ? `v${Math.max(...held)}` : "no complete version";
     const label = `relay ${short(r.node_id)} · ${r.url} · ${r.health} · ${latest} · `
       + `${mb(r.served_bytes)} served · reported ${ago(r.reported_at, now)}`;
-    const li = item(label, `state-${r.health}`, depth);
+    const li = item(label, `state-${r.health}`, r.depth);
     li.dataset.nodeId = r.node_id;
-    if (depth < 8) li.appendChild(children(r.url, path, depth + 1));
-    return li;
+    if (r.parent === null) {
+      unplaced.push(li);
+      continue;
+    }
+    if (!lists.has(r.parent)) { // an origin: an upstream no reporting relay serves
+      const origin = item(`origin ${r.parent}`, "origin", 0);
+      listUnder(origin, r.parent);
+      origins.push(origin);
+    }
+    lists.get(r.parent).appendChild(li);
+    if (!lists.has(r.url)) listUnder(li, r.url);
   }
-  const top = roots.map((url) => {
-    const li = item(`origin ${url}`, "origin", 0);
-    li.appendChild(children(url, new Set(), 1));
-    return li;
-  });
-  // Relays only reachable through a cycle of claims still get a line.
-  const unplaced = relays.filter((r) => !placed.has(r.node_id)).map((r) => relayItem(r, new Set([r.node_id]), 0));
-  if (!top.length && !unplaced.length) {
+  if (!origins.length && !unplaced.length) {
     const li = document.createElement("li");
     li.className = "empty";
     li.textContent = "no relay reports to this coordinator";
-    top.push(li);
+    origins.push(li);
   }
-  $("relay-tree").replaceChildren(...top, ...unplaced);
+  $("relay-tree").replaceChildren(...origins, ...unplaced);
 }
 
 function mb(bytes) { return `${(bytes / 1e6).toFixed(1)} MB`; }
@@ -275,7 +278,7 @@ function render(summary) {
   const counter = $("updates");
   counter.dataset.count = String(updates);
   counter.textContent = `· ${updates} update${updates === 1 ? "" : "s"}`;
-  setLive(true, "live");
+  setLive(true, mode);
 }
 
 function setLive(on, text) {
@@ -293,6 +296,38 @@ async function pickRun() {
   return (runs.find((r) => r.status === "open") || runs[0]).run_id;
 }
 
+// Live by the event stream; when the server refuses one (its budget of long-lived streams is spent, so node
+// traffic keeps its connections) or the stream fails for good, poll the summary and ask again later.
+function follow(base) {
+  mode = "live";
+  const source = new EventSource(`${base}/stream`);
+  source.addEventListener("summary", (event) => render(JSON.parse(event.data)));
+  source.onerror = () => {
+    if (source.readyState !== EventSource.CLOSED) {
+      setLive(false, "disconnected: reconnecting…");
+      return;
+    }
+    source.close();
+    mode = "polling";
+    poll(base, Date.now() + STREAM_RETRY_MS);
+  };
+}
+
+async function poll(base, until) {
+  if (Date.now() >= until) {
+    follow(base);
+    return;
+  }
+  try {
+    const response = await fetch(base);
+    if (response.ok) render(await response.json());
+    else setLive(false, `GET ${base}: HTTP ${response.status}`);
+  } catch (err) {
+    setLive(false, String(err.message || err));
+  }
+  setTimeout(() => poll(base, until), POLL_MS);
+}
+
 async function start() {
   let run;
   try {
@@ -307,9 +342,7 @@ async function start() {
   const response = await fetch(base);
   if (response.ok) render(await response.json());
   else setLive(false, `GET ${base}: HTTP ${response.status}`);
-  const source = new EventSource(`${base}/stream`);
-  source.addEventListener("summary", (event) => render(JSON.parse(event.data)));
-  source.onerror = () => setLive(false, "disconnected: reconnecting…");
+  follow(base);
   setInterval(() => {
     if (lastUpdate && Date.now() - lastUpdate > 15000) {
       setLive(false, `no update for ${((Date.now() - lastUpdate) / 1000).toFixed(0)}s`);

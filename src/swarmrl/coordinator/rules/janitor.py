@@ -1,15 +1,16 @@
 """Uploads nobody submitted, and the bytes a run holds.
 
 A slot's file that was never submitted is an orphan once the slot expires: its bytes are deleted (keys are free,
-so without this any node could fill the disk). The quota counts every byte a run holds or has reserved: files
-stored (submitted or waiting for their submit), plus the declared size of slots still open.
+so without this any node could fill the disk). The quota counts the bytes a run holds: files that arrived
+(submitted or waiting for their submit). A slot opened for a file reserves nothing: a size declared and never
+sent costs no other node any room.
 """
 
 from __future__ import annotations
 
 import logging
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 
 from swarmrl.coordinator.server.state import ServiceState
 from swarmrl.coordinator.store.db import UploadSlot
@@ -21,13 +22,12 @@ PURGE_EVERY_S = 30.0
 PURGE_BATCH = 500
 
 
-def held_bytes(session, run_id: str, now: float) -> int:
-    """Bytes the run holds in storage or has reserved with open slots."""
+def held_bytes(session, run_id: str) -> int:
+    """Bytes of the run's files that arrived and are not purged (a presigned upload counts once its submit
+    confirmed it landed)."""
     total = session.scalar(
         select(func.coalesce(func.sum(UploadSlot.size_bytes), 0)).where(
-            UploadSlot.run_id == run_id,
-            UploadSlot.purged_at.is_(None),
-            or_(UploadSlot.storage_key.is_not(None), UploadSlot.expires_at >= now),
+            UploadSlot.run_id == run_id, UploadSlot.purged_at.is_(None), UploadSlot.uploaded.is_(True)
         )
     )
     return int(total or 0)

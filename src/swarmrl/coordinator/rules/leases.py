@@ -7,6 +7,12 @@ re-issued to the next node that asks. A lease holds as many units as the node fi
 `lease_target_s` at its measured speed, each with a deadline scaled to that speed, so a slow node gets one unit
 and time to finish it. Dropping units costs standing: past a grace, the dropped fraction shrinks a node's leases
 and then stops them (a node that generates many units and submits the ones it likes is this node).
+
+Identities are free, so a node earns room with measured work: until `lease_proven_files` of its files were
+judged and accepted it is unproven, holds at most one unit at a time, and shares with every other unproven
+node a pool of `lease_unproven_fraction` of the step, leased on top of the step's demand (counted once its file
+arrives); fair shares are spread over proven nodes alone, so a hundred fresh keys polling can neither dilute
+nor take what proven nodes get, nor make the trainer wait for what they hold.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, RelayState, Run, WorkUnit
+from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, WorkUnit
 
 
 @dataclass(frozen=True)
@@ -64,25 +70,63 @@ def fair_share(step_units: int, live_members: int) -> int:
     return max(1, math.ceil(step_units / max(1, live_members)))
 
 
-def live_members(session: Session, run_id: str, config: CoordinatorConfig, now: float) -> int:
-    """Active members of the run that are not yet unhealthy (heartbeat within the grace). A SHARDCAST relay is a
-    member (it reports to the dashboard) that generates nothing: not counted."""
+def proven_nodes(run_id: str, config: CoordinatorConfig):
+    """Node ids proven in the run: `lease_proven_files` of their files judged and accepted by a validator (a
+    subquery; a file the spot-check draw skipped proves nothing)."""
+    return select(Membership.node_id).where(
+        Membership.run_id == run_id, Membership.judged_accepted >= config.lease_proven_files
+    )
+
+
+def is_proven(member: Membership, config: CoordinatorConfig) -> bool:
+    return member.judged_accepted >= config.lease_proven_files
+
+
+def live_members(
+    session: Session, run_id: str, config: CoordinatorConfig, now: float, *, proven: bool = False
+) -> int:
+    """Active workers of the run (members that joined as relays generate nothing) that are not yet unhealthy
+    (heartbeat within the grace); with `proven`, only the proven ones."""
     unhealthy_before = (
         now - config.heartbeat_grace_s - config.unhealthy_after_missed * config.heartbeat_interval_s
     )
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(Membership)
-            .where(
-                Membership.run_id == run_id,
-                Membership.status == "active",
-                Membership.last_seen > unhealthy_before,
-                Membership.node_id.not_in(select(RelayState.node_id).where(RelayState.run_id == run_id)),
-            )
+    query = (
+        select(func.count())
+        .select_from(Membership)
+        .where(
+            Membership.run_id == run_id,
+            Membership.status == "active",
+            Membership.role == "worker",
+            Membership.last_seen > unhealthy_before,
         )
-        or 0
     )
+    if proven:
+        query = query.where(Membership.judged_accepted >= config.lease_proven_files)
+    return session.scalar(query) or 0
+
+
+def unproven_units(
+    session: Session, run: Run, config: CoordinatorConfig, states: tuple[str, ...], step: int | None = None
+) -> int:
+    """Units of `step` (default: the open one) in `states` held by unproven nodes."""
+    unproven = WorkUnit.node_id.not_in(proven_nodes(run.run_id, config))
+    return step_units(session, run, WorkUnit.status.in_(states), unproven, step=step)
+
+
+def unproven_leased(session: Session, run: Run, config: CoordinatorConfig) -> int:
+    """Units of the open step leased to unproven nodes, waiting for their file."""
+    return unproven_units(session, run, config, ("leased",))
+
+
+def unproven_room(session: Session, run: Run, config: CoordinatorConfig, now: float) -> int:
+    """Units of the open step one more unproven node may take now (0 or 1: it holds at most one). Identities are
+    free, so unproven nodes share one pool however many they are: the whole step while no proven node is
+    alive, else `lease_unproven_fraction` of it. Their leases are extra to the step's demand (`open_units`
+    does not count them until they deliver), so what a pool of idle keys holds no proven node waits for."""
+    units = step_demand(run, config) + config.lease_slack_units
+    alive_proven = live_members(session, run.run_id, config, now, proven=True)
+    pool = units if alive_proven == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
+    return 1 if unproven_leased(session, run, config) < pool else 0
 
 
 def unit_deadlines(
@@ -155,18 +199,22 @@ def step_demand(run: Run, config: CoordinatorConfig) -> int:
     return run.step_units if run.step_units is not None else config.default_step_units
 
 
+def step_units(session: Session, run: Run, *where, step: int | None = None) -> int:
+    """Units of `step` (default: the open one) that meet `where`."""
+    step = run.current_step if step is None else step
+    query = select(func.count()).select_from(WorkUnit)
+    query = query.where(WorkUnit.run_id == run.run_id, WorkUnit.step == step, *where)
+    return session.scalar(query) or 0
+
+
 def open_units(session: Session, run: Run, config: CoordinatorConfig) -> int:
-    """Units of the open step that may still be leased: demand + slack minus those leased or delivered."""
-    active = session.scalar(
-        select(func.count())
-        .select_from(WorkUnit)
-        .where(
-            WorkUnit.run_id == run.run_id,
-            WorkUnit.step == run.current_step,
-            WorkUnit.status.in_(ACTIVE_UNIT_STATES),
-        )
+    """Units of the open step that may still be leased: demand + slack minus those delivered or leased to proven
+    nodes (a lease of an unproven node counts once its file arrives)."""
+    active = step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES))
+    return max(
+        0,
+        step_demand(run, config) + config.lease_slack_units - active + unproven_leased(session, run, config),
     )
-    return max(0, step_demand(run, config) + config.lease_slack_units - (active or 0))
 
 
 def free_batch_indices(session: Session, run_id: str, step: int, node_id: str, count: int) -> list[int]:

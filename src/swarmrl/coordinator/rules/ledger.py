@@ -1,7 +1,8 @@
 """Credit for accepted work: pending until the invalidation window passes, then unlocked; hard rejects wipe it.
 
-Credit is the validated tokens of an accepted file (the validator refuses a file whose claimed rows and tokens
-are not its own), whether or not the trainer ever reads it: a node is paid for the work the swarm asked of it.
+Credit is the rows and tokens a trusted node (a validator, or the trainer for a file the spot-check draw left
+unjudged) measured in an accepted file, never the node's claim, whether or not the trainer trains on it: a node
+is paid for the work the swarm asked of it.
 Totals are sums in the database over every entry; only the list of entries is paged.
 """
 
@@ -26,13 +27,16 @@ def settle(session: Session, run_id: str, now: float) -> int:
     return result.rowcount or 0
 
 
-def credit(session: Session, submission: Submission, now: float, window_s: float) -> LedgerEntry:
+def credit(
+    session: Session, submission: Submission, rows: int, tokens: int, now: float, window_s: float
+) -> LedgerEntry:
+    """Pending credit for an accepted file: the rows and tokens a trusted node measured in it."""
     entry = LedgerEntry(
         run_id=submission.run_id,
         node_id=submission.node_id,
         submission_id=submission.id,
-        tokens=submission.tokens,
-        samples=submission.rows,
+        tokens=tokens,
+        samples=rows,
         status="pending",
         credited_at=now,
         unlock_at=now + window_s,

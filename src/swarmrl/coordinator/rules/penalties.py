@@ -33,7 +33,8 @@ def void_unpaid_work(session: Session, node_id: str, run_id: str | None, now: fl
         query = query.where(model.node_id == node_id)
         return query if run_id is None else query.where(model.run_id == run_id)
 
-    unpaid = scoped(select(LedgerEntry.submission_id), LedgerEntry).where(LedgerEntry.status == "pending")
+    # Accepted and unpaid: credit still pending, or none yet (a file the spot-check draw skipped, unmeasured).
+    paid = scoped(select(LedgerEntry.submission_id), LedgerEntry).where(LedgerEntry.status == "unlocked")
     doomed = list(
         session.scalars(
             scoped(select(Submission.id), Submission).where(
@@ -41,7 +42,7 @@ def void_unpaid_work(session: Session, node_id: str, run_id: str | None, now: fl
                 | (
                     (Submission.status == "accepted")
                     & Submission.use_outcome.is_(None)
-                    & Submission.id.in_(unpaid)
+                    & Submission.id.not_in(paid)
                 )
             )
         )

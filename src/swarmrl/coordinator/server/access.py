@@ -68,3 +68,14 @@ def active_member(
             "this node was ejected (missed heartbeats or hard rejection); join again", kind="ejected"
         )
     return member
+
+
+def check_step_window(run: Run, step: int) -> None:
+    """Work counts only for an opened step no older than the run's async level allows."""
+    if step > run.current_step:
+        raise ConflictError(f"step {step} has not opened (current {run.current_step})", kind="future_step")
+    if step < run.current_step - run.async_level:
+        raise ConflictError(
+            f"step {step} is stale: current {run.current_step}, async level {run.async_level}",
+            kind="stale_step",
+        )

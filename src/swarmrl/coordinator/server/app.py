@@ -19,10 +19,21 @@ from swarmrl.coordinator.errors import ApiError
 from swarmrl.coordinator.server.bodylimit import BodySizeLimit
 from swarmrl.coordinator.server.ratelimit import TokenBuckets
 from swarmrl.coordinator.server.request_metrics import RequestMetrics
-from swarmrl.coordinator.server.routes import admin, dashboard, leases, nodes, read, reports, trainer, work
+from swarmrl.coordinator.server.routes import (
+    admin,
+    dashboard,
+    leases,
+    nodes,
+    read,
+    reports,
+    trainer,
+    uploads,
+    work,
+)
 from swarmrl.coordinator.server.state import ServiceState
 from swarmrl.coordinator.store.db import make_engine, make_sessionmaker, migrate
 from swarmrl.coordinator.store.storage import LocalStorage, Storage, StorageError
+from swarmrl.httpserve.streams import StreamBudget
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +107,10 @@ def create_app(
         admin_token=admin_token or None,
         clock=clock,
         limiter=TokenBuckets(config.requests_per_minute, clock),
+        streams=StreamBudget.of(config.connections),
     )
     app.state.engine = engine
-    for module in (admin, nodes, leases, work, trainer, reports, read, dashboard):
+    for module in (admin, nodes, leases, uploads, work, trainer, reports, read, dashboard):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit_bytes=config.max_request_body_bytes)

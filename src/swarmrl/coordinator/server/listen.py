@@ -28,6 +28,7 @@ def build_server(
     config, guard = guarded_uvicorn_config(
         app,
         limits or state.config.connections,
+        streams=state.streams,
         log_level=log_level,
         access_log=False,
         timeout_graceful_shutdown=5,

@@ -65,7 +65,7 @@ def run_metrics(session: Session, run: Run, config: CoordinatorConfig, now: floa
     leases.expire_lapsed(session, run.run_id, config, now)
     out: dict[str, list[Sample]] = defaultdict(list)
     base = {"run": run.run_id}
-    out["swarmrl_coordinator_storage_bytes"].append((base, janitor.held_bytes(session, run.run_id, now)))
+    out["swarmrl_coordinator_storage_bytes"].append((base, janitor.held_bytes(session, run.run_id)))
     out["swarmrl_coordinator_run_draining"].append((base, int(run.status == "draining")))
     out["swarmrl_coordinator_run_step"].append((base, run.current_step))
     backlog = validator_backlog(session, run.run_id, now)

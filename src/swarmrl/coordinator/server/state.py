@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.server.ratelimit import TokenBuckets
 from swarmrl.coordinator.store.storage import Storage
+from swarmrl.httpserve.streams import StreamBudget
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -67,6 +68,9 @@ class ServiceState:
     admin_token: str | None
     clock: Callable[[], float]
     limiter: TokenBuckets
+    # Dashboard event streams open now: a small budget of their own, per address and in all, that the server's
+    # connection guard also keeps them to (so node and trainer traffic always finds a connection slot).
+    streams: StreamBudget
     metrics: Metrics = field(default_factory=Metrics)
     nonce_purged_at: float = 0.0
     orphans_purged_at: float = 0.0

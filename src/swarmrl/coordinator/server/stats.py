@@ -36,6 +36,9 @@ def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig) 
         **{state: counts.get(state, 0) for state in ("leased", "submitted", "accepted", "rejected")},
         expired=counts.get("expired", 0),
         voided=counts.get("voided", 0),
+        unproven=leases.unproven_units(session, run, config, ("leased", "submitted"), step)
+        if counts.get("leased") or counts.get("submitted")
+        else 0,
     )
 
 

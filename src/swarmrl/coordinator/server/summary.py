@@ -8,7 +8,8 @@ evals and island merges (its metrics, by step) and the relays' last reports (the
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass
 
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
@@ -18,6 +19,7 @@ from swarmrl.coordinator.api import (
     EVAL_PREFIX,
     ISLANDS_PREFIX,
     LedgerBalance,
+    MemberInfo,
     MetricPoint,
     NodeSummary,
     NodeWork,
@@ -187,40 +189,104 @@ def validator_backlog(session: Session, run_id: str, now: float) -> ValidatorBac
     )
 
 
-def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: float) -> RunSummary:
-    """Call inside a transaction: lapsed units are expired first, as every read of unit counts does. Members
-    are listed by node id, at most `list_limit` of them."""
-    run_id = run.run_id
-    expire_lapsed(session, run_id, config, now)
-    limit = config.list_limit
+def place_relays(relays: list[RelaySummary]) -> list[RelaySummary]:
+    """Each relay once in the SHARDCAST tree, in linear time over what relays claim: a breadth-first walk from the
+    origins (upstreams no reporting relay serves), each URL and each relay visited once, hangs a relay under the
+    first of its upstreams the walk reaches. Relays reachable only through a cycle of claims stay unplaced
+    (parent None). Returns placed relays in walk order (a parent before its children), then the unplaced."""
+    naming: dict[str, list[RelaySummary]] = defaultdict(list)  # upstream URL → relays that claim to mirror it
+    for relay in relays:
+        for url in dict.fromkeys(relay.upstreams):
+            naming[url].append(relay)
+    served = {relay.url for relay in relays}
+    queue = deque((url, 0) for url in sorted(naming) if url not in served)
+    seen_urls = {url for url, _ in queue}
+    placed: dict[str, RelaySummary] = {}
+    while queue:
+        url, depth = queue.popleft()
+        for relay in naming.get(url, ()):
+            if relay.node_id in placed:
+                continue
+            relay.parent, relay.depth = url, depth + 1
+            placed[relay.node_id] = relay
+            if relay.url not in seen_urls:
+                seen_urls.add(relay.url)
+                queue.append((relay.url, depth + 1))
+    unplaced = sorted((r for r in relays if r.node_id not in placed), key=lambda r: r.node_id)
+    return [*placed.values(), *unplaced]
+
+
+@dataclass
+class MemberFacts:
+    """What the nodes table shows beyond membership, read once for a page of members."""
+
+    works: dict[str, NodeWork]
+    balances: dict[str, LedgerBalance]
+    banned: set[str]
+    validators: set[str]
+    rejections: dict[str, Counter]
+    devices: dict[str, str]
+    reports: dict[str, RelayState]
+
+    @classmethod
+    def read(cls, session: Session, run_id: str, ids: list[str], limit: int) -> MemberFacts:
+        return cls(
+            # Both page by node id like the members, so their first pages cover these members.
+            works={w.node_id: w for w in node_work(session, run_id, limit=limit)},
+            balances={b.node_id: b for b in ledger.balances(session, run_id, limit=limit)},
+            banned=set(session.scalars(select(Ban.node_id).where(Ban.node_id.in_(ids)))),
+            validators=set(session.scalars(select(Validator.public_key).where(Validator.run_id == run_id))),
+            rejections=rejections_by_node(session, run_id),
+            devices=declared_devices(session, ids),
+            reports=relay_reports(session, run_id, ids),
+        )
+
+
+def node_summary(member: Membership, run: Run, facts: MemberFacts, info: MemberInfo) -> NodeSummary:
+    node = member.node_id
+    work = facts.works.get(node) or NodeWork(node_id=node)
+    balance = facts.balances.get(node) or LedgerBalance(node_id=node)
+    role = "validator" if node in facts.validators else member.role
+    return NodeSummary(
+        node_id=node,
+        role="trainer" if node == run.trainer_public_key else role,
+        status=info.status,
+        health=info.health,
+        last_seen=info.last_seen,
+        policy_step=info.policy_step,
+        held=work.held,
+        accepted=work.accepted,
+        rejected=work.rejected,
+        pending=work.generated - work.accepted - work.rejected - work.voided,
+        voided=work.voided,
+        trained=work.trained,
+        credit_tokens=balance.pending_tokens + balance.unlocked_tokens,
+        wiped_tokens=balance.wiped_tokens,
+        banned=node in facts.banned,
+        rejections=dict(facts.rejections.get(node, {})),
+        device=facts.devices.get(node),
+    )
+
+
+def members_view(
+    session: Session, run: Run, config: CoordinatorConfig, now: float
+) -> tuple[list[NodeSummary], list[RelaySummary], dict[str, int]]:
+    """The nodes table (members by node id, at most `list_limit`), the relays among them with their last report,
+    and the run's rejections by check."""
     members = list(
         session.scalars(
-            select(Membership).where(Membership.run_id == run_id).order_by(Membership.node_id).limit(limit)
+            select(Membership)
+            .where(Membership.run_id == run.run_id)
+            .order_by(Membership.node_id)
+            .limit(config.list_limit)
         )
     )
-    ids = [m.node_id for m in members]
-    # Both page by node id like the members above, so their first pages cover these members.
-    works = {w.node_id: w for w in node_work(session, run_id, limit=limit)}
-    balances = {b.node_id: b for b in ledger.balances(session, run_id, limit=limit)}
-    banned = set(session.scalars(select(Ban.node_id).where(Ban.node_id.in_(ids))))
-    validators = set(session.scalars(select(Validator.public_key).where(Validator.run_id == run_id)))
-    rejections = rejections_by_node(session, run_id)
-    devices = declared_devices(session, ids)
-    reports = relay_reports(session, run_id, ids)
+    facts = MemberFacts.read(session, run.run_id, [m.node_id for m in members], config.list_limit)
     nodes, relays = [], []
     for member in members:
         info = member_info(member, now, config)
-        work = works.get(member.node_id) or NodeWork(node_id=member.node_id)
-        balance = balances.get(member.node_id) or LedgerBalance(node_id=member.node_id)
-        role = (
-            "validator"
-            if member.node_id in validators
-            else "relay"
-            if member.node_id in reports
-            else "worker"
-        )
-        if role == "relay":
-            report = reports[member.node_id]
+        report = facts.reports.get(member.node_id)
+        if member.role == "relay" and report is not None:
             relays.append(
                 RelaySummary(
                     **report.report,
@@ -229,27 +295,18 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
                     reported_at=report.reported_at,
                 )
             )
-        nodes.append(
-            NodeSummary(
-                node_id=member.node_id,
-                role="trainer" if member.node_id == run.trainer_public_key else role,
-                status=info.status,
-                health=info.health,
-                last_seen=info.last_seen,
-                policy_step=info.policy_step,
-                held=work.held,
-                accepted=work.accepted,
-                rejected=work.rejected,
-                pending=work.generated - work.accepted - work.rejected - work.voided,
-                voided=work.voided,
-                trained=work.trained,
-                credit_tokens=balance.pending_tokens + balance.unlocked_tokens,
-                wiped_tokens=balance.wiped_tokens,
-                banned=member.node_id in banned,
-                rejections=dict(rejections.get(member.node_id, {})),
-                device=devices.get(member.node_id),
-            )
-        )
+        nodes.append(node_summary(member, run, facts, info))
+    total: Counter = Counter()
+    for checks in facts.rejections.values():
+        total.update(checks)
+    return nodes, place_relays(relays), dict(total)
+
+
+def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: float) -> RunSummary:
+    """Call inside a transaction: lapsed units are expired first, as every read of unit counts does."""
+    run_id = run.run_id
+    expire_lapsed(session, run_id, config, now)
+    nodes, relays, rejections = members_view(session, run, config, now)
     steps = _steps(session, run)
     by_status = dict(
         session.execute(
@@ -258,9 +315,6 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
             .group_by(Submission.status)
         ).all()
     )
-    total_rejections: Counter = Counter()
-    for checks in rejections.values():
-        total_rejections.update(checks)
     return RunSummary(
         run=current_state(session, run, config, now),
         generated_at=now,
@@ -268,7 +322,7 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
         steps=steps,
         open_step=step_work(session, run, run.current_step, config),
         submissions={s: by_status.get(s, 0) for s in ("pending", "accepted", "rejected", "voided")},
-        rejections=dict(total_rejections),
+        rejections=rejections,
         backlog=validator_backlog(session, run_id, now),
         nodes=nodes,
         nodes_total=session.scalar(

@@ -62,6 +62,10 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(16), default="open", server_default="open")
     # Work units the trainer wants for the open step; None: the coordinator's default (v2).
     step_units: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The bounds of one unit's file, as the run's config fixes them (v4): its exact number of rows and the most
+    # completion tokens one row may hold. None: the run was created without them (claims are then unbounded).
+    unit_rows: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    unit_max_tokens: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class Validator(Base):
@@ -92,6 +96,10 @@ class Membership(Base):
     policy_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # Measured seconds per work unit (moving average over its submissions); sizes its leases (v2).
     unit_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # worker | relay (v4): only a relay may report relays; a relay leases no work.
+    role: Mapped[str] = mapped_column(String(16), default="worker", server_default="worker")
+    # Files of this node in the run that a validator judged and accepted (v4): its probation and standing.
+    judged_accepted: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class Nonce(Base):
@@ -291,13 +299,32 @@ def _upgrade_v3(engine: Engine) -> None:
     Base.metadata.create_all(engine, tables=[TrainerMetrics.__table__, RelayState.__table__])
 
 
+def _upgrade_v4(engine: Engine) -> None:
+    """Credit from measured work: a run's unit bounds; members join as workers or relays."""
+    _add_columns(engine, "runs", ["unit_rows", "unit_max_tokens"])
+    _add_columns(engine, "memberships", ["role", "judged_accepted"])
+    with engine.begin() as connection:  # what members earned before the count was kept
+        connection.execute(
+            text(
+                "UPDATE memberships SET judged_accepted = (SELECT count(*) FROM submissions s WHERE "
+                "s.run_id = memberships.run_id AND s.node_id = memberships.node_id AND s.checked AND "
+                "s.status = 'accepted')"
+            )
+        )
+
+
 V2_INDEXES = (
     Index("ix_submissions_run_step_status", Submission.run_id, Submission.step, Submission.status),
     Index("ix_upload_slots_expires_at", UploadSlot.expires_at),
 )
 
 # version → upgrade from version-1. A new column or table is a new entry here, never an edit of an old one.
-MIGRATIONS: dict[int, Callable[[Engine], None]] = {1: _create_v1, 2: _upgrade_v2, 3: _upgrade_v3}
+MIGRATIONS: dict[int, Callable[[Engine], None]] = {
+    1: _create_v1,
+    2: _upgrade_v2,
+    3: _upgrade_v3,
+    4: _upgrade_v4,
+}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

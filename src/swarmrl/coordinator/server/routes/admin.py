@@ -20,6 +20,7 @@ from swarmrl.coordinator.api import (
     StepInfo,
 )
 from swarmrl.coordinator.errors import ConflictError, NotFoundError
+from swarmrl.coordinator.rules import spot_checks
 from swarmrl.coordinator.rules.penalties import ban_node
 from swarmrl.coordinator.server.access import get_run, require_trainer_or_admin
 from swarmrl.coordinator.server.auth import AdminCaller, SignedCaller, state_of
@@ -43,6 +44,8 @@ def create_run(body: CreateRun, request: Request, _: AdminCaller) -> RunCreated:
             run_secret=body.run_secret if body.run_secret is not None else secrets.token_hex(32),
             created_at=state.clock(),
             status="open",
+            unit_rows=body.unit.rows if body.unit else None,
+            unit_max_tokens=body.unit.max_tokens_per_row if body.unit else None,
         )
         session.add(run)
     return RunCreated(**run_state(run, None).model_dump(), run_secret=run.run_secret)
@@ -90,7 +93,8 @@ def unban(node_id: HexKey, request: Request, _: AdminCaller) -> Ok:
 @router.post("/v1/runs/{run_id}/steps", response_model=StepInfo, tags=["trainer"])
 def publish_step(run_id: RunId, body: PublishStep, request: Request, who: SignedCaller) -> StepInfo:
     """The trainer announces checkpoint `step` (manifest hash and URL), moves the step counter to it and says how
-    many work units the step wants."""
+    many work units the step wants. Files the spot-check draw skipped and no step read while their step was in
+    the async window go to the validators."""
     state = state_of(request)
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
@@ -116,4 +120,5 @@ def publish_step(run_id: RunId, body: PublishStep, request: Request, who: Signed
         session.add(step)
         run.current_step = body.step
         run.step_units = body.units
+        spot_checks.requeue_unmeasured(session, run)
         return step_info(step)

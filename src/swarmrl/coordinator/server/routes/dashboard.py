@@ -11,10 +11,11 @@ from importlib import resources
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy import select
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from swarmrl.coordinator.api import RunId, RunState, RunSummary
-from swarmrl.coordinator.errors import NotFoundError
+from swarmrl.coordinator.errors import ApiError, NotFoundError
 from swarmrl.coordinator.server.access import get_run
 from swarmrl.coordinator.server.auth import state_of
 from swarmrl.coordinator.server.routes.trainer import current_state
@@ -92,27 +93,50 @@ async def stream_summary(
     request: Request,
     interval_s: float = Query(2.0, ge=0.2, le=60.0, description="seconds between two summaries"),
 ) -> StreamingResponse:
-    """`text/event-stream`: a `summary` event (the JSON of GET …/summary) every `interval_s` seconds."""
+    """`text/event-stream`: a `summary` event (the JSON of GET …/summary) every `interval_s` seconds. Streams
+    have a small budget of their own (`connections.max_streams_per_address`, `max_streams_total`); past it the
+    answer is 503 `stream_budget`, and the dashboard polls GET …/summary instead."""
     state = state_of(request)
-    first = await run_in_threadpool(read_summary, state, run_id)  # an unknown run is a 404, not a stream
+    peer = (request.client.host, request.client.port) if request.client else ("unknown", 0)
+    if not state.streams.acquire(peer):
+        raise ApiError(
+            "no live stream to spare (each address and the server have a small budget of them): poll "
+            f"GET /v1/runs/{run_id}/summary instead",
+            kind="stream_budget",
+            status=503,
+        )
+    try:
+        first = await run_in_threadpool(read_summary, state, run_id)  # an unknown run is a 404, not a stream
+    except BaseException:
+        state.streams.release(peer)
+        raise
 
     async def events():
         loop = asyncio.get_running_loop()
         ends = loop.time() + STREAM_LIFETIME_S
         summary = first
-        yield f"retry: {int(interval_s * 1000)}\n\n"
-        while True:
-            yield f"event: summary\ndata: {summary.model_dump_json()}\n\n"
-            await asyncio.sleep(interval_s)
-            if loop.time() > ends or await request.is_disconnected():
-                return
-            try:
-                summary = await run_in_threadpool(shared_summary, state, run_id)
-            except NotFoundError:
-                return
+        try:
+            yield f"retry: {int(interval_s * 1000)}\n\n"
+            while True:
+                yield f"event: summary\ndata: {summary.model_dump_json()}\n\n"
+                await asyncio.sleep(interval_s)
+                if loop.time() > ends or await request.is_disconnected():
+                    return
+                try:
+                    summary = await run_in_threadpool(shared_summary, state, run_id)
+                except NotFoundError:
+                    return
+        finally:
+            state.streams.release(peer)
+
+    async def release() -> None:  # async: runs on the event loop, where the budget lives
+        state.streams.release(peer)
 
     return StreamingResponse(
         events(),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        # Runs when the response ends however it ends (a reader gone mid-stream included); the guard also frees
+        # the budget when the connection closes.
+        background=BackgroundTask(release),
     )

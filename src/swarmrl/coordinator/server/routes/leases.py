@@ -11,6 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import (
@@ -74,7 +75,10 @@ def _answer(run: Run, member: Membership, units: list[WorkUnit], config: Coordin
 
 
 def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
-    """The node's live units (not past their deadline, step still inside the window), if it holds any."""
+    """The node's live units (not past their deadline, step still inside the window), if it holds any. A node
+    that holds none and would be refused is refused here too, without the grant's lock: a hundred polling keys
+    cost reads, not a queue in front of the nodes that get work (while the last sweep of lapsed units is
+    recent: a refusal must not stand on units a sweep would free)."""
     now = state.clock()
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
@@ -82,7 +86,12 @@ def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
         units = leases.held_units(
             session, run_id, node_id, now=now, oldest_step=run.current_step - run.async_level
         )
-        return _answer(run, member, units, state.config) if units else None
+        if units:
+            return _answer(run, member, units, state.config)
+        if now - state.units_swept_at.get(run_id, float("-inf")) < SWEEP_EVERY_S:
+            _may_lease(session, run, member, state.config)
+            _room(session, run, member, state.config, now)
+        return None
 
 
 def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None) -> WorkLease:
@@ -99,36 +108,51 @@ def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None
         )
         if held:  # another request of this node was granted while this one waited for the lock
             return _answer(run, member, held, config)
-        if run.status != "open":
-            raise ConflictError(f"run {run_id!r} is draining: no new work", kind="run_draining")
-        standing = leases.standing_of(session, run_id, node_id)
-        if not standing.allows_lease(config):
-            raise ForbiddenError(
-                f"this node let {standing.expired} of {standing.expired + standing.delivered} leased units "
-                f"expire (over {config.standing_max_drop_fraction:.0%}): no more leases in this run",
-                kind="poor_standing",
-            )
-        available = leases.open_units(session, run, config)
-        if available == 0:
-            raise ConflictError(
-                f"step {run.current_step} has all the work it needs in flight; ask again later",
-                kind="step_full",
-            )
-        share = leases.fair_share(
-            leases.step_demand(run, config) + config.lease_slack_units,
-            leases.live_members(session, run_id, config, now),
-        )
-        size = min(
-            available,
-            share,
-            leases.lease_size(member.unit_seconds, standing, config),
-            max_units or available,
-        )
+        standing = _may_lease(session, run, member, config)
+        size = min(_room(session, run, member, config, now), max_units or config.lease_max_units)
+        size = min(size, leases.lease_size(member.unit_seconds, standing, config))
         held = leases.grant(
             session, run, node_id, leases.unit_deadlines(now, size, member.unit_seconds, config), now
         )
         state.metrics.units_leased.inc(len(held))
         return _answer(run, member, held, config)
+
+
+def _may_lease(session: Session, run: Run, member: Membership, config: CoordinatorConfig) -> leases.Standing:
+    """The node's standing, or the refusal of any lease: a relay, a draining run, dropped units."""
+    if member.role != "worker":
+        raise ForbiddenError("this node joined the run as a relay: relays lease no work", kind="relay_member")
+    if run.status != "open":
+        raise ConflictError(f"run {run.run_id!r} is draining: no new work", kind="run_draining")
+    standing = leases.standing_of(session, run.run_id, member.node_id)
+    if not standing.allows_lease(config):
+        raise ForbiddenError(
+            f"this node let {standing.expired} of {standing.expired + standing.delivered} leased units "
+            f"expire (over {config.standing_max_drop_fraction:.0%}): no more leases in this run",
+            kind="poor_standing",
+        )
+    return standing
+
+
+def _room(session: Session, run: Run, member: Membership, config: CoordinatorConfig, now: float) -> int:
+    """Most units the node may take now: the step's open units, its fair share among proven nodes, or, unproven,
+    one unit of the pool unproven nodes share (their leases are extra to the step's demand: what they hold,
+    proven nodes can still take); `step_full` when that is none."""
+    available = leases.open_units(session, run, config)
+    if available > 0 and leases.is_proven(member, config):
+        units = leases.step_demand(run, config) + config.lease_slack_units
+        return min(
+            available,
+            leases.fair_share(units, leases.live_members(session, run.run_id, config, now, proven=True)),
+        )
+    if available > 0 and leases.unproven_room(session, run, config, now) > 0:
+        return 1
+    raise ConflictError(
+        f"step {run.current_step} has all the work it needs in flight"
+        + ("" if available == 0 else " that nodes without accepted work may hold")
+        + "; ask again later",
+        kind="step_full",
+    )
 
 
 @router.post("/v1/runs/{run_id}/validation-leases", response_model=ValidationLease, tags=["validator"])

@@ -10,6 +10,7 @@ from swarmrl.coordinator.api import (
     Heartbeat,
     HeartbeatAck,
     HexKey,
+    JoinRun,
     MemberInfo,
     NodeInfo,
     Ok,
@@ -51,8 +52,11 @@ def register(body: RegisterNode, request: Request, who: SignedCaller) -> NodeInf
 
 
 @router.post("/v1/runs/{run_id}/join", response_model=MemberInfo)
-def join(run_id: RunId, request: Request, who: SignedCaller) -> MemberInfo:
+def join(run_id: RunId, request: Request, who: SignedCaller, body: JoinRun | None = None) -> MemberInfo:
+    """Join as a worker, or as a relay (which may report its place in the SHARDCAST tree and leases no work);
+    joining again may change the role."""
     node_id = who.require_node()
+    role = body.role if body is not None else "worker"
     state = state_of(request)
     now = state.clock()
     with state.sessions() as session, session.begin():
@@ -68,13 +72,14 @@ def join(run_id: RunId, request: Request, who: SignedCaller) -> MemberInfo:
                 last_seen=now,
                 heartbeats=0,
                 policy_step=None,
+                role=role,
             )
             session.add(member)
         else:
             # Joining again is how a left, ejected or silent node comes back; it counts as a heartbeat.
             if member.status != "active" or health_of(member.last_seen, now, state.config) is Health.DEAD:
                 member.joined_at = now
-            member.status, member.last_seen = "active", now
+            member.status, member.last_seen, member.role = "active", now, role
         return member_info(member, now, state.config)
 
 
@@ -92,6 +97,10 @@ def heartbeat(run_id: RunId, body: Heartbeat, request: Request, who: SignedCalle
         if body.policy_step is not None:
             member.policy_step = body.policy_step
         if body.relay is not None:
+            if member.role != "relay":
+                raise ForbiddenError(
+                    "only a node that joined the run as a relay reports relays", kind="not_relay"
+                )
             report = session.get(RelayState, (run_id, node_id))
             if report is None:
                 report = RelayState(run_id=run_id, node_id=node_id)

@@ -1,4 +1,5 @@
-"""The trainer's side: the accepted feed, the open step's demand for work, what each step used, draining.
+"""The trainer's side: the accepted feed, the open step's demand for work, what each step used, its audits of
+files the spot-check draw left unjudged, draining.
 
 Accepted files become visible in submission order per step: a file is offered only once every earlier file of
 its step has its verdict, so which files a step trains on does not depend on which validator finished first.
@@ -14,7 +15,9 @@ from sqlalchemy.orm import Session, aliased
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import (
+    FileAudit,
     OutcomeReceipt,
+    RowId,
     RunId,
     RunState,
     Step,
@@ -22,14 +25,16 @@ from swarmrl.coordinator.api import (
     StepOutcomes,
     StepWork,
     SubmissionInfo,
+    VerdictInfo,
 )
-from swarmrl.coordinator.errors import ConflictError
+from swarmrl.coordinator.errors import ConflictError, ForbiddenError, NotFoundError
 from swarmrl.coordinator.rules import leases
+from swarmrl.coordinator.rules.judgement import judge
 from swarmrl.coordinator.server.access import get_run, require_privileged, require_trainer_or_admin
 from swarmrl.coordinator.server.auth import SignedCaller, state_of
 from swarmrl.coordinator.server.stats import is_drained, step_work
-from swarmrl.coordinator.server.views import run_state, submission_info
-from swarmrl.coordinator.store.db import Run, Submission
+from swarmrl.coordinator.server.views import run_state, submission_info, verdict_info
+from swarmrl.coordinator.store.db import Run, Submission, Verdict
 from swarmrl.coordinator.store.db import Step as StepRow
 
 router = APIRouter(tags=["trainer"])
@@ -141,6 +146,36 @@ def record_outcomes(
             if not result.rowcount:
                 ignored.append(submission_id)
     return OutcomeReceipt(recorded=len(outcomes) - len(ignored), ignored=ignored)
+
+
+@router.post("/v1/runs/{run_id}/submissions/{submission_id}/audit", response_model=VerdictInfo)
+def audit_submission(
+    run_id: RunId, submission_id: RowId, body: FileAudit, request: Request, who: SignedCaller
+) -> VerdictInfo:
+    """The trainer's own checks of a file the spot-check draw left unjudged, posted before it trains on it:
+    passed, the file is credited with the rows and tokens the trainer measured in it; failed, it is rejected
+    as a validator's rejection by that check would be (a forgery voids the node's unpaid work and bans it).
+    One judgement per file: a file a validator judges, an audited one and a voided one are refused."""
+    state = state_of(request)
+    now = state.clock()
+    with state.sessions() as session, session.begin():
+        run = get_run(session, run_id)
+        if who.node_id != run.trainer_public_key:
+            raise ForbiddenError("only the run's trainer audits the files it trains on", kind="not_trainer")
+        submission = session.get(Submission, submission_id)
+        if submission is None or submission.run_id != run_id:
+            raise NotFoundError(f"no submission {submission_id} in run {run_id!r}", kind="unknown_submission")
+        if submission.checked:
+            raise ConflictError(f"submission {submission_id} is judged by a validator", kind="checked")
+        if submission.status != "accepted" or session.get(Verdict, submission_id) is not None:
+            raise ConflictError(
+                f"submission {submission_id} is {submission.status} and cannot be audited now",
+                kind="voided" if submission.status == "voided" else "already_decided",
+            )
+        verdict = judge(session, submission, run.trainer_public_key, body, state.config, now)
+        info = verdict_info(verdict, submission)
+    state.metrics.verdicts.labels(outcome="audit_pass" if body.accept else f"audit_{verdict.severity}").inc()
+    return info
 
 
 @router.post("/v1/runs/{run_id}/drain", response_model=RunState)

@@ -1,0 +1,152 @@
+"""Issue 29, break 2: leases that free identities could starve.
+
+Five new keys (register, join, lease: no compute) held all 9 units of a step and the honest node got
+`step_full`; an upload slot declaring 100 MiB and never used pushed the unit deadlines out and reserved 100 MiB
+of the run's quota; four polling identities got 55 unit grants to the honest worker's 10. Now an unproven key
+holds one unit at a time from a pool unproven keys share, fair shares are spread over proven nodes, a slot
+reserves and extends nothing, and a unit stays leased only while its file's bytes arrive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import httpx
+import pytest
+
+from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.signing import sign_request
+from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
+from swarmrl.identity import Identity
+
+MIB = 1024 * 1024
+BASE = dict(uploads_per_hour=10_000, requests_per_minute=100_000, default_step_units=8, lease_slack_units=1)
+
+
+@pytest.fixture
+def make_world(clocked):
+    return lambda **config: clocked(**{**BASE, **config})
+
+
+def proven_node(world: ClockedCoordinator):
+    """A node with one file a validator judged and accepted: standing earned with measured work."""
+    node = world.node()
+    accept(
+        world.validator, leased_submit(node, "r", f"honest work of {node.node_id}".encode(), rows=1, tokens=1)
+    )
+    return node
+
+
+def held(node) -> int:
+    try:
+        return len(node.lease_work("r").units)
+    except CoordinatorError as exc:
+        assert exc.kind == "step_full", exc
+        return 0
+
+
+def test_five_fresh_keys_cannot_hold_a_step_the_honest_node_needs(make_world):
+    world = make_world(lease_initial_unit_s=10.0, lease_target_s=100.0)
+    honest = proven_node(world)
+    hoarders = [world.node() for _ in range(5)]
+    grabbed = [held(h) for h in hoarders]
+    assert max(grabbed) <= 1  # an unproven key holds one unit at a time
+    assert sum(grabbed) <= 2  # and unproven keys share a quarter of the 9 units
+    assert held(honest) >= 3  # the honest node's share is over proven nodes only: all it can do
+
+
+def test_what_fresh_keys_hold_is_extra_to_the_demand_and_nobody_waits_for_it(make_world):
+    """A hoarded unit of the unproven pool neither takes a unit from proven nodes nor counts as work in flight
+    for the trainer (it asked for one more unit only once nothing it waited for was left)."""
+    world = make_world(
+        default_step_units=1, lease_slack_units=1, lease_initial_unit_s=10.0, lease_target_s=100.0
+    )
+    honest = proven_node(world)  # its accepted file used one of step 0's two units
+    assert held(world.node()) == 1  # a fresh key takes the pool's unit and sits on it
+    assert held(honest) == 1  # the step's other unit: the hoard took nothing from the proven node
+    work = world.trainer.reads.step_work("r", 0)
+    assert (work.leased, work.unproven, work.open_units) == (2, 1, 0)
+    assert held(world.node()) == 0  # the pool (a quarter of the step, at least one unit) is full
+
+
+def test_an_honest_node_gets_a_unit_within_one_lease_period_while_100_fresh_keys_poll(make_world):
+    world = make_world(
+        lease_initial_unit_s=5.0, lease_target_s=5.0, lease_grace_s=5.0, heartbeat_interval_s=60.0
+    )
+    honest = proven_node(world)
+    sybils = [world.node() for _ in range(100)]
+    grants = {"honest": 0, "sybils": 0}
+    for _ in range(3):  # three lease periods of 15 s: everyone polls, nobody delivers
+        for sybil in sybils:
+            grants["sybils"] += held(sybil)
+        got = held(honest)
+        assert got >= 1, "the honest node waited a whole lease period"
+        grants["honest"] += got
+        world.wait(16.0)
+    assert grants["honest"] >= grants["sybils"] / 2, grants  # 55 grants to 10 before: standing is favoured
+
+
+def test_an_upload_slot_declaring_100_mib_reserves_nothing_and_extends_nothing(make_world):
+    world = make_world(storage_quota_bytes=100 * MIB, lease_proven_files=0)
+    hoarder, honest = world.node(), world.node()
+    (unit,) = hoarder.lease_work("r", max_units=1).units
+    hoarder.request_upload("r", 0, unit.batch_index, "ab" * 32, 100 * MIB)  # ... never sent
+    (recorded,) = world.admin.reads.units("r", node_id=hoarder.node_id)
+    assert recorded.expires_at == unit.expires_at  # the lease was not extended by a promise
+    data = b"x" * 4096
+    (mine,) = honest.lease_work("r", max_units=1).units
+    slot = honest.request_upload("r", 0, mine.batch_index, hashlib.sha256(data).hexdigest(), len(data))
+    honest.upload(slot, data)  # the quota had room: 100 MiB declared is not 100 MiB held
+    assert (
+        f'swarmrl_coordinator_storage_bytes{{run="r"}} {len(data)}' in httpx.get(f"{world.url}/metrics").text
+    )
+
+
+def _put(
+    world: ClockedCoordinator, identity: Identity, slot, data: bytes, chunk: int, seconds_per_chunk: float
+):
+    """PUT the file in chunks, moving the service's clock on between them as a transfer of that pace would (each
+    chunk gets half a real second to reach the server before the clock moves)."""
+
+    def paced():
+        for start in range(0, len(data), chunk):
+            if start:
+                time.sleep(0.5)
+                world.clock.advance(seconds_per_chunk)
+            yield data[start : start + chunk]
+
+    headers = sign_request(identity, "PUT", slot.upload_path, data, now=world.clock())
+    return httpx.put(f"{world.url}{slot.upload_path}", content=paced(), headers=headers, timeout=60)
+
+
+def test_a_unit_lives_while_its_bytes_arrive_and_lapses_under_a_trickle(make_world):
+    world = make_world(
+        lease_proven_files=0,
+        lease_initial_unit_s=10.0,
+        lease_deadline_factor=1.0,
+        lease_grace_s=0.0,
+        clock_skew_s=2.0,
+        upload_min_bytes_per_s=1000.0,
+    )
+    data = bytes(range(256)) * 80  # 20,480 bytes: 22.5 s at the slowest accepted rate, past the unit's 10 s
+    sha = hashlib.sha256(data).hexdigest()
+    for pace, expected in (
+        (4.0, 200),
+        (20.0, 409),
+    ):  # 4,096 bytes per 4 s (fast enough), per 20 s (a trickle)
+        identity = Identity.generate()
+        node = world.client(identity)
+        node.register()
+        node.join("r")
+        (unit,) = node.lease_work("r", max_units=1).units
+        slot = node.request_upload("r", 0, unit.batch_index, sha, len(data))
+        response = _put(world, identity, slot, data, chunk=4096, seconds_per_chunk=pace)
+        assert response.status_code == expected, response.text
+        if expected == 200:
+            assert world.clock() > unit.expires_at  # it outlived its first deadline on arriving bytes alone
+            node.submit("r", slot.slot_id, sha, 0, 1, 1)
+            data = data[::-1]  # the next file differs
+            sha = hashlib.sha256(data).hexdigest()
+        else:
+            assert response.json()["error"] == "lease_expired"
