@@ -117,7 +117,9 @@ def test_a_worker_leases_no_unit_before_it_holds_a_policy(coordinator, tmp_path)
             time.sleep(0.2)
         assert admin.reads.summary(RUN).nodes_total == 1  # it registered and joined ...
         time.sleep(3.0)
-        assert admin.reads.units(RUN) == []  # ... and, with no relay to fetch a policy from, asked for nothing
+        assert (
+            admin.reads.units(RUN) == []
+        )  # ... and, with no relay to fetch a policy from, asked for nothing
     finally:
         options.stop.set()
         node.join(timeout=30)
