@@ -19,6 +19,12 @@ class WorkerSection(Section):
         2, ge=0, description="a batch for step k may come from a policy no older than k - async_level"
     )
     torch_threads: int = Field(1, ge=1, description="CPU threads per worker")
+    local_proofs: bool = Field(
+        False,
+        description="local runs (`swarmrl rl`, `demo`, islands) build TOPLOC proofs although no validator reads "
+        "their files. Off (default): single-turn files are written without proofs and their header says so "
+        "(`proofs: false`), and every validator refuses such a file. Swarm workers always build proofs",
+    )
     device: str = Field(
         "cpu",
         description=f"where a worker generates (local workers and swarm nodes; `swarmrl worker --device` "

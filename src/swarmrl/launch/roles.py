@@ -26,10 +26,11 @@ from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.trainer.data import RolloutFeed
+from swarmrl.trainer.data import RolloutFeed, RolloutSource, Scorer
+from swarmrl.trainer.metrics import MetricsForward
 from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
-from swarmrl.trainer.train import AfterStep, run_trainer, train_device
+from swarmrl.trainer.train import AfterStep, Publisher, run_trainer, train_device
 from swarmrl.validator.scoring import score_rows
 from swarmrl.worker.colocated import ColocatedSource, colocated_source
 from swarmrl.worker.local import run_local_worker
@@ -59,40 +60,16 @@ def trainer_role(
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rundir = RunDir(run_dir)
-    tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
-    tasks = build_tasks(config.tasks)
-    scorer = functools.partial(
-        score_rows,
-        tasks=tasks,
-        tokenizer=tokenizer,
-        tasks_config=config.tasks,
-        group_size=config.worker.group_size,
-        advantage=config.trainer.advantage,
-    )
-    if config.env is not None:  # multi-turn rows are scored by replaying their environment
-        from swarmrl.envs.build import with_env_replay
-
-        scorer = with_env_replay(scorer, config, tasks, tokenizer)
-    sink = None
     with contextlib.ExitStack() as stack:
-        if config.trainer.colocate:
-            source, publish, forward = _colocated_source(config, coordinator_url, device), None, None
-            sink = source.engine
-        elif coordinator_url is None:
-            source, publish, forward = RunDirSource(rundir), None, None
-        else:
-            shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
-            source, publish, forward = _swarm_endpoints(
-                config, shardcast, rundir, coordinator_url, key, stack
-            )
+        source, publish, forward = _rollout_endpoints(
+            config, rundir, device, coordinator_url, key, origin, stack
+        )
         feed = RolloutFeed(
             source,
-            scorer,
+            trusted_scorer(config, rundir),
             async_level=config.worker.async_level,
             group_size=config.worker.group_size,
-            limits=RolloutLimits.for_worker(
-                config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))
-            ),
+            limits=_rollout_limits(config, rundir, swarm=coordinator_url is not None),
             max_files=config.trainer.max_files_per_step,
             poll_seconds=0.1 if coordinator_url is None else config.swarm.poll_seconds,
         )
@@ -106,7 +83,7 @@ def trainer_role(
                 collect,
                 publish,
                 stop_after_steps=stop_after_steps,
-                weight_sink=sink,
+                weight_sink=source.engine if isinstance(source, ColocatedSource) else None,
                 after_step=after_step,
                 forward_metrics=forward,
             )
@@ -118,6 +95,57 @@ def trainer_role(
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+def _rollout_endpoints(
+    config: RunConfig,
+    rundir: RunDir,
+    device: torch.device,
+    coordinator_url: str | None,
+    key: Path | None,
+    origin: dict[str, Any] | None,
+    stack: contextlib.ExitStack,
+) -> tuple[RolloutSource, Publisher | None, MetricsForward | None]:
+    """Where the trainer's rollouts come from, where its checkpoints go and where its metrics go besides
+    metrics.jsonl: an in-process engine (`trainer.colocate`), the run directory, or a swarm."""
+    if config.trainer.colocate:
+        return _colocated_source(config, coordinator_url, device), None, None
+    if coordinator_url is None:
+        return RunDirSource(rundir, files_per_step=files_per_step(config)), None, None
+    shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
+    return _swarm_endpoints(config, shardcast, rundir, coordinator_url, key, stack)
+
+
+def files_per_step(config: RunConfig) -> int:
+    """Rollout files a step needs when every group is informative."""
+    return -(-config.trainer.prompts_per_step // config.worker.prompts_per_batch)
+
+
+def _rollout_limits(config: RunConfig, rundir: RunDir, *, swarm: bool) -> RolloutLimits:
+    """Bounds on every rollout file the trainer reads. A swarm's files passed a validator, so they carry
+    proofs; a local run's carry them only with `worker.local_proofs`, and no validator reads them."""
+    limits = RolloutLimits.for_worker(config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0)))
+    return limits if swarm else limits.model_copy(update={"require_proofs": config.worker.local_proofs})
+
+
+def trusted_scorer(config: RunConfig, rundir: RunDir) -> Scorer:
+    """The trainer's own rewards and advantages of rollout rows (multi-turn rows by replaying their
+    environment): nothing a worker claims is used."""
+    tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
+    tasks = build_tasks(config.tasks)
+    scorer = functools.partial(
+        score_rows,
+        tasks=tasks,
+        tokenizer=tokenizer,
+        tasks_config=config.tasks,
+        group_size=config.worker.group_size,
+        advantage=config.trainer.advantage,
+    )
+    if config.env is not None:
+        from swarmrl.envs.build import with_env_replay
+
+        scorer = with_env_replay(scorer, config, tasks, tokenizer)
+    return scorer
 
 
 def _colocated_source(
@@ -166,7 +194,7 @@ def _swarm_endpoints(
         client,
         config.run.id,
         rundir,
-        units_per_step=-(-config.trainer.prompts_per_step // config.worker.prompts_per_batch),
+        units_per_step=files_per_step(config),
         last_step=config.trainer.steps - 1,
         async_level=config.worker.async_level,
     )
