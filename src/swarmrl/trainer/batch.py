@@ -83,8 +83,10 @@ def plan_step(
 ) -> StepBatch:
     """This rank's packed micro-batches for the policy step made of `rows` (the same list on every rank).
 
-    `pack_length` None: twice the longest sequence (so a long sequence can share its row with short ones),
-    at most `micro_batch_tokens` — right for dense masks, whose cost grows with the square of the row.
+    `pack_length` None: twice the longest sequence (so a long sequence can share its row with short ones), or
+    the longest group laid out whole if that is longer, at most `micro_batch_tokens` — dense masks cost the
+    square of the row, but a group split over rows lays its prompt out once per part and leaves rows half
+    empty (measured on the 6M-parameter workload: 19% faster steps with whole groups).
     """
     if not rows:
         raise PackingError("a policy step needs at least one row")
@@ -94,7 +96,11 @@ def plan_step(
     if len(temperatures) != 1:
         raise PackingError(f"a training batch mixes sampling temperatures {sorted(temperatures)}")
     longest = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
-    capacity = pack_length or max(longest, min(2 * longest, micro_batch_tokens))
+    whole_group = max(
+        unit_length(len(rows[u[0]].prompt_ids), [len(rows[i].completion_ids) for i in u])
+        for u in prompt_units([(r.prompt_ids, r.completion_ids) for r in rows], capacity=2**62)
+    )
+    capacity = pack_length or max(longest, min(max(2 * longest, whole_group), micro_batch_tokens))
     if longest > capacity:
         raise PackingError(f"a sequence of {longest} tokens is longer than pack_length {capacity}")
     rows_per_micro = max(1, micro_batch_tokens // capacity)

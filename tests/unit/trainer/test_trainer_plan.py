@@ -117,6 +117,13 @@ def test_default_rows_are_twice_the_longest_sequence() -> None:
     assert plan_step(rows, pad_token_id=0, minibatches=1, micro_batch_tokens=longest).pack_length == longest
 
 
+def test_default_rows_hold_a_whole_group_when_it_is_longer() -> None:
+    rows = scored_rows([([1, 2, 3, 4, 5], [6, 7])] * 8)  # one prompt, 8 completions: 4 + 8 * 3 = 28 tokens
+    step = plan_step(rows, pad_token_id=0, minibatches=1, micro_batch_tokens=4096)
+    assert step.pack_length == 28 and step.packed_rows == 1
+    assert plan_step(rows, pad_token_id=0, minibatches=1, micro_batch_tokens=20).pack_length == 20
+
+
 def test_bad_steps_are_refused_by_name() -> None:
     rows = scored_rows(random_examples(3))
     with pytest.raises(PackingError, match="at least one row"):
