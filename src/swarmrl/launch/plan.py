@@ -1,0 +1,39 @@
+"""How many worker processes a local run starts (`swarmrl rl`, `demo`, islands): `worker.num_workers`.
+
+"auto" starts one worker per CPU core the run may use but the trainer's (at least one), and every process runs
+one torch thread: several threads per process pay off only with idle cores, and on a loaded machine OpenMP's
+barriers spin on cores other processes need (TRL's demo step at load 8-20 on 2 cores: 7.8 samples/s with two
+threads, 69 with one). Workers generate only the files the trainer asked for and then wait, so a worker never
+takes the trainer's core for files nobody reads. Measured on 2 cores (benchmarks/RESULTS.md): with the trainer
+the bottleneck (the 6M-parameter workload) one worker beside it beats two (16.9 vs 11.6 samples/s), which take
+turns with the trainer on its core; at the demo workload, where generation is the bottleneck, two beat one.
+Workers that generate on a GPU: one.
+"""
+
+from __future__ import annotations
+
+import os
+
+from swarmrl.configs import RunConfig
+
+
+def available_cores() -> set[int]:
+    return os.sched_getaffinity(0)
+
+
+def local_workers(config: RunConfig, cores: int | None = None) -> int:
+    """Worker processes of a local run on this machine (or on one with `cores` CPU cores)."""
+    if config.worker.num_workers != "auto":
+        return config.worker.num_workers
+    if config.worker.device not in ("cpu", "auto") or _has_gpu(config.worker.device):
+        return 1
+    return max(1, (cores if cores is not None else len(available_cores())) - 1)
+
+
+def _has_gpu(device: str) -> bool:
+    """Whether `worker.device = "auto"` lands on a GPU here (torch is imported only to ask)."""
+    if device != "auto":
+        return False
+    import torch
+
+    return torch.cuda.is_available()
