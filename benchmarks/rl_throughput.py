@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -83,8 +84,14 @@ WORKLOADS = {
         "trainer.lr=1e-5",
     ],
 }
-# Fixed local layouts `--arms` may add beside the launcher's own choice: (colocate, worker processes).
-ARMS = {"2 workers": (False, 2), "1 worker": (False, 1), "colocated": (True, 1)}
+# Fixed local layouts `--arms` may add beside the launcher's own choice: (colocate, worker processes, the
+# trainer generates while it waits).
+ARMS = {
+    "2 workers": (False, 2, False),
+    "1 worker": (False, 1, False),
+    "1 worker + generating trainer": (False, 1, True),
+    "colocated": (True, 1, True),
+}
 # The GPU arm's shape, cut down for --smoke: the same code path on a CPU in seconds.
 SMOKE = [
     "model.tiny.num_layers=2",
@@ -106,9 +113,9 @@ SMOKE = [
 
 
 def swarmrl_run(
-    base: RunConfig, start: Path, steps: int, name: str, layout: tuple[bool, int] | None
+    base: RunConfig, start: Path, steps: int, name: str, layout: tuple[bool, int, bool] | None
 ) -> float:
-    """samples/s of a local run from `start`; `layout` (colocate, workers) fixes the processes, None leaves
+    """samples/s of a local run from `start`; `layout` (an `ARMS` value) fixes the processes, None leaves
     them to the launcher."""
     data = base.model_dump(mode="json")
     data["run"]["name"] = name
@@ -116,7 +123,8 @@ def swarmrl_run(
     # TRL below takes one optimizer step per generation batch (gradient accumulation over it).
     data["trainer"]["optimizer_steps_per_policy_step"] = 1
     if layout is not None:
-        data["trainer"]["colocate"], data["worker"]["num_workers"] = layout
+        colocate, data["worker"]["num_workers"], data["trainer"]["generate_while_waiting"] = layout
+        data["trainer"]["colocate"] = colocate
     config = RunConfig.model_validate(data)
     shutil.rmtree(config.run.directory, ignore_errors=True)
     target = config.run.directory / "checkpoints" / "step_0"
@@ -241,7 +249,7 @@ def cpu_runs(args: argparse.Namespace, config: RunConfig, start: Path, console: 
             )
         for name, layout in arms.items():
             before = load()
-            label = "auto" if layout is None else name.split("(")[1].rstrip(")").replace(" ", "-")
+            label = "auto" if layout is None else re.sub(r"\W+", "-", name.split("(")[1].rstrip(")"))
             rate = swarmrl_run(config, start, args.steps, f"swarmrl-{run}-{label}", layout)
             figures[name].append(rate)
             if layout is None:

@@ -23,17 +23,33 @@ def available_cores() -> set[int]:
 
 def local_workers(config: RunConfig, cores: int | None = None) -> int:
     """Worker processes of a local run on this machine (or on one with `cores` CPU cores)."""
+    if config.trainer.colocate:
+        return 0
     if config.worker.num_workers != "auto":
         return config.worker.num_workers
-    if config.worker.device not in ("cpu", "auto") or _has_gpu(config.worker.device):
+    if not _on_cpu(config.worker.device):
         return 1
-    return max(1, (cores if cores is not None else len(available_cores())) - 1)
+    spare = (cores if cores is not None else len(available_cores())) - 1
+    # A trainer that generates while it waits needs no worker on a single core.
+    return max(0 if trainer_generates(config) else 1, spare)
 
 
-def _has_gpu(device: str) -> bool:
-    """Whether `worker.device = "auto"` lands on a GPU here (torch is imported only to ask)."""
+def trainer_generates(config: RunConfig, *, distributed: bool = False) -> bool:
+    """Whether the trainer of a local run generates batches itself: always when colocated, and with
+    `trainer.generate_while_waiting` whenever it would wait for a worker's file."""
+    if config.trainer.colocate:
+        return True
+    setting = config.trainer.generate_while_waiting
+    if setting != "auto":
+        return setting
+    cpu = _on_cpu(config.trainer.device) and _on_cpu(config.worker.device)
+    return cpu and not distributed and not config.trainer.lora.enabled
+
+
+def _on_cpu(device: str) -> bool:
+    """Whether a device setting lands on the CPU here (torch is imported only to ask about "auto")."""
     if device != "auto":
-        return False
+        return device == "cpu"
     import torch
 
-    return torch.cuda.is_available()
+    return not torch.cuda.is_available()

@@ -20,6 +20,7 @@ from swarmrl.coordinator.api import METRIC_NAME_PATTERN
 from swarmrl.coordinator.client import CoordinatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
+from swarmrl.launch.plan import local_workers, trainer_generates
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.rollouts import RolloutLimits
 from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
@@ -111,6 +112,12 @@ def _rollout_endpoints(
     if config.trainer.colocate:
         return _colocated_source(config, coordinator_url, device), None, None
     if coordinator_url is None:
+        if trainer_generates(config, distributed=is_distributed()):
+            # It writes as the local worker after the launcher's last one.
+            source = colocated_source(
+                config, device, index=local_workers(config), files_per_step=files_per_step(config)
+            )
+            return source, None, None
         return RunDirSource(rundir, files_per_step=files_per_step(config)), None, None
     shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
     return _swarm_endpoints(config, shardcast, rundir, coordinator_url, key, stack)
