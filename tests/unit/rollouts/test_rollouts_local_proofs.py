@@ -51,21 +51,24 @@ def test_proofs_in_a_file_whose_header_says_none_are_refused(tmp_path):
         read_rollouts(path, LOCAL)
 
 
-def test_the_proofs_flag_is_signed(tmp_path):
-    path = write_rollouts(tmp_path / "a.parquet", PROOFLESS, [row([])], NODE)
+def rewrite_header(tmp_path, path, old: bytes, new: bytes):
+    """A copy of the file whose header metadata has `old` replaced by `new` (its signature kept)."""
     table = pq.read_table(path)
     meta = dict(table.schema.metadata)
-    meta[b"swarmrl.header"] = meta[b"swarmrl.header"].replace(b'"proofs": false', b'"proofs": true')
-    pq.write_table(table.replace_schema_metadata(meta), tmp_path / "b.parquet")
+    meta[b"swarmrl.header"] = meta[b"swarmrl.header"].replace(old, new)
+    pq.write_table(table.replace_schema_metadata(meta), tmp_path / "edited.parquet")
+    return tmp_path / "edited.parquet"
+
+
+def test_the_proofs_flag_is_signed(tmp_path):
+    path = write_rollouts(tmp_path / "a.parquet", PROOFLESS, [row([])], NODE)
+    edited = rewrite_header(tmp_path, path, b'"proofs": false', b'"proofs": true')
     with pytest.raises(RolloutError, match="signature"):
-        read_rollouts(tmp_path / "b.parquet", RolloutLimits(require_proofs=False))
+        read_rollouts(edited, LOCAL)
 
 
 def test_a_non_boolean_proofs_flag_is_refused(tmp_path):
     path = write_rollouts(tmp_path / "a.parquet", PROOFLESS, [row([])], NODE)
-    table = pq.read_table(path)
-    meta = dict(table.schema.metadata)
-    meta[b"swarmrl.header"] = meta[b"swarmrl.header"].replace(b'"proofs": false', b'"proofs": 0')
-    pq.write_table(table.replace_schema_metadata(meta), tmp_path / "b.parquet")
+    edited = rewrite_header(tmp_path, path, b'"proofs": false', b'"proofs": 0')
     with pytest.raises(RolloutError, match="proofs must be bool"):
-        read_rollouts(tmp_path / "b.parquet", LOCAL)
+        read_rollouts(edited, LOCAL)
