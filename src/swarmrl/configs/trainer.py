@@ -71,6 +71,14 @@ class TrainerSection(Section):
         "each new policy is copied into the engine in place, never read back from a checkpoint; give the "
         "engine a share of the GPU with engine.gpu_memory_fraction that leaves the trainer room",
     )
+    generate_while_waiting: bool | Literal["auto"] = Field(
+        "auto",
+        description="local runs with worker processes: the trainer's process also holds an inference engine "
+        "and, whenever it has read every rollout file of a step and still needs groups, generates a batch "
+        "itself with its newest policy (copied in place, as with colocate) instead of waiting for a worker. "
+        "'auto': on when the trainer and the workers run on the CPU (not with LoRA or under torchrun); "
+        "never in a swarm",
+    )
     micro_batch_tokens: int = Field(
         16384,
         ge=2,

@@ -94,6 +94,16 @@ class RoleClient:
             )
         return data
 
+    def task_seed(self, run_id: str, step: int, batch_index: int, node_id: str | None = None) -> int:
+        """This node's seed (or, for a validator/trainer, `node_id`'s) for (step, batch_index)."""
+        info = self.transport.call(
+            SeedInfo,
+            "GET",
+            f"/v1/runs/{run_id}/seed",
+            params={"step": step, "batch_index": batch_index, "node_id": node_id},
+        )
+        return info.seed
+
 
 class PublicReads(RoleClient):
     """The public read endpoints (unsigned): what dashboards, `swarmrl status` and operators read."""
@@ -207,16 +217,6 @@ class MemberClient(RoleClient):
 
     def leave(self, run_id: str) -> Ok:
         return self.transport.call(Ok, "POST", f"/v1/runs/{run_id}/leave", json_body={})
-
-    def task_seed(self, run_id: str, step: int, batch_index: int, node_id: str | None = None) -> int:
-        """This node's seed (or, for a validator/trainer, `node_id`'s) for (step, batch_index)."""
-        info = self.transport.call(
-            SeedInfo,
-            "GET",
-            f"/v1/runs/{run_id}/seed",
-            params={"step": step, "batch_index": batch_index, "node_id": node_id},
-        )
-        return info.seed
 
 
 class NodeClient(MemberClient):

@@ -1,4 +1,8 @@
-"""One rollout batch: the assigned prompts, G seeded completions each, TOPLOC proofs, as rollout rows."""
+"""One rollout batch: the assigned prompts, G seeded completions each, TOPLOC proofs, as rollout rows.
+
+A local run, whose files no validator reads, may leave the proofs out (`worker.local_proofs = false`): the
+file's header then says so, and every validator refuses it.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ def generate_batch(
     spec: BatchSpec,
     prompts: list[AssignedPrompt],
     params: SamplingParams,
+    *,
+    proofs: bool = True,
 ) -> list[RolloutRow]:
     requests = [
         GenerationRequest(prompt.prompt_ids, sample_seed(spec.seed, prompt.slot, g))
@@ -28,7 +34,11 @@ def generate_batch(
         for g in range(spec.group_size)
     ]
     generations = engine.generate(requests, params)
-    proofs = build_proofs_batch([generation.hidden_states for generation in generations])
+    committed = (
+        build_proofs_batch([generation.hidden_states for generation in generations])
+        if proofs
+        else [[] for _ in generations]
+    )
     rows = []
     for i, generation in enumerate(generations):
         prompt = prompts[i // spec.group_size]
@@ -45,7 +55,7 @@ def generate_batch(
                 target_length=prompt.target_length,
                 logprobs=list(generation.logprobs),
                 finish_reason=generation.finish_reason,
-                proofs=proofs[i],
+                proofs=committed[i],
             )
         )
     return rows
@@ -60,16 +70,21 @@ def write_batch(
     params: SamplingParams,
     path: Path,
     identity: Identity,
+    *,
+    proofs: bool = True,
 ) -> list[RolloutRow]:
-    """Generate the batch `spec` assigns with the engine's policy and write it to `path`, signed."""
+    """Generate the batch `spec` assigns with the engine's policy and write it to `path`, signed. Without
+    `proofs` (a local run's single-turn batch) no TOPLOC proof is built and the header says so; multi-turn
+    batches always carry theirs."""
     fmt = prompt_format(tokenizer, config.prompt)
     prompts = assigned_prompts(spec, tasks, fmt, config.tasks)
     if config.env is None:
-        rows = generate_batch(engine, spec, prompts, params)
+        rows = generate_batch(engine, spec, prompts, params, proofs=proofs)
     else:  # the environment layer is only needed by multi-turn runs
         from swarmrl.envs.build import generate_config_env_batch
 
         rows = generate_config_env_batch(engine, spec, prompts, params, config, fmt)
-    header = RolloutHeader(spec.run_id, spec.node_id, engine.policy_step, spec.batch_index)
+        proofs = True
+    header = RolloutHeader(spec.run_id, spec.node_id, engine.policy_step, spec.batch_index, proofs=proofs)
     write_rollouts(path, header, rows, identity)
     return rows

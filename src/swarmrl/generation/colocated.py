@@ -1,5 +1,9 @@
 """The worker half of a colocated run (`trainer.colocate`): one engine in the trainer's process, on its device.
 
+The same source serves a trainer that generates beside worker processes (`trainer.generate_while_waiting`):
+it offers the workers' files first and generates a batch itself only when it has read them all and the
+step still needs groups, so the trainer's core generates instead of idling.
+
 The trainer's rollout feed asks its source for step k's files; this source answers by generating them, one
 batch at a time with the engine's current policy, written and signed as local worker 0 writes them. The feed
 then reads, scores and filters them as it does any worker's: the same untrusted-file checks, rewards computed
@@ -38,11 +42,13 @@ class ColocatedPolicyError(RuntimeError):
 class ColocatedSource:
     """A `RolloutSource` that generates each file it offers; steps are closed in the run directory."""
 
-    def __init__(self, writer: BatchWriter, engine: InferenceEngine, async_level: int) -> None:
+    def __init__(
+        self, writer: BatchWriter, engine: InferenceEngine, async_level: int, files_per_step: int = 1
+    ) -> None:
         self.writer = writer
         self.engine = engine
         self.async_level = async_level
-        self.files = RunDirSource(writer.rundir)
+        self.files = RunDirSource(writer.rundir, files_per_step=files_per_step)
 
     def open_step(self, step: int) -> None:
         self.files.open_step(step)
@@ -86,6 +92,11 @@ def colocated_engine(config: RunConfig, writer: BatchWriter, device: torch.devic
     return build_engine(config.engine, model, eos_token_id=writer.stop_token_ids, policy_step=NO_POLICY)
 
 
-def colocated_source(config: RunConfig, device: torch.device) -> ColocatedSource:
-    writer = BatchWriter.for_run(config, 0)
-    return ColocatedSource(writer, colocated_engine(config, writer, device), config.worker.async_level)
+def colocated_source(
+    config: RunConfig, device: torch.device, *, index: int = 0, files_per_step: int = 1
+) -> ColocatedSource:
+    """The trainer's engine and source. `index`: the local worker it writes as — 0 when colocated (no worker
+    processes), the number of worker processes when it generates beside them (`generate_while_waiting`)."""
+    writer = BatchWriter.for_run(config, index)
+    engine = colocated_engine(config, writer, device)
+    return ColocatedSource(writer, engine, config.worker.async_level, files_per_step)

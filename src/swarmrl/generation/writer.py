@@ -69,7 +69,17 @@ class BatchWriter:
             config.run.seed,
         )
         path = self.path(step, batch_index)
-        write_batch(engine, spec, self.tasks, self.tokenizer, config, self.params, path, self.identity)
+        write_batch(
+            engine,
+            spec,
+            self.tasks,
+            self.tokenizer,
+            config,
+            self.params,
+            path,
+            self.identity,
+            proofs=config.worker.local_proofs,
+        )
         return path
 
 

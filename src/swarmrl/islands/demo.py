@@ -22,6 +22,7 @@ from swarmrl.islands.island import merges_log
 from swarmrl.islands.launch import IslandFleet, island_config, prepare_islands
 from swarmrl.islands.versions import merging_fragment
 from swarmrl.launch.demo import evaluate_checkpoint
+from swarmrl.layout import local_workers
 from swarmrl.models import load_model
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
@@ -94,7 +95,7 @@ def run_islands_demo(config: RunConfig, console: Console | None = None) -> dict[
     with console.status("SFT warm start (cached across runs)"):
         base, islands = prepare_islands(config)
     console.print(
-        f"run directory: {base.root} · {settings.count} islands × {config.worker.num_workers} workers, "
+        f"run directory: {base.root} · {settings.count} islands × {local_workers(config)} workers, "
         f"merge every {settings.merge_every} steps, {settings.codec} pseudo-gradients"
     )
     before = evaluate_checkpoint(config, base, 0)
@@ -115,7 +116,7 @@ def run_islands_demo(config: RunConfig, console: Console | None = None) -> dict[
     result = {
         "name": config.run.name,
         "islands": settings.count,
-        "workers_per_island": config.worker.num_workers,
+        "workers_per_island": local_workers(config),
         "merge_every": settings.merge_every,
         "codec": settings.codec,
         "steps": config.trainer.steps,

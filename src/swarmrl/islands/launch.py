@@ -20,6 +20,7 @@ from swarmrl.configs.islands import IslandsConfig
 from swarmrl.launch.prepare import prepare_run
 from swarmrl.launch.processes import LaunchError, ProcessGroup
 from swarmrl.launch.swarm import Swarm, start_swarm, stop_swarm
+from swarmrl.layout import local_workers
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.steps import checkpoint_dir
 
@@ -101,7 +102,7 @@ class IslandFleet:
         self.groups[index] = group
         self.trainers[index] = group.start("trainer", trainer)
         # A colocated island's trainer generates its own rollouts (the merge runs before each push to its engine).
-        for worker in range(0 if self.config.trainer.colocate else self.config.worker.num_workers):
+        for worker in range(0 if self.config.trainer.colocate else local_workers(self.config)):
             group.start(f"worker-{worker}", ["worker", "--run-dir", str(rundir.root), "--index", str(worker)])
 
     def _stop(self, index: int) -> None:

@@ -10,6 +10,7 @@ from rich.console import Console
 from swarmrl.configs import RunConfig
 from swarmrl.launch.processes import ProcessGroup
 from swarmrl.launch.report import live_table, metrics_table, plot_reward_curve
+from swarmrl.layout import available_cores, local_workers
 from swarmrl.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -29,14 +30,16 @@ def run_local(
     console = console or Console()
     config.metrics.check_installed()
     group = ProcessGroup(rundir.root / "logs")
-    cores = sorted(_available_cores())
+    cores = sorted(available_cores())
+    workers = 0 if config.trainer.colocate else local_workers(config, len(cores))
+    log.info("local run: a trainer and %d worker process(es) on %d CPU core(s)", workers, len(cores))
     try:
         trainer = group.start(
             "trainer",
             ["trainer", "--run-dir", str(rundir.root)],
             cpu_cores={cores[0]} if pin_cores else None,
         )
-        for index in range(0 if config.trainer.colocate else config.worker.num_workers):
+        for index in range(workers):
             core = cores[(index + 1) % len(cores)]
             group.start(
                 f"worker-{index}",
@@ -54,9 +57,3 @@ def run_local(
     records = rundir.read_metrics()
     plot_reward_curve(records, rundir.root / "reward_curve.png", title=config.run.name)
     return records
-
-
-def _available_cores() -> set[int]:
-    import os
-
-    return os.sched_getaffinity(0)

@@ -177,7 +177,7 @@ class SwarmWatch:
         run_id = swarm.config.run.id
         with swarm.admin() as client:
             self.submissions = all_pages(
-                lambda after: client.submissions(run_id, after_id=after), lambda s: s.id
+                lambda after: client.reads.submissions(run_id, after_id=after), lambda s: s.id
             )
         self.node_ids = {name: node_id for node_id, name in swarm.node_names().items()}
         for name in self.holdings.workers:

@@ -48,7 +48,11 @@ class RolloutLimits(BaseModel):
     max_prompt_tokens: int = Field(8192, description="longest prompt")
     max_completion_tokens: int = Field(32768, description="longest completion")
     vocab_size: int = Field(2**31 - 1, description="token ids must lie in [0, vocab_size)")
-    require_proofs: bool = Field(True, description="every row must carry one TOPLOC proof per 32 tokens")
+    require_proofs: bool = Field(
+        True,
+        description="refuse a file written without TOPLOC proofs (header `proofs: false`, a local run's "
+        "shortcut); only the trainer of a local run, whose files no validator reads, turns it off",
+    )
 
     @classmethod
     def for_worker(cls, worker: WorkerSection, vocab_size: int) -> RolloutLimits:
@@ -129,6 +133,11 @@ def read_rollouts(
             f"{path.name}: schema differs from rollout schema v{SCHEMA_VERSION}: {_schema_diff(schema, expected)}"
         )
     header = _parse_header(path.name, schema.metadata or {})
+    if limits.require_proofs and not header.proofs:
+        raise RolloutError(
+            f"{path.name}: written without TOPLOC proofs (a local run's file, worker.local_proofs = false); "
+            "this reader requires them"
+        )
     try:
         table = parquet_file.read()
         # Full validation: parquet reads strings without checking them, and an invalid UTF-8 value would
@@ -181,6 +190,8 @@ def _parse_header(name: str, metadata: dict[bytes, bytes]) -> RolloutHeader:
         value = getattr(header, key)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise RolloutError(f"{name}: header field {key} must be {kind.__name__}")
+    if not isinstance(header.proofs, bool):
+        raise RolloutError(f"{name}: header field proofs must be bool")
     if header.policy_step < 0 or header.batch_index < 0:
         raise RolloutError(f"{name}: negative policy step or batch index in header")
     return header
@@ -223,12 +234,13 @@ def _check_row(name: str, i: int, row: RolloutRow, header: RolloutHeader, limits
             raise fail("the completion mask holds values other than 0 and 1")
         if row.completion_mask[0] != 1 or row.completion_mask[-1] != 1:
             raise fail("a multi-turn completion must start and end with model tokens")
-    if limits.require_proofs:
-        # Proofs cover the model's tokens only: environment tokens are prefill, like the prompt.
-        tokens = row.model_token_count
-        expected = -(-tokens // PROOF_CHUNK_TOKENS)
-        if len(row.proofs) != expected:
-            raise fail(f"{len(row.proofs)} TOPLOC proofs for {tokens} model tokens, expected {expected}")
+    # Proofs cover the model's tokens only: environment tokens are prefill, like the prompt.
+    expected = -(-row.model_token_count // PROOF_CHUNK_TOKENS) if header.proofs else 0
+    if len(row.proofs) != expected:
+        raise fail(
+            f"{len(row.proofs)} TOPLOC proofs for {row.model_token_count} model tokens, expected {expected}"
+            + ("" if header.proofs else " (the header says the file carries none)")
+        )
     if isinstance(row, ScoredRow):
         for column in ("task_reward", "length_term", "reward", "advantage"):
             if not math.isfinite(getattr(row, column)):

@@ -94,3 +94,6 @@ class RolloutHeader:
     policy_step: int
     batch_index: int
     schema_version: int = SCHEMA_VERSION
+    # False: a local run's file, written without TOPLOC proofs because no validator reads it (the run's
+    # `worker.local_proofs`); every reader that requires proofs, a validator's, refuses it.
+    proofs: bool = True

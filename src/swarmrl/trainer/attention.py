@@ -53,25 +53,34 @@ def use_attention(model: nn.Module, kind: AttentionKind) -> None:
     model.set_attn_implementation(name)
 
 
-def document_mask(document_ids: Tensor, kind: AttentionKind):
-    """The attention mask of packed rows whose tokens carry `document_ids` [R, C] (-1 on padding)."""
+def document_mask(document_ids: Tensor, kind: AttentionKind, branch_ids: Tensor | None = None):
+    """The attention mask of packed rows whose tokens carry `document_ids` [R, C] (-1 on padding) and, where
+    documents share a prompt prefix, `branch_ids` (-1 on the prefix: see `block_causal_mask`)."""
     if kind == "sdpa":
-        return block_causal_mask(document_ids, dtype=torch.bool)
+        return block_causal_mask(document_ids, dtype=torch.bool, branch_ids=branch_ids)
     if kind == "eager":
-        return block_causal_mask(document_ids, dtype=torch.float32)
+        return block_causal_mask(document_ids, dtype=torch.float32, branch_ids=branch_ids)
     if kind == "flex":
-        return document_block_mask(document_ids)
+        return document_block_mask(document_ids, branch_ids)
     raise AttentionError(f"unknown attention backend {kind!r}")
 
 
-def document_block_mask(document_ids: Tensor):
-    """FlexAttention BlockMask: query q attends key k iff k ≤ q within the same document of its row."""
+def document_block_mask(document_ids: Tensor, branch_ids: Tensor | None = None):
+    """FlexAttention BlockMask: query q attends key k iff k ≤ q within the same document of its row and, with
+    `branch_ids`, k is on the document's shared prefix (-1) or on q's own branch."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     rows, length = document_ids.shape
+    branches = torch.full_like(document_ids, -1) if branch_ids is None else branch_ids
 
     def same_document_causal(batch, head, q_index, kv_index):
-        return (document_ids[batch, q_index] == document_ids[batch, kv_index]) & (kv_index <= q_index)
+        key_branch = branches[batch, kv_index]
+        same_branch = (key_branch == -1) | (key_branch == branches[batch, q_index])
+        return (
+            (document_ids[batch, q_index] == document_ids[batch, kv_index])
+            & (kv_index <= q_index)
+            & same_branch
+        )
 
     return create_block_mask(
         same_document_causal,

@@ -51,8 +51,10 @@ class PackedPolicy(nn.Module):
         loss_mask: Tensor,
         temperature: float,
         with_entropy: bool = False,
+        branch_ids: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """(log π(target), entropy or None), each [R, C-1] float32, 0 off `loss_mask`."""
+        """(log π(target), entropy or None), each [R, C-1] float32, 0 off `loss_mask`. `branch_ids`: rows laid
+        out in units whose branches share a prompt prefix (`trainer.packing.lay_out_units`)."""
         backbone, head = split_lm(self.model)
         autocast = (
             torch.autocast(input_ids.device.type, dtype=self.autocast_dtype)
@@ -63,7 +65,7 @@ class PackedPolicy(nn.Module):
             hidden = backbone(
                 input_ids=input_ids,
                 position_ids=position_ids,
-                attention_mask=document_mask(document_ids, self.attention),
+                attention_mask=document_mask(document_ids, self.attention, branch_ids),
                 use_cache=False,
             ).last_hidden_state[:, :-1]
             # Always score position (0, 0) too: a micro-batch with nothing on its mask (rank padding) then
@@ -92,6 +94,7 @@ class PackedPolicy(nn.Module):
             micro.loss_mask,
             temperature,
             with_entropy,
+            micro.branch_ids,
         )
 
 

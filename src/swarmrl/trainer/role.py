@@ -24,6 +24,7 @@ from swarmrl.coordinator.transport import node_retry
 from swarmrl.generation.colocated import ColocatedSource, colocated_source
 from swarmrl.httpserve.reach import loopback_warning
 from swarmrl.identity import Identity
+from swarmrl.layout import local_workers, trainer_generates
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutLimits
@@ -35,10 +36,11 @@ from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
 from swarmrl.tasks.task import TaskSource
-from swarmrl.trainer.data import RolloutFeed
+from swarmrl.trainer.data import RolloutFeed, RolloutSource
+from swarmrl.trainer.metrics import MetricsForward
 from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions, FileChecks
-from swarmrl.trainer.train import AfterStep, run_trainer, train_device
+from swarmrl.trainer.train import AfterStep, Publisher, run_trainer, train_device
 
 log = logging.getLogger(__name__)
 
@@ -68,21 +70,13 @@ def trainer_role(
     tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
     tasks = build_tasks(config.tasks)
     scorer = trusted_scorer(config, tasks, tokenizer)
-    sink = None
+    checks = functools.partial(
+        structural_checks, config=config, tasks=tasks, prompts=prompt_format(tokenizer, config.prompt)
+    )
     with contextlib.ExitStack() as stack:
-        if config.trainer.colocate:
-            source, publish, forward = _colocated_source(config, coordinator_url, device), None, None
-            sink = source.engine
-        elif coordinator_url is None:
-            source, publish, forward = RunDirSource(rundir), None, None
-        else:
-            shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
-            checks = functools.partial(
-                structural_checks, config=config, tasks=tasks, prompts=prompt_format(tokenizer, config.prompt)
-            )
-            source, publish, forward = _swarm_endpoints(
-                config, shardcast, rundir, coordinator_url, key, stack, checks
-            )
+        source, publish, forward = _rollout_endpoints(
+            config, rundir, device, coordinator_url, key, origin, stack, checks
+        )
         feed = _feed(config, rundir, source, scorer)
 
         def collect(step: int):
@@ -94,7 +88,7 @@ def trainer_role(
                 collect,
                 publish,
                 stop_after_steps=stop_after_steps,
-                weight_sink=sink,
+                weight_sink=source.engine if isinstance(source, ColocatedSource) else None,
                 after_step=after_step,
                 forward_metrics=forward,
             )
@@ -106,6 +100,45 @@ def trainer_role(
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+def _rollout_endpoints(
+    config: RunConfig,
+    rundir: RunDir,
+    device: torch.device,
+    coordinator_url: str | None,
+    key: Path | None,
+    origin: dict[str, Any] | None,
+    stack: contextlib.ExitStack,
+    checks: FileChecks,
+) -> tuple[RolloutSource, Publisher | None, MetricsForward | None]:
+    """Where the trainer's rollouts come from, where its checkpoints go and where its metrics go besides
+    metrics.jsonl: an in-process engine (`trainer.colocate`), the run directory, or a swarm (whose files pass
+    `checks` before they train)."""
+    if config.trainer.colocate:
+        return _colocated_source(config, coordinator_url, device), None, None
+    if coordinator_url is None:
+        if trainer_generates(config, distributed=is_distributed()):
+            # It writes as the local worker after the launcher's last one.
+            source = colocated_source(
+                config, device, index=local_workers(config), files_per_step=files_per_step(config)
+            )
+            return source, None, None
+        return RunDirSource(rundir, files_per_step=files_per_step(config)), None, None
+    shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
+    return _swarm_endpoints(config, shardcast, rundir, coordinator_url, key, stack, checks)
+
+
+def files_per_step(config: RunConfig) -> int:
+    """Rollout files a step needs when every group is informative."""
+    return -(-config.trainer.prompts_per_step // config.worker.prompts_per_batch)
+
+
+def _rollout_limits(config: RunConfig, rundir: RunDir, *, swarm: bool) -> RolloutLimits:
+    """Bounds on every rollout file the trainer reads. A swarm's files passed a validator, so they carry
+    proofs; a local run's carry them only with `worker.local_proofs`, and no validator reads them."""
+    limits = RolloutLimits.for_worker(config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0)))
+    return limits if swarm else limits.model_copy(update={"require_proofs": config.worker.local_proofs})
 
 
 def trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase):
@@ -135,9 +168,7 @@ def _feed(config: RunConfig, rundir: RunDir, source, scorer) -> RolloutFeed:
         scorer,
         async_level=config.worker.async_level,
         group_size=config.worker.group_size,
-        limits=RolloutLimits.for_worker(
-            config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))
-        ),
+        limits=_rollout_limits(config, rundir, swarm=swarm),
         max_files=config.trainer.max_files_per_step,
         poll_seconds=config.swarm.poll_seconds if swarm else 0.1,
         audit=source if swarm else None,
@@ -194,7 +225,7 @@ def _swarm_endpoints(
         client,
         config.run.id,
         rundir,
-        units_per_step=-(-config.trainer.prompts_per_step // config.worker.prompts_per_batch),
+        units_per_step=files_per_step(config),
         last_step=config.trainer.steps - 1,
         async_level=config.worker.async_level,
         checks=checks,

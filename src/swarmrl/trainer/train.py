@@ -267,43 +267,10 @@ def run_trainer(
     torch.manual_seed(config.run.seed)
     if latest_checkpoint(rundir.checkpoints) is None:
         raise FileNotFoundError(f"{rundir.checkpoints}: no step_0 checkpoint to start from")
-    tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
     # Probe the saved state first: the model must come from the checkpoint the state belongs to.
     state_steps = saved_trainer_steps(rundir.trainer_state)
     step = state_steps[-1] if state_steps else 0
-    device = train_device(config.trainer.device)
-    lora = config.trainer.lora
-    adapter = None
-    if lora.enabled:
-        from swarmrl.trainer.lora import load_lora_policy  # peft is the optional `lora` extra
-
-        adapter = load_lora_policy(rundir.checkpoints, step, lora)
-        model = adapter.base_model.model  # the transformers model, adapters injected in place
-        policy_module = build_policy(model, config.trainer, device)
-    else:
-        # fp32 master weights (sharded straight from the checkpoint under torchrun); `trainer.precision`
-        # decides the compute dtype.
-        model, policy_module = load_policy(checkpoint_dir(rundir.checkpoints, step), config.trainer, device)
-    policy_module.train()
-    optimizer, scheduler = build_optimizer(
-        model,
-        config.trainer.lr,
-        config.trainer.weight_decay,
-        config.trainer.betas,
-        config.trainer.warmup_steps,
-    )
-    if state_steps:
-        state = read_trainer_state(rundir.trainer_state, step)
-        load_optimizer_state(model, optimizer, state["optimizer"] if rank == 0 else None)
-        restore_scheduler_and_rng(state, scheduler)
-        log.info("resumed at step %d", step)
-    ref_policy = None
-    if config.loss.kl_coef > 0:
-        _, ref_policy = load_policy(
-            checkpoint_dir(rundir.checkpoints, 0), config.trainer, device, for_training=False
-        )
-        ref_policy.eval()
-    policy = _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy, adapter)
+    policy = _load_policy_and_optimizer(config, rundir, step, resume=bool(state_steps))
     sink = (
         MetricsSink(config.metrics, rundir, config.model_dump(mode="json"), forward_metrics)
         if rank == 0
@@ -326,6 +293,44 @@ def run_trainer(
             evaluator.close()
         if sink is not None:
             sink.close()
+
+
+def _load_policy_and_optimizer(config: RunConfig, rundir: RunDir, step: int, *, resume: bool) -> _Policy:
+    """The policy of checkpoint `step` with fp32 master weights, its optimizer and scheduler (restored from
+    the trainer state of `step` when resuming) and the KL reference policy when the loss needs one."""
+    rank = world()[0]
+    device = train_device(config.trainer.device)
+    adapter = None
+    if config.trainer.lora.enabled:
+        from swarmrl.trainer.lora import load_lora_policy  # peft is the optional `lora` extra
+
+        adapter = load_lora_policy(rundir.checkpoints, step, config.trainer.lora)
+        model = adapter.base_model.model  # the transformers model, adapters injected in place
+        policy_module = build_policy(model, config.trainer, device)
+    else:
+        # Sharded straight from the checkpoint under torchrun; `trainer.precision` decides the compute dtype.
+        model, policy_module = load_policy(checkpoint_dir(rundir.checkpoints, step), config.trainer, device)
+    policy_module.train()
+    optimizer, scheduler = build_optimizer(
+        model,
+        config.trainer.lr,
+        config.trainer.weight_decay,
+        config.trainer.betas,
+        config.trainer.warmup_steps,
+    )
+    if resume:
+        state = read_trainer_state(rundir.trainer_state, step)
+        load_optimizer_state(model, optimizer, state["optimizer"] if rank == 0 else None)
+        restore_scheduler_and_rng(state, scheduler)
+        log.info("resumed at step %d", step)
+    ref_policy = None
+    if config.loss.kl_coef > 0:
+        _, ref_policy = load_policy(
+            checkpoint_dir(rundir.checkpoints, 0), config.trainer, device, for_training=False
+        )
+        ref_policy.eval()
+    tokenizer = load_tokenizer(checkpoint_dir(rundir.checkpoints, 0))
+    return _Policy(policy_module, tokenizer, optimizer, scheduler, ref_policy, adapter)
 
 
 @dataclass

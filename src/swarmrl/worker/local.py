@@ -29,7 +29,10 @@ class WorkerStopped(Exception):
     """The run asked its processes to stop while this worker was waiting."""
 
 
-def wait_for_policy(rundir: RunDir, minimum_step: int, poll_seconds: float = 0.05) -> int:
+POLL_SECONDS = 0.05
+
+
+def wait_for_policy(rundir: RunDir, minimum_step: int, poll_seconds: float = POLL_SECONDS) -> int:
     """Block until a checkpoint of at least `minimum_step` exists; returns the newest one."""
     while True:
         newest = latest_checkpoint(rundir.checkpoints)
@@ -62,13 +65,16 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             elif policy > engine.policy_step:
                 engine.load_weights(checkpoint_dir(rundir.checkpoints, policy), policy_step=policy)
             batch_index = 0
-            # Keep producing until the trainer has enough informative groups for this step; it gives up
-            # (and says why) when a step needs more files than it allows.
+            # Keep producing until the trainer has enough informative groups for this step (it gives up, and
+            # says why, when a step needs more files than it allows), but no file it has not asked for.
             while not rundir.is_complete(step) and not rundir.should_stop():
-                writer.write(engine, step, batch_index)
-                files += 1
-                batch_index += 1
-                # A newer policy may have landed while this batch ran; later batches should use it.
+                if rundir.wants_files(step):
+                    writer.write(engine, step, batch_index)
+                    files += 1
+                    batch_index += 1
+                else:
+                    time.sleep(POLL_SECONDS)
+                # A newer policy may have landed meanwhile; later batches should use it.
                 newest = latest_checkpoint(rundir.checkpoints)
                 if newest is not None and newest > engine.policy_step:
                     engine.load_weights(checkpoint_dir(rundir.checkpoints, newest), policy_step=newest)

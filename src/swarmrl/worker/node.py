@@ -356,7 +356,7 @@ class WorkerNode:
             if exc.kind in _REJOIN:
                 self.client.join(self.options.run_id)
             elif exc.kind == "step_full":
-                self.log_book.count("refused_step_full")  # a node that never gets work can tell why
+                self.log_book.count("lease_refused_step_full")  # a node that never gets work can tell why
             else:
                 self.notices.failure(exc.kind, f"no lease: {exc}")
             self.full_streak = self.full_streak + 1 if exc.kind == "step_full" else 0

@@ -282,3 +282,14 @@ def test_no_false_rejects_over_512_honest_rollouts(world, context, tmp_path):
     finally:
         torch.set_num_threads(threads_before)
     assert accepted == 512
+
+
+def test_a_local_runs_proofless_file_is_refused(world, context, tmp_path):
+    """A file written the way a local run writes it (`worker.local_proofs = false`): no proofs, and the signed
+    header says so. A validator refuses it before any compute."""
+    rows = [dataclasses.replace(r, proofs=[]) for r in honest_rows(world)]
+    header = RolloutHeader(world[0].run.id, NODE.node_id, 0, 0, proofs=False)
+    path = write_rollouts(tmp_path / "local.parquet", header, rows, NODE)
+    verdict = validate_file(path, 0, context, node_id=NODE.node_id)
+    assert verdict.failed_check == "schema_and_signature", verdict.reason
+    assert "written without TOPLOC proofs" in verdict.reason

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from swarmrl.layout import local_workers
+
 from .conftest import STEPS
 
 
@@ -44,7 +46,7 @@ def test_sigterm_to_the_supervisor_stops_every_role_process(run_copy):
     roles: set[int] = set()
     try:
         deadline = time.monotonic() + 120
-        while len(roles) < 1 + config.worker.num_workers:  # the trainer and every worker started
+        while len(roles) < 1 + local_workers(config):  # the trainer and every worker started
             assert supervisor.poll() is None, (config.run.directory / "supervisor.log").read_text()[-2000:]
             assert time.monotonic() < deadline, "the supervisor started no role processes"
             roles = children(supervisor.pid)

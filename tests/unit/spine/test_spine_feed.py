@@ -56,7 +56,7 @@ def feed(tmp_path, async_level=1, max_files=16):
 
 
 def put(tmp_path, step, name, policy_step, rewards):
-    header = RolloutHeader("run", NODE.node_id, policy_step, 0)
+    header = RolloutHeader("run", NODE.node_id, policy_step, 0, proofs=False)
     write_rollouts(RunDir(tmp_path).rollouts(step) / name, header, rows_for(policy_step, rewards), NODE)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from trainer_testkit import plain_logprobs, random_examples, scored_rows, tiny_model
+from trainer_testkit import grouped_examples, plain_logprobs, random_examples, scored_rows, tiny_model
 
 from swarmrl.trainer.attention import AttentionError, resolve_attention
 from swarmrl.trainer.batch import MicroBatch, plan_step
@@ -15,11 +15,16 @@ torch.set_num_threads(1)
 TEMPERATURE = 0.7
 
 
-def one_micro_batch(count: int = 7, pack_length: int = 24) -> tuple[MicroBatch, list]:
-    rows = scored_rows(random_examples(count, seed=3), advantages=[0.0] * count, temperature=TEMPERATURE)
+def one_micro_batch(count: int = 7, pack_length: int = 24, group: int = 1) -> tuple[MicroBatch, list]:
+    """`count` random samples, or with `group` > 1 that many completions of each of `count` prompts (laid out
+    with each group's prompt shared)."""
+    examples = random_examples(count, seed=3) if group == 1 else grouped_examples(count, group, seed=3)
+    rows = scored_rows(examples, advantages=[0.0] * len(examples), temperature=TEMPERATURE)
     step = plan_step(rows, pad_token_id=0, minibatches=1, micro_batch_tokens=4096, pack_length=pack_length)
     (micro,) = step.minibatches[0].micro_batches
-    assert micro.input_ids.shape[0] < count  # several documents share rows
+    assert micro.input_ids.shape[0] < len(rows)  # several documents share rows
+    if group > 1:
+        assert (micro.branch_ids == -1).logical_and(micro.document_ids >= 0).any()  # shared prefixes
     return micro, rows
 
 
@@ -35,9 +40,12 @@ def alone(model, row) -> torch.Tensor:
     return logprobs[0, len(row.prompt_ids) - 1 :]
 
 
+@pytest.mark.parametrize("group", [1, 4], ids=["distinct prompts", "groups share their prompt"])
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
-def test_packing_changes_no_logprob_and_no_gradient(attention: str) -> None:
-    micro, rows = one_micro_batch()
+def test_packing_changes_no_logprob_and_no_gradient(attention: str, group: int) -> None:
+    micro, rows = one_micro_batch(
+        count=7 if group == 1 else 3, pack_length=24 if group == 1 else 48, group=group
+    )
     weights = torch.randn(len(rows), generator=torch.Generator().manual_seed(5))
     packed_model, reference = tiny_model(), tiny_model()
 
@@ -57,9 +65,12 @@ def test_packing_changes_no_logprob_and_no_gradient(attention: str) -> None:
         )
 
 
-def test_flex_block_mask_isolates_documents() -> None:
+@pytest.mark.parametrize("group", [1, 4], ids=["distinct prompts", "groups share their prompt"])
+def test_flex_block_mask_isolates_documents(group: int) -> None:
     # PyTorch has no FlexAttention backward on CPU: forward values here, training on CUDA.
-    micro, rows = one_micro_batch(pack_length=40)
+    micro, rows = one_micro_batch(
+        count=7 if group == 1 else 3, pack_length=40 if group == 1 else 48, group=group
+    )
     model = tiny_model()
     with torch.no_grad():
         logprobs, _ = PackedPolicy(model, attention="flex").score(micro, TEMPERATURE)

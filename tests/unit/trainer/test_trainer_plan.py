@@ -8,7 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trainer_testkit import random_examples, scored_rows
+from trainer_testkit import grouped_examples, random_examples, scored_rows
 
 from swarmrl.trainer.batch import plan_step
 from swarmrl.trainer.packing import PackingError
@@ -20,7 +20,10 @@ def placed(rows, step) -> dict[int, tuple[list[int], list[float], float]]:
     for minibatch in step.minibatches:
         for micro in minibatch.micro_batches:
             for local, row in enumerate(micro.row_indices):
-                tokens = micro.input_ids[micro.document_ids == local].tolist()
+                branch = micro.branch_ids == local
+                unit = micro.document_ids[branch][0]
+                prefix = (micro.document_ids == unit) & (micro.branch_ids == -1)
+                tokens = micro.input_ids[prefix].tolist() + micro.input_ids[branch].tolist()
                 on_targets = micro.loss_mask & (micro.sequence_ids == local)
                 advantages = set(micro.advantages[on_targets].tolist())
                 assert len(advantages) == 1
@@ -72,6 +75,24 @@ def test_every_row_lands_once_on_one_rank_with_its_own_values(count, minibatches
                 assert micro.input_ids.numel() <= max(micro_batch_tokens, plan.pack_length)
 
 
+@settings(max_examples=20, deadline=None)
+@given(prompts=st.integers(1, 6), group=st.integers(1, 8), micro_batch_tokens=st.integers(12, 200))
+def test_a_group_shares_its_prompt_once_per_row_and_every_row_keeps_its_values(
+    prompts, group, micro_batch_tokens
+):
+    examples = grouped_examples(prompts, group, seed=prompts * 10 + group)
+    rows = scored_rows(examples, advantages=[float(i) for i in range(len(examples))])
+    step = plan_step(rows, pad_token_id=0, minibatches=1, micro_batch_tokens=micro_batch_tokens)
+    found = placed(rows, step)
+    for i, row in enumerate(rows):
+        assert found[i] == (row.prompt_ids + row.completion_ids, pytest.approx(row.logprobs), row.advantage)
+    laid_out = sum(m.real_tokens for m in step.minibatches[0].micro_batches)
+    alone = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
+    assert laid_out <= alone
+    if group > 1 and micro_batch_tokens >= 4 * max(len(r.prompt_ids) + len(r.completion_ids) for r in rows):
+        assert laid_out < alone  # a whole group fits a row: its prompt is laid out fewer times
+
+
 def test_minibatches_are_contiguous_and_even() -> None:
     rows = scored_rows(random_examples(10))
     step = plan_step(rows, pad_token_id=0, minibatches=3, micro_batch_tokens=4096)
@@ -94,6 +115,13 @@ def test_default_rows_are_twice_the_longest_sequence() -> None:
     longest = max(len(r.prompt_ids) + len(r.completion_ids) for r in rows)
     assert plan_step(rows, pad_token_id=0, minibatches=1, micro_batch_tokens=4096).pack_length == 2 * longest
     assert plan_step(rows, pad_token_id=0, minibatches=1, micro_batch_tokens=longest).pack_length == longest
+
+
+def test_default_rows_hold_a_whole_group_when_it_is_longer() -> None:
+    rows = scored_rows([([1, 2, 3, 4, 5], [6, 7])] * 8)  # one prompt, 8 completions: 4 + 8 * 3 = 28 tokens
+    step = plan_step(rows, pad_token_id=0, minibatches=1, micro_batch_tokens=4096)
+    assert step.pack_length == 28 and step.packed_rows == 1
+    assert plan_step(rows, pad_token_id=0, minibatches=1, micro_batch_tokens=20).pack_length == 20
 
 
 def test_bad_steps_are_refused_by_name() -> None:

@@ -90,3 +90,21 @@ def random_examples(count: int, seed: int = 0, vocab: int = 64) -> list[tuple[li
         ids = torch.randint(1, vocab, (prompt_len + completion_len,), generator=generator).tolist()
         examples.append((ids[:prompt_len], ids[prompt_len:]))
     return examples
+
+
+def grouped_examples(
+    prompts: int, group: int, seed: int = 0, vocab: int = 64
+) -> list[tuple[list[int], list[int]]]:
+    """GRPO-shaped examples: `group` completions of random lengths after each of `prompts` random prompts."""
+    generator = torch.Generator().manual_seed(seed)
+    examples = []
+    for _ in range(prompts):
+        prompt = torch.randint(
+            1, vocab, (int(torch.randint(2, 7, (1,), generator=generator)),), generator=generator
+        )
+        for _ in range(group):
+            length = int(torch.randint(1, 8, (1,), generator=generator))
+            examples.append(
+                (prompt.tolist(), torch.randint(1, vocab, (length,), generator=generator).tolist())
+            )
+    return examples
