@@ -7,9 +7,9 @@ import json
 
 import torch
 
-from swarmrl.trainer.role import trainer_role
 from swarmrl.rollouts import RolloutLimits, read_rollouts
 from swarmrl.rundir import RunDir
+from swarmrl.trainer.role import trainer_role
 
 
 def test_the_trainer_reads_worker_files_first_then_generates_what_the_step_still_needs(run_copy):
