@@ -10,6 +10,7 @@ than skip: deselect them on purpose with `-m "not browser"`.
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -165,6 +166,17 @@ def update_count(browser) -> int:
     return int(browser.find_element("id", "updates").get_attribute("data-count") or 0)
 
 
+def settled_update_count(browser, quiet_s: float = 1.0, attempts: int = 10) -> int:
+    """The page's update count once it has not moved for `quiet_s` (a loopback fetch in flight lands by then)."""
+    count = update_count(browser)
+    for _ in range(attempts):
+        time.sleep(quiet_s)
+        count, before = update_count(browser), count
+        if count == before:
+            return count
+    raise AssertionError(f"the page kept updating for {attempts * quiet_s:.0f} s with its summary blocked")
+
+
 ROWS_SCRIPT = """
 return Array.from(document.querySelectorAll('#nodes tbody tr')).map(row => ({
   id: row.dataset.nodeId, banned: row.dataset.banned === 'true', role: row.cells[1].textContent,
@@ -297,7 +309,7 @@ def test_the_wait_fails_when_the_page_gets_no_live_update(browser, world):
     browser.get(f"{world.url}/dashboard")
     wait_for(browser, lambda b: shown_step(b) == 0, "step 0")
     browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/summary*"]})
-    shown = update_count(browser)
+    shown = settled_update_count(browser)  # a poll already under way when the block began may still render
     step = world.next_step()
     with pytest.raises(AssertionError, match=f"did not show step {step}"):
         wait_for(browser, lambda b: shown_step(b) == step, f"step {step}", timeout_s=8.0)
