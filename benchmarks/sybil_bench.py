@@ -184,9 +184,7 @@ def measure(swarm: Swarm, client: PublicReads, name: str, started: float, sybils
     run_id = swarm.config.run.id
     last_step = max(s.published_at for s in client.steps(run_id))
     honest = honest_ids(swarm)
-    submissions = []
-    while page := client.submissions(run_id, after_id=submissions[-1].id if submissions else 0):
-        submissions += page
+    submissions = client.all_submissions(run_id)
     accepted = [
         s
         for s in submissions
@@ -195,7 +193,7 @@ def measure(swarm: Swarm, client: PublicReads, name: str, started: float, sybils
     rejected = sum(s.node_id in honest and s.status == "rejected" for s in submissions)
     trainer = client.run_state(run_id).trainer_public_key
     audited = sum(
-        v.validator_key == trainer and v.accepted for v in all_verdicts(client, run_id) if v.node_id in honest
+        v.validator_key == trainer and v.accepted for v in client.all_verdicts(run_id) if v.node_id in honest
     )
     sybil_ids = set(sybils.node_ids)
     credit = sum(
@@ -216,13 +214,6 @@ def measure(swarm: Swarm, client: PublicReads, name: str, started: float, sybils
         len(sybil_ids),
         dict(sybils.refusals),
     )
-
-
-def all_verdicts(client: PublicReads, run_id: str) -> list:
-    verdicts: list = []
-    while page := client.verdicts(run_id, after_id=verdicts[-1].submission_id if verdicts else 0):
-        verdicts += page
-    return verdicts
 
 
 def main() -> None:

@@ -168,6 +168,20 @@ class PublicReads(RoleClient):
             list[NodeWork], f"/v1/runs/{run_id}/work", node_id=node_id, after_node=after_node or None
         )
 
+    def all_submissions(self, run_id: str) -> list[SubmissionInfo]:
+        """Every page of `submissions`."""
+        rows: list[SubmissionInfo] = []
+        while page := self.submissions(run_id, after_id=rows[-1].id if rows else 0):
+            rows += page
+        return rows
+
+    def all_verdicts(self, run_id: str) -> list[VerdictInfo]:
+        """Every page of `verdicts`."""
+        rows: list[VerdictInfo] = []
+        while page := self.verdicts(run_id, after_id=rows[-1].submission_id if rows else 0):
+            rows += page
+        return rows
+
     def all_work(self, run_id: str) -> list[NodeWork]:
         """Every page of `work`."""
         rows: list[NodeWork] = []

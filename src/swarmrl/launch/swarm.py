@@ -359,13 +359,6 @@ class SwarmSnapshot:
         return self.rewards[-1] if self.rewards else None
 
 
-def all_pages(fetch, key) -> list:
-    rows: list = []
-    while page := fetch(key(rows[-1]) if rows else 0):
-        rows += page
-    return rows
-
-
 def snapshot(swarm: Swarm) -> SwarmSnapshot:
     """What the coordinator's public read endpoints, the trainer's metrics and the nodes' own files say now."""
     run_id = swarm.config.run.id
@@ -379,7 +372,7 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
     reject_checks: dict[str, list[str]] = {name: [] for name in nodes}
     with PublicReads.at(swarm.coordinator_url, retry=SHORT_RETRY) as client:
         run = client.run_state(run_id)
-        submissions = all_pages(lambda after: client.submissions(run_id, after_id=after), lambda s: s.id)
+        submissions = client.all_submissions(run_id)
         for submission in submissions:
             record = by_id.get(submission.node_id)
             if record is None:
@@ -393,7 +386,7 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
                     record.unread_rows += submission.rows
                 elif submission.use_outcome == "trained":
                     record.remainder_rows += submission.rows - (submission.used_rows or 0)
-        verdicts = all_pages(lambda after: client.verdicts(run_id, after_id=after), lambda v: v.submission_id)
+        verdicts = client.all_verdicts(run_id)
         for verdict in verdicts:
             record = by_id.get(verdict.node_id)
             if record is not None and not verdict.accepted:

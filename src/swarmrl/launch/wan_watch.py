@@ -20,7 +20,7 @@ from pathlib import Path
 
 from swarmrl.configs.wan import ChurnConfig
 from swarmrl.coordinator.api import SubmissionInfo
-from swarmrl.launch.swarm import Swarm, SwarmSnapshot, all_pages
+from swarmrl.launch.swarm import Swarm, SwarmSnapshot
 from swarmrl.shardcast.layout import META_DIR, manifest_path
 from swarmrl.shardcast.manifest import SignedManifest
 from swarmrl.steps import parse_step_dir_name
@@ -176,9 +176,7 @@ class SwarmWatch:
         self.holdings.scan()
         run_id = swarm.config.run.id
         with swarm.admin() as client:
-            self.submissions = all_pages(
-                lambda after: client.reads.submissions(run_id, after_id=after), lambda s: s.id
-            )
+            self.submissions = client.reads.all_submissions(run_id)
         self.node_ids = {name: node_id for node_id, name in swarm.node_names().items()}
         for name in self.holdings.workers:
             book = swarm.swarm_dir / name / "work.json"
