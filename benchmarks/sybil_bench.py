@@ -184,7 +184,7 @@ def measure(swarm: Swarm, client: PublicReads, name: str, started: float, sybils
     run_id = swarm.config.run.id
     last_step = max(s.published_at for s in client.steps(run_id))
     honest = honest_ids(swarm)
-    submissions = client.all_submissions(run_id)
+    submissions = client.every_page("submissions", run_id)
     accepted = [
         s
         for s in submissions
@@ -193,13 +193,15 @@ def measure(swarm: Swarm, client: PublicReads, name: str, started: float, sybils
     rejected = sum(s.node_id in honest and s.status == "rejected" for s in submissions)
     trainer = client.run_state(run_id).trainer_public_key
     audited = sum(
-        v.validator_key == trainer and v.accepted for v in client.all_verdicts(run_id) if v.node_id in honest
+        v.validator_key == trainer and v.accepted
+        for v in client.every_page("verdicts", run_id)
+        if v.node_id in honest
     )
     sybil_ids = set(sybils.node_ids)
     credit = sum(
         b.pending_tokens + b.unlocked_tokens for b in client.ledger(run_id).balances if b.node_id in sybil_ids
     )
-    trained = sum(w.trained_rows for w in client.all_work(run_id) if w.node_id in sybil_ids)
+    trained = sum(w.trained_rows for w in client.every_page("work", run_id) if w.node_id in sybil_ids)
     banned = sum(client.node(node_id).banned for node_id in sybil_ids)
     return Arm(
         name,

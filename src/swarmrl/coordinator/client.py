@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 
@@ -105,6 +105,14 @@ class RoleClient:
         return info.seed
 
 
+# Each paged read's query cursor and the row field that carries it on.
+_PAGE_CURSORS = {
+    "submissions": ("after_id", "id"),
+    "verdicts": ("after_id", "submission_id"),
+    "work": ("after_node", "node_id"),
+}
+
+
 class PublicReads(RoleClient):
     """The public read endpoints (unsigned): what dashboards, `swarmrl status` and operators read."""
 
@@ -168,24 +176,12 @@ class PublicReads(RoleClient):
             list[NodeWork], f"/v1/runs/{run_id}/work", node_id=node_id, after_node=after_node or None
         )
 
-    def all_submissions(self, run_id: str) -> list[SubmissionInfo]:
-        """Every page of `submissions`."""
-        rows: list[SubmissionInfo] = []
-        while page := self.submissions(run_id, after_id=rows[-1].id if rows else 0):
-            rows += page
-        return rows
-
-    def all_verdicts(self, run_id: str) -> list[VerdictInfo]:
-        """Every page of `verdicts`."""
-        rows: list[VerdictInfo] = []
-        while page := self.verdicts(run_id, after_id=rows[-1].submission_id if rows else 0):
-            rows += page
-        return rows
-
-    def all_work(self, run_id: str) -> list[NodeWork]:
-        """Every page of `work`."""
-        rows: list[NodeWork] = []
-        while page := self.work(run_id, after_node=rows[-1].node_id if rows else ""):
+    def every_page(self, table: Literal["submissions", "verdicts", "work"], run_id: str) -> list[Any]:
+        """Every row of a paged read (`submissions`, `verdicts` or `work`), page after page."""
+        read = getattr(self, table)
+        cursor, row_key = _PAGE_CURSORS[table]
+        rows: list[Any] = []
+        while page := read(run_id, **({cursor: getattr(rows[-1], row_key)} if rows else {})):
             rows += page
         return rows
 

@@ -372,7 +372,7 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
     reject_checks: dict[str, list[str]] = {name: [] for name in nodes}
     with PublicReads.at(swarm.coordinator_url, retry=SHORT_RETRY) as client:
         run = client.run_state(run_id)
-        submissions = client.all_submissions(run_id)
+        submissions = client.every_page("submissions", run_id)
         for submission in submissions:
             record = by_id.get(submission.node_id)
             if record is None:
@@ -386,12 +386,12 @@ def snapshot(swarm: Swarm) -> SwarmSnapshot:
                     record.unread_rows += submission.rows
                 elif submission.use_outcome == "trained":
                     record.remainder_rows += submission.rows - (submission.used_rows or 0)
-        verdicts = client.all_verdicts(run_id)
+        verdicts = client.every_page("verdicts", run_id)
         for verdict in verdicts:
             record = by_id.get(verdict.node_id)
             if record is not None and not verdict.accepted:
                 reject_checks[record.name].append(verdict.check)
-        for work in client.all_work(run_id):
+        for work in client.every_page("work", run_id):
             record = by_id.get(work.node_id)
             if record is not None:
                 for name in (

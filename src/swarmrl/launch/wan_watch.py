@@ -176,7 +176,7 @@ class SwarmWatch:
         self.holdings.scan()
         run_id = swarm.config.run.id
         with swarm.admin() as client:
-            self.submissions = client.reads.all_submissions(run_id)
+            self.submissions = client.reads.every_page("submissions", run_id)
         self.node_ids = {name: node_id for node_id, name in swarm.node_names().items()}
         for name in self.holdings.workers:
             book = swarm.swarm_dir / name / "work.json"
