@@ -15,15 +15,26 @@ Printed per arm: honest workers' accepted files per minute over the measured win
 held, sybil credit (pending + unlocked tokens), sybil rows trained, sybils banned, step_full refusals; then
 the ratio sybils/anchor (goal ≥ 0.90) and whether sybil credit and garbage rows trained are 0.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/sybil_bench.py [--steps 40] [--sybils 100]
+Also printed per arm: the sybils' lease polls per second over the window (the attack as it actually ran) and
+the CPU seconds each role spent in the window, so what the sybils cost the coordinator can be told apart from
+what their own clients took from the honest processes on the same cores.
+
+`--sybils-apart` runs the sybils in a process of their own at the idle scheduling class (SCHED_IDLE): their
+clients' CPU (signing, HTTP) stands in for the attackers' own machines and takes only cycles the swarm leaves
+free, while every request they send is still paid for by this swarm's coordinator. Without it they are threads
+of this process, sharing the cores with the swarm as equals.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/sybil_bench.py [--steps 40] [--sybils 100] [--sybils-apart]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import multiprocessing
 import os
 import random
+import resource
 import shutil
 import threading
 import time
@@ -60,6 +71,7 @@ class Sybils:
     stop: threading.Event = field(default_factory=threading.Event)
     node_ids: list[str] = field(default_factory=list)
     units_held: int = 0
+    polls: int = 0  # lease requests sent
     refusals: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -84,6 +96,8 @@ class Sybils:
             while not self.stop.is_set():
                 try:
                     client.heartbeat(self.run_id)
+                    with self.lock:
+                        self.polls += 1
                     lease = client.lease_work(self.run_id)
                     with self.lock:
                         self.units_held += len(lease.units)
@@ -106,6 +120,84 @@ class Sybils:
         else:  # absurd claims
             client.upload_and_submit(self.run_id, unit.step, unit.batch_index, garbage, HUGE, HUGE)
 
+    def attack(self) -> ThreadPoolExecutor:
+        pool = ThreadPoolExecutor(self.count)
+        for index in range(self.count):
+            pool.submit(self.play, index)
+        return pool
+
+    def outcome(self) -> tuple[list[str], int, int, dict[str, int]]:
+        with self.lock:
+            return list(self.node_ids), self.units_held, self.polls, dict(self.refusals)
+
+
+def attack_apart(url: str, run_id: str, count: int, poll_s: float, unit: UnitBounds, stop, outcome) -> None:
+    """The sybils in a process of their own, at the idle scheduling class, until `stop` is set."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    sybils = Sybils(url, run_id, count, poll_s, unit)
+    pool = sybils.attack()
+    stop.wait()
+    sybils.stop.set()
+    pool.shutdown(wait=True)
+    outcome.put(sybils.outcome())
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its reaped children, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(ticks) for ticks in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def role_group(name: str) -> str:
+    return name.rstrip("0123456789").rstrip("-")
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds of each role group over a window: the swarm's processes are sampled every half second (a
+    process that exits keeps its last sample), with this process (its sybil threads included) and the sybils'
+    own process."""
+
+    swarm: Swarm
+    attacker_pid: int | None
+    first: dict[int, tuple[str, float]] = field(default_factory=dict)
+    last: dict[int, tuple[str, float]] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def sample(self) -> None:
+        pids = {role.popen.pid: role_group(name) for name, role in self.swarm.roles.items()}
+        if self.attacker_pid is not None:
+            pids[self.attacker_pid] = "sybils"
+        for pid, group in pids.items():
+            try:
+                seconds = cpu_seconds(pid)
+            except (OSError, IndexError, ValueError):  # exited and reaped
+                continue
+            self.first.setdefault(pid, (group, seconds))
+            self.last[pid] = (group, seconds)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self.first.setdefault(0, ("bench", usage.ru_utime + usage.ru_stime))
+        self.last[0] = ("bench", usage.ru_utime + usage.ru_stime)
+
+    def __enter__(self) -> CpuMeter:
+        self.sample()
+        threading.Thread(target=self._run, daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.5):
+            self.sample()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.sample()
+
+    def by_group(self) -> dict[str, float]:
+        groups: dict[str, float] = {}
+        for pid, (group, seconds) in self.last.items():
+            groups[group] = groups.get(group, 0.0) + seconds - self.first[pid][1]
+        return groups
+
 
 @dataclass
 class Arm:
@@ -119,7 +211,9 @@ class Arm:
     sybil_rows_trained: int = 0
     sybils_banned: int = 0
     sybils: int = 0
+    sybil_polls: int = 0
     refusals: dict[str, int] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds of each role over the window
 
     @property
     def files_per_min(self) -> float:
@@ -155,32 +249,59 @@ def wait_for_step(swarm: Swarm, client: PublicReads, step: int, timeout_s: float
     raise RuntimeError(f"the trainer did not publish step {step} in time")
 
 
-def run_arm(root: Path, name: str, steps: int, attack_from: int, sybil_count: int, poll_s: float) -> Arm:
+def run_arm(
+    root: Path, name: str, steps: int, attack_from: int, sybil_count: int, poll_s: float, apart: bool
+) -> Arm:
     config = config_for(root, name, steps)
     if config.run.directory.exists():
         shutil.rmtree(config.run.directory)
     swarm = start_swarm(config, prepare_run(config))
-    run_id = config.run.id
-    sybils = Sybils(swarm.coordinator_url, run_id, sybil_count, poll_s, UnitBounds.of_worker(config.worker))
-    attack: ThreadPoolExecutor | None = None
+    sybils = Sybils(
+        swarm.coordinator_url, config.run.id, sybil_count, poll_s, UnitBounds.of_worker(config.worker)
+    )
+    spawn = multiprocessing.get_context("spawn")
+    stop_apart, outcome_apart = spawn.Event(), spawn.Queue()
+    attacker = spawn.Process(
+        target=attack_apart,
+        args=(sybils.url, sybils.run_id, sybils.count, poll_s, sybils.unit, stop_apart, outcome_apart),
+        daemon=True,
+    )
+    pool: ThreadPoolExecutor | None = None
     try:
         with PublicReads.at(swarm.coordinator_url, retry=SHORT_RETRY) as client:
             started = wait_for_step(swarm, client, attack_from, timeout_s=900)
-            if sybil_count:
-                attack = ThreadPoolExecutor(sybil_count)
-                for index in range(sybil_count):
-                    attack.submit(sybils.play, index)
-            supervise(swarm, Console(file=io.StringIO(), width=160), timeout_s=900, interval_s=2.0)
-            sybils.stop.set()
-            return measure(swarm, client, name, started, sybils)
+            if sybil_count and apart:
+                attacker.start()
+            elif sybil_count:
+                pool = sybils.attack()
+            with CpuMeter(swarm, attacker.pid) as meter:
+                supervise(swarm, Console(file=io.StringIO(), width=160), timeout_s=900, interval_s=2.0)
+            cpu = meter.by_group()
+            if attacker.pid is not None:
+                stop_apart.set()
+                outcome = outcome_apart.get(timeout=120)
+            else:
+                sybils.stop.set()
+                outcome = sybils.outcome()
+            return measure(swarm, client, name, started, outcome, cpu)
     finally:
         sybils.stop.set()
-        if attack is not None:
-            attack.shutdown(wait=True)
+        stop_apart.set()
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if attacker.pid is not None:
+            attacker.join(timeout=60)
         stop_swarm(swarm)
 
 
-def measure(swarm: Swarm, client: PublicReads, name: str, started: float, sybils: Sybils) -> Arm:
+def measure(
+    swarm: Swarm,
+    client: PublicReads,
+    name: str,
+    started: float,
+    outcome: tuple[list[str], int, int, dict[str, int]],
+    cpu_s: dict[str, float],
+) -> Arm:
     run_id = swarm.config.run.id
     last_step = max(s.published_at for s in client.steps(run_id))
     honest = honest_ids(swarm)
@@ -197,7 +318,8 @@ def measure(swarm: Swarm, client: PublicReads, name: str, started: float, sybils
         for v in client.every_page("verdicts", run_id)
         if v.node_id in honest
     )
-    sybil_ids = set(sybils.node_ids)
+    node_ids, units_held, polls, refusals = outcome
+    sybil_ids = set(node_ids)
     credit = sum(
         b.pending_tokens + b.unlocked_tokens for b in client.ledger(run_id).balances if b.node_id in sybil_ids
     )
@@ -209,12 +331,14 @@ def measure(swarm: Swarm, client: PublicReads, name: str, started: float, sybils
         len(accepted),
         rejected,
         audited,
-        sybils.units_held,
+        units_held,
         credit,
         trained,
         banned,
         len(sybil_ids),
-        dict(sybils.refusals),
+        polls,
+        refusals,
+        cpu_s,
     )
 
 
@@ -228,11 +352,18 @@ def main() -> None:
     parser.add_argument(
         "--poll-s", type=float, default=3.0, help="seconds between one sybil's lease requests"
     )
+    parser.add_argument(
+        "--sybils-apart",
+        action="store_true",
+        help="run the sybils in their own process at the idle scheduling class (see above)",
+    )
     parser.add_argument("--root", type=Path, default=Path("runs/sybil-bench"))
     args = parser.parse_args()
     arms = [
-        run_arm(args.root, "anchor", args.steps, args.attack_from, 0, args.poll_s),
-        run_arm(args.root, "sybils", args.steps, args.attack_from, args.sybils, args.poll_s),
+        run_arm(args.root, "anchor", args.steps, args.attack_from, 0, args.poll_s, False),
+        run_arm(
+            args.root, "sybils", args.steps, args.attack_from, args.sybils, args.poll_s, args.sybils_apart
+        ),
     ]
     for arm in arms:
         print(
@@ -241,6 +372,10 @@ def main() -> None:
             f"{arm.honest_rejected} rejected) · sybils {arm.sybils}: units held {arm.sybil_units}, credit "
             f"{arm.sybil_credit} tokens, rows trained {arm.sybil_rows_trained}, banned {arm.sybils_banned} · "
             f"refusals {dict(sorted(arm.refusals.items()))}"
+        )
+        print(
+            f"{'':>7}  sybil lease polls/s {arm.sybil_polls / arm.window_s:.1f} · CPU s in the window: "
+            + ", ".join(f"{group} {seconds:.1f}" for group, seconds in sorted(arm.cpu_s.items()))
         )
     anchor, attacked = arms
     ratio = attacked.files_per_min / anchor.files_per_min

@@ -14,8 +14,10 @@ import time
 
 import httpx
 import pytest
+from sqlalchemy import event
 
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.server.routes.leases import ROOM_FRESH_S
 from swarmrl.coordinator.signing import sign_request
 from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
@@ -150,3 +152,35 @@ def test_a_unit_lives_while_its_bytes_arrive_and_lapses_under_a_trickle(make_wor
             sha = hashlib.sha256(data).hexdigest()
         else:
             assert response.json()["error"] == "lease_expired"
+
+
+def test_refused_polls_stand_on_one_reading_of_the_steps_room(make_world):
+    """A crowd of keys polling a full step costs each one a read of its own units and standing; the refusals
+    share one count of the step's units (renewed every ROOM_FRESH_S), instead of three counts each."""
+    world = make_world(lease_initial_unit_s=10.0, lease_target_s=100.0)
+    proven_node(world)
+    sybils = [world.node() for _ in range(20)]
+    holding = [held(sybil) for sybil in sybils]  # the unproven pool fills; the rest are refused
+    assert 0 in holding
+    step_counts: list[str] = []
+
+    def count_step_reads(conn, cursor, statement, *args) -> None:
+        if "count(*)" in statement.lower() and "work_units.step =" in statement:
+            step_counts.append(statement)
+
+    engine = world.app.state.coordinator.sessions.kw["bind"]
+    event.listen(engine, "before_cursor_execute", count_step_reads)
+    try:
+        assert [held(sybil) for sybil in sybils] == holding  # the clock stands: the same answers
+    finally:
+        event.remove(engine, "before_cursor_execute", count_step_reads)
+    # At most one reading of the room (its two counts), three counts a refusal before.
+    assert len(step_counts) <= 2, step_counts
+    world.wait(ROOM_FRESH_S)
+    before = len(step_counts)
+    event.listen(engine, "before_cursor_execute", count_step_reads)
+    try:
+        held(sybils[holding.index(0)])
+    finally:
+        event.remove(engine, "before_cursor_execute", count_step_reads)
+    assert len(step_counts) > before  # read afresh once the interval has passed

@@ -118,15 +118,33 @@ def unproven_leased(session: Session, run: Run, config: CoordinatorConfig) -> in
     return unproven_units(session, run, config, ("leased",))
 
 
-def unproven_room(session: Session, run: Run, config: CoordinatorConfig, now: float) -> int:
-    """Units of the open step one more unproven node may take now (0 or 1: it holds at most one). Identities are
-    free, so unproven nodes share one pool however many they are: the whole step while no proven node is
-    alive, else `lease_unproven_fraction` of it. Their leases are extra to the step's demand (`open_units`
-    does not count them until they deliver), so what a pool of idle keys holds no proven node waits for."""
+@dataclass(frozen=True)
+class StepRoom:
+    """The room in the open step `step`: units that may still be leased (`open_units`), the proven workers alive
+    to share them, and how many units one more unproven node may take (0 or 1: it holds at most one).
+
+    Identities are free, so unproven nodes share one pool however many they are: the whole step while no proven
+    node is alive, else `lease_unproven_fraction` of it. Their leases are extra to the step's demand
+    (`open_units` does not count them until they deliver), so what a pool of idle keys holds no proven node
+    waits for."""
+
+    step: int
+    open_units: int
+    proven_alive: int
+    unproven_room: int
+
+
+def step_room(session: Session, run: Run, config: CoordinatorConfig, now: float) -> StepRoom:
     units = step_demand(run, config) + config.lease_slack_units
-    alive_proven = live_members(session, run.run_id, config, now, proven=True)
-    pool = units if alive_proven == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
-    return 1 if unproven_leased(session, run, config) < pool else 0
+    unproven_held = unproven_leased(session, run, config)
+    proven_alive = live_members(session, run.run_id, config, now, proven=True)
+    pool = units if proven_alive == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
+    return StepRoom(
+        step=run.current_step,
+        open_units=open_units(session, run, config, unproven_held=unproven_held),
+        proven_alive=proven_alive,
+        unproven_room=1 if unproven_held < pool else 0,
+    )
 
 
 def unit_deadlines(
@@ -207,14 +225,15 @@ def step_units(session: Session, run: Run, *where, step: int | None = None) -> i
     return session.scalar(query) or 0
 
 
-def open_units(session: Session, run: Run, config: CoordinatorConfig) -> int:
+def open_units(
+    session: Session, run: Run, config: CoordinatorConfig, *, unproven_held: int | None = None
+) -> int:
     """Units of the open step that may still be leased: demand + slack minus those delivered or leased to proven
-    nodes (a lease of an unproven node counts once its file arrives)."""
+    nodes (a lease of an unproven node, `unproven_held` of them, counts once its file arrives)."""
     active = step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES))
-    return max(
-        0,
-        step_demand(run, config) + config.lease_slack_units - active + unproven_leased(session, run, config),
-    )
+    if unproven_held is None:
+        unproven_held = unproven_leased(session, run, config)
+    return max(0, step_demand(run, config) + config.lease_slack_units - active + unproven_held)
 
 
 def free_batch_indices(session: Session, run_id: str, step: int, node_id: str, count: int) -> list[int]:

@@ -361,9 +361,20 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+# Starlette runs sync endpoints on anyio's worker threads: 40 unless configured otherwise.
+REQUEST_THREADS = 40
+
+
 def make_engine(db_url: str) -> Engine:
     if db_url.startswith("sqlite"):
-        engine = create_engine(db_url, connect_args={"check_same_thread": False, "timeout": 10})
+        # A pool as large as the server's request threads: a connection past the pool is closed when returned,
+        # and opening one again (its pragmas with it) under a burst of requests is the costly part.
+        engine = create_engine(
+            db_url,
+            connect_args={"check_same_thread": False, "timeout": 10},
+            pool_size=REQUEST_THREADS,
+            max_overflow=8,
+        )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     # No pre-ping: it costs a round trip on every checkout (two per request). A connection that died with the

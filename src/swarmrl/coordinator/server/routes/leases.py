@@ -37,6 +37,9 @@ CANDIDATES = 16
 # Grants sweep lapsed units at most this often per run: the sweep is the costliest query of a grant, and a
 # unit swept a second late only delays its re-issue by that second.
 SWEEP_EVERY_S = 1.0
+# A refusal may stand on the open step's room as read this long ago: a hundred polling keys then cost one
+# count of the step's units per interval, not one each. A grant always reads the room afresh.
+ROOM_FRESH_S = 0.5
 
 
 @router.post("/v1/runs/{run_id}/leases", response_model=WorkLease, tags=["work"])
@@ -90,8 +93,16 @@ def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
             return _answer(run, member, units, state.config)
         if now - state.units_swept_at.get(run_id, float("-inf")) < SWEEP_EVERY_S:
             _may_lease(session, run, member, state.config)
-            _room(session, run, member, state.config, now)
+            _room(run, member, _recent_room(state, session, run, now), state.config)
         return None
+
+
+def _recent_room(state: ServiceState, session: Session, run: Run, now: float) -> leases.StepRoom:
+    read_at, room = state.step_rooms.get(run.run_id, (float("-inf"), None))
+    if room is None or room.step != run.current_step or now - read_at >= ROOM_FRESH_S:
+        room = leases.step_room(session, run, state.config, now)
+        state.step_rooms[run.run_id] = (now, room)
+    return room
 
 
 def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None) -> WorkLease:
@@ -109,12 +120,14 @@ def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None
         if held:  # another request of this node was granted while this one waited for the lock
             return _answer(run, member, held, config)
         standing = _may_lease(session, run, member, config)
-        size = min(_room(session, run, member, config, now), max_units or config.lease_max_units)
+        room = leases.step_room(session, run, config, now)
+        size = min(_room(run, member, room, config), max_units or config.lease_max_units)
         size = min(size, leases.lease_size(member.unit_seconds, standing, config))
         held = leases.grant(
             session, run, node_id, leases.unit_deadlines(now, size, member.unit_seconds, config), now
         )
         state.metrics.units_leased.inc(len(held))
+        state.step_rooms.pop(run_id, None)
         return _answer(run, member, held, config)
 
 
@@ -134,18 +147,14 @@ def _may_lease(session: Session, run: Run, member: Membership, config: Coordinat
     return standing
 
 
-def _room(session: Session, run: Run, member: Membership, config: CoordinatorConfig, now: float) -> int:
+def _room(run: Run, member: Membership, room: leases.StepRoom, config: CoordinatorConfig) -> int:
     """Most units the node may take now: the step's open units, its fair share among proven nodes, or, unproven,
-    one unit of the pool unproven nodes share (their leases are extra to the step's demand: what they hold,
-    proven nodes can still take); `step_full` when that is none."""
-    available = leases.open_units(session, run, config)
+    one unit of the pool unproven nodes share; `step_full` when that is none."""
+    available = room.open_units
     if available > 0 and leases.is_proven(member, config):
         units = leases.step_demand(run, config) + config.lease_slack_units
-        return min(
-            available,
-            leases.fair_share(units, leases.live_members(session, run.run_id, config, now, proven=True)),
-        )
-    if available > 0 and leases.unproven_room(session, run, config, now) > 0:
+        return min(available, leases.fair_share(units, room.proven_alive))
+    if available > 0 and room.unproven_room > 0:
         return 1
     raise ConflictError(
         f"step {run.current_step} has all the work it needs in flight"
