@@ -11,17 +11,19 @@ three honest workers one of them 3× slower, a half-model cheater) in spot-check
   random bytes claiming a plausible unit, or submit 300 random bytes claiming 2**53 rows and tokens.
 
 Printed per arm: honest workers' accepted files per minute over the measured window (from the opening of step
-`--attack-from` to the trainer's last step, in both arms; the figure the goal is on), the window's length, honest files accepted, units the sybils
-held, sybil credit (pending + unlocked tokens), sybil rows trained, sybils banned, step_full refusals; then
-the ratio sybils/anchor (goal ≥ 0.90) and whether sybil credit and garbage rows trained are 0.
+`--attack-from` to the trainer's last step, in both arms; the figure the goal is on), the window's length,
+honest files accepted, units the sybils held, sybil credit (pending + unlocked tokens), sybil rows trained,
+sybils banned, step_full refusals; then the ratio sybils/anchor (goal ≥ 0.90) and whether sybil credit and
+garbage rows trained are 0.
 
 Also printed per arm: the sybils' lease polls per second over the window (the attack as it actually ran) and
 the CPU seconds each role spent in the window, so what the sybils cost the coordinator can be told apart from
 what their own clients took from the honest processes on the same cores.
 
 `--sybils-apart` runs the sybils in a process of their own at the idle scheduling class (SCHED_IDLE): their
-clients' CPU (signing, HTTP) stands in for the attackers' own machines and takes only cycles the swarm leaves
-free, while every request they send is still paid for by this swarm's coordinator. Without it they are threads
+clients' CPU (signing, HTTP) stands in for the attackers' own machines and, at the scheduler's lowest weight,
+takes mostly cycles the swarm leaves free, while every request they send is still paid for by this swarm's
+coordinator (the poll rate printed says whether the attack still ran at full pace). Without it they are threads
 of this process, sharing the cores with the swarm as equals.
 
     PYTHONPATH=src .venv/bin/python benchmarks/sybil_bench.py [--steps 40] [--sybils 100] [--sybils-apart]

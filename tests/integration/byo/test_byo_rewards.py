@@ -85,6 +85,7 @@ def test_a_local_run_trains_on_the_users_rewards_and_the_validator_agrees(tmp_pa
     assert any(tasks[r.prompt_index].verification_info["solution"] is None for r in rows)
 
 
+@pytest.mark.swarm
 def test_a_swarms_validators_recompute_the_users_rewards(tmp_path, monkeypatch):
     write_user_module(tmp_path / "mine", "swarm_rewards", monkeypatch)
     dataset = write_jsonl(tmp_path / "prompts.jsonl", prompt_rows(40, chat=False))

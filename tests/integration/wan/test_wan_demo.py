@@ -15,7 +15,8 @@ import pytest
 
 from swarmrl.wan import netns
 
-pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.timeout(900)]
+# A whole swarm across the emulated regions: it runs alone, like the other swarm-scale tests.
+pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.swarm, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[3]
 OVERRIDES = [
