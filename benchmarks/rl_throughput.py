@@ -7,6 +7,9 @@ longest completion and temperature 1, for the same number of policy steps. Throu
 and trained on per wall-clock second between the end of the first step and the end of the last (model
 loading and the first step's warm-up excluded on both sides). swarmrl counts only the completions it trained
 on (groups with non-zero advantage); the ones it sampled and dropped are not counted, which favours TRL.
+On the CPU both take one optimizer step per policy step (TRL: `num_iterations=1`, gradient accumulation over
+the step's whole batch; swarmrl: `trainer.optimizer_steps_per_policy_step=1`, where its config's default of 2
+would also recompute π_old with a forward pass of its own), so both arms run the same algorithm.
 
 CPU workloads (`--workload`), each run `--runs` times with TRL and swarmrl interleaved in the same process
 (the machine's load average printed with every figure; medians at the end):
@@ -66,6 +69,8 @@ REPO = Path(__file__).resolve().parents[1]
 CPU_CONFIG = REPO / "configs" / "demo.toml"
 GPU_CONFIG = REPO / "configs" / "one-gpu.toml"
 LONG_TARGET = 32
+# What TRL's arm does (see above): one optimizer step per batch of generations.
+ONE_UPDATE_PER_STEP = ["trainer.optimizer_steps_per_policy_step=1"]
 WORKLOADS = {
     "demo": [],
     "long": [
@@ -304,7 +309,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="swarmrl-throughput-") as tmp:
         args.root = (args.root or Path(tmp)).resolve()
         overrides = [f"run.root='{args.root}'", "run.name='start'"]
-        overrides += gpu_overrides(args.smoke) if gpu_arm else WORKLOADS[args.workload]
+        overrides += (
+            gpu_overrides(args.smoke) if gpu_arm else [*ONE_UPDATE_PER_STEP, *WORKLOADS[args.workload]]
+        )
         config = load_config(GPU_CONFIG if gpu_arm else CPU_CONFIG, overrides)
         start = prepare_run(config).checkpoints / "step_0"
         if gpu_arm:
