@@ -184,3 +184,13 @@ def test_refused_polls_stand_on_one_reading_of_the_steps_room(make_world):
     finally:
         event.remove(engine, "before_cursor_execute", count_step_reads)
     assert len(step_counts) > before  # read afresh once the interval has passed
+
+
+def test_a_node_refused_a_moment_ago_sees_a_raised_demand_at_once(make_world):
+    world = make_world(
+        default_step_units=1, lease_slack_units=0, lease_initial_unit_s=10.0, lease_target_s=100.0
+    )
+    honest = proven_node(world)  # its accepted file was the step's one unit
+    assert held(honest) == 0  # the step has all it wants
+    world.trainer.set_demand("r", 0, 3)
+    assert held(honest) >= 1  # the same instant on the service's clock: the refusal's reading is not reused

@@ -120,7 +120,7 @@ def unproven_leased(session: Session, run: Run, config: CoordinatorConfig) -> in
 
 @dataclass(frozen=True)
 class StepRoom:
-    """The room in the open step `step`: units that may still be leased (`open_units`), the proven workers alive
+    """The room in the open step `step` as the trainer's `demand` sizes it: units that may still be leased (`open_units`), the proven workers alive
     to share them, and how many units one more unproven node may take (0 or 1: it holds at most one).
 
     Identities are free, so unproven nodes share one pool however many they are: the whole step while no proven
@@ -129,6 +129,7 @@ class StepRoom:
     waits for."""
 
     step: int
+    demand: int  # the units the trainer wanted for the step when this was read
     open_units: int
     proven_alive: int
     unproven_room: int
@@ -141,6 +142,7 @@ def step_room(session: Session, run: Run, config: CoordinatorConfig, now: float)
     pool = units if proven_alive == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
     return StepRoom(
         step=run.current_step,
+        demand=step_demand(run, config),
         open_units=open_units(session, run, config, unproven_held=unproven_held),
         proven_alive=proven_alive,
         unproven_room=1 if unproven_held < pool else 0,

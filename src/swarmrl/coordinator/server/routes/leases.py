@@ -99,7 +99,11 @@ def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
 
 def _recent_room(state: ServiceState, session: Session, run: Run, now: float) -> leases.StepRoom:
     read_at, room = state.step_rooms.get(run.run_id, (float("-inf"), None))
-    if room is None or room.step != run.current_step or now - read_at >= ROOM_FRESH_S:
+    changed = room is None or (room.step, room.demand) != (
+        run.current_step,
+        leases.step_demand(run, state.config),
+    )
+    if changed or now - read_at >= ROOM_FRESH_S:
         room = leases.step_room(session, run, state.config, now)
         state.step_rooms[run.run_id] = (now, room)
     return room
