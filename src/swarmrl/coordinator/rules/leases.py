@@ -120,8 +120,9 @@ def unproven_leased(session: Session, run: Run, config: CoordinatorConfig) -> in
 
 @dataclass(frozen=True)
 class StepRoom:
-    """The room in the open step `step` as the trainer's `demand` sizes it: units that may still be leased (`open_units`), the proven workers alive
-    to share them, and how many units one more unproven node may take (0 or 1: it holds at most one).
+    """The room in the open step `step` as the trainer's `demand` sizes it: units that may still be leased
+    (`open_units`), the proven workers alive to share them, and how many units one more unproven node may take
+    (0 or 1: it holds at most one).
 
     Identities are free, so unproven nodes share one pool however many they are: the whole step while no proven
     node is alive, else `lease_unproven_fraction` of it. Their leases are extra to the step's demand
@@ -136,13 +137,14 @@ class StepRoom:
 
 
 def step_room(session: Session, run: Run, config: CoordinatorConfig, now: float) -> StepRoom:
-    units = step_demand(run, config) + config.lease_slack_units
+    demand = step_demand(run, config)
+    units = demand + config.lease_slack_units
     unproven_held = unproven_leased(session, run, config)
     proven_alive = live_members(session, run.run_id, config, now, proven=True)
     pool = units if proven_alive == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
     return StepRoom(
         step=run.current_step,
-        demand=step_demand(run, config),
+        demand=demand,
         open_units=open_units(session, run, config, unproven_held=unproven_held),
         proven_alive=proven_alive,
         unproven_room=1 if unproven_held < pool else 0,

@@ -93,17 +93,14 @@ def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
             return _answer(run, member, units, state.config)
         if now - state.units_swept_at.get(run_id, float("-inf")) < SWEEP_EVERY_S:
             _may_lease(session, run, member, state.config)
-            _room(run, member, _recent_room(state, session, run, now), state.config)
+            _room(member, _recent_room(state, session, run, now), state.config)
         return None
 
 
 def _recent_room(state: ServiceState, session: Session, run: Run, now: float) -> leases.StepRoom:
     read_at, room = state.step_rooms.get(run.run_id, (float("-inf"), None))
-    changed = room is None or (room.step, room.demand) != (
-        run.current_step,
-        leases.step_demand(run, state.config),
-    )
-    if changed or now - read_at >= ROOM_FRESH_S:
+    current = (run.current_step, leases.step_demand(run, state.config))
+    if room is None or (room.step, room.demand) != current or now - read_at >= ROOM_FRESH_S:
         room = leases.step_room(session, run, state.config, now)
         state.step_rooms[run.run_id] = (now, room)
     return room
@@ -125,7 +122,7 @@ def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None
             return _answer(run, member, held, config)
         standing = _may_lease(session, run, member, config)
         room = leases.step_room(session, run, config, now)
-        size = min(_room(run, member, room, config), max_units or config.lease_max_units)
+        size = min(_room(member, room, config), max_units or config.lease_max_units)
         size = min(size, leases.lease_size(member.unit_seconds, standing, config))
         held = leases.grant(
             session, run, node_id, leases.unit_deadlines(now, size, member.unit_seconds, config), now
@@ -151,17 +148,17 @@ def _may_lease(session: Session, run: Run, member: Membership, config: Coordinat
     return standing
 
 
-def _room(run: Run, member: Membership, room: leases.StepRoom, config: CoordinatorConfig) -> int:
+def _room(member: Membership, room: leases.StepRoom, config: CoordinatorConfig) -> int:
     """Most units the node may take now: the step's open units, its fair share among proven nodes, or, unproven,
     one unit of the pool unproven nodes share; `step_full` when that is none."""
     available = room.open_units
     if available > 0 and leases.is_proven(member, config):
-        units = leases.step_demand(run, config) + config.lease_slack_units
+        units = room.demand + config.lease_slack_units
         return min(available, leases.fair_share(units, room.proven_alive))
     if available > 0 and room.unproven_room > 0:
         return 1
     raise ConflictError(
-        f"step {run.current_step} has all the work it needs in flight"
+        f"step {room.step} has all the work it needs in flight"
         + ("" if available == 0 else " that nodes without accepted work may hold")
         + "; ask again later",
         kind="step_full",
