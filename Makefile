@@ -10,7 +10,7 @@ TORCH     := torch==2.13.0
 WHEELS    := $(wildcard /opt/wheels)
 FINDLINKS := $(if $(WHEELS),--find-links $(WHEELS),--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple)
 
-.PHONY: install install-bench postgres sandbox-deps browser-deps wan-deps test test-fast test-gpu demo demo-swarm bench lint clean
+.PHONY: install install-bench postgres sandbox-deps browser-deps wan-deps test test-swarm test-fast test-gpu demo demo-swarm bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -50,13 +50,12 @@ browser-deps:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 	    echo "chromium/chromium-driver could not be installed: the dashboard browser test will fail saying so"; }
 
-# Tests run on parallel workers (pytest-xdist), one per core, each handed contiguous runs of the suite (a
-# module's fixtures, a built model or a prepared run, are mostly made once) as it frees up. The swarm-scale
-# tests (marked `swarm`) come first, so one worker starts on all of them, and they run one at a time
-# (tests/conftest.py). Tests that start processes bind OS-chosen ports and network namespaces of their own.
-# TEST_WORKERS=0 runs everything in this process.
+# Tests run on parallel workers (pytest-xdist), one per core, handed tests as they free up; the tests of a
+# module that share a fixture built once per module (a duel of islands, a trained model) go to one worker
+# together (`--dist loadgroup`, tests/conftest.py), and the long tests start first. Tests that start processes
+# bind OS-chosen ports and network namespaces of their own. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist load
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
 
 # The WAN emulator (`demo --wan`, README: "The swarm across an emulated WAN"): network namespaces, HTB rates (`ip`,
 # `tc` from iproute2) and DNAT to the link proxies (`nft` from nftables). Its tests need root as well.
@@ -65,11 +64,17 @@ wan-deps:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables >/dev/null) || \
 	    echo "iproute2/nftables could not be installed: the WAN emulator and its tests will say so"; }
 
-# Every test, the slow tier (marked `slow`: swarms, islands, DiLoCo, multi-process training, long fuzzing) included.
+# Every test but the swarm tier: unit, integration and adversarial, the slow ones (multi-process training,
+# DiLoCo, islands under attack, sandbox escapes, long fuzzing) included.
 test: install postgres sandbox-deps browser-deps wan-deps
-	$(PYTEST) tests
+	$(PYTEST) -m "not swarm" tests
 
-# The edit loop: everything not marked slow.
+# The swarm tier (marked `swarm`): whole swarms, islands fleets and elastic replicas as processes with faults,
+# each many processes with deadlines, so one at a time. CI runs it after `make test` (.ci/run).
+test-swarm: install postgres sandbox-deps wan-deps
+	$(PY) -m pytest -q -p no:cacheprovider -m swarm tests
+
+# The edit loop: every test not marked slow.
 test-fast: install sandbox-deps
 	$(PYTEST) -m "not slow" tests
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from swarmrl.tasks.code_tests import CodeTests, call_result_matches
+from swarmrl.tasks.code_tests import CodeTests, call_result_matches, parse_python
 from swarmrl.tasks.output_compare import OutputRule, stdout_matches
 from swarmrl.tasks.sandbox import SandboxLimits, SandboxPlan, SandboxSession, SessionBroken
 
@@ -162,7 +162,9 @@ def _compiled(source: str, filename: str) -> CodeType:
 
 
 def _defines_check(source: str) -> bool:
-    return any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in ast.parse(source).body)
+    return any(
+        isinstance(node, ast.FunctionDef) and node.name == "check" for node in parse_python(source).body
+    )
 
 
 def _bind_test_names(
@@ -197,7 +199,7 @@ def _global_uses(source: str) -> tuple[set[str], set[str], set[str]]:
             if symbol.is_referenced() and (table is module or symbol.is_global()):
                 used.add(symbol.get_name())
         tables.extend(table.get_children())
-    tree = ast.parse(source)
+    tree = parse_python(source)
     attribute_bases = {
         node.value.id
         for node in ast.walk(tree)

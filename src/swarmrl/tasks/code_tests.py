@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,9 +123,21 @@ def _strings(value: Any, field_name: str, task_id: str) -> list[str]:
     return value
 
 
+_AST_BUILDER = threading.RLock()
+
+
+def parse_python(source: str) -> ast.Module:
+    """`ast.parse`, one thread at a time. CPython 3.11 counts the AST builder's recursion depth once per
+    interpreter, so a thread switch inside it (a finalizer run by the garbage collector) lets another thread's
+    parse move the count, and one of them fails with a spurious `SystemError: AST constructor recursion depth
+    mismatch` (python/cpython#106905): rewards are computed on a thread pool."""
+    with _AST_BUILDER:
+        return ast.parse(source)
+
+
 def _is_python(text: str) -> bool:
     try:
-        ast.parse(text)
+        parse_python(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True

@@ -13,7 +13,7 @@ from swarmrl.configs.islands import IslandsConfig
 
 pytest.importorskip("torchft")
 # One module-scoped duel (about two minutes on 2 shared cores) that every test reads.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.swarm, pytest.mark.timeout(600)]
 
 # One merge round per entry; island 1 makes the attack, island 0 is honest. Attacks that break the
 # collective's framing (a message of another size) come late: each costs a reconfigured quorum.

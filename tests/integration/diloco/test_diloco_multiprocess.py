@@ -20,6 +20,7 @@ TINY = dict(
 
 
 @pytest.mark.slow
+@pytest.mark.swarm
 @pytest.mark.timeout(120)
 def test_two_workers_diloco_int8_agree_after_the_last_sync():
     report = launch(DiLoCoConfig(codec="int8", **TINY))
@@ -35,6 +36,7 @@ def test_two_workers_diloco_int8_agree_after_the_last_sync():
 
 
 @pytest.mark.slow
+@pytest.mark.swarm
 @pytest.mark.timeout(120)
 def test_two_workers_ddp_baseline_counts_every_step():
     report = launch(DiLoCoConfig(mode="ddp", **TINY))
@@ -45,6 +47,7 @@ def test_two_workers_ddp_baseline_counts_every_step():
 
 
 @pytest.mark.slow
+@pytest.mark.swarm
 @pytest.mark.timeout(180)
 def test_streaming_fragments_lower_peak_traffic_on_a_throttled_link():
     throttle = ThrottleConfig(enabled=True, bandwidth_mbit=100.0, latency_ms=5.0)

@@ -58,6 +58,8 @@ async def _receive(reader: asyncio.StreamReader, count: int) -> tuple[int, float
         received += len(data)
         if not start and received >= count // 10:
             start, first_tenth = last, received
+    if received < count:  # the server was not up yet (the proxy took the connection and closed it)
+        raise ConnectionResetError(f"the stream ended after {received} of {count} bytes")
     return received - first_tenth, last - start
 
 
