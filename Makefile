@@ -50,12 +50,11 @@ browser-deps:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 	    echo "chromium/chromium-driver could not be installed: the dashboard browser test will fail saying so"; }
 
-# Tests run on parallel workers (pytest-xdist), one per core, handed tests as they free up; the tests of a
-# module that share a fixture built once per module (a duel of islands, a trained model) go to one worker
-# together (`--dist loadgroup`, tests/conftest.py), and the long tests start first. Tests that start processes
-# bind OS-chosen ports and network namespaces of their own. TEST_WORKERS=0 runs everything in this process.
+# Tests run on parallel workers (pytest-xdist), one per core, each handed contiguous runs of the suite (a
+# module's fixtures, a built model or a prepared run, are mostly made once) as it frees up. Tests that start
+# processes bind OS-chosen ports and network namespaces of their own. TEST_WORKERS=0 runs everything here.
 TEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist load
 
 # The WAN emulator (`demo --wan`, README: "The swarm across an emulated WAN"): network namespaces, HTB rates (`ip`,
 # `tc` from iproute2) and DNAT to the link proxies (`nft` from nftables). Its tests need root as well.

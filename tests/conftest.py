@@ -1,5 +1,5 @@
-"""Lets test packages share helpers (`from integration.spine.spine_helpers import ...`); keeps a module's tests
-that share a fixture it builds once on one worker; runs the swarm-scale tests one at a time, and first.
+"""Lets test packages share helpers (`from integration.spine.spine_helpers import ...`); runs the swarm-scale
+tests one at a time, and first.
 
 Tests marked `swarm` start a swarm, islands or DiLoCo replicas: many processes with deadlines. `make test` leaves
 them out and `make test-swarm` runs them in one process, one after another. Two at once on a 2-core machine
@@ -18,27 +18,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist names each item's group
 def pytest_collection_modifyitems(config, items):
-    # A stable sort: the order of the tests within each part is kept. The long tests start first, so the
-    # short ones fill the workers' ends instead of one long test running alone at the end.
-    items.sort(
-        key=lambda item: (item.get_closest_marker("swarm") is None, item.get_closest_marker("slow") is None)
-    )
-    for item in items:
-        if _builds_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-
-
-def _builds_a_module_fixture(item) -> bool:
-    """A test that reads a fixture its module builds once (a duel of islands, a trained model): under `--dist
-    loadgroup` all such tests of a module go to one worker, which builds the fixture once, not once per worker."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(
-        definitions and definitions[-1].scope == "module" for definitions in info.name2fixturedefs.values()
-    )
+    # A stable sort: the order of the tests within each part is kept. (The slow tests are not put first: each
+    # worker is handed a contiguous run of the suite up front, and one would get them all.)
+    items.sort(key=lambda item: item.get_closest_marker("swarm") is None)
 
 
 @pytest.fixture(autouse=True)

@@ -72,6 +72,7 @@ def test_what_fresh_keys_hold_is_extra_to_the_demand_and_nobody_waits_for_it(mak
     assert held(world.node()) == 0  # the pool (a quarter of the step, at least one unit) is full
 
 
+@pytest.mark.slow
 def test_an_honest_node_gets_a_unit_within_one_lease_period_while_100_fresh_keys_poll(make_world):
     world = make_world(
         lease_initial_unit_s=5.0, lease_target_s=5.0, lease_grace_s=5.0, heartbeat_interval_s=60.0
@@ -122,6 +123,7 @@ def _put(
     return httpx.put(f"{world.url}{slot.upload_path}", content=paced(), headers=headers, timeout=60)
 
 
+@pytest.mark.slow
 def test_a_unit_lives_while_its_bytes_arrive_and_lapses_under_a_trickle(make_world):
     world = make_world(
         lease_proven_files=0,

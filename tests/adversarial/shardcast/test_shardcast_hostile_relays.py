@@ -153,6 +153,7 @@ def test_oversized_answer_is_not_written_past_the_shard(world):
     assert client.selector.stats[bad].successes == 0
 
 
+@pytest.mark.slow
 def test_relay_verifies_upstream_shards_before_serving(world):
     bad = serve(
         world, lambda: hostile_app(world["dirs"][2], {2: world["raw"][2]}, Lies(corrupt_shards={1, 3}))
@@ -187,6 +188,7 @@ def test_relay_verifies_upstream_shards_before_serving(world):
     assert client.last_stats.corrupt_shards == 0
 
 
+@pytest.mark.slow
 def test_trickling_source_is_dropped_in_bounded_time(world):
     slow = serve(world, lambda: hostile_app(world["dirs"][1], world["raw"], Lies(trickle_bytes_per_s=20)))
     config = QUICK.model_copy(

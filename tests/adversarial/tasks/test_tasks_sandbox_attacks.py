@@ -239,6 +239,7 @@ def assert_contained(host, result: dict, expected_euid: int) -> None:
     assert host["victim"].poll() is None, "a process outside the sandbox was killed"
 
 
+@pytest.mark.slow
 def test_a_as_root_from_the_project_venv(host):
     if os.geteuid() != 0:
         pytest.skip("not root")

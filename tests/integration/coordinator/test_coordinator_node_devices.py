@@ -104,6 +104,7 @@ def test_a_validator_registers_its_device_and_the_summary_shows_it(coordinator, 
     assert (validator.node_id, validator.device) == (node_id, "cpu")
 
 
+@pytest.mark.slow
 def test_a_worker_leases_no_unit_before_it_holds_a_policy(coordinator, tmp_path):
     """A lease's deadline runs from the lease: a node that leased before its first download and engine build
     (minutes on a slow link) lost that unit to the deadline, its work refused at submission (issue 35)."""

@@ -10,6 +10,7 @@ from swarmrl.coordinator.testing import leased_submit
 UNITS = 8
 
 
+@pytest.mark.slow
 def test_one_node_does_a_whole_runs_work_with_the_default_limits(clocked):
     # 20 steps of 8 units in ten minutes: 160 uploads, more than the old fixed 120 an hour, at which a
     # one-worker swarm stalled at step 2 of the demo.

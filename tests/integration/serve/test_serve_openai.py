@@ -176,6 +176,7 @@ def test_chat_refuses_tools(client):
         client.chat.completions.create(model="m", messages=CHAT, tools=[tool])
 
 
+@pytest.mark.slow
 def test_a_run_config_serves_its_newest_checkpoint(tmp_path, model_dir):
     config = load_config(None, [f"run.root='{tmp_path}'", "run.name='r'"])
     checkpoints = tmp_path / "r" / "checkpoints"

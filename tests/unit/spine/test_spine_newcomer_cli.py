@@ -188,6 +188,7 @@ def test_a_port_in_use_is_one_line_naming_host_and_port(tmp_path, held_port, rol
     assert "Unclosed" not in result.stderr  # the relay's client session is closed on the way out
 
 
+@pytest.mark.slow
 def test_a_coordinator_that_is_down_is_one_line_naming_it(tmp_path):
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))

@@ -95,6 +95,7 @@ def test_called_from_a_thread(verifier):
     assert results == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.slow
 def test_pathological_expression_times_out_and_scores_zero():
     v = MathVerifier(MathRewardConfig(timeout_seconds=2.0, num_workers=1))
     try:
