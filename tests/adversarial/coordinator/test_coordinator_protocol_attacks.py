@@ -118,6 +118,7 @@ def test_orphan_uploads_are_deleted_when_their_slot_expires_and_a_run_has_a_quot
 
 
 # --- 20.5 (the slot's part): an upload ends by its deadline ------------------------------------------------------
+@pytest.mark.slow
 def test_a_signed_upload_trickled_past_its_deadline_is_refused(make_world):
     world = make_world(clock_skew_s=1.5, upload_min_bytes_per_s=1e9)
     identity = Identity.generate()

@@ -125,6 +125,7 @@ def test_dry_run_reports_every_mistake_at_once(tmp_path, held_port):
     assert "preflight: 4 check(s) failed" in result.stderr or "preflight: 3 check(s) failed" in result.stderr
 
 
+@pytest.mark.slow
 def test_dry_run_reads_a_model_directory_and_its_tokenizer(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
