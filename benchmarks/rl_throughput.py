@@ -25,7 +25,12 @@ the machine's cores (`layout.py`); `--arms` adds fixed layouts for comparison. T
 count of `--trl-threads` (default 1 and 2: under load two threads can be slower than one) and the faster is the
 anchor of the ratio.
 
-    python benchmarks/rl_throughput.py [--workload demo|long] [--steps 10] [--runs 3] [--root DIR] [--quick]
+`--precision bf16` trains in bf16 mixed precision on both sides (swarmrl: `trainer.precision='bf16'`, fp32 master
+weights and AdamW state; TRL: `bf16=True`, the CPU autocast of HF's Trainer): on a CPU with AMX or AVX512-BF16
+its matrix products run on the bf16 units. fp32 (default) on both sides otherwise.
+
+    python benchmarks/rl_throughput.py [--workload demo|long] [--precision fp32|bf16] [--steps 10] [--runs 3]
+        [--root DIR] [--quick]
 
 GPU (issue 13): configs/one-gpu.toml, i.e. Qwen3-0.6B's shape (596M parameters, random weights: SFT skipped,
 so every completion runs to its 512-token limit on both sides), basic_arithmetic, group 16, 32 prompts per
@@ -192,7 +197,7 @@ def trl_run(config: RunConfig, start: Path, steps: int, output: Path, *, gpu: bo
     args = GRPOConfig(
         output_dir=str(output),
         use_cpu=not gpu,
-        bf16=gpu,
+        bf16=config.trainer.precision == "bf16",  # mixed precision on both sides, or on neither
         fp16=False,
         report_to=[],
         save_strategy="no",
@@ -263,7 +268,9 @@ def cpu_runs(args: argparse.Namespace, config: RunConfig, start: Path, console: 
                 f"run {run + 1}: {name} {rate:.1f} samples/s, {rate / anchor:.2f}x the faster TRL "
                 f"(load {before:.1f}→{load():.1f})"
             )
-    console.print(f"medians over {args.runs} runs ({args.workload} workload, {args.steps} steps each):")
+    console.print(
+        f"medians over {args.runs} runs ({args.workload} workload, {args.precision}, {args.steps} steps each):"
+    )
     for name, rates in figures.items():
         console.print(f"  {name}: {statistics.median(rates):.1f} samples/s")
     console.print(f"  swarmrl / faster TRL, median of the per-run ratios: {statistics.median(ratios):.2f}x")
@@ -294,6 +301,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="CPU: rounds of TRL and swarmrl, interleaved")
     parser.add_argument("--trl-threads", type=int, nargs="+", default=[1, 2], help="CPU: TRL's torch threads")
     parser.add_argument("--arms", nargs="*", default=[], choices=sorted(ARMS), help="CPU: fixed layouts too")
+    parser.add_argument(
+        "--precision", choices=["fp32", "bf16"], default="fp32", help="CPU: training precision of both sides"
+    )
     parser.add_argument("--root", type=Path, default=None, help="run root; keeps the SFT cache between calls")
     parser.add_argument("--quick", action="store_true", help="CPU smoke run: 3 steps, one round")
     parser.add_argument("--gpu", action="store_true", help="the Qwen3-0.6B-shape arm on a CUDA device")
@@ -310,7 +320,9 @@ def main() -> None:
         args.root = (args.root or Path(tmp)).resolve()
         overrides = [f"run.root='{args.root}'", "run.name='start'"]
         overrides += (
-            gpu_overrides(args.smoke) if gpu_arm else [*ONE_UPDATE_PER_STEP, *WORKLOADS[args.workload]]
+            gpu_overrides(args.smoke)
+            if gpu_arm
+            else [*ONE_UPDATE_PER_STEP, *WORKLOADS[args.workload], f"trainer.precision='{args.precision}'"]
         )
         config = load_config(GPU_CONFIG if gpu_arm else CPU_CONFIG, overrides)
         start = prepare_run(config).checkpoints / "step_0"
