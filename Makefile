@@ -63,12 +63,12 @@ wan-deps:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables >/dev/null) || \
 	    echo "iproute2/nftables could not be installed: the WAN emulator and its tests will say so"; }
 
-# Every test but the swarm tier: unit, integration and adversarial, the slow ones (multi-process training,
-# DiLoCo, islands under attack, sandbox escapes, long fuzzing) included.
+# Every test but the swarm tier: unit, integration and adversarial, the slow ones (two-rank training, kill and
+# resume, sandbox escapes, long fuzzing, the dashboard in a browser) included.
 test: install postgres sandbox-deps browser-deps wan-deps
 	$(PYTEST) -m "not swarm" tests
 
-# The swarm tier (marked `swarm`): whole swarms, islands fleets and elastic replicas as processes with faults,
+# The swarm tier (marked `swarm`): whole swarms, islands and DiLoCo replicas as processes with real faults,
 # each many processes with deadlines, so one at a time. CI runs it after `make test` (.ci/run).
 test-swarm: install postgres sandbox-deps wan-deps
 	$(PY) -m pytest -q -p no:cacheprovider -m swarm tests
