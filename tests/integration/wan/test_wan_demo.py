@@ -23,7 +23,11 @@ OVERRIDES = [
     "model.tiny.hidden_size=32",
     "model.tiny.num_layers=2",
     "sft.steps=20",
-    "trainer.steps=4",
+    # The churned worker is killed by step 2 and the run goes on 14 steps more, with an async level that keeps
+    # the unit it held in the window: a restart takes ~8 s (process, policy over the link) while toy steps take
+    # ~2 s, and a unit that went stale, or a run that ended first, made its file count as lost.
+    "trainer.steps=16",
+    "worker.async_level=8",
     "trainer.prompts_per_step=8",
     "swarm.honest_workers=2",
     "swarm.slow_workers=0",
@@ -37,7 +41,7 @@ OVERRIDES = [
     "wan.churn.worker_fraction=0.5",
     "wan.churn.relays=0",
     "wan.churn.first_step=1",
-    "wan.churn.last_step_margin=1",
+    "wan.churn.last_step_margin=13",
     "wan.churn.down_s=[1.0, 2.0]",
 ]
 
@@ -67,5 +71,5 @@ def test_the_swarm_trains_across_two_emulated_regions(tmp_path):
     assert wan["broadcast_s"] is not None and wan["broadcast_bound_s"] > 0
     assert "steps per minute" in done.stdout
     # Every role really ran in its region: the eu relay mirrored the checkpoints across the link.
-    assert (tmp_path / "toy" / "wan" / "swarm" / "relay-1" / "step_1").is_dir()
+    assert any(path.is_dir() for path in (tmp_path / "toy" / "wan" / "swarm" / "relay-1").glob("step_*"))
     assert set(netns.namespaces()) <= before  # nothing of the emulation is left
