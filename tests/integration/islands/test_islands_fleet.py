@@ -101,10 +101,12 @@ def test_streaming_fragments_merge_half_the_policy_at_each_merge_point(root):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_island_killed_and_restarted_rejoins_from_the_merged_policy(root):
+    # 60 steps: with 30 the survivor, merging alone, sometimes finished its run before the restarted island's
+    # process was up, and the restarted island then had no peer to heal from.
     config = _config(
-        root, "rejoin", steps=30, heartbeat_timeout_s=2.0, join_timeout_s=30.0, collective_timeout_s=10.0
+        root, "rejoin", steps=60, heartbeat_timeout_s=2.0, join_timeout_s=30.0, collective_timeout_s=10.0
     )
     base, islands = prepare_islands(config)
     with IslandFleet(config, islands) as fleet:
@@ -122,7 +124,7 @@ def test_island_killed_and_restarted_rejoins_from_the_merged_policy(root):
         # The restarted island heartbeats as soon as its trainer starts, so the survivor's next merge waits
         # for it (join timeout) instead of finishing alone.
         fleet.start(1)
-        fleet.wait(timeout_s=200)
+        fleet.wait(timeout_s=320)
     survivor, restarted = read_merges(islands[0]), read_merges(islands[1])
     rejoined = restarted[killed_at:]
     assert rejoined and rejoined[0]["healed"], json.dumps(restarted, indent=1)
@@ -132,5 +134,5 @@ def test_island_killed_and_restarted_rejoins_from_the_merged_policy(root):
     peer = next(m for m in survivor if m["round"] == rejoined[0]["round"] and m["committed"])
     assert peer["participants"] == 2
     assert weights_digest(islands[1], rejoined[0]["step"]) == weights_digest(islands[0], peer["step"])
-    assert latest_checkpoint(islands[0].checkpoints) == latest_checkpoint(islands[1].checkpoints) == 30
+    assert latest_checkpoint(islands[0].checkpoints) == latest_checkpoint(islands[1].checkpoints) == 60
     assert island_summary(1, islands[1])["heals"] == 1
