@@ -130,6 +130,13 @@ class ClientConfig(BaseModel):
     stall_timeout_s: float = Field(
         60.0, gt=0, description="give up when no source advertises a missing shard for this long"
     )
+    near_wait_s: float = Field(
+        3.0,
+        ge=0,
+        description="how long a shard waits for a near source (the relay of this node's region: a round trip "
+        "within twice the shortest) that does not hold it yet, rather than crossing a narrow link to a distant "
+        "source that does; 0 fetches from whichever holds it first",
+    )
     availability_refresh_s: float = Field(
         0.25, gt=0, description="pause before re-asking a source whose shard list did not grow (or failed)"
     )

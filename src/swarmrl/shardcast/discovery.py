@@ -61,9 +61,10 @@ async def collect_claims(
     as failed."""
 
     async def ask(url: str) -> list[int]:
-        return announced_versions(
-            await get_json(session, f"{url}/versions", timeout=config.connect_timeout_s)
-        )
+        sent = time.monotonic()
+        body = await get_json(session, f"{url}/versions", timeout=config.connect_timeout_s)
+        selector.observe_round_trip(url, time.monotonic() - sent)  # answered at once: a round trip
+        return announced_versions(body)
 
     now = time.monotonic()
     ready = [url for url in sources if selector.ready(url, now)]

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import threading
 import time
@@ -24,9 +25,10 @@ import aiohttp
 from aiohttp import web
 
 from swarmrl.configs.shardcast import ClientConfig, RelayConfig
+from swarmrl.shardcast.delta import apply_delta
 from swarmrl.shardcast.discovery import as_version
-from swarmrl.shardcast.errors import ManifestError, ShardcastError
-from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
+from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError
+from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside, unique_temp_name
 from swarmrl.shardcast.hashing import digest_range
 from swarmrl.shardcast.hedge import AllAttemptsFailed
 from swarmrl.shardcast.layout import META_DIR, manifest_path
@@ -371,9 +373,15 @@ class Relay:
         missing = [s for s in entry.manifest.all_shards if s.index not in entry.verified]
         started = time.monotonic()
         # The delta, all a client holding the previous version needs, is mirrored before the full copy, which
-        # only newcomers need: over a narrow link the delta does not share it with the full copy.
+        # only newcomers need: over a narrow link the delta does not share it with the full copy. The full copy
+        # is then rebuilt here from the delta and the previous version where this relay holds it, and only
+        # what that does not give is fetched.
         full = len(entry.manifest.shards)
         for batch in ([s for s in missing if s.index >= full], [s for s in missing if s.index < full]):
+            if batch and batch[0].index < full:
+                for shard in await self._rebuild_from_parent(entry):
+                    mark(shard)
+                batch = [s for s in batch if s.index not in entry.verified]
             downloader = ShardDownloader(
                 self._session,
                 entry.manifest,
@@ -400,6 +408,61 @@ class Relay:
             elapsed,
         )
         await self.collect_garbage()
+
+    async def _rebuild_from_parent(self, entry: _Mirrored) -> list[ShardEntry]:
+        """The full shards of `entry` rebuilt from its verified delta and the parent version held complete
+        here, each checked against its signed hash; none when the delta or the parent is not at hand."""
+        delta = entry.manifest.delta
+        parent = self.store.get(delta.parent_version) if delta is not None else None
+        if delta is None or parent is None or not parent.complete:
+            return []
+        if not all(s.index in entry.verified for s in delta.shards):
+            return []
+        self.store.touch(delta.parent_version, +1)  # read now: not collected under the rebuild
+        try:
+            return await asyncio.to_thread(self._rebuild_files, entry, parent)
+        finally:
+            self.store.touch(delta.parent_version, -1)
+
+    @staticmethod
+    def _rebuild_files(entry: _Mirrored, parent: _Mirrored) -> list[ShardEntry]:
+        manifest, delta = entry.manifest, entry.manifest.delta
+        assert delta is not None
+        targets, parent_files = manifest.file_by_path, parent.manifest.file_by_path
+        rebuilt: list[ShardEntry] = []
+        for item in delta.entries:
+            parent_file = None
+            if item.parent_digest is not None:
+                held = parent_files.get(item.path)
+                if held is None or held.digest != item.parent_digest:
+                    continue
+                parent_file = resolve_inside(parent.directory, item.path)
+            out = resolve_inside(entry.directory, item.path)
+            scratch = unique_temp_name(out)
+            try:
+                digest = apply_delta(
+                    resolve_inside(entry.directory, item.payload_path),
+                    parent_file,
+                    scratch,
+                    targets[item.path].size,
+                    delta.chunk_size,
+                    manifest.hash_algorithm,
+                )
+                if digest != targets[item.path].digest:
+                    raise DeltaError("the rebuilt file does not match its signed hash")
+                os.replace(scratch, out)
+            except (OSError, DeltaError) as exc:
+                log.warning(
+                    "relay: version %d: %s not rebuilt from the delta (%s)", manifest.version, item.path, exc
+                )
+                scratch.unlink(missing_ok=True)
+                continue
+            rebuilt += [
+                shard
+                for shard in entry.shards_by_file[item.path]
+                if digest_range(out, shard.offset, shard.length, manifest.hash_algorithm) == shard.digest
+            ]
+        return rebuilt
 
     @staticmethod
     def _prepare_directory(directory: Path, manifest: Manifest, raw: bytes) -> None:

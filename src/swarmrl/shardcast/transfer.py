@@ -286,6 +286,7 @@ class ShardDownloader:
         self._needed: set[int] = set()
         self._unavailable_since: dict[int, float] = {}
         self._slow_only_since: dict[int, float] = {}
+        self._grew_at: dict[str, float] = {}  # source → when its shard list last grew (or the download began)
         self._fatal: str | None = None
         self._change = asyncio.Event()
         self._hedges = 0
@@ -300,6 +301,7 @@ class ShardDownloader:
         if not shards:
             return
         self._needed = {s.index for s in shards}
+        self._grew_at = dict.fromkeys(self.sources, time.monotonic())
         pending = collections.deque(shards)
         in_flight = [0]
         try:
@@ -362,7 +364,11 @@ class ShardDownloader:
         except SourceFailure as exc:
             if exc.unavailable:
                 self.available[url] = set()
+            else:  # unreachable: backing off, it is not waited for as a near source
+                self.selector.record_failure(url, time.monotonic())
             return False
+        if len(shards) > known:
+            self._grew_at[url] = time.monotonic()
         self.available[url] = set(shards)
         if self._needed <= self.available[url]:
             self._complete_sources.add(url)
@@ -404,6 +410,11 @@ class ShardDownloader:
                 await self._wait_for_change(min(self.config.availability_refresh_s, 0.5))
                 continue
             self._unavailable_since.pop(shard.index, None)
+            candidates = self._near_first(shard, candidates, now)
+            if not candidates:
+                pending.append(shard)
+                await self._wait_for_change(0.1)
+                continue
             if self._only_slow(shard, candidates, now):
                 # Only sources measured below the floor hold it (a liar claims everything at once, an honest
                 # relay is still mirroring): wait a little for a better one before trying them.
@@ -485,6 +496,22 @@ class ShardDownloader:
                         alternative,
                     )
                     transfers.append(self._launch(shard, alternative, hedge=True))
+
+    def _near_first(self, shard: ShardEntry, candidates: list[str], now: float) -> list[str]:
+        """The near sources among `candidates` when one holds the shard. When only distant ones do, none while a
+        near source (not backing off) is still mirroring: its shard list grew within `near_wait_s`. Over a
+        narrow regional link, fetching from afar takes the bandwidth the region's relay needs to mirror the
+        same bytes once for every node behind it. A near source that stops making progress is not waited for."""
+        near = [
+            url
+            for url in self.selector.near(self.sources)
+            if url not in self._bad_for_shard[shard.index] and self.selector.ready(url, now)
+        ]
+        close = [url for url in candidates if url in near]
+        if close or not near:
+            return close or candidates
+        mirroring = any(now - self._grew_at.get(url, float("-inf")) < self.config.near_wait_s for url in near)
+        return [] if mirroring else candidates
 
     def _only_slow(self, shard: ShardEntry, candidates: list[str], now: float) -> bool:
         """True while every candidate is measured below the floor, for up to `hedge_after_s` per shard."""

@@ -29,6 +29,15 @@ def write_checkpoint(root: Path, version: int, model_bytes: int = 1_000_000, see
     return directory
 
 
+def next_version(root: Path, version: int, size: int) -> Path:
+    """Version `version`: the previous one with a few bytes changed, so its delta is small."""
+    directory = write_checkpoint(root, version, size)
+    model = bytearray((root / f"step_{version - 1}" / "model.safetensors").read_bytes())
+    model[1000:1010] = bytes(range(version, version + 10))
+    (directory / "model.safetensors").write_bytes(bytes(model))
+    return directory
+
+
 def _seeded(n: int, seed: int) -> bytes:
     import random
 
@@ -66,13 +75,15 @@ def relay_holds(relay: Relay, version: int) -> bool:
 
 class SlowLink:
     """A TCP proxy on 127.0.0.1 that limits the downstream rate, to make transfers last long enough to
-    interrupt. `close()` drops every connection, like a machine going away."""
+    interrupt, and may delay requests, to stand for a distant machine. `close()` drops every connection, like a
+    machine going away."""
 
-    def __init__(self, upstream_url: str, bytes_per_second: float) -> None:
+    def __init__(self, upstream_url: str, bytes_per_second: float, delay_s: float = 0.0) -> None:
         host_port = upstream_url.removeprefix("http://")
         self._host, port = host_port.split(":")
         self._port = int(port)
         self._rate = bytes_per_second
+        self._delay_s = delay_s  # held before each request chunk goes upstream: a round trip this long
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
@@ -99,6 +110,8 @@ class SlowLink:
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, limited: bool) -> None:
             try:
                 while data := await src.read(16384):
+                    if not limited and self._delay_s:
+                        await asyncio.sleep(self._delay_s)
                     dst.write(data)
                     await dst.drain()
                     if limited:

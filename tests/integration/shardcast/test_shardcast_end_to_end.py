@@ -13,6 +13,7 @@ import pytest
 from shardcast_testkit import (
     TRAINER,
     SlowLink,
+    next_version,
     relay_holds,
     start_origin,
     start_relay,
@@ -232,15 +233,6 @@ def test_origin_forgets_versions_the_trainer_pruned(tmp_path, servers):
 
 
 # --- what the emulated WAN showed slow (issue 35) ----------------------------------------------------------
-def _next_version(root, version: int, size: int):
-    """Version `version`: the previous one with a few bytes changed, so its delta is small."""
-    directory = write_checkpoint(root, version, size)
-    model = bytearray((root / f"step_{version - 1}" / "model.safetensors").read_bytes())
-    model[1000:1010] = bytes(range(version, version + 10))
-    (directory / "model.safetensors").write_bytes(bytes(model))
-    return directory
-
-
 def test_a_relay_mirrors_the_delta_before_the_full_copy(tmp_path, servers):
     root = tmp_path / "ckpt"
     origin, origin_server = start_origin(root, delta=True)
@@ -251,7 +243,7 @@ def test_a_relay_mirrors_the_delta_before_the_full_copy(tmp_path, servers):
         relay, relay_server = start_relay([link.url], tmp_path / "relay")
         servers.append(relay_server)
         wait_until(lambda: relay_holds(relay, 1))
-        origin.publish(_next_version(root, 2, 1_000_000), 2)
+        origin.publish(next_version(root, 2, 1_000_000), 2)
         order: list[int] = []
         wait_until(lambda: relay.store.get(2) is not None)
         entry = relay.store.get(2)
@@ -281,7 +273,7 @@ def test_a_worker_installs_each_version_in_the_background(tmp_path, servers):
     prefetch.start()
     try:
         wait_until(lambda: local_versions(tmp_path / "worker") == [0])
-        origin.publish(_next_version(root, 1, 300_000), 1)
+        origin.publish(next_version(root, 1, 300_000), 1)
         # No unit asked for it: the announcement alone brings it in.
         wait_until(lambda: 1 in local_versions(tmp_path / "worker"), timeout=10)
     finally:

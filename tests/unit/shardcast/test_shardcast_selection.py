@@ -1,5 +1,5 @@
-"""Source choice: weights from success × throughput, back-off, demotion, exploration; the ordered policy; the
-policy a config names."""
+"""Source choice: weights from success × throughput, back-off, demotion, exploration; near sources by round
+trip; the ordered policy; the policy a config names."""
 
 from __future__ import annotations
 
@@ -97,6 +97,27 @@ def test_weighted_ranking_puts_the_heaviest_first():
     s.record_success("c", 100, 1.0)
     s.record_corrupt("a", now=-100.0)
     assert s.ranked(["a", "b", "c"]) == ["b", "c", "a"]
+
+
+def test_near_sources_are_those_within_twice_the_shortest_round_trip_plus_the_slack():
+    s = selector(urls=("us", "eu", "asia", "local", "silent"))
+    for url, seconds in [("us", 0.300), ("eu", 0.100), ("asia", 0.002), ("local", 0.030)]:
+        s.observe_round_trip(url, seconds)
+    # limit: 2 × 2 ms + 50 ms = 54 ms; a source that never answered is not near
+    assert s.near(["us", "eu", "asia", "local", "silent"]) == ["asia", "local"]
+    assert s.near(["us", "eu"]) == ["eu"]  # among these two: limit 250 ms
+
+
+def test_without_measured_round_trips_every_source_is_near():
+    s = selector(urls=("a", "b"))
+    assert s.near(["a", "b"]) == ["a", "b"]
+
+
+def test_the_round_trip_is_a_moving_average():
+    s = selector(urls=("a",))
+    s.observe_round_trip("a", 0.5)  # a new connection's handshake included
+    s.observe_round_trip("a", 0.1)
+    assert s.stats["a"].round_trip == pytest.approx(0.3 * 0.1 + 0.7 * 0.5)
 
 
 def test_the_ordered_policy_asks_in_the_given_order_and_puts_a_corrupt_source_last():

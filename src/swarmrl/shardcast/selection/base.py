@@ -3,7 +3,9 @@
 Every policy keeps the same record: successes and failures, corrupt data sent (bytes failing their signed hash,
 forged manifests, false announcements), a throughput estimate (EWMA of bytes/s; an unmeasured source borrows
 the best measured one so it gets tried) and an exponential back-off after each failure. A request cut for
-being slower than the throughput floor is a failure whose observed rate also enters the estimate. A policy
+being slower than the throughput floor is a failure whose observed rate also enters the estimate. The round
+trip of small requests (a source's version list) is kept too: `near` names the sources close to this node, the
+relay of its own region, which a downloader prefers over a distant one that holds the bytes sooner. A policy
 only decides the order: `ranked` (whom to ask first for a manifest or an announcement, whom to hedge to) and
 `pick` (which ready source gets the next shard request).
 """
@@ -15,6 +17,9 @@ from dataclasses import dataclass
 
 EWMA_ALPHA = 0.3
 DEFAULT_THROUGHPUT = 1e6
+# A source is near when its round trip is within twice the nearest one's plus this: on one machine or one
+# LAN every source is near (no preference); across regions only the local relay is.
+NEAR_SLACK_S = 0.05
 
 
 @dataclass
@@ -24,6 +29,7 @@ class SourceStats:
     failures: int = 0
     corrupt: int = 0
     throughput: float | None = None
+    round_trip: float | None = None
     consecutive_failures: int = 0
     backoff_until: float = 0.0
 
@@ -65,6 +71,24 @@ class SourcePolicy(ABC):
             return stats.throughput
         measured = [s.throughput for s in self.stats.values() if s.throughput is not None]
         return max(measured) if measured else DEFAULT_THROUGHPUT
+
+    def observe_round_trip(self, url: str, seconds: float) -> None:
+        """The time a small request to `url` took to answer (its round trip, plus the server's time)."""
+        stats = self.stats[url]
+        stats.round_trip = (
+            seconds
+            if stats.round_trip is None
+            else EWMA_ALPHA * seconds + (1 - EWMA_ALPHA) * stats.round_trip
+        )
+
+    def near(self, candidates: list[str]) -> list[str]:
+        """The candidates whose measured round trip is within twice the shortest plus NEAR_SLACK_S; every
+        candidate while none is measured. A source never measured is not near (it has not answered yet)."""
+        measured = {u: self.stats[u].round_trip for u in candidates if self.stats[u].round_trip is not None}
+        if not measured:
+            return list(candidates)
+        limit = 2 * min(measured.values()) + NEAR_SLACK_S
+        return [u for u in candidates if u in measured and measured[u] <= limit]
 
     def record_success(self, url: str, nbytes: int, seconds: float) -> None:
         stats = self.stats[url]

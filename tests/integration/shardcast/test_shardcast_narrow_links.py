@@ -1,0 +1,151 @@
+"""What a narrow regional link asks of SHARDCAST (issue 35): a relay holding the previous version fetches only
+the delta and rebuilds the full copy itself, and a client waits for the relay near it rather than pulling the
+same bytes from a distant source, unless that relay stops making progress."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from shardcast_testkit import (
+    TRAINER,
+    SlowLink,
+    next_version,
+    relay_holds,
+    start_origin,
+    start_relay,
+    wait_until,
+    write_checkpoint,
+)
+
+from swarmrl.configs.shardcast import ClientConfig
+from swarmrl.shardcast import ShardcastClient
+from swarmrl.shardcast.selection import SourcePolicy, source_policy
+
+SIZE = 600_000
+
+
+@pytest.fixture
+def servers():
+    started = []
+    yield started
+    for server in reversed(started):
+        server.stop()
+
+
+def same_files(published: Path, copy: Path) -> bool:
+    """The checkpoint's files (not SHARDCAST's own records) are byte for byte those published."""
+    names = sorted(
+        p.relative_to(published) for p in published.rglob("*") if p.is_file() and ".shardcast" not in p.parts
+    )
+    return bool(names) and all((published / n).read_bytes() == (copy / n).read_bytes() for n in names)
+
+
+def test_a_relay_rebuilds_the_full_copy_from_the_delta_and_its_parent(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root, delta=True)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, SIZE), 1)
+    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
+    servers.append(relay_server)
+    wait_until(lambda: relay_holds(relay, 1))
+
+    manifest = origin.publish(next_version(root, 2, SIZE), 2)
+    wait_until(lambda: relay_holds(relay, 2))
+
+    assert manifest.delta is not None
+    delta_bytes = sum(s.length for s in manifest.delta.shards)
+    assert relay.stats[2].bytes_downloaded == delta_bytes < manifest.total_size / 20
+    assert same_files(root / "step_2", tmp_path / "relay" / "step_2")
+
+
+def test_a_relay_whose_parent_copy_went_bad_fetches_the_full_copy(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root, delta=True)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, SIZE), 1)
+    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
+    servers.append(relay_server)
+    wait_until(lambda: relay_holds(relay, 1))
+    parent_model = tmp_path / "relay" / "step_1" / "model.safetensors"
+    damaged = bytearray(parent_model.read_bytes())
+    damaged[5000] ^= 0xFF  # the disk under the relay, not any peer: the rebuilt file cannot match its hash
+    parent_model.write_bytes(bytes(damaged))
+
+    manifest = origin.publish(next_version(root, 2, SIZE), 2)
+    wait_until(lambda: relay_holds(relay, 2))
+
+    model_bytes = manifest.file_by_path["model.safetensors"].size
+    assert relay.stats[2].bytes_downloaded >= model_bytes
+    assert same_files(root / "step_2", tmp_path / "relay" / "step_2")
+
+
+class Node:
+    """A client that keeps what it learned about its sources between refreshes (as a worker does)."""
+
+    def __init__(self, sources: list[str], dest, config: ClientConfig) -> None:
+        self.sources, self.dest, self.config = sources, dest, config
+        self.selector: SourcePolicy = source_policy(sources, config)
+        self.bytes_by_source: dict[str, int] = {}
+
+    def refresh(self):
+        async def run():
+            async with ShardcastClient(
+                self.sources, TRAINER.node_id, self.dest, self.config, selector=self.selector
+            ) as client:
+                found = await client.refresh()
+                self.bytes_by_source = dict(client.last_stats.bytes_by_source)
+                return found
+
+        return asyncio.run(run())
+
+
+def _near_relay_and_far_origin(tmp_path, servers):
+    """An origin reached at a 150 ms round trip (fast otherwise), and a relay next to the node that mirrors
+    the origin at 300 kB/s; version 1 held by both and by the node."""
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root, delta=True)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
+    far = SlowLink(origin_server.url, 50e6, delay_s=0.15).start()
+    relay_link = SlowLink(origin_server.url, 300e3).start()
+    relay, relay_server = start_relay([relay_link.url], tmp_path / "relay")
+    servers.append(relay_server)
+    wait_until(lambda: relay_holds(relay, 1))
+    node = Node([far.url, relay_server.url], tmp_path / "worker", ClientConfig(near_wait_s=1.0))
+    assert node.refresh() is not None  # version 1; the round trips are measured on the way
+    assert node.selector.near([far.url, relay_server.url]) == [relay_server.url]
+    return root, origin, far, relay_link, relay_server.url, node
+
+
+def test_a_client_waits_for_its_near_relay_rather_than_pulling_from_afar(tmp_path, servers):
+    root, origin, far, relay_link, relay_url, node = _near_relay_and_far_origin(tmp_path, servers)
+    try:
+        # A new model, so the delta is as big as the file: the relay needs ~2 s to hold it, the distant
+        # origin holds it at once.
+        origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)
+        version, path = node.refresh()
+    finally:
+        far.close()
+        relay_link.close()
+    assert version == 2 and same_files(root / "step_2", path)
+    assert node.bytes_by_source.get(far.url, 0) == 0 and node.bytes_by_source[relay_url] > 0, (
+        node.bytes_by_source
+    )
+
+
+def test_a_client_stops_waiting_for_a_near_relay_that_makes_no_progress(tmp_path, servers):
+    root, origin, far, relay_link, relay_url, node = _near_relay_and_far_origin(tmp_path, servers)
+    try:
+        relay_link.close()  # the relay's upstream is gone: it will not get version 2
+        origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)
+        started = time.monotonic()
+        version, path = node.refresh()
+        took = time.monotonic() - started
+    finally:
+        far.close()
+    assert version == 2 and same_files(root / "step_2", path)
+    assert node.bytes_by_source.get(far.url, 0) > 0
+    assert 1.0 <= took < 6.0  # the near wait (1 s), then the distant source
