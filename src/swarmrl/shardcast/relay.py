@@ -371,7 +371,7 @@ class Relay:
             )
 
         missing = [s for s in entry.manifest.all_shards if s.index not in entry.verified]
-        started = time.monotonic()
+        started, fetched_before = time.monotonic(), stats.bytes_downloaded
         # The delta, all a client holding the previous version needs, is mirrored before the full copy, which
         # only newcomers need: over a narrow link the delta does not share it with the full copy. The full copy
         # is then rebuilt here from the delta and the previous version where this relay holds it, and only
@@ -401,11 +401,11 @@ class Relay:
         elapsed = time.monotonic() - started
         self.mirror_seconds[version] = elapsed
         log.info(
-            "relay: version %d complete, %d shards (%.0f MB) mirrored in %.2f s",
+            "relay: version %d complete in %.2f s: %d shards, %.1f MB fetched, the rest rebuilt from the delta",
             version,
-            len(missing),
-            sum(s.length for s in missing) / 1e6,
             elapsed,
+            len(missing),
+            (stats.bytes_downloaded - fetched_before) / 1e6,
         )
         await self.collect_garbage()
 
@@ -413,10 +413,15 @@ class Relay:
         """The full shards of `entry` rebuilt from its verified delta and the parent version held complete
         here, each checked against its signed hash; none when the delta or the parent is not at hand."""
         delta = entry.manifest.delta
-        parent = self.store.get(delta.parent_version) if delta is not None else None
-        if delta is None or parent is None or not parent.complete:
+        if delta is None or not all(s.index in entry.verified for s in delta.shards):
             return []
-        if not all(s.index in entry.verified for s in delta.shards):
+        mirroring = self._mirroring.get(delta.parent_version)
+        if mirroring is not None and not mirroring.done():
+            # Versions come faster than a narrow link carries full copies: the parent's own full copy is
+            # being rebuilt from its delta the same way, moments from now.
+            await asyncio.wait({mirroring}, timeout=self.client_config.stall_timeout_s)
+        parent = self.store.get(delta.parent_version)
+        if parent is None or not parent.complete:
             return []
         self.store.touch(delta.parent_version, +1)  # read now: not collected under the rebuild
         try:

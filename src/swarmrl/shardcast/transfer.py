@@ -536,6 +536,9 @@ class ShardDownloader:
         others = [
             url for url in self._candidates(shard, exclude=transfer.url) if self.selector.ready(url, now)
         ]
+        near = self.selector.near(self.sources)
+        if transfer.url in near:  # a distant duplicate would cross the narrow link the near source spares
+            others = [url for url in others if url in near]
         if not others:
             return None
         best = self.selector.ranked(others)[0]

@@ -61,6 +61,27 @@ def test_a_relay_rebuilds_the_full_copy_from_the_delta_and_its_parent(tmp_path, 
     assert same_files(root / "step_2", tmp_path / "relay" / "step_2")
 
 
+def test_a_relay_rebuilds_a_version_whose_parent_is_still_mirroring(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root, delta=True)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
+    link = SlowLink(origin_server.url, 1e6).start()
+    try:
+        relay, relay_server = start_relay([link.url], tmp_path / "relay")
+        servers.append(relay_server)
+        wait_until(lambda: relay_holds(relay, 1))
+        origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)  # a delta as big as the file: ~0.6 s
+        wait_until(lambda: relay.store.get(2) is not None)
+        manifest = origin.publish(next_version(root, 3, SIZE), 3)  # a tiny delta, in long before 2 is whole
+        wait_until(lambda: relay_holds(relay, 2) and relay_holds(relay, 3))
+    finally:
+        link.close()
+    assert manifest.delta is not None
+    assert relay.stats[3].bytes_downloaded == sum(s.length for s in manifest.delta.shards)
+    assert same_files(root / "step_3", tmp_path / "relay" / "step_3")
+
+
 def test_a_relay_whose_parent_copy_went_bad_fetches_the_full_copy(tmp_path, servers):
     root = tmp_path / "ckpt"
     origin, origin_server = start_origin(root, delta=True)
