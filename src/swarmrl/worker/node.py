@@ -86,6 +86,7 @@ class Heartbeat(threading.Thread):
         self.client = NodeClient.at(url, identity, retry=SHORT_RETRY, stop=stop)
         self.run_id, self.stop = run_id, stop
         self.policy_step: int | None = None
+        self.current_step: int | None = None  # the run's step, as of the last answer
         self.interval = 1.0
         self.fatal: CoordinatorError | None = None
 
@@ -100,7 +101,7 @@ class Heartbeat(threading.Thread):
         while not self.stop.is_set():
             try:
                 ack = self.client.heartbeat(self.run_id, self.policy_step)
-                self.interval = ack.next_heartbeat_s
+                self.interval, self.current_step = ack.next_heartbeat_s, ack.current_step
             except CoordinatorError as exc:
                 if exc.kind in _FATAL:
                     self.fatal = exc
@@ -145,6 +146,12 @@ def worth_waiting(held: int, ceiling: int, async_level: int, fetching: int | Non
     read by the next step (a late file is), while a newer one in flight would keep it usable."""
     at_edge = async_level > 0 and held <= ceiling - async_level
     return at_edge and fetching is not None and held < fetching <= ceiling
+
+
+def left_window(step: int, opened: int | None, async_level: int) -> bool:
+    """Whether a unit of `step` has left the async window once the run has opened step `opened`: its file
+    would be refused as stale, so generating it is wasted."""
+    return opened is not None and step < opened - async_level
 
 
 class Policy:
@@ -379,6 +386,9 @@ class WorkerNode:
         leased_at = time.time()
         # Half of what is left of the lease may go to waiting for a fresher policy in flight.
         self.policy.refresh(unit.step, patience_until=leased_at + (unit.expires_at - self.client.clock()) / 2)
+        if left_window(unit.step, self._opened_step(), self.async_level):
+            self.log_book.count("stale_before_start")  # a held unit outlived a restart or a long wait
+            return True
         engine = self.policy.engine
         if engine is None or not (unit.step - self.async_level <= engine.policy_step <= unit.step):
             options.stop.wait(options.poll_seconds)
@@ -399,6 +409,17 @@ class WorkerNode:
         timing.update(leased=leased_at, started=started_at, generated=time.time())
         self._submit(unit, path, rows, timing)
         return True
+
+    def _opened_step(self) -> int | None:
+        """The newest step the run is known to have opened: the last heartbeat's, or the one before the newest
+        policy installed (the trainer publishes version k just before it opens step k)."""
+        installed = local_versions(self.policy.root)
+        known = [
+            s
+            for s in (self.heartbeat.current_step, installed[-1] - 1 if installed else None)
+            if s is not None
+        ]
+        return max(known, default=None)
 
     def _submit(self, unit: UnitInfo, path: Path, rows: list, timing: dict) -> None:
         """Upload and submit one unit's file; a refusal costs that unit only (the client already retried what

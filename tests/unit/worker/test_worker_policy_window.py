@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from swarmrl.worker.node import worth_waiting
+from swarmrl.worker.node import left_window, worth_waiting
 
 
 @pytest.mark.parametrize(
@@ -24,3 +24,17 @@ def test_a_worker_waits_only_for_a_policy_that_keeps_its_file_usable(
     held, ceiling, async_level, fetching, wait
 ):
     assert worth_waiting(held, ceiling, async_level, fetching) is wait
+
+
+@pytest.mark.parametrize(
+    ("step", "opened", "async_level", "gone"),
+    [
+        (3, 5, 2, False),  # the oldest step the window still takes
+        (2, 5, 2, True),  # refused at submission: not generated (a held unit that outlived a restart)
+        (5, 5, 0, False),
+        (4, 5, 0, True),
+        (0, None, 2, False),  # the run's step not known yet
+    ],
+)
+def test_a_unit_whose_step_left_the_window_is_not_generated(step, opened, async_level, gone):
+    assert left_window(step, opened, async_level) is gone
