@@ -29,6 +29,7 @@ from swarmrl.shardcast.layout import manifest_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry
 from swarmrl.shardcast.partial import PartialDownload, Progress
 from swarmrl.shardcast.publish import read_local_manifest
+from swarmrl.shardcast.range_get import IdleConnections
 from swarmrl.shardcast.selection import SourcePolicy, source_policy
 from swarmrl.shardcast.transfer import (
     ShardDownloader,
@@ -60,7 +61,8 @@ def local_versions(dest_root: Path) -> list[int]:
 class ShardcastClient:
     """Async client; use as `async with ShardcastClient(...) as client: path = await client.fetch(k)`.
 
-    `selector`: carry what was learned about the sources over from an earlier client (see CheckpointFetcher).
+    `selector`: carry what was learned about the sources over from an earlier client (see CheckpointFetcher);
+    `idle`: the keep-alive shard connections an earlier client left (the caller closes them).
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class ShardcastClient:
         config: ClientConfig | None = None,
         run_id: str | None = None,
         selector: SourcePolicy | None = None,
+        idle: IdleConnections | None = None,
     ) -> None:
         self.sources = normalize_sources(sources)
         self.trainer_public_key = trainer_public_key.lower()
@@ -78,6 +81,7 @@ class ShardcastClient:
         self.config = config or ClientConfig()
         self.run_id = run_id
         self.selector = selector or source_policy(self.sources, self.config)
+        self.idle = idle
         self.last_stats = TransferStats()
         self._session: aiohttp.ClientSession | None = None
 
@@ -307,6 +311,7 @@ class ShardcastClient:
             partial.directory,
             self.last_stats,
             mark,
+            self.idle,
         )
         await downloader.download(missing)
         return progress
@@ -375,8 +380,8 @@ class ShardcastClient:
 class CheckpointFetcher:
     """Fetching for a synchronous caller that asks again and again (a worker refreshing its policy).
 
-    Each call runs its own event loop; what was learned about the sources (throughput, failures, lies and
-    their back-off) carries over from call to call, so a liar found out once is not asked again until its
+    Each call runs its own event loop; what was learned about the sources (throughput, round trips, failures,
+    lies and their back-off) and the keep-alive shard connections carry over from call to call, so a liar found out once is not asked again until its
     back-off has passed. Calls that install a version take turns (a lock), so two threads of one process
     (a worker's prefetching and its foreground) never download into the same directory at once.
     """
@@ -395,12 +400,19 @@ class CheckpointFetcher:
         self.config = config or ClientConfig()
         self.run_id = run_id
         self.selector = source_policy(self.sources, self.config)
+        self.idle = IdleConnections()  # closed with the process: a worker fetches until it exits
         self._installing = threading.Lock()
 
     def _run(self, work: Callable[[ShardcastClient], Awaitable[T]]) -> T:
         async def run() -> T:
             async with ShardcastClient(
-                self.sources, self.trainer_public_key, self.dest_root, self.config, self.run_id, self.selector
+                self.sources,
+                self.trainer_public_key,
+                self.dest_root,
+                self.config,
+                self.run_id,
+                self.selector,
+                self.idle,
             ) as client:
                 return await work(client)
 

@@ -118,8 +118,8 @@ async def newest_verified(
     def askable(version: int) -> list[str]:
         """Its claimants, best first, then the other sources (one may hold it by now: a relay announces a
         version only once it holds the manifest, so a claim can be ahead of a relay still fetching it)."""
-        claimed_by = selector.ranked(list(claimants[version]))
-        others = selector.ranked([u for u in sources if u not in claimed_by])
+        claimed_by = selector.ranked_near_first(list(claimants[version]))
+        others = selector.ranked_near_first([u for u in sources if u not in claimed_by])
         return claimed_by + others
 
     races = {

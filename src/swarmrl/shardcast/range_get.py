@@ -38,29 +38,63 @@ class CorruptShard(Exception):
     """The bytes a source sent do not hash to the signed value."""
 
 
+class IdleConnections:
+    """Keep-alive connections between downloads, per (scheme, host:port): the next version's shards reuse
+    them, where a new connection would cost a round trip more (a long one across regions). At most
+    `per_source` are kept for each source; the rest are closed."""
+
+    def __init__(self, per_source: int = 16) -> None:
+        self.per_source = per_source
+        self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = collections.defaultdict(list)
+        self._lock = threading.Lock()
+
+    def pop(self, key: tuple[str, str]) -> http.client.HTTPConnection | None:
+        with self._lock:
+            idle = self._idle[key]
+            return idle.pop() if idle else None
+
+    def push(self, key: tuple[str, str], connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            idle = self._idle[key]
+            if len(idle) < self.per_source:
+                idle.append(connection)
+                return
+        connection.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle = [c for connections in self._idle.values() for c in connections]
+            self._idle.clear()
+        for connection in idle:
+            connection.close()
+
+
 class ConnectionPool:
     """Keep-alive connections per (scheme, host:port), shared by the fetch threads of one download.
 
     Connections in use are tracked so that `interrupt` can cut them: a fetch thread blocked in a read of a
-    silent source then returns at once instead of after the read timeout.
+    silent source then returns at once instead of after the read timeout. Idle ones live in `idle`: the
+    pool's own, closed with it, or one that outlives it (a client's or relay's, for its next download).
     """
 
-    def __init__(self, connect_timeout_s: float, read_timeout_s: float) -> None:
+    def __init__(
+        self, connect_timeout_s: float, read_timeout_s: float, idle: IdleConnections | None = None
+    ) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
-        self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = collections.defaultdict(list)
+        self._owns_idle = idle is None
+        self._idle = idle if idle is not None else IdleConnections()
         self._busy: set[http.client.HTTPConnection] = set()
         self._lock = threading.Lock()
         self._closed = False
 
     def take(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, bool]:
         """A connection to the origin and whether it was reused (a reused one may have been closed idle)."""
-        with self._lock:
-            idle = self._idle[(scheme, netloc)]
-            if idle:
-                connection = idle.pop()
+        connection = self._idle.pop((scheme, netloc))
+        if connection is not None:
+            with self._lock:
                 self._busy.add(connection)
-                return connection, True
+            return connection, True
         if scheme not in ("http", "https"):
             raise SourceFailure(f"unsupported URL scheme {scheme!r}")
         factory = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
@@ -81,10 +115,11 @@ class ConnectionPool:
     def give_back(self, scheme: str, netloc: str, connection: http.client.HTTPConnection) -> None:
         with self._lock:
             self._busy.discard(connection)
-            if not self._closed:
-                self._idle[(scheme, netloc)].append(connection)
-                return
-        connection.close()
+            closed = self._closed and self._owns_idle
+        if closed:
+            connection.close()
+        else:
+            self._idle.push((scheme, netloc), connection)
 
     def discard(self, connection: http.client.HTTPConnection) -> None:
         """Close a connection whose state is unknown (a failed or unfinished exchange)."""
@@ -104,10 +139,8 @@ class ConnectionPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            idle = [c for connections in self._idle.values() for c in connections]
-            self._idle.clear()
-        for connection in idle:
-            connection.close()
+        if self._owns_idle:
+            self._idle.close()
 
 
 @dataclass

@@ -33,6 +33,7 @@ from swarmrl.shardcast.hashing import digest_range
 from swarmrl.shardcast.hedge import AllAttemptsFailed
 from swarmrl.shardcast.layout import META_DIR, manifest_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
+from swarmrl.shardcast.range_get import IdleConnections
 from swarmrl.shardcast.selection import source_policy
 from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app, start_site
 from swarmrl.shardcast.transfer import (
@@ -146,6 +147,7 @@ class Relay:
         self._mirroring: dict[int, asyncio.Task] = {}
         self._tasks: list[asyncio.Task] = []
         self._session: aiohttp.ClientSession | None = None
+        self._idle = IdleConnections()  # keep-alive shard connections upstream, from one version to the next
         self.stats: dict[int, TransferStats] = {}
         self.mirror_seconds: dict[int, float] = {}  # version → seconds its (last) mirroring pass took
 
@@ -213,6 +215,7 @@ class Relay:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self._session.close()
+        self._idle.close()
 
     # ---- following upstreams -------------------------------------------------------------------------
     async def add_upstream(self, url: str) -> None:
@@ -391,6 +394,7 @@ class Relay:
                 entry.directory,
                 stats,
                 mark,
+                self._idle,
             )
             try:
                 await downloader.download(batch)

@@ -32,6 +32,7 @@ from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manife
 from swarmrl.shardcast.range_get import (
     ConnectionPool,
     CorruptShard,
+    IdleConnections,
     RangeSink,
     SourceFailure,
     fetch_range_into,
@@ -193,7 +194,7 @@ async def fetch_manifest(
     deadline = time.monotonic() + config.stall_timeout_s
     errors: dict[str, str] = {}
     for round_number in range(config.max_attempts_per_shard):
-        ordered = selector.ranked(sources)
+        ordered = selector.ranked_near_first(sources)
         try:
             manifest, raw, _ = await race_manifest(
                 session,
@@ -255,7 +256,7 @@ class ShardDownloader:
     """Downloads a set of shards of one version from several sources into files under `target_root`.
 
     Files must already be preallocated. `on_verified` runs (in the event loop) after each shard's bytes are on
-    disk and hash to the signed value. Every request is held to the throughput floor (cut and its source
+    disk and hash to the signed value. `idle`: keep-alive connections that outlive this download. Every request is held to the throughput floor (cut and its source
     demoted below it) and a straggling one is hedged on a second source.
     """
 
@@ -269,6 +270,7 @@ class ShardDownloader:
         target_root: Path,
         stats: TransferStats,
         on_verified: Callable[[ShardEntry], Awaitable[None] | None] | None = None,
+        idle: IdleConnections | None = None,
     ) -> None:
         self.session = session
         self.manifest = manifest
@@ -293,7 +295,7 @@ class ShardDownloader:
         self._fetchers = ThreadPoolExecutor(
             max_workers=config.concurrency + config.max_hedged_shards, thread_name_prefix="shardcast-fetch"
         )
-        self._pool = ConnectionPool(config.connect_timeout_s, config.request_timeout_s)
+        self._pool = ConnectionPool(config.connect_timeout_s, config.request_timeout_s, idle)
         self._stop = threading.Event()
         self._count_lock = threading.Lock()
 
@@ -499,14 +501,12 @@ class ShardDownloader:
 
     def _near_first(self, shard: ShardEntry, candidates: list[str], now: float) -> list[str]:
         """The near sources among `candidates` when one holds the shard. When only distant ones do, none while a
-        near source (not backing off) is still mirroring: its shard list grew within `near_wait_s`. Over a
+        near source is still mirroring: its shard list grew within `near_wait_s`. Over a
         narrow regional link, fetching from afar takes the bandwidth the region's relay needs to mirror the
         same bytes once for every node behind it. A near source that stops making progress is not waited for."""
-        near = [
-            url
-            for url in self.selector.near(self.sources)
-            if url not in self._bad_for_shard[shard.index] and self.selector.ready(url, now)
-        ]
+        # A near source backing off after a failed request is still waited for while it makes progress: a
+        # quarter-second back-off must not send the shard across the narrow link.
+        near = [url for url in self.selector.near(self.sources) if url not in self._bad_for_shard[shard.index]]
         close = [url for url in candidates if url in near]
         if close or not near:
             return close or candidates

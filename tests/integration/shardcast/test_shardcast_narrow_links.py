@@ -1,10 +1,12 @@
 """What a narrow regional link asks of SHARDCAST (issue 35): a relay holding the previous version fetches only
-the delta and rebuilds the full copy itself, and a client waits for the relay near it rather than pulling the
-same bytes from a distant source, unless that relay stops making progress."""
+the delta and rebuilds the full copy itself; a client waits for the relay near it rather than pulling the
+same bytes from a distant source, unless that relay stops making progress; and the next version's shards
+travel on the connections the last one opened (a new one costs a round trip more)."""
 
 from __future__ import annotations
 
 import asyncio
+import http.client
 import time
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from shardcast_testkit import (
 
 from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.shardcast import ShardcastClient
+from swarmrl.shardcast.range_get import IdleConnections
 from swarmrl.shardcast.selection import SourcePolicy, source_policy
 
 SIZE = 600_000
@@ -109,12 +112,13 @@ class Node:
     def __init__(self, sources: list[str], dest, config: ClientConfig) -> None:
         self.sources, self.dest, self.config = sources, dest, config
         self.selector: SourcePolicy = source_policy(sources, config)
+        self.idle = IdleConnections()
         self.bytes_by_source: dict[str, int] = {}
 
     def refresh(self):
         async def run():
             async with ShardcastClient(
-                self.sources, TRAINER.node_id, self.dest, self.config, selector=self.selector
+                self.sources, TRAINER.node_id, self.dest, self.config, selector=self.selector, idle=self.idle
             ) as client:
                 found = await client.refresh()
                 self.bytes_by_source = dict(client.last_stats.bytes_by_source)
@@ -170,3 +174,27 @@ def test_a_client_stops_waiting_for_a_near_relay_that_makes_no_progress(tmp_path
     assert version == 2 and same_files(root / "step_2", path)
     assert node.bytes_by_source.get(far.url, 0) > 0
     assert 1.0 <= took < 6.0  # the near wait (1 s), then the distant source
+
+
+def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, servers, monkeypatch):
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root, delta=True)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
+    opened: list[int] = []
+    connect = http.client.HTTPConnection.connect
+
+    def counted(self) -> None:
+        opened.append(self.port)
+        connect(self)
+
+    monkeypatch.setattr(http.client.HTTPConnection, "connect", counted)
+    node = Node([origin_server.url], tmp_path / "worker", ClientConfig(concurrency=4))
+    try:
+        assert node.refresh()[0] == 1
+        first = len(opened)
+        origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)  # ten shards of delta
+        assert node.refresh()[0] == 2
+    finally:
+        node.idle.close()
+    assert 1 <= first <= 4 and len(opened) == first, opened

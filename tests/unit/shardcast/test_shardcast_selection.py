@@ -108,6 +108,15 @@ def test_near_sources_are_those_within_twice_the_shortest_round_trip_plus_the_sl
     assert s.near(["us", "eu"]) == ["eu"]  # among these two: limit 250 ms
 
 
+def test_small_requests_go_to_near_sources_first():
+    s = selector(urls=("far", "near"))
+    s.record_success("far", 10_000_000, 1.0)  # the heavier by throughput
+    s.observe_round_trip("far", 0.25)
+    s.observe_round_trip("near", 0.002)
+    assert s.ranked(["far", "near"]) == ["far", "near"]
+    assert s.ranked_near_first(["far", "near"]) == ["near", "far"]
+
+
 def test_without_measured_round_trips_every_source_is_near():
     s = selector(urls=("a", "b"))
     assert s.near(["a", "b"]) == ["a", "b"]

@@ -90,6 +90,14 @@ class SourcePolicy(ABC):
         limit = 2 * min(measured.values()) + NEAR_SLACK_S
         return [u for u in candidates if u in measured and measured[u] <= limit]
 
+    def ranked_near_first(self, candidates: list[str]) -> list[str]:
+        """`ranked`, the near sources before the others: whom to ask for something small (a manifest), whose
+        cost is mostly the round trip."""
+        near = set(self.near(candidates))
+        return self.ranked([u for u in candidates if u in near]) + self.ranked(
+            [u for u in candidates if u not in near]
+        )
+
     def record_success(self, url: str, nbytes: int, seconds: float) -> None:
         stats = self.stats[url]
         stats.successes += 1
