@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
@@ -45,6 +46,14 @@ class Standing:
 
     def allows_lease(self, config: CoordinatorConfig) -> bool:
         return not (self.counts_against(config) and self.drop_fraction > config.standing_max_drop_fraction)
+
+
+class HeldUnit(NamedTuple):
+    """A unit a node holds, as its lease names it."""
+
+    step: int
+    batch_index: int
+    expires_at: float
 
 
 MIN_UNIT_S = 0.5  # a measurement below this is timer noise, not a speed to size leases by
@@ -190,31 +199,40 @@ def expire_lapsed(session: Session, run_id: str, config: CoordinatorConfig, now:
     return result.rowcount or 0
 
 
-def standing_of(session: Session, run_id: str, node_id: str) -> Standing:
-    rows = dict(
-        session.execute(
-            select(WorkUnit.status, func.count())
-            .where(WorkUnit.run_id == run_id, WorkUnit.node_id == node_id)
-            .group_by(WorkUnit.status)
-        ).all()
+# The two reads of every lease request, most of which are answered from them (the units held, or a refusal):
+# built once with bind parameters and run on the session's connection, as the ORM's query building, loading
+# and identity map cost several times the statements themselves.
+_STANDING = (
+    select(WorkUnit.status, func.count())
+    .where(WorkUnit.run_id == bindparam("run"), WorkUnit.node_id == bindparam("node"))
+    .group_by(WorkUnit.status)
+)
+_HELD = (
+    select(WorkUnit.step, WorkUnit.batch_index, WorkUnit.expires_at)
+    .where(
+        WorkUnit.run_id == bindparam("run"),
+        WorkUnit.node_id == bindparam("node"),
+        WorkUnit.status == "leased",
+        WorkUnit.expires_at >= bindparam("now"),
+        WorkUnit.step >= bindparam("oldest_step"),
     )
+    .order_by(WorkUnit.step, WorkUnit.batch_index)
+)
+
+
+def standing_of(session: Session, run_id: str, node_id: str) -> Standing:
+    rows = dict(session.connection().execute(_STANDING, {"run": run_id, "node": node_id}).all())
     delivered = sum(rows.get(s, 0) for s in ("submitted", "accepted", "rejected"))
     return Standing(expired=rows.get("expired", 0), delivered=delivered)
 
 
 def held_units(
-    session: Session, run_id: str, node_id: str, *, now: float | None = None, oldest_step: int | None = None
-) -> list[WorkUnit]:
-    """The node's units still waiting for their file, oldest first; with `now` and `oldest_step`, only those
-    `expire_lapsed` would keep (for a read that does not sweep first)."""
-    query = select(WorkUnit).where(
-        WorkUnit.run_id == run_id, WorkUnit.node_id == node_id, WorkUnit.status == "leased"
-    )
-    if now is not None:
-        query = query.where(WorkUnit.expires_at >= now)
-    if oldest_step is not None:
-        query = query.where(WorkUnit.step >= oldest_step)
-    return list(session.scalars(query.order_by(WorkUnit.step, WorkUnit.batch_index)))
+    session: Session, run_id: str, node_id: str, *, now: float, oldest_step: int
+) -> list[HeldUnit]:
+    """The node's units still waiting for their file, oldest first: those `expire_lapsed` would keep (for a
+    read that does not sweep first)."""
+    parameters = {"run": run_id, "node": node_id, "now": now, "oldest_step": oldest_step}
+    return [HeldUnit(*row) for row in session.connection().execute(_HELD, parameters)]
 
 
 def step_demand(run: Run, config: CoordinatorConfig) -> int:
@@ -256,7 +274,7 @@ def free_batch_indices(session: Session, run_id: str, step: int, node_id: str, c
     return reissued + list(range(fresh_from, fresh_from + count - len(reissued)))
 
 
-def grant(session: Session, run: Run, node_id: str, deadlines: list[float], now: float) -> list[WorkUnit]:
+def grant(session: Session, run: Run, node_id: str, deadlines: list[float], now: float) -> list[HeldUnit]:
     """Lease units of the open step to the node, one per deadline."""
     lease_id = secrets.token_hex(16)
     indices = free_batch_indices(session, run.run_id, run.current_step, node_id, len(deadlines))
@@ -275,7 +293,7 @@ def grant(session: Session, run: Run, node_id: str, deadlines: list[float], now:
     ]
     session.add_all(units)
     session.flush()  # the unique index on active units speaks here, inside the caller's retry
-    return units
+    return [HeldUnit(unit.step, unit.batch_index, unit.expires_at) for unit in units]
 
 
 def seconds_for(session: Session, unit: WorkUnit, now: float) -> float:

@@ -102,6 +102,7 @@ def create_app(
     app.state.coordinator = ServiceState(
         config=config,
         sessions=make_sessionmaker(engine),
+        engine=engine,
         storage=storage,
         staging_dir=staging_dir,
         admin_token=admin_token or None,

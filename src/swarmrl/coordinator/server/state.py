@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from swarmrl.configs.coordinator import CoordinatorConfig
@@ -63,6 +64,7 @@ class Metrics:
 class ServiceState:
     config: CoordinatorConfig
     sessions: sessionmaker[Session]
+    engine: Engine  # the sessions' own, for hot paths that run Core statements on a connection, no session
     storage: Storage
     staging_dir: Path
     admin_token: str | None

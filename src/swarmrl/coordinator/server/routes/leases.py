@@ -28,7 +28,7 @@ from swarmrl.coordinator.server.access import active_member, get_run, require_va
 from swarmrl.coordinator.server.auth import SignedCaller, state_of
 from swarmrl.coordinator.server.state import ServiceState
 from swarmrl.coordinator.server.views import submission_info
-from swarmrl.coordinator.store.db import Membership, Run, Submission, WorkUnit
+from swarmrl.coordinator.store.db import Membership, Run, Submission
 
 router = APIRouter()
 
@@ -60,7 +60,9 @@ def lease_work(run_id: RunId, body: LeaseRequest, request: Request, who: SignedC
     raise AssertionError("unreachable")
 
 
-def _answer(run: Run, member: Membership, units: list[WorkUnit], config: CoordinatorConfig) -> WorkLease:
+def _answer(
+    run: Run, member: Membership, units: list[leases.HeldUnit], config: CoordinatorConfig
+) -> WorkLease:
     return WorkLease(
         run_id=run.run_id,
         units=[

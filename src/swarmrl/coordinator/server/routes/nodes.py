@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from sqlalchemy import Connection, Integer, bindparam, func, select, update
+from sqlalchemy.orm import Session
 
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import (
     Heartbeat,
     HeartbeatAck,
@@ -15,6 +18,7 @@ from swarmrl.coordinator.api import (
     NodeInfo,
     Ok,
     RegisterNode,
+    RelayReport,
     RunId,
     SeedInfo,
     Step,
@@ -27,7 +31,7 @@ from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.server.access import active_member, get_run, is_validator, require_registered
 from swarmrl.coordinator.server.auth import SignedCaller, state_of
 from swarmrl.coordinator.server.views import member_info, node_info
-from swarmrl.coordinator.store.db import Membership, Node, RelayState
+from swarmrl.coordinator.store.db import Membership, Node, RelayState, Run
 
 router = APIRouter(tags=["nodes"])
 
@@ -90,28 +94,73 @@ def heartbeat(run_id: RunId, body: Heartbeat, request: Request, who: SignedCalle
     now = state.clock()
     janitor.maybe_purge(state, now)  # heartbeats are the steady beat that keeps storage swept
     with state.sessions() as session, session.begin():
-        run = get_run(session, run_id)
-        member = active_member(session, run_id, node_id, state.config, now)
-        member.last_seen = now
-        member.heartbeats += 1
-        if body.policy_step is not None:
-            member.policy_step = body.policy_step
+        connection = session.connection()
+        if not _beat(connection, run_id, node_id, body.policy_step, now, state.config):
+            # Not a live active member (or no such run): the full look-ups name the refusal, and eject a dead
+            # node. One that passes them joined again since the beat was tried: it is live now, so beat again.
+            get_run(session, run_id)
+            active_member(session, run_id, node_id, state.config, now)
+            _beat(connection, run_id, node_id, body.policy_step, now, state.config)
         if body.relay is not None:
-            if member.role != "relay":
-                raise ForbiddenError(
-                    "only a node that joined the run as a relay reports relays", kind="not_relay"
-                )
-            report = session.get(RelayState, (run_id, node_id))
-            if report is None:
-                report = RelayState(run_id=run_id, node_id=node_id)
-                session.add(report)
-            report.report, report.reported_at = body.relay.model_dump(mode="json"), now
+            _report_relay(session, run_id, node_id, body.relay, now)
+        current_step, async_level = connection.execute(_RUN_WINDOW, {"run": run_id}).one()
         return HeartbeatAck(
-            current_step=run.current_step,
-            async_level=run.async_level,
-            min_policy_step=max(0, run.current_step - run.async_level),
+            current_step=current_step,
+            async_level=async_level,
+            min_policy_step=max(0, current_step - async_level),
             next_heartbeat_s=state.config.heartbeat_interval_s,
         )
+
+
+# A heartbeat is most of a node's requests: one UPDATE that only a live active member's row matches, not the ORM's
+# loads of the run and the membership and its flush (most of the request's CPU). "Live": not yet dead by
+# `health_of` (its missed beats below `dead_after_missed`).
+_BEAT = (
+    update(Membership)
+    .where(
+        Membership.run_id == bindparam("run"),
+        Membership.node_id == bindparam("node"),
+        Membership.status == "active",
+        Membership.last_seen > bindparam("dead_before"),
+    )
+    .values(
+        last_seen=bindparam("seen_at"),
+        heartbeats=Membership.heartbeats + 1,
+        policy_step=func.coalesce(bindparam("step", type_=Integer), Membership.policy_step),
+    )
+)
+_RUN_WINDOW = select(Run.current_step, Run.async_level).where(Run.run_id == bindparam("run"))
+
+
+def _beat(
+    connection: Connection,
+    run_id: str,
+    node_id: str,
+    policy_step: int | None,
+    now: float,
+    config: CoordinatorConfig,
+) -> bool:
+    """Record the heartbeat of a live active member; False when the node is none."""
+    dead_before = now - config.heartbeat_grace_s - config.dead_after_missed * config.heartbeat_interval_s
+    parameters = {
+        "run": run_id,
+        "node": node_id,
+        "dead_before": dead_before,
+        "seen_at": now,
+        "step": policy_step,
+    }
+    return connection.execute(_BEAT, parameters).rowcount == 1
+
+
+def _report_relay(session: Session, run_id: str, node_id: str, relay: RelayReport, now: float) -> None:
+    member = session.get(Membership, (run_id, node_id))
+    if member is None or member.role != "relay":
+        raise ForbiddenError("only a node that joined the run as a relay reports relays", kind="not_relay")
+    report = session.get(RelayState, (run_id, node_id))
+    if report is None:
+        report = RelayState(run_id=run_id, node_id=node_id)
+        session.add(report)
+    report.report, report.reported_at = relay.model_dump(mode="json"), now
 
 
 @router.post("/v1/runs/{run_id}/leave", response_model=Ok)
