@@ -2,7 +2,8 @@
 
 - steps_per_min: trainer steps from step 1 to the last, per minute of wall clock (its metrics' times);
 - broadcast_s: per checkpoint, seconds from its publication until every worker that was up then (and not
-  killed before) held it or a newer one; the median over checkpoints every such worker got;
+  killed before) held it or a newer one; the median over checkpoints every such worker got (and
+  broadcast_by_worker_s: each worker's median wait, which region the broadcast waits for);
 - broadcast_bound_s: per checkpoint, its bytes (the delta where there is one) over the narrowest link on the
   way origin → relay of the worker's region → worker, plus that worker's round trip to the origin, for the
   worker it takes longest; the median (the physical bound, SPEC §10);
@@ -67,13 +68,13 @@ def _killed_within(outages: list[Outage], role: str, start: float, end: float) -
     return any(o.role == role and o.killed_at is not None and start <= o.killed_at <= end for o in outages)
 
 
-def broadcast_times(watch: SwarmWatch) -> dict[int, float]:
-    """Checkpoint → seconds until the last worker up at its publication held it (or a newer one); a worker
-    killed before it got there does not count, a checkpoint some live worker never got is left out."""
+def broadcast_waits(watch: SwarmWatch) -> dict[int, dict[str, float]]:
+    """Checkpoint → {worker: seconds until it held it (or a newer one)} for every worker up at its publication;
+    a worker killed before it got there does not count, a checkpoint some live worker never got is left out."""
     assert watch.holdings is not None
-    times: dict[int, float] = {}
+    found: dict[int, dict[str, float]] = {}
     for step, published in sorted(watch.holdings.published.items()):
-        waits: list[float] = []
+        waits: dict[str, float] = {}
         for worker in watch.holdings.workers:
             if not _up_at(watch.outages, worker, published.at):
                 continue
@@ -84,11 +85,25 @@ def broadcast_times(watch: SwarmWatch) -> dict[int, float]:
                 continue
             if got_at is None:
                 break
-            waits.append(max(0.0, got_at - published.at))
+            waits[worker] = max(0.0, got_at - published.at)
         else:
             if step >= 1 and waits:
-                times[step] = max(waits)
-    return times
+                found[step] = waits
+    return found
+
+
+def broadcast_times(watch: SwarmWatch) -> dict[int, float]:
+    """Checkpoint → seconds until the last worker up at its publication held it (see `broadcast_waits`)."""
+    return {step: max(waits.values()) for step, waits in broadcast_waits(watch).items()}
+
+
+def broadcast_by_worker(watch: SwarmWatch) -> dict[str, float | None]:
+    """Worker → its median wait over the checkpoints: which region the broadcast median waits for."""
+    per_worker: dict[str, list[float]] = {}
+    for waits in broadcast_waits(watch).values():
+        for worker, seconds in waits.items():
+            per_worker.setdefault(worker, []).append(seconds)
+    return {worker: median(values) for worker, values in sorted(per_worker.items())}
 
 
 def broadcast_bounds(watch: SwarmWatch, bound: Callable[[str, int], float]) -> dict[int, float]:
@@ -188,6 +203,7 @@ def arm_figures(watch: SwarmWatch, rundir: RunDir, bound: Callable[[str, int], f
         "steps_per_min": steps_per_min(rundir),
         "broadcast_s": median(list(broadcasts.values())),
         "broadcast_by_step_s": broadcasts,
+        "broadcast_by_worker_s": broadcast_by_worker(watch),
         "worker_idle_fraction": worker_idle_fraction(watch, rundir.root / "swarm"),
         "policy_lag_mean": policy_lag_mean(rundir),
         "honest_files_lost": sum(lost.values()),

@@ -10,6 +10,7 @@ from swarmrl.configs.wan import ChurnConfig
 from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.launch.wan_report import (
     broadcast_bounds,
+    broadcast_by_worker,
     broadcast_times,
     churn_figures,
     honest_files_lost,
@@ -39,6 +40,8 @@ def test_a_broadcast_lasts_until_the_last_live_worker_holds_it_or_newer(tmp_path
         },
     )
     assert broadcast_times(watch) == {1: 5.0, 2: 130.0, 3: 30.0}
+    # each worker's median wait over steps 1-3: 2, 1, 1 → 1; 5, 130, 30 → 30
+    assert broadcast_by_worker(watch) == {"worker-0": 1.0, "worker-1": 30.0}
 
 
 def test_a_worker_killed_before_it_got_a_version_does_not_count_but_one_never_reached_does(tmp_path):
