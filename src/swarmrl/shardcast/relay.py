@@ -249,7 +249,7 @@ class Relay:
             try:
                 body = await get_json(
                     self._session,
-                    f"{upstream}/latest?after={after}&wait={self.config.long_poll_s}",
+                    f"{upstream}/latest?after={after}&wait={self.config.long_poll_s}&manifest=1",
                     timeout=self.config.long_poll_s + 10,
                 )
             except SourceFailure as exc:
@@ -264,7 +264,7 @@ class Relay:
             if mirroring is not None and not mirroring.done():
                 await asyncio.sleep(0.05)  # its mirror is starting: the store lists it in a moment
                 continue
-            backed = await self._verified_manifest(upstream, latest)
+            backed = self._enclosed_manifest(body, latest) or await self._verified_manifest(upstream, latest)
             if backed is None:
                 refuted = latest
                 self.metrics.manifests_rejected.labels("relay").inc()
@@ -295,6 +295,18 @@ class Relay:
                 continue
             self._start_mirror(version, manifest, raw)
             return
+
+    def _enclosed_manifest(self, body: dict, version: int) -> tuple[Manifest, bytes] | None:
+        """The signed manifest an announcement carried, if it verifies; None sends the relay to ask for it (an
+        upstream that sent a bad one is found out there, in the race every announcer's manifest goes through)."""
+        enclosed = body.get("manifest")
+        if not isinstance(enclosed, str):
+            return None
+        raw = enclosed.encode("utf-8")
+        try:
+            return parse_signed_manifest(raw, self.public_key, expected_version=version), raw
+        except ManifestError:
+            return None
 
     async def _verified_manifest(self, announcer: str, version: int) -> tuple[Manifest, bytes] | None:
         """The signed manifest of an announced version, asked of its announcer first (hedged to the other

@@ -2,7 +2,8 @@
 
 Routes (all GET):
   /versions                         {"versions": [...], "latest": k | null}
-  /latest?after=K&wait=S            long-poll: answers as soon as a version > K exists, or after S seconds
+  /latest?after=K&wait=S            long-poll: answers as soon as a version > K exists, or after S seconds;
+                                    &manifest=1 adds that version's signed manifest (one round trip less)
   /v/{version}/manifest             the signed manifest bytes, exactly as the trainer wrote them
   /v/{version}/availability         {"version": k, "shards": [held, verified]}; ?known=N&wait=S long-polls
   /v/{version}/data/{path}          file bytes; Range requests are honoured and sent with sendfile
@@ -188,7 +189,11 @@ class ReadRoutes:
             remaining = deadline - time.monotonic()
             if (newest is not None and newest > after) or remaining <= 0:
                 self.count("latest", 200)
-                return web.json_response({"latest": newest})
+                answer: dict = {"latest": newest}
+                raw = self.store.manifest_bytes(newest) if newest is not None else None
+                if request.query.get("manifest") == "1" and raw is not None:
+                    answer["manifest"] = raw.decode("utf-8")
+                return web.json_response(answer)
             await self.notifier.wait(remaining)
 
     async def manifest(self, request: web.Request) -> web.Response:

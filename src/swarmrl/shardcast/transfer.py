@@ -506,7 +506,9 @@ class ShardDownloader:
         same bytes once for every node behind it. A near source that stops making progress is not waited for."""
         # A near source backing off after a failed request is still waited for while it makes progress: a
         # quarter-second back-off must not send the shard across the narrow link.
-        near = [url for url in self.selector.near(self.sources) if url not in self._bad_for_shard[shard.index]]
+        near = [
+            url for url in self.selector.near(self.sources) if url not in self._bad_for_shard[shard.index]
+        ]
         close = [url for url in candidates if url in near]
         if close or not near:
             return close or candidates

@@ -85,6 +85,25 @@ def test_a_relay_rebuilds_a_version_whose_parent_is_still_mirroring(tmp_path, se
     assert same_files(root / "step_3", tmp_path / "relay" / "step_3")
 
 
+def test_a_relay_takes_the_manifest_the_announcement_carries(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root, delta=True)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, SIZE), 1)
+    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
+    servers.append(relay_server)
+    wait_until(lambda: relay_holds(relay, 1))
+
+    def manifests_served() -> float:
+        labels = {"role": "origin", "endpoint": "manifest", "code": "200"}
+        return origin.metrics.registry.get_sample_value("shardcast_requests_total", labels) or 0.0
+
+    before = manifests_served()
+    origin.publish(next_version(root, 2, SIZE), 2)
+    wait_until(lambda: relay_holds(relay, 2))
+    assert manifests_served() == before  # no round trip for it: the long poll's answer held it
+
+
 def test_a_relay_whose_parent_copy_went_bad_fetches_the_full_copy(tmp_path, servers):
     root = tmp_path / "ckpt"
     origin, origin_server = start_origin(root, delta=True)
