@@ -154,6 +154,12 @@ def left_window(step: int, opened: int | None, async_level: int) -> bool:
     return opened is not None and step < opened - async_level
 
 
+def can_finish(expires_at: float, now: float, unit_seconds: float) -> bool:
+    """Whether a unit started now is likely submitted before its deadline (a held unit given back to a worker
+    that restarted may have too little of its lease left)."""
+    return expires_at - now >= unit_seconds
+
+
 class Policy:
     """The newest checkpoint announced by the relays, installed under `<work>/checkpoints` and loaded once.
 
@@ -275,7 +281,7 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
                 raise NodeEjected(str(node.heartbeat.fatal))
             lease = node.lease()
             for unit in lease.units if lease is not None else []:
-                if options.stop.is_set() or node.done or not node.answer(unit):
+                if options.stop.is_set() or node.done or not node.answer(unit, lease.unit_seconds):
                     break
     except CoordinatorError as exc:
         # A ban can land between any two calls (leasing, joining again), not only on a submit.
@@ -376,9 +382,10 @@ class WorkerNode:
         self.full_streak = 0
         return lease
 
-    def answer(self, unit: UnitInfo) -> bool:
+    def answer(self, unit: UnitInfo, unit_seconds: float) -> bool:
         """Generate, sign, upload and submit one unit; False when the rest of the lease must wait (no policy
-        for this unit yet: lease again, retry)."""
+        for this unit yet: lease again, retry). `unit_seconds`: the coordinator's estimate of this node's time
+        per unit, lease to submission."""
         options, config = self.options, self.config
         if unit.expires_at < self.client.clock():
             self.log_book.count("lapsed_before_start")
@@ -388,6 +395,9 @@ class WorkerNode:
         self.policy.refresh(unit.step, patience_until=leased_at + (unit.expires_at - self.client.clock()) / 2)
         if left_window(unit.step, self._opened_step(), self.async_level):
             self.log_book.count("stale_before_start")  # a held unit outlived a restart or a long wait
+            return True
+        if not can_finish(unit.expires_at, self.client.clock(), unit_seconds):
+            self.log_book.count("too_late_to_start")  # its file would land after the deadline and be refused
             return True
         engine = self.policy.engine
         if engine is None or not (unit.step - self.async_level <= engine.policy_step <= unit.step):

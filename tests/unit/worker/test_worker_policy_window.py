@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from swarmrl.worker.node import left_window, worth_waiting
+from swarmrl.worker.node import can_finish, left_window, worth_waiting
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,15 @@ def test_a_worker_waits_only_for_a_policy_that_keeps_its_file_usable(
 )
 def test_a_unit_whose_step_left_the_window_is_not_generated(step, opened, async_level, gone):
     assert left_window(step, opened, async_level) is gone
+
+
+@pytest.mark.parametrize(
+    ("expires_at", "now", "unit_seconds", "starts"),
+    [
+        (116.0, 100.0, 4.0, True),  # a fresh lease: its deadline was sized for the unit
+        (104.0, 100.0, 4.0, True),
+        (103.0, 100.0, 4.0, False),  # given back after a restart with 3 s left: refused if generated
+    ],
+)
+def test_a_unit_is_started_only_with_time_left_to_finish_it(expires_at, now, unit_seconds, starts):
+    assert can_finish(expires_at, now, unit_seconds) is starts
