@@ -68,6 +68,19 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, interval: f
     raise AssertionError("condition not reached in time")
 
 
+def assert_same_tree(a: Path, b: Path) -> None:
+    """The same checkpoint files (not SHARDCAST's own records), byte for byte."""
+    files_a = sorted(
+        p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file() and ".shardcast" not in p.parts
+    )
+    files_b = sorted(
+        p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file() and ".shardcast" not in p.parts
+    )
+    assert files_a == files_b
+    for name in files_a:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
 def relay_holds(relay: Relay, version: int) -> bool:
     entry = relay.store.get(version)
     return entry is not None and entry.complete

@@ -9,10 +9,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
 from shardcast_testkit import (
     TRAINER,
     SlowLink,
+    assert_same_tree,
     next_version,
     relay_holds,
     start_origin,
@@ -32,26 +32,6 @@ from swarmrl.shardcast import (
 from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.hashing import digest_file
 from swarmrl.worker.node import Prefetch
-
-
-@pytest.fixture
-def servers():
-    started = []
-    yield started
-    for server in reversed(started):
-        server.stop()
-
-
-def assert_same_tree(a: Path, b: Path) -> None:
-    files_a = sorted(
-        p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file() and ".shardcast" not in p.parts
-    )
-    files_b = sorted(
-        p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file() and ".shardcast" not in p.parts
-    )
-    assert files_a == files_b
-    for name in files_a:
-        assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
 def test_fetch_direct_from_origin_installs_verified_copy(tmp_path, servers):

@@ -8,12 +8,11 @@ from __future__ import annotations
 import asyncio
 import http.client
 import time
-from pathlib import Path
 
-import pytest
 from shardcast_testkit import (
     TRAINER,
     SlowLink,
+    assert_same_tree,
     next_version,
     relay_holds,
     start_origin,
@@ -30,30 +29,22 @@ from swarmrl.shardcast.selection import SourcePolicy, source_policy
 SIZE = 600_000
 
 
-@pytest.fixture
-def servers():
-    started = []
-    yield started
-    for server in reversed(started):
-        server.stop()
-
-
-def same_files(published: Path, copy: Path) -> bool:
-    """The checkpoint's files (not SHARDCAST's own records) are byte for byte those published."""
-    names = sorted(
-        p.relative_to(published) for p in published.rglob("*") if p.is_file() and ".shardcast" not in p.parts
-    )
-    return bool(names) and all((published / n).read_bytes() == (copy / n).read_bytes() for n in names)
-
-
-def test_a_relay_rebuilds_the_full_copy_from_the_delta_and_its_parent(tmp_path, servers):
+def origin_and_relay(tmp_path, servers, link_rate: float | None = None):
+    """An origin that published version 1 and a relay holding it, mirroring the origin over a link of
+    `link_rate` bytes/s when given (the caller closes that link)."""
     root = tmp_path / "ckpt"
     origin, origin_server = start_origin(root, delta=True)
     servers.append(origin_server)
-    origin.publish(write_checkpoint(root, 1, SIZE), 1)
-    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
+    origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
+    link = SlowLink(origin_server.url, link_rate).start() if link_rate else None
+    relay, relay_server = start_relay([link.url if link else origin_server.url], tmp_path / "relay")
     servers.append(relay_server)
     wait_until(lambda: relay_holds(relay, 1))
+    return root, origin, origin_server, relay, relay_server, link
+
+
+def test_a_relay_rebuilds_the_full_copy_from_the_delta_and_its_parent(tmp_path, servers):
+    root, origin, _, relay, _, _ = origin_and_relay(tmp_path, servers)
 
     manifest = origin.publish(next_version(root, 2, SIZE), 2)
     wait_until(lambda: relay_holds(relay, 2))
@@ -61,19 +52,12 @@ def test_a_relay_rebuilds_the_full_copy_from_the_delta_and_its_parent(tmp_path, 
     assert manifest.delta is not None
     delta_bytes = sum(s.length for s in manifest.delta.shards)
     assert relay.stats[2].bytes_downloaded == delta_bytes < manifest.total_size / 20
-    assert same_files(root / "step_2", tmp_path / "relay" / "step_2")
+    assert_same_tree(root / "step_2", tmp_path / "relay" / "step_2")
 
 
 def test_a_relay_rebuilds_a_version_whose_parent_is_still_mirroring(tmp_path, servers):
-    root = tmp_path / "ckpt"
-    origin, origin_server = start_origin(root, delta=True)
-    servers.append(origin_server)
-    origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
-    link = SlowLink(origin_server.url, 1e6).start()
+    root, origin, _, relay, _, link = origin_and_relay(tmp_path, servers, link_rate=1e6)
     try:
-        relay, relay_server = start_relay([link.url], tmp_path / "relay")
-        servers.append(relay_server)
-        wait_until(lambda: relay_holds(relay, 1))
         origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)  # a delta as big as the file: ~0.6 s
         wait_until(lambda: relay.store.get(2) is not None)
         manifest = origin.publish(next_version(root, 3, SIZE), 3)  # a tiny delta, in long before 2 is whole
@@ -82,17 +66,11 @@ def test_a_relay_rebuilds_a_version_whose_parent_is_still_mirroring(tmp_path, se
         link.close()
     assert manifest.delta is not None
     assert relay.stats[3].bytes_downloaded == sum(s.length for s in manifest.delta.shards)
-    assert same_files(root / "step_3", tmp_path / "relay" / "step_3")
+    assert_same_tree(root / "step_3", tmp_path / "relay" / "step_3")
 
 
 def test_a_relay_takes_the_manifest_the_announcement_carries(tmp_path, servers):
-    root = tmp_path / "ckpt"
-    origin, origin_server = start_origin(root, delta=True)
-    servers.append(origin_server)
-    origin.publish(write_checkpoint(root, 1, SIZE), 1)
-    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
-    servers.append(relay_server)
-    wait_until(lambda: relay_holds(relay, 1))
+    root, origin, _, relay, _, _ = origin_and_relay(tmp_path, servers)
 
     def manifests_served() -> float:
         labels = {"role": "origin", "endpoint": "manifest", "code": "200"}
@@ -105,13 +83,7 @@ def test_a_relay_takes_the_manifest_the_announcement_carries(tmp_path, servers):
 
 
 def test_a_relay_whose_parent_copy_went_bad_fetches_the_full_copy(tmp_path, servers):
-    root = tmp_path / "ckpt"
-    origin, origin_server = start_origin(root, delta=True)
-    servers.append(origin_server)
-    origin.publish(write_checkpoint(root, 1, SIZE), 1)
-    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
-    servers.append(relay_server)
-    wait_until(lambda: relay_holds(relay, 1))
+    root, origin, _, relay, _, _ = origin_and_relay(tmp_path, servers)
     parent_model = tmp_path / "relay" / "step_1" / "model.safetensors"
     damaged = bytearray(parent_model.read_bytes())
     damaged[5000] ^= 0xFF  # the disk under the relay, not any peer: the rebuilt file cannot match its hash
@@ -122,7 +94,7 @@ def test_a_relay_whose_parent_copy_went_bad_fetches_the_full_copy(tmp_path, serv
 
     model_bytes = manifest.file_by_path["model.safetensors"].size
     assert relay.stats[2].bytes_downloaded >= model_bytes
-    assert same_files(root / "step_2", tmp_path / "relay" / "step_2")
+    assert_same_tree(root / "step_2", tmp_path / "relay" / "step_2")
 
 
 class Node:
@@ -149,15 +121,10 @@ class Node:
 def _near_relay_and_far_origin(tmp_path, servers):
     """An origin reached at a 150 ms round trip (fast otherwise), and a relay next to the node that mirrors
     the origin at 300 kB/s; version 1 held by both and by the node."""
-    root = tmp_path / "ckpt"
-    origin, origin_server = start_origin(root, delta=True)
-    servers.append(origin_server)
-    origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
+    root, origin, origin_server, _, relay_server, relay_link = origin_and_relay(
+        tmp_path, servers, link_rate=300e3
+    )
     far = SlowLink(origin_server.url, 50e6, delay_s=0.15).start()
-    relay_link = SlowLink(origin_server.url, 300e3).start()
-    relay, relay_server = start_relay([relay_link.url], tmp_path / "relay")
-    servers.append(relay_server)
-    wait_until(lambda: relay_holds(relay, 1))
     node = Node([far.url, relay_server.url], tmp_path / "worker", ClientConfig(near_wait_s=1.0))
     assert node.refresh() is not None  # version 1; the round trips are measured on the way
     assert node.selector.near([far.url, relay_server.url]) == [relay_server.url]
@@ -174,7 +141,8 @@ def test_a_client_waits_for_its_near_relay_rather_than_pulling_from_afar(tmp_pat
     finally:
         far.close()
         relay_link.close()
-    assert version == 2 and same_files(root / "step_2", path)
+    assert version == 2
+    assert_same_tree(root / "step_2", path)
     assert node.bytes_by_source.get(far.url, 0) == 0 and node.bytes_by_source[relay_url] > 0, (
         node.bytes_by_source
     )
@@ -190,7 +158,8 @@ def test_a_client_stops_waiting_for_a_near_relay_that_makes_no_progress(tmp_path
         took = time.monotonic() - started
     finally:
         far.close()
-    assert version == 2 and same_files(root / "step_2", path)
+    assert version == 2
+    assert_same_tree(root / "step_2", path)
     assert node.bytes_by_source.get(far.url, 0) > 0
     assert 1.0 <= took < 6.0  # the near wait (1 s), then the distant source
 
