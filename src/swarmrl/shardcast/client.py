@@ -20,7 +20,7 @@ from typing import TypeVar
 import aiohttp
 
 from swarmrl.configs.shardcast import ClientConfig, HashAlgorithm
-from swarmrl.shardcast.delta import apply_delta
+from swarmrl.shardcast.delta import rebuild_file
 from swarmrl.shardcast.discovery import Bounds, announced_versions, newest_verified
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError, ShardIntegrityError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
@@ -350,23 +350,10 @@ class ShardcastClient:
         assert manifest.delta is not None
         sizes = {e.payload_path: e.payload_size for e in manifest.delta.entries}
         await self._download(manifest, raw, partial, "delta", manifest.delta.shards, sizes)
-        files = manifest.file_by_path
         for entry in manifest.delta.entries:
-            target = files[entry.path]
             out = resolve_inside(partial.directory, entry.path)
             out.parent.mkdir(parents=True, exist_ok=True)
-            parent_file = resolve_inside(parent, entry.path) if entry.parent_digest else None
-            digest = await asyncio.to_thread(
-                apply_delta,
-                resolve_inside(partial.directory, entry.payload_path),
-                parent_file,
-                out,
-                target.size,
-                manifest.delta.chunk_size,
-                manifest.hash_algorithm,
-            )
-            if digest != target.digest:
-                raise DeltaError(f"{entry.path} rebuilt from the delta does not match the signed hash")
+            await asyncio.to_thread(rebuild_file, manifest, entry, partial.directory, parent, out)
         shutil.rmtree(resolve_inside(partial.directory, ".shardcast/delta"), ignore_errors=True)
 
     def _collect_old_versions(self, keep: int) -> None:
@@ -381,8 +368,8 @@ class CheckpointFetcher:
     """Fetching for a synchronous caller that asks again and again (a worker refreshing its policy).
 
     Each call runs its own event loop; what was learned about the sources (throughput, round trips, failures,
-    lies and their back-off) and the keep-alive shard connections carry over from call to call, so a liar found out once is not asked again until its
-    back-off has passed. Calls that install a version take turns (a lock), so two threads of one process
+    lies and their back-off) and the keep-alive shard connections carry over from call to call, so a liar
+    found out once is not asked again until its back-off has passed. Calls that install a version take turns (a lock), so two threads of one process
     (a worker's prefetching and its foreground) never download into the same directory at once.
     """
 

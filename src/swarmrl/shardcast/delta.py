@@ -22,7 +22,9 @@ import zstandard
 
 from swarmrl.configs.shardcast import HashAlgorithm
 from swarmrl.shardcast.errors import DeltaError
+from swarmrl.shardcast.fsutil import resolve_inside
 from swarmrl.shardcast.hashing import new_hasher
+from swarmrl.shardcast.manifest import DeltaEntry, Manifest
 
 DEFAULT_CHUNK_SIZE = 16 * 1024 * 1024
 WORD = 4
@@ -106,6 +108,26 @@ def apply_delta(
         if parent_file is not None:
             parent_file.close()
     return digest.hexdigest()
+
+
+def rebuild_file(
+    manifest: Manifest, item: DeltaEntry, payload_root: Path, parent_root: Path, out: Path
+) -> None:
+    """Rebuild `item`'s checkpoint file into `out` from its payload under `payload_root` and the parent version's
+    file under `parent_root` (the caller has checked that file is the one the delta was coded against);
+    DeltaError unless the result hashes to the signed digest."""
+    assert manifest.delta is not None
+    target = manifest.file_by_path[item.path]
+    digest = apply_delta(
+        resolve_inside(payload_root, item.payload_path),
+        resolve_inside(parent_root, item.path) if item.parent_digest is not None else None,
+        out,
+        target.size,
+        manifest.delta.chunk_size,
+        manifest.hash_algorithm,
+    )
+    if digest != target.digest:
+        raise DeltaError(f"{item.path} rebuilt from the delta does not match the signed hash")
 
 
 def _read_exactly(reader, n: int) -> bytes:

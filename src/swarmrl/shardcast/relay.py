@@ -25,7 +25,7 @@ import aiohttp
 from aiohttp import web
 
 from swarmrl.configs.shardcast import ClientConfig, RelayConfig
-from swarmrl.shardcast.delta import apply_delta
+from swarmrl.shardcast.delta import rebuild_file
 from swarmrl.shardcast.discovery import as_version
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside, unique_temp_name
@@ -386,7 +386,7 @@ class Relay:
             )
 
         missing = [s for s in entry.manifest.all_shards if s.index not in entry.verified]
-        started, fetched_before = time.monotonic(), stats.bytes_downloaded
+        started, fetched_before, rebuilt = time.monotonic(), stats.bytes_downloaded, 0
         # The delta, all a client holding the previous version needs, is mirrored before the full copy, which
         # only newcomers need: over a narrow link the delta does not share it with the full copy. The full copy
         # is then rebuilt here from the delta and the previous version where this relay holds it, and only
@@ -396,6 +396,7 @@ class Relay:
             if batch and batch[0].index < full:
                 for shard in await self._rebuild_from_parent(entry):
                     mark(shard)
+                    rebuilt += 1
                 batch = [s for s in batch if s.index not in entry.verified]
             downloader = ShardDownloader(
                 self._session,
@@ -417,10 +418,11 @@ class Relay:
         elapsed = time.monotonic() - started
         self.mirror_seconds[version] = elapsed
         log.info(
-            "relay: version %d complete in %.2f s: %d shards, %.1f MB fetched, the rest rebuilt from the delta",
+            "relay: version %d complete in %.2f s: %d shards, %d rebuilt from the delta, %.1f MB fetched",
             version,
             elapsed,
             len(missing),
+            rebuilt,
             (stats.bytes_downloaded - fetched_before) / 1e6,
         )
         await self.collect_garbage()
@@ -449,28 +451,17 @@ class Relay:
     def _rebuild_files(entry: _Mirrored, parent: _Mirrored) -> list[ShardEntry]:
         manifest, delta = entry.manifest, entry.manifest.delta
         assert delta is not None
-        targets, parent_files = manifest.file_by_path, parent.manifest.file_by_path
+        parent_files = parent.manifest.file_by_path
         rebuilt: list[ShardEntry] = []
         for item in delta.entries:
-            parent_file = None
             if item.parent_digest is not None:
                 held = parent_files.get(item.path)
                 if held is None or held.digest != item.parent_digest:
                     continue
-                parent_file = resolve_inside(parent.directory, item.path)
             out = resolve_inside(entry.directory, item.path)
             scratch = unique_temp_name(out)
             try:
-                digest = apply_delta(
-                    resolve_inside(entry.directory, item.payload_path),
-                    parent_file,
-                    scratch,
-                    targets[item.path].size,
-                    delta.chunk_size,
-                    manifest.hash_algorithm,
-                )
-                if digest != targets[item.path].digest:
-                    raise DeltaError("the rebuilt file does not match its signed hash")
+                rebuild_file(manifest, item, entry.directory, parent.directory, scratch)
                 os.replace(scratch, out)
             except (OSError, DeltaError) as exc:
                 log.warning(

@@ -190,9 +190,10 @@ class ReadRoutes:
             if (newest is not None and newest > after) or remaining <= 0:
                 self.count("latest", 200)
                 answer: dict = {"latest": newest}
-                raw = self.store.manifest_bytes(newest) if newest is not None else None
-                if request.query.get("manifest") == "1" and raw is not None:
-                    answer["manifest"] = raw.decode("utf-8")
+                if request.query.get("manifest") == "1" and newest is not None:
+                    raw = self.store.manifest_bytes(newest)
+                    if raw is not None:  # collected meanwhile: the caller asks for it
+                        answer["manifest"] = raw.decode("utf-8")
                 return web.json_response(answer)
             await self.notifier.wait(remaining)
 

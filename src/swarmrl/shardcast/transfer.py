@@ -256,8 +256,9 @@ class ShardDownloader:
     """Downloads a set of shards of one version from several sources into files under `target_root`.
 
     Files must already be preallocated. `on_verified` runs (in the event loop) after each shard's bytes are on
-    disk and hash to the signed value. `idle`: keep-alive connections that outlive this download. Every request is held to the throughput floor (cut and its source
-    demoted below it) and a straggling one is hedged on a second source.
+    disk and hash to the signed value; `idle`: keep-alive connections that outlive this download. Every request
+    is held to the throughput floor (cut and its source demoted below it) and a straggling one is hedged on a
+    second source.
     """
 
     def __init__(
@@ -501,9 +502,9 @@ class ShardDownloader:
 
     def _near_first(self, shard: ShardEntry, candidates: list[str], now: float) -> list[str]:
         """The near sources among `candidates` when one holds the shard. When only distant ones do, none while a
-        near source is still mirroring: its shard list grew within `near_wait_s`. Over a
-        narrow regional link, fetching from afar takes the bandwidth the region's relay needs to mirror the
-        same bytes once for every node behind it. A near source that stops making progress is not waited for."""
+        near source is still mirroring: its shard list grew within `near_wait_s`. Over a narrow regional link,
+        fetching from afar takes the bandwidth the region's relay needs to mirror the same bytes once for every
+        node behind it. A near source that stops making progress is not waited for."""
         # A near source backing off after a failed request is still waited for while it makes progress: a
         # quarter-second back-off must not send the shard across the narrow link.
         near = [
