@@ -2,7 +2,7 @@ import pytest
 from pydantic import ValidationError
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.rules.health import Health, health_of, missed_beats
+from swarmrl.coordinator.rules.health import Health, dead_cutoff, health_of, missed_beats
 from swarmrl.coordinator.testing import FakeClock
 
 
@@ -54,3 +54,10 @@ def test_severity_mapping_with_default():
     assert config.severity_of("toploc") == "hard"
     assert config.severity_of("termination") == "soft"
     assert config.severity_of("unknown") == "soft"
+
+
+def test_the_dead_cutoff_is_where_health_of_says_dead():
+    config = CoordinatorConfig(heartbeat_interval_s=10.0, heartbeat_grace_s=2.0, dead_after_missed=3)
+    assert dead_cutoff(100.0, config) == 100.0 - 2.0 - 3 * 10.0
+    assert health_of(68.0, 100.0, config) is Health.DEAD  # last seen at the cutoff
+    assert health_of(68.5, 100.0, config) is not Health.DEAD

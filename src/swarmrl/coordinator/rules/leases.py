@@ -26,6 +26,7 @@ from sqlalchemy import and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
+from swarmrl.coordinator.rules.health import dead_cutoff
 from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, WorkUnit
 
 
@@ -180,7 +181,7 @@ def updated_speed(previous: float | None, measured: float, smoothing: float) -> 
 def expire_lapsed(session: Session, run_id: str, config: CoordinatorConfig, now: float) -> int:
     """Leased units past their deadline, of a step the run's async window has left behind (their file would
     be refused), or held by a node that left, was ejected or is dead, expire."""
-    dead_before = now - config.heartbeat_grace_s - config.dead_after_missed * config.heartbeat_interval_s
+    dead_before = dead_cutoff(now, config)
     gone = select(Membership.node_id).where(
         Membership.run_id == run_id,
         or_(Membership.status != "active", Membership.last_seen <= dead_before),

@@ -25,7 +25,7 @@ from swarmrl.coordinator.api import (
 )
 from swarmrl.coordinator.errors import ApiError, ConflictError, ForbiddenError
 from swarmrl.coordinator.rules import janitor
-from swarmrl.coordinator.rules.health import Health, health_of
+from swarmrl.coordinator.rules.health import Health, dead_cutoff, health_of
 from swarmrl.coordinator.rules.leases import ever_leased
 from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.server.access import active_member, get_run, is_validator, require_registered
@@ -141,11 +141,10 @@ def _beat(
     config: CoordinatorConfig,
 ) -> bool:
     """Record the heartbeat of a live active member; False when the node is none."""
-    dead_before = now - config.heartbeat_grace_s - config.dead_after_missed * config.heartbeat_interval_s
     parameters = {
         "run": run_id,
         "node": node_id,
-        "dead_before": dead_before,
+        "dead_before": dead_cutoff(now, config),
         "seen_at": now,
         "step": policy_step,
     }
