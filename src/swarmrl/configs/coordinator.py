@@ -79,6 +79,13 @@ class CoordinatorConfig(BaseModel):
         300.0, gt=0, description="a lease holds about as many units as the node finishes in this long"
     )
     lease_max_units: int = Field(4, ge=1, description="most units one lease holds")
+    lease_ahead_steps: int = Field(
+        1,
+        ge=0,
+        description="steps past the open one whose units a node may lease once the open step's are all out "
+        "(at most async_level - 1, so a policy the window allows exists): nodes that would wait for the open "
+        "step's stragglers generate the next step's work instead, and the trainer finds it waiting",
+    )
     lease_deadline_factor: float = Field(
         2.0, ge=1.0, description="a unit's deadline allows this many times the node's measured time"
     )

@@ -169,6 +169,11 @@ class JoinRun(Body):
 
 class LeaseRequest(Body):
     max_units: Units | None = Field(None, description="ask for at most this many units")
+    policy_step: Step | None = Field(
+        None,
+        description="the newest checkpoint the node holds: units of a step past the open one go only to a node "
+        "that holds the open step's (their files then train at most one step old at their own step)",
+    )
 
 
 class UploadRequest(Body):

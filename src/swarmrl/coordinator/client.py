@@ -232,12 +232,14 @@ class MemberClient(RoleClient):
 class NodeClient(MemberClient):
     """A worker node: lease units of the open step, upload each unit's rollout file, submit it."""
 
-    def lease_work(self, run_id: str, *, max_units: int | None = None) -> WorkLease:
-        """The units this node holds, or new ones of the open step; refused with step_full, run_draining or
-        poor_standing when there is no work for it."""
-        return self.transport.call(
-            WorkLease, "POST", f"/v1/runs/{run_id}/leases", json_body={"max_units": max_units}
-        )
+    def lease_work(
+        self, run_id: str, *, max_units: int | None = None, policy_step: int | None = None
+    ) -> WorkLease:
+        """The units this node holds, or new ones of the open step (or, for a node holding its policy,
+        `policy_step`, of the step after it once the open step's are all out); refused with step_full,
+        run_draining or poor_standing when there is no work for it."""
+        body = {"max_units": max_units, "policy_step": policy_step}
+        return self.transport.call(WorkLease, "POST", f"/v1/runs/{run_id}/leases", json_body=body)
 
     def request_upload(
         self, run_id: str, step: int, batch_index: int, sha256: str, size_bytes: int

@@ -2,8 +2,9 @@
 step used out.
 
 The coordinator's step counter is the training step nodes generate for. Opening step k lets nodes lease its
-units (with a policy no older than k - async_level); closing step k (all its groups collected) opens k + 1 at
-once, so nodes generate for k + 1 with policy k while the trainer trains step k. The trainer says how many
+units (with a policy no older than k - async_level), and those of k + 1 once k's are all out
+(`lease_ahead_steps`); closing step k (all its groups collected) opens k + 1 at once, so nodes generate for
+k + 1 while the trainer trains step k, and the work that nodes did ahead is waiting for it. The trainer says how many
 units a step wants: about as many files as recent steps used, less the accepted files already waiting, more
 when it runs dry (every unit delivered and still not enough informative groups). It reads the coordinator's
 feed: accepted files of steps k - async_level .. k that no other step used, so work that arrived after its own
@@ -88,9 +89,11 @@ class AcceptedSubmissions:
         self._demanded.add(step)
 
     def _demand(self, step: int) -> int:
-        """Units `step` should lease: a step's worth of files, less accepted files waiting for it and units of
-        the steps before it still in flight (they carry over when they land)."""
-        waiting = len(self.client.training_feed(self.run_id, step))
+        """Units `step` should lease: a step's worth of files, less accepted files of earlier steps waiting for
+        it and units of those steps still in flight (they carry over when they land). The step's own units,
+        leased ahead while the step before it was open, are the coordinator's to count against this demand."""
+        feed = self.client.training_feed(self.run_id, step)
+        waiting = sum(1 for submission in feed if submission.step < step)
         for earlier in range(max(0, step - self.async_level), step):
             work = self.client.reads.step_work(self.run_id, earlier)
             waiting += work.leased + work.submitted - work.unproven  # fresh keys' work is not counted on

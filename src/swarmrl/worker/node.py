@@ -203,6 +203,11 @@ class Policy:
     def step(self) -> int | None:
         return self.engine.policy_step if self.engine is not None else None
 
+    def newest(self) -> int | None:
+        """The newest version this node holds: loaded, or installed and loaded by the next unit that may use it."""
+        installed = local_versions(self.root)
+        return max([*installed[-1:], *([] if self.step is None else [self.step])], default=None)
+
     def load_first(self, stop: threading.Event) -> None:
         """Wait until a first version is installed and load it: a node asks for work only once it can do it,
         so a lease's deadline is not spent downloading its first policy and building its engine."""
@@ -358,7 +363,7 @@ class WorkerNode:
     def lease(self) -> WorkLease | None:
         """Units to generate, or None after waiting out a refusal (step full, not a member any more)."""
         try:
-            lease = self.client.lease_work(self.options.run_id)
+            lease = self.client.lease_work(self.options.run_id, policy_step=self.policy.newest())
         except CoordinatorError as exc:
             if exc.kind == "run_draining":
                 log.info("the run is draining: no more work")

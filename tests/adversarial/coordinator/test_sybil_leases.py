@@ -23,7 +23,14 @@ from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submi
 from swarmrl.identity import Identity
 
 MIB = 1024 * 1024
-BASE = dict(uploads_per_hour=10_000, requests_per_minute=100_000, default_step_units=8, lease_slack_units=1)
+# The open step alone unless a test leases ahead (each leasable step has its own unproven pool).
+BASE = dict(
+    uploads_per_hour=10_000,
+    requests_per_minute=100_000,
+    default_step_units=8,
+    lease_slack_units=1,
+    lease_ahead_steps=0,
+)
 
 
 @pytest.fixture
@@ -40,22 +47,35 @@ def proven_node(world: ClockedCoordinator):
     return node
 
 
-def held(node) -> int:
+def held(node, policy_step: int | None = None) -> int:
+    """Units the node holds after asking (a node claiming the open step's policy may be leased ahead)."""
     try:
-        return len(node.lease_work("r").units)
+        return len(node.lease_work("r", policy_step=policy_step).units)
     except CoordinatorError as exc:
         assert exc.kind == "step_full", exc
         return 0
 
 
-def test_five_fresh_keys_cannot_hold_a_step_the_honest_node_needs(make_world):
-    world = make_world(lease_initial_unit_s=10.0, lease_target_s=100.0)
+@pytest.mark.parametrize("ahead", [0, 1])
+def test_five_fresh_keys_cannot_hold_a_step_the_honest_node_needs(make_world, ahead):
+    world = make_world(lease_initial_unit_s=10.0, lease_target_s=100.0, lease_ahead_steps=ahead)
     honest = proven_node(world)
     hoarders = [world.node() for _ in range(5)]
-    grabbed = [held(h) for h in hoarders]
+    grabbed = [held(h, policy_step=0) for h in hoarders]  # a claim nobody can check: they all make it
     assert max(grabbed) <= 1  # an unproven key holds one unit at a time
-    assert sum(grabbed) <= 2  # and unproven keys share a quarter of the 9 units
-    assert held(honest) >= 3  # the honest node's share is over proven nodes only: all it can do
+    assert sum(grabbed) <= 2 * (
+        1 + ahead
+    )  # and unproven keys share a quarter of each leasable step's 9 units
+    (unit, *_) = honest.lease_work("r", policy_step=0).units
+    assert unit.step == 0  # the open step's proven share is not what the hoard took
+    assert len(world.admin.reads.units("r", node_id=honest.node_id)) >= 1 + 3
+
+
+def test_a_hundred_fresh_keys_leasing_ahead_hold_one_pool_per_step(make_world):
+    world = make_world(lease_initial_unit_s=10.0, lease_target_s=100.0, lease_ahead_steps=1)
+    proven_node(world)
+    grabbed = [held(world.node(), policy_step=0) for _ in range(100)]
+    assert sum(grabbed) == 2 + 2  # two units of step 0's pool, two of step 1's: identities buy nothing more
 
 
 def test_what_fresh_keys_hold_is_extra_to_the_demand_and_nobody_waits_for_it(make_world):

@@ -9,14 +9,18 @@ import pytest
 
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.testing import accept, leased_submit
+from swarmrl.rundir import RunDir
+from swarmrl.trainer.swarm_source import AcceptedSubmissions
 
-# Nodes are proven from the start here: these tests are about leases as such (sybils: tests/adversarial).
+# Nodes are proven from the start here: these tests are about leases as such (sybils: tests/adversarial), of
+# the open step alone unless a test leases ahead.
 BASE = dict(
     uploads_per_hour=10_000,
     requests_per_minute=100_000,
     lease_initial_unit_s=10.0,
     lease_grace_s=5.0,
     lease_proven_files=0,
+    lease_ahead_steps=0,
 )
 
 
@@ -52,6 +56,61 @@ def test_the_open_step_leases_demand_plus_slack_and_never_one_unit_twice(make):
     assert (work.demand, work.slack, work.leased, work.open_units) == (3, 1, 4, 0)
     world.trainer.set_demand("r", 0, 4)  # the trainer wants more: one more unit opens
     assert ask(world.node()) == [(0, 4)]
+
+
+def test_once_the_open_step_is_out_nodes_lease_the_next_one_and_its_work_is_waiting_when_it_opens(make):
+    world = make(default_step_units=1, lease_slack_units=0, lease_ahead_steps=1)
+    first, second, third = world.node(), world.node(), world.node()
+    assert [(u.step, u.batch_index) for u in first.lease_work("r").units] == [(0, 0)]
+    assert _kind(lambda: second.lease_work("r")) == "step_full"  # holds no policy of the open step (0)
+    ahead = second.lease_work("r", policy_step=0)
+    assert [(u.step, u.batch_index) for u in ahead.units] == [(1, 0)]
+    assert ahead.min_policy_step == 0  # step 1's file trains with a policy no older than 1 - async_level 2
+    with pytest.raises(CoordinatorError) as refused:
+        third.lease_work("r", policy_step=0)
+    assert refused.value.kind == "step_full" and "step 1" in str(refused.value)
+    early = second.upload_and_submit("r", 1, 0, b"generated ahead", 1, 1)  # step 1 is not open: still taken
+    accept(world.validator, early)
+    assert _kind(lambda: second.upload_and_submit("r", 2, 0, b"too far ahead", 1, 1)) == "future_step"
+    assert [s.id for s in world.trainer.training_feed("r", 0)] == []  # no step trains a later step's work
+    world.trainer.publish_step("r", 1, units=1)
+    assert [s.id for s in world.trainer.training_feed("r", 1)] == [early.id]
+    work = world.admin.reads.step_work("r", 1)
+    assert (work.demand, work.leased + work.submitted + work.accepted, work.open_units) == (1, 1, 0)
+    assert _kind(lambda: third.lease_work("r", policy_step=0)) == "step_full"  # policy 0 is not step 1's
+    (next_ahead,) = third.lease_work("r", policy_step=1).units  # step 1 is served: its successor is next
+    assert (next_ahead.step, next_ahead.batch_index) == (2, 0)
+
+
+def test_the_trainer_opening_a_step_counts_its_work_done_ahead_once(make, tmp_path):
+    """Opening step 1, the trainer wants a step's worth of files less what earlier steps carry over (step 0's
+    unit still in flight); the file already generated for step 1 is the coordinator's to count, not twice."""
+    world = make(default_step_units=1, lease_slack_units=0, lease_ahead_steps=1)
+    straggler, ahead = world.node(), world.node()
+    straggler.lease_work("r")
+    (unit,) = ahead.lease_work("r", policy_step=0).units
+    accept(world.validator, ahead.upload_and_submit("r", 1, unit.batch_index, b"ahead", 1, 1))
+    source = AcceptedSubmissions(world.trainer, "r", RunDir(tmp_path / "trainer"), units_per_step=3)
+    source.open_step(1)
+    work = world.admin.reads.step_work("r", 1)
+    assert (work.demand, work.open_units) == (2, 1)  # 3 - 1 in flight; 2 - the 1 already there
+
+
+def test_no_step_is_leased_ahead_that_the_async_window_could_not_train(make):
+    """With async_level 1 a unit of step k + 1 would need policy k, which the trainer has not written while it
+    collects step k: nothing is leased ahead whatever `lease_ahead_steps` says."""
+    world = make(default_step_units=1, lease_slack_units=0, lease_ahead_steps=3)
+    world.admin.create_run("tight", world.trainer.node_id, async_level=1)
+    first, second = world.node(), world.node()
+    for node in (first, second):
+        node.join("tight")
+    assert [u.step for u in first.lease_work("tight", policy_step=0).units] == [0]
+    assert _kind(lambda: second.lease_work("tight", policy_step=0)) == "step_full"
+    assert [u.step for u in second.lease_work("r", policy_step=0).units] == [0]
+    assert [u.step for u in first.lease_work("r", policy_step=0).units] == [
+        1
+    ]  # async_level 2: one ahead, not 3
+    assert _kind(lambda: world.node().lease_work("r", policy_step=0)) == "step_full"
 
 
 def test_an_expired_unit_is_reissued_to_another_node(make):

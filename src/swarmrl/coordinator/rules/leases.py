@@ -123,14 +123,26 @@ def unproven_units(
     return step_units(session, run, WorkUnit.status.in_(states), unproven, step=step)
 
 
-def unproven_leased(session: Session, run: Run, config: CoordinatorConfig) -> int:
-    """Units of the open step leased to unproven nodes, waiting for their file."""
-    return unproven_units(session, run, config, ("leased",))
+def unproven_leased(session: Session, run: Run, config: CoordinatorConfig, step: int | None = None) -> int:
+    """Units of `step` (default: the open one) leased to unproven nodes, waiting for their file."""
+    return unproven_units(session, run, config, ("leased",), step=step)
+
+
+def ahead_steps(run: Run, config: CoordinatorConfig) -> int:
+    """Steps past the open one that may be leased: `lease_ahead_steps`, but never so far that the oldest policy
+    the window allows for them (step - async_level) is one the trainer has not written yet."""
+    return min(config.lease_ahead_steps, max(0, run.async_level - 1))
+
+
+def lease_steps(run: Run, config: CoordinatorConfig) -> range:
+    """The steps a lease may be granted for, the open one first."""
+    return range(run.current_step, run.current_step + ahead_steps(run, config) + 1)
 
 
 @dataclass(frozen=True)
 class StepRoom:
-    """The room in the open step `step` as the trainer's `demand` sizes it: units that may still be leased
+    """The room in step `step` (the open one, or one `lease_steps` allows past it) as the trainer's `demand`
+    for the open step sizes it: units that may still be leased
     (`open_units`), the proven workers alive to share them, and how many units one more unproven node may take
     (0 or 1: it holds at most one).
 
@@ -146,16 +158,21 @@ class StepRoom:
     unproven_room: int
 
 
-def step_room(session: Session, run: Run, config: CoordinatorConfig, now: float) -> StepRoom:
+def step_room(
+    session: Session, run: Run, config: CoordinatorConfig, now: float, step: int | None = None
+) -> StepRoom:
+    """The room in `step` (default: the open one). A step past the open one is sized by the open step's demand:
+    the trainer sets its own when it opens it, less the files already waiting for it."""
+    step = run.current_step if step is None else step
     demand = step_demand(run, config)
     units = demand + config.lease_slack_units
-    unproven_held = unproven_leased(session, run, config)
+    unproven_held = unproven_leased(session, run, config, step)
     proven_alive = live_members(session, run.run_id, config, now, proven=True)
     pool = units if proven_alive == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
     return StepRoom(
-        step=run.current_step,
+        step=step,
         demand=demand,
-        open_units=open_units(session, run, config, unproven_held=unproven_held),
+        open_units=open_units(session, run, config, unproven_held=unproven_held, step=step),
         proven_alive=proven_alive,
         unproven_room=1 if unproven_held < pool else 0,
     )
@@ -249,13 +266,18 @@ def step_units(session: Session, run: Run, *where, step: int | None = None) -> i
 
 
 def open_units(
-    session: Session, run: Run, config: CoordinatorConfig, *, unproven_held: int | None = None
+    session: Session,
+    run: Run,
+    config: CoordinatorConfig,
+    *,
+    unproven_held: int | None = None,
+    step: int | None = None,
 ) -> int:
-    """Units of the open step that may still be leased: demand + slack minus those delivered or leased to proven
-    nodes (a lease of an unproven node, `unproven_held` of them, counts once its file arrives)."""
-    active = step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES))
+    """Units of `step` (default: the open one) that may still be leased: demand + slack minus those delivered or
+    leased to proven nodes (a lease of an unproven node, `unproven_held` of them, counts once its file arrives)."""
+    active = step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES), step=step)
     if unproven_held is None:
-        unproven_held = unproven_leased(session, run, config)
+        unproven_held = unproven_leased(session, run, config, step)
     return max(0, step_demand(run, config) + config.lease_slack_units - active + unproven_held)
 
 
@@ -275,14 +297,17 @@ def free_batch_indices(session: Session, run_id: str, step: int, node_id: str, c
     return reissued + list(range(fresh_from, fresh_from + count - len(reissued)))
 
 
-def grant(session: Session, run: Run, node_id: str, deadlines: list[float], now: float) -> list[HeldUnit]:
-    """Lease units of the open step to the node, one per deadline."""
+def grant(
+    session: Session, run: Run, node_id: str, deadlines: list[float], now: float, step: int | None = None
+) -> list[HeldUnit]:
+    """Lease units of `step` (default: the open one) to the node, one per deadline."""
+    step = run.current_step if step is None else step
     lease_id = secrets.token_hex(16)
-    indices = free_batch_indices(session, run.run_id, run.current_step, node_id, len(deadlines))
+    indices = free_batch_indices(session, run.run_id, step, node_id, len(deadlines))
     units = [
         WorkUnit(
             run_id=run.run_id,
-            step=run.current_step,
+            step=step,
             batch_index=index,
             node_id=node_id,
             lease_id=lease_id,

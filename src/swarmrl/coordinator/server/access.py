@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import ConflictError, ForbiddenError, NotFoundError
 from swarmrl.coordinator.rules.health import Health, health_of
+from swarmrl.coordinator.rules.leases import lease_steps
 from swarmrl.coordinator.server.auth import Caller
 from swarmrl.coordinator.store.db import Membership, Node, Run, Validator
 
@@ -70,9 +71,9 @@ def active_member(
     return member
 
 
-def check_step_window(run: Run, step: int) -> None:
-    """Work counts only for an opened step no older than the run's async level allows."""
-    if step > run.current_step:
+def check_step_window(run: Run, step: int, config: CoordinatorConfig) -> None:
+    """Work counts only for a step a lease may be granted for, or one no older than the async level allows."""
+    if step > lease_steps(run, config)[-1]:
         raise ConflictError(f"step {step} has not opened (current {run.current_step})", kind="future_step")
     if step < run.current_step - run.async_level:
         raise ConflictError(

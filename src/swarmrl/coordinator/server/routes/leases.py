@@ -1,7 +1,8 @@
 """Leases: units of work for nodes (`leases.py`), files to judge for validators.
 
-A node asks before it spends compute: it gets the units it already holds, or new ones of the open step, or a
-refusal naming why (the step is full, the run is draining, its standing is lost). A validator takes one
+A node asks before it spends compute: it gets the units it already holds, or new ones of the open step (once
+those are all out, of the step after it: `lease_ahead_steps`, for a node that holds the open step's policy),
+or a refusal naming why (the steps are full, the run is draining, its standing is lost). A validator takes one
 pending file at a time, oldest first; its lease lets no other validator judge that file until it lapses, so
 any number of validators judge every file exactly once, and a killed validator's file returns to the pool.
 """
@@ -47,13 +48,13 @@ def lease_work(run_id: RunId, body: LeaseRequest, request: Request, who: SignedC
     """The units this node holds, or a new lease on units of the open step."""
     node_id = who.require_node()
     state = state_of(request)
-    held = _held(state, run_id, node_id)
+    held = _held(state, run_id, node_id, body.policy_step)
     if held is not None:  # the common answer, read-only: no lock, no write
         return held
     with state.lease_lock:
         for attempt in range(GRANT_ATTEMPTS):
             try:
-                return _grant(state, run_id, node_id, body.max_units)
+                return _grant(state, run_id, node_id, body)
             except IntegrityError:
                 if attempt == GRANT_ATTEMPTS - 1:
                     raise
@@ -74,12 +75,13 @@ def _answer(
             )
             for unit in units
         ],
-        min_policy_step=max(0, run.current_step - run.async_level),
+        # A unit of a step past the open one needs a policy that recent for its file to train.
+        min_policy_step=max(0, max((u.step for u in units), default=run.current_step) - run.async_level),
         unit_seconds=leases.expected_seconds(member.unit_seconds, config),
     )
 
 
-def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
+def _held(state: ServiceState, run_id: str, node_id: str, policy_step: int | None) -> WorkLease | None:
     """The node's live units (not past their deadline, step still inside the window), if it holds any. A node
     that holds none and would be refused is refused here too, without the grant's lock: a hundred polling keys
     cost reads, not a queue in front of the nodes that get work (while the last sweep of lapsed units is
@@ -95,20 +97,24 @@ def _held(state: ServiceState, run_id: str, node_id: str) -> WorkLease | None:
             return _answer(run, member, units, state.config)
         if now - state.units_swept_at.get(run_id, float("-inf")) < SWEEP_EVERY_S:
             _may_lease(session, run, member, state.config)
-            _room(member, _recent_room(state, session, run, now), state.config)
+            _first_room(member, _recent_rooms(state, session, run, now), policy_step, state.config)
         return None
 
 
-def _recent_room(state: ServiceState, session: Session, run: Run, now: float) -> leases.StepRoom:
-    read_at, room = state.step_rooms.get(run.run_id, (float("-inf"), None))
+def _recent_rooms(state: ServiceState, session: Session, run: Run, now: float) -> list[leases.StepRoom]:
+    read_at, rooms = state.step_rooms.get(run.run_id, (float("-inf"), None))
     current = (run.current_step, leases.step_demand(run, state.config))
-    if room is None or (room.step, room.demand) != current or now - read_at >= ROOM_FRESH_S:
-        room = leases.step_room(session, run, state.config, now)
-        state.step_rooms[run.run_id] = (now, room)
-    return room
+    if rooms is None or (rooms[0].step, rooms[0].demand) != current or now - read_at >= ROOM_FRESH_S:
+        rooms = _rooms(session, run, state.config, now)
+        state.step_rooms[run.run_id] = (now, rooms)
+    return rooms
 
 
-def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None) -> WorkLease:
+def _rooms(session: Session, run: Run, config: CoordinatorConfig, now: float) -> list[leases.StepRoom]:
+    return [leases.step_room(session, run, config, now, step) for step in leases.lease_steps(run, config)]
+
+
+def _grant(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -> WorkLease:
     config = state.config
     now = state.clock()
     with state.sessions() as session, session.begin():
@@ -123,11 +129,16 @@ def _grant(state: ServiceState, run_id: str, node_id: str, max_units: int | None
         if held:  # another request of this node was granted while this one waited for the lock
             return _answer(run, member, held, config)
         standing = _may_lease(session, run, member, config)
-        room = leases.step_room(session, run, config, now)
-        size = min(_room(member, room, config), max_units or config.lease_max_units)
+        room, room_size = _first_room(member, _rooms(session, run, config, now), body.policy_step, config)
+        size = min(room_size, body.max_units or config.lease_max_units)
         size = min(size, leases.lease_size(member.unit_seconds, standing, config))
         held = leases.grant(
-            session, run, node_id, leases.unit_deadlines(now, size, member.unit_seconds, config), now
+            session,
+            run,
+            node_id,
+            leases.unit_deadlines(now, size, member.unit_seconds, config),
+            now,
+            room.step,
         )
         state.metrics.units_leased.inc(len(held))
         state.step_rooms.pop(run_id, None)
@@ -150,21 +161,40 @@ def _may_lease(session: Session, run: Run, member: Membership, config: Coordinat
     return standing
 
 
+def _first_room(
+    member: Membership, rooms: list[leases.StepRoom], policy_step: int | None, config: CoordinatorConfig
+) -> tuple[leases.StepRoom, int]:
+    """The first step with room for the node and the most units it may take there; `step_full` (naming the open
+    step) when no step has any. Steps past the open one only for a node that holds the open step's policy
+    (`policy_step`): a file generated ahead with an older one would train at the window's edge at its own step,
+    and be refused as stale should it carry over to the next (a node that claims a policy it lacks wastes only
+    its own work: its file is refused as stale)."""
+    open_step = rooms[0]
+    if policy_step is None or policy_step < open_step.step:
+        rooms = rooms[:1]
+    for room in rooms:
+        size = _room(member, room, config)
+        if size > 0:
+            return room, size
+    raise ConflictError(
+        f"step {open_step.step} has all the work it needs in flight"
+        + ("" if open_step.open_units == 0 else " that nodes without accepted work may hold")
+        + ("" if len(rooms) == 1 else f", and so has step {rooms[-1].step}")
+        + "; ask again later",
+        kind="step_full",
+    )
+
+
 def _room(member: Membership, room: leases.StepRoom, config: CoordinatorConfig) -> int:
-    """Most units the node may take now: the step's open units, its fair share among proven nodes, or, unproven,
-    one unit of the pool unproven nodes share; `step_full` when that is none."""
+    """Most units the node may take in the step: its open units, its fair share among proven nodes, or,
+    unproven, one unit of the pool unproven nodes share; 0 when that is none."""
     available = room.open_units
     if available > 0 and leases.is_proven(member, config):
         units = room.demand + config.lease_slack_units
         return min(available, leases.fair_share(units, room.proven_alive))
     if available > 0 and room.unproven_room > 0:
         return 1
-    raise ConflictError(
-        f"step {room.step} has all the work it needs in flight"
-        + ("" if available == 0 else " that nodes without accepted work may hold")
-        + "; ask again later",
-        kind="step_full",
-    )
+    return 0
 
 
 @router.post("/v1/runs/{run_id}/validation-leases", response_model=ValidationLease, tags=["validator"])

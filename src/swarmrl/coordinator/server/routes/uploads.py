@@ -129,7 +129,7 @@ def request_upload(run_id: RunId, body: UploadRequest, request: Request, who: Si
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
         active_member(session, run_id, node_id, config, now)
-        check_step_window(run, body.step)
+        check_step_window(run, body.step, config)
         unit = _held_unit(session, run_id, node_id, body.step, body.batch_index, now)
         _check_slot_budget(session, run, node_id, body, unit, now, config)
         _check_quota(session, run_id, body.size_bytes, config)  # early: what has arrived leaves no room

@@ -87,7 +87,7 @@ def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller)
         require_registered(session, node_id)
         member = active_member(session, run_id, node_id, config, now)
         slot = _uploaded_slot(state, session, run_id, node_id, body)
-        check_step_window(run, body.step)
+        check_step_window(run, body.step, config)
         unit = _unit_of_slot(session, slot, now)
         submission = Submission(
             run_id=run_id,
