@@ -82,6 +82,16 @@ def test_once_the_open_step_is_out_nodes_lease_the_next_one_and_its_work_is_wait
     assert (next_ahead.step, next_ahead.batch_index) == (2, 0)
 
 
+def test_a_step_leased_ahead_needs_fewer_units_by_what_the_open_step_leased_beyond_its_demand(make):
+    """The open step's slack units are files it fills without: they train in the next step, so the next step's
+    room ahead is that much smaller (else every step ahead is overfull, and a file generated ahead that
+    carries over twice is refused as stale)."""
+    world = make(default_step_units=1, lease_slack_units=1, lease_ahead_steps=1)
+    assert [u.step for u in world.node().lease_work("r").units] == [0, 0]  # demand 1 + slack 1
+    assert [u.step for u in world.node().lease_work("r", policy_step=0).units] == [1]  # 2 less the 1 carried
+    assert _kind(lambda: world.node().lease_work("r", policy_step=0)) == "step_full"
+
+
 def test_the_trainer_opening_a_step_counts_its_work_done_ahead_once(make, tmp_path):
     """Opening step 1, the trainer wants a step's worth of files less what earlier steps carry over (step 0's
     unit still in flight); the file already generated for step 1 is the coordinator's to count, not twice."""

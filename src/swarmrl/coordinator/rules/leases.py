@@ -161,18 +161,22 @@ class StepRoom:
 def step_room(
     session: Session, run: Run, config: CoordinatorConfig, now: float, step: int | None = None
 ) -> StepRoom:
-    """The room in `step` (default: the open one). A step past the open one is sized by the open step's demand:
-    the trainer sets its own when it opens it, less the files already waiting for it."""
+    """The room in `step` (default: the open one). A step past the open one is sized by the open step's demand,
+    less what the open step leased beyond it (its slack: those files carry over into the next step); the trainer
+    sets the step's own demand when it opens it, less the work of earlier steps waiting for it."""
     step = run.current_step if step is None else step
     demand = step_demand(run, config)
     units = demand + config.lease_slack_units
     unproven_held = unproven_leased(session, run, config, step)
     proven_alive = live_members(session, run.run_id, config, now, proven=True)
     pool = units if proven_alive == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
+    room = open_units(session, run, config, unproven_held=unproven_held, step=step)
+    if step > run.current_step:
+        room = max(0, room - carried_over(session, run, config))
     return StepRoom(
         step=step,
         demand=demand,
-        open_units=open_units(session, run, config, unproven_held=unproven_held, step=step),
+        open_units=room,
         proven_alive=proven_alive,
         unproven_room=1 if unproven_held < pool else 0,
     )
@@ -251,6 +255,13 @@ def held_units(
     read that does not sweep first)."""
     parameters = {"run": run_id, "node": node_id, "now": now, "oldest_step": oldest_step}
     return [HeldUnit(*row) for row in session.connection().execute(_HELD, parameters)]
+
+
+def carried_over(session: Session, run: Run, config: CoordinatorConfig) -> int:
+    """Active units of the open step beyond its demand: the step fills without some of them, and their files
+    train in the next one."""
+    active = step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES))
+    return max(0, active - step_demand(run, config))
 
 
 def step_demand(run: Run, config: CoordinatorConfig) -> int:
