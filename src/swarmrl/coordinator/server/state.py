@@ -81,6 +81,7 @@ class ServiceState:
     # units guards against a second coordinator process; its IntegrityError is retried).
     lease_lock: threading.Lock = field(default_factory=threading.Lock)
     units_swept_at: dict[str, float] = field(default_factory=dict)  # run id → last sweep of lapsed units
-    step_rooms: dict[str, tuple[float, Any]] = field(default_factory=dict)  # run id → (read at, [StepRoom])
+    # run id → step → (read at, (open step, demand) then, StepRoom): the rooms a refusal may stand on
+    step_rooms: dict[str, dict[int, tuple[float, Any, Any]]] = field(default_factory=dict)
     # run id → (monotonic time, summary): every open dashboard stream of a run shares one read per second
     streamed_summaries: dict[str, tuple[float, Any]] = field(default_factory=dict)

@@ -9,6 +9,8 @@ any number of validators judge every file exactly once, and a killed validator's
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, Request
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -97,21 +99,25 @@ def _held(state: ServiceState, run_id: str, node_id: str, policy_step: int | Non
             return _answer(run, member, units, state.config)
         if now - state.units_swept_at.get(run_id, float("-inf")) < SWEEP_EVERY_S:
             _may_lease(session, run, member, state.config)
-            _first_room(member, _recent_rooms(state, session, run, now), policy_step, state.config)
+            _first_room(
+                member,
+                run,
+                lambda step: _recent_room(state, session, run, now, step),
+                policy_step,
+                state.config,
+            )
         return None
 
 
-def _recent_rooms(state: ServiceState, session: Session, run: Run, now: float) -> list[leases.StepRoom]:
-    read_at, rooms = state.step_rooms.get(run.run_id, (float("-inf"), None))
+def _recent_room(state: ServiceState, session: Session, run: Run, now: float, step: int) -> leases.StepRoom:
+    """The room in `step` as read at most ROOM_FRESH_S ago while the run's open step and demand were as now."""
+    rooms = state.step_rooms.setdefault(run.run_id, {})
     current = (run.current_step, leases.step_demand(run, state.config))
-    if rooms is None or (rooms[0].step, rooms[0].demand) != current or now - read_at >= ROOM_FRESH_S:
-        rooms = _rooms(session, run, state.config, now)
-        state.step_rooms[run.run_id] = (now, rooms)
-    return rooms
-
-
-def _rooms(session: Session, run: Run, config: CoordinatorConfig, now: float) -> list[leases.StepRoom]:
-    return [leases.step_room(session, run, config, now, step) for step in leases.lease_steps(run, config)]
+    read_at, read_when, room = rooms.get(step, (float("-inf"), None, None))
+    if room is None or read_when != current or now - read_at >= ROOM_FRESH_S:
+        room = leases.step_room(session, run, state.config, now, step)
+        rooms[step] = (now, current, room)
+    return room
 
 
 def _grant(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -> WorkLease:
@@ -129,7 +135,13 @@ def _grant(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -
         if held:  # another request of this node was granted while this one waited for the lock
             return _answer(run, member, held, config)
         standing = _may_lease(session, run, member, config)
-        room, room_size = _first_room(member, _rooms(session, run, config, now), body.policy_step, config)
+        room, room_size = _first_room(
+            member,
+            run,
+            lambda step: leases.step_room(session, run, config, now, step),
+            body.policy_step,
+            config,
+        )
         size = min(room_size, body.max_units or config.lease_max_units)
         size = min(size, leases.lease_size(member.unit_seconds, standing, config))
         held = leases.grant(
@@ -162,20 +174,27 @@ def _may_lease(session: Session, run: Run, member: Membership, config: Coordinat
 
 
 def _first_room(
-    member: Membership, rooms: list[leases.StepRoom], policy_step: int | None, config: CoordinatorConfig
+    member: Membership,
+    run: Run,
+    room_of: Callable[[int], leases.StepRoom],
+    policy_step: int | None,
+    config: CoordinatorConfig,
 ) -> tuple[leases.StepRoom, int]:
     """The first step with room for the node and the most units it may take there; `step_full` (naming the open
     step) when no step has any. Steps past the open one only for a node that holds the open step's policy
     (`policy_step`): a file generated ahead with an older one would train at the window's edge at its own step,
     and be refused as stale should it carry over to the next (a node that claims a policy it lacks wastes only
-    its own work: its file is refused as stale)."""
-    open_step = rooms[0]
-    if policy_step is None or policy_step < open_step.step:
-        rooms = rooms[:1]
-    for room in rooms:
+    its own work: its file is refused as stale). A step's room is read only when the steps before it are full."""
+    steps = leases.lease_steps(run, config)
+    if policy_step is None or policy_step < run.current_step:
+        steps = steps[:1]
+    rooms = []
+    for step in steps:
+        rooms.append(room := room_of(step))
         size = _room(member, room, config)
         if size > 0:
             return room, size
+    open_step = rooms[0]
     raise ConflictError(
         f"step {open_step.step} has all the work it needs in flight"
         + ("" if open_step.open_units == 0 else " that nodes without accepted work may hold")
