@@ -142,9 +142,8 @@ def lease_steps(run: Run, config: CoordinatorConfig) -> range:
 @dataclass(frozen=True)
 class StepRoom:
     """The room in step `step` (the open one, or one `lease_steps` allows past it) as the trainer's `demand`
-    for the open step sizes it: units that may still be leased
-    (`open_units`), the proven workers alive to share them, and how many units one more unproven node may take
-    (0 or 1: it holds at most one).
+    for the open step sizes it: units that may still be leased (`open_units`), the proven workers alive to share
+    them, and how many units one more unproven node may take (0 or 1: it holds at most one).
 
     Identities are free, so unproven nodes share one pool however many they are: the whole step while no proven
     node is alive, else `lease_unproven_fraction` of it. Their leases are extra to the step's demand
