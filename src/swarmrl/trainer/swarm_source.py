@@ -4,8 +4,8 @@ step used out.
 The coordinator's step counter is the training step nodes generate for. Opening step k lets nodes lease its
 units (with a policy no older than k - async_level), and those of k + 1 once k's are all out
 (`lease_ahead_steps`); closing step k (all its groups collected) opens k + 1 at once, so nodes generate for
-k + 1 while the trainer trains step k, and the work that nodes did ahead is waiting for it. The trainer says how many
-units a step wants: about as many files as recent steps used, less the accepted files already waiting, more
+k + 1 while the trainer trains step k, and the work nodes did ahead is waiting for it. The trainer says how
+many units a step wants: about as many files as recent steps used, less the accepted files already waiting, more
 when it runs dry (every unit delivered and still not enough informative groups). It reads the coordinator's
 feed: accepted files of steps k - async_level .. k that no other step used, so work that arrived after its own
 step filled still trains while its policy is recent. Each file is downloaded once into
