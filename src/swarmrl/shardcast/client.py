@@ -369,8 +369,9 @@ class CheckpointFetcher:
 
     Each call runs its own event loop; what was learned about the sources (throughput, round trips, failures,
     lies and their back-off) and the keep-alive shard connections carry over from call to call, so a liar
-    found out once is not asked again until its back-off has passed. Calls that install a version take turns (a lock), so two threads of one process
-    (a worker's prefetching and its foreground) never download into the same directory at once.
+    found out once is not asked again until its back-off has passed. Calls that install a version take turns
+    (a lock), so two threads of one process (a worker's prefetching and its foreground) never download into the
+    same directory at once.
     """
 
     def __init__(

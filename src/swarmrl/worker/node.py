@@ -205,8 +205,8 @@ class Policy:
 
     def newest(self) -> int | None:
         """The newest version this node holds: loaded, or installed and loaded by the next unit that may use it."""
-        installed = local_versions(self.root)
-        return max([*installed[-1:], *([] if self.step is None else [self.step])], default=None)
+        held = local_versions(self.root)[-1:] + ([] if self.step is None else [self.step])
+        return max(held, default=None)
 
     def load_first(self, stop: threading.Event) -> None:
         """Wait until a first version is installed and load it: a node asks for work only once it can do it,

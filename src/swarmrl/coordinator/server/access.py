@@ -71,10 +71,15 @@ def active_member(
     return member
 
 
-def check_step_window(run: Run, step: int, config: CoordinatorConfig) -> None:
-    """Work counts only for a step a lease may be granted for, or one no older than the async level allows."""
+def check_leasable(run: Run, step: int, config: CoordinatorConfig) -> None:
+    """Refuse a step past those a lease may be granted for (the open one and `lease_steps` past it)."""
     if step > lease_steps(run, config)[-1]:
         raise ConflictError(f"step {step} has not opened (current {run.current_step})", kind="future_step")
+
+
+def check_step_window(run: Run, step: int, config: CoordinatorConfig) -> None:
+    """Work counts only for a step a lease may be granted for, or one no older than the async level allows."""
+    check_leasable(run, step, config)
     if step < run.current_step - run.async_level:
         raise ConflictError(
             f"step {step} is stale: current {run.current_step}, async level {run.async_level}",

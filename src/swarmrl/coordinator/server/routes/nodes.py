@@ -23,12 +23,18 @@ from swarmrl.coordinator.api import (
     SeedInfo,
     Step,
 )
-from swarmrl.coordinator.errors import ApiError, ConflictError, ForbiddenError
+from swarmrl.coordinator.errors import ApiError, ForbiddenError
 from swarmrl.coordinator.rules import janitor
 from swarmrl.coordinator.rules.health import Health, dead_cutoff, health_of
-from swarmrl.coordinator.rules.leases import ever_leased, lease_steps
+from swarmrl.coordinator.rules.leases import ever_leased
 from swarmrl.coordinator.seeds import task_seed
-from swarmrl.coordinator.server.access import active_member, get_run, is_validator, require_registered
+from swarmrl.coordinator.server.access import (
+    active_member,
+    check_leasable,
+    get_run,
+    is_validator,
+    require_registered,
+)
 from swarmrl.coordinator.server.auth import SignedCaller, state_of
 from swarmrl.coordinator.server.views import member_info, node_info
 from swarmrl.coordinator.store.db import Membership, Node, RelayState, Run
@@ -205,10 +211,7 @@ def seed(
             if target != who.node_id:
                 raise ForbiddenError("a node may only ask for its own seeds", kind="not_own_seed")
             active_member(session, run_id, target, state.config, state.clock())
-            if step > lease_steps(run, state.config)[-1]:
-                raise ConflictError(
-                    f"step {step} has not opened (current {run.current_step})", kind="future_step"
-                )
+            check_leasable(run, step, state.config)
             if not ever_leased(session, run_id, target, step, batch_index):
                 raise ForbiddenError(
                     f"unit ({step}, {batch_index}) was not leased to this node", kind="not_leased"
