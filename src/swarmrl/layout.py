@@ -8,7 +8,8 @@ threads, 69 with one). Workers generate only the files the trainer asked for and
 takes the trainer's core for files nobody reads. Measured on 2 cores (benchmarks/RESULTS.md): with the trainer
 the bottleneck (the 6M-parameter workload) one worker beside it beats two (16.9 vs 11.6 samples/s), which take
 turns with the trainer on its core; at the demo workload, where generation is the bottleneck, two beat one.
-Workers that generate on a GPU: one.
+Workers that generate on a GPU: one. While the workers wait, the trainer trains on their cores too
+(`trainer.borrow_idle_cores`, `swarmrl.trainer.core_share`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ def trainer_generates(config: RunConfig, *, distributed: bool = False) -> bool:
         return setting
     cpu = _on_cpu(config.trainer.device) and _on_cpu(config.worker.device)
     return cpu and not distributed and not config.trainer.lora.enabled
+
+
+def borrowed_cores(config: RunConfig, *, distributed: bool = False) -> int:
+    """Cores the trainer of a local run trains on while its workers wait (1: it keeps to its own)."""
+    setting = config.trainer.borrow_idle_cores
+    if setting is False or local_workers(config) == 0 or distributed:
+        return 1
+    if setting == "auto" and not (_on_cpu(config.trainer.device) and _on_cpu(config.worker.device)):
+        return 1
+    return len(available_cores())
 
 
 def _on_cpu(device: str) -> bool:

@@ -131,6 +131,12 @@ class RunDirSource:
         read = len(summary.get("outcomes", {}))
         self._request(step + 1, max(self.files_per_step, read))
 
+    def workers_idle(self) -> bool:
+        """Whether the workers hold every file asked of them: the newest step asked for has them all."""
+        if not self._requested:
+            return False
+        return not self.rundir.wants_files(max(self._requested))
+
     def _request(self, step: int, files: int) -> None:
         self._requested[step] = files
         self.rundir.request_files(step, files)

@@ -79,6 +79,13 @@ class TrainerSection(Section):
         "'auto': on when the trainer and the workers run on the CPU (not with LoRA or under torchrun); "
         "never in a swarm",
     )
+    borrow_idle_cores: bool | Literal["auto"] = Field(
+        "auto",
+        description="local CPU runs with worker processes: while the workers hold every rollout file the "
+        "trainer asked for (and so wait), the trainer trains on every core of the run, and on one thread "
+        "again as soon as they have work. 'auto': on when the trainer and the workers run on the CPU and "
+        "not under torchrun; never in a swarm",
+    )
     micro_batch_tokens: int = Field(
         16384,
         ge=2,

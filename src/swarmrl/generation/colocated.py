@@ -75,6 +75,9 @@ class ColocatedSource:
     def should_stop(self) -> bool:
         return self.files.should_stop()
 
+    def workers_idle(self) -> bool:
+        return self.files.workers_idle()
+
     def _held(self) -> str:
         step = self.engine.policy_step
         return "no policy yet" if step == NO_POLICY else f"policy {step}"

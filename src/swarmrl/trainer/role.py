@@ -24,7 +24,7 @@ from swarmrl.coordinator.transport import node_retry
 from swarmrl.generation.colocated import ColocatedSource, colocated_source
 from swarmrl.httpserve.reach import loopback_warning
 from swarmrl.identity import Identity
-from swarmrl.layout import local_workers, trainer_generates
+from swarmrl.layout import borrowed_cores, local_workers, trainer_generates
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rollouts import RolloutLimits
@@ -36,6 +36,7 @@ from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
 from swarmrl.tasks.task import TaskSource
+from swarmrl.trainer.core_share import CoreShare
 from swarmrl.trainer.data import RolloutFeed, RolloutSource
 from swarmrl.trainer.metrics import MetricsForward
 from swarmrl.trainer.parallel import is_distributed
@@ -91,6 +92,7 @@ def trainer_role(
                 weight_sink=source.engine if isinstance(source, ColocatedSource) else None,
                 after_step=after_step,
                 forward_metrics=forward,
+                core_share=_core_share(config, source),
             )
             if dist.is_initialized():
                 # Rank 0 still writes the last checkpoint when the others return; tearing gloo down under it
@@ -127,6 +129,15 @@ def _rollout_endpoints(
         return RunDirSource(rundir, files_per_step=files_per_step(config)), None, None
     shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
     return _swarm_endpoints(config, shardcast, rundir, coordinator_url, key, stack, checks)
+
+
+def _core_share(config: RunConfig, source) -> CoreShare | None:
+    """A local run's trainer trains on its workers' cores while they wait (`trainer.borrow_idle_cores`)."""
+    cores = borrowed_cores(config, distributed=is_distributed())
+    if cores == 1 or not isinstance(source, RunDirSource | ColocatedSource):
+        return None
+    log.info("the trainer trains on %d cores while its workers wait, on one while they generate", cores)
+    return CoreShare(source.workers_idle, cores)
 
 
 def files_per_step(config: RunConfig) -> int:

@@ -38,6 +38,7 @@ from swarmrl.trainer.checkpoint import (
     save_trainer_state,
     saved_trainer_steps,
 )
+from swarmrl.trainer.core_share import CoreShare, decoder_layers
 from swarmrl.trainer.data import CollectStats
 from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.metrics import MetricsForward, MetricsSink
@@ -249,13 +250,15 @@ def run_trainer(
     weight_sink: WeightSink | None = None,
     after_step: AfterStep | None = None,
     forward_metrics: MetricsForward | None = None,
+    core_share: CoreShare | None = None,
 ) -> int:
     """Train from the newest resumable state to `config.trainer.steps`; returns the last step written.
 
     `weight_sink` (an engine sharing this process and GPU) gets the policy training starts from, then each
     new policy in place before its checkpoint is written: it never needs to read a checkpoint. With
     `eval.every_steps`, rank 0 also scores policies on held-out tasks (`swarmrl.trainer.online_eval`).
-    `forward_metrics` gets every metrics record's scalars too (rank 0).
+    `forward_metrics` gets every metrics record's scalars too (rank 0). `core_share` sets the torch threads of
+    each training pass (a local CPU run's trainer on its idle workers' cores); collecting runs on one thread.
     """
     if config.trainer.lora.enabled and (weight_sink is not None or after_step is not None):
         raise ValueError(
@@ -282,6 +285,7 @@ def run_trainer(
             evaluator = OnlineEvaluator(config, checkpoint_dir(rundir.checkpoints, step), step, sink.log)
             if step == 0:
                 evaluator.policy_ready(0)  # the starting policy is the eval curve's first point
+        collect = _on_one_thread(collect, core_share, policy.module.model) if core_share else collect
         last = _train_loop(
             config, policy, collect, publish, sink, step, stop_after_steps, weight_sink, after_step, evaluator
         )
@@ -293,6 +297,24 @@ def run_trainer(
             evaluator.close()
         if sink is not None:
             sink.close()
+        if core_share is not None:
+            core_share.detach()
+
+
+def _on_one_thread(collect: Collector, core_share: CoreShare, model: torch.nn.Module) -> Collector:
+    """`collect` on one torch thread (the trainer reads files or generates beside busy workers); the training
+    passes after it take the threads `core_share` sets before each decoder layer."""
+    layers = decoder_layers(model)
+    if layers is None:
+        log.warning("%s has no decoder layers to hook: the trainer keeps to one thread", type(model).__name__)
+        return collect
+    core_share.attach(layers)
+
+    def collect_on_one_thread(step: int):
+        core_share.release()
+        return collect(step)
+
+    return collect_on_one_thread
 
 
 def _load_policy_and_optimizer(config: RunConfig, rundir: RunDir, step: int, *, resume: bool) -> _Policy:

@@ -1,12 +1,13 @@
-"""The local layout: `worker.num_workers = "auto"` (a worker per CPU core but the trainer's, one for GPU workers)
-and `trainer.generate_while_waiting = "auto"` (the trainer generates whenever it would wait, on the CPU)."""
+"""The local layout: `worker.num_workers = "auto"` (a worker per CPU core but the trainer's, one for GPU workers),
+`trainer.generate_while_waiting = "auto"` (the trainer generates whenever it would wait, on the CPU) and
+`trainer.borrow_idle_cores = "auto"` (the trainer trains on the workers' cores while they wait, on the CPU)."""
 
 from pathlib import Path
 
 import pytest
 
 from swarmrl.configs import ConfigError, load_config
-from swarmrl.layout import local_workers, trainer_generates
+from swarmrl.layout import available_cores, borrowed_cores, local_workers, trainer_generates
 
 DEMO = Path(__file__).resolve().parents[3] / "configs" / "demo.toml"
 
@@ -33,6 +34,16 @@ def test_the_trainer_generates_while_waiting_in_local_cpu_runs_only():
     assert not trainer_generates(config("trainer.lora.enabled=true"))
     assert not trainer_generates(config("trainer.generate_while_waiting=false"))
     assert trainer_generates(config("trainer.colocate=true", "trainer.generate_while_waiting=false"))
+
+
+def test_the_trainer_borrows_the_run_s_cores_in_local_cpu_runs_only():
+    cores = len(available_cores())
+    assert borrowed_cores(config()) == cores
+    assert borrowed_cores(config(), distributed=True) == 1
+    assert borrowed_cores(config("worker.device='cuda'")) == 1
+    assert borrowed_cores(config("trainer.borrow_idle_cores=false")) == 1
+    assert borrowed_cores(config("trainer.colocate=true")) == 1  # no worker to borrow from
+    assert borrowed_cores(config("worker.device='cuda'", "trainer.borrow_idle_cores=true")) == cores
 
 
 def test_gpu_workers_are_one():

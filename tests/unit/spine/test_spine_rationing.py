@@ -46,3 +46,21 @@ def test_a_restarted_trainer_keeps_a_larger_request(tmp_path):
     rundir.request_files(2, 5)
     RunDirSource(rundir, files_per_step=2).open_step(2)
     assert rundir.requested_files(2) == 5
+
+
+def test_workers_are_idle_once_the_newest_step_asked_for_has_its_files(tmp_path):
+    rundir = RunDir(tmp_path)
+    source = RunDirSource(rundir, files_per_step=2)
+    assert not source.workers_idle()  # nothing asked yet: workers produce
+    source.open_step(0)
+    write(rundir, 0, "a.parquet")
+    assert not source.workers_idle()
+    write(rundir, 0, "b.parquet")
+    assert source.workers_idle()
+    source.close_step(0, {"outcomes": {"a": "trained", "b": "trained"}})
+    assert not source.workers_idle()  # step 1 asked for two files
+    write(rundir, 1, "a.parquet")
+    write(rundir, 1, "b.parquet")
+    assert source.workers_idle()
+    assert source.new_files(1, {"a.parquet", "b.parquet"}) == []  # read them all: one more is asked for
+    assert not source.workers_idle()
