@@ -183,6 +183,7 @@ def _feed(config: RunConfig, rundir: RunDir, source, scorer) -> RolloutFeed:
         max_files=config.trainer.max_files_per_step,
         poll_seconds=config.swarm.poll_seconds if swarm else 0.1,
         audit=source if swarm else None,
+        carry_surplus=not swarm,
     )
 
 
