@@ -120,7 +120,9 @@ def test_a_local_feed_carries_the_groups_a_step_did_not_need_into_the_next(tmp_p
     assert [(r.policy_step, r.group_id) for r in rows][::G] == [(0, 1), (0, 3), (1, 0)]
     assert stats.carried_groups == 3 and stats.groups_dropped == 1
     assert stats.policy_lag == [1, 1, 1, 0]
-    assert stats.outcomes == {"b.parquet": "trained"}  # the step's own files: the next step's request counts these
+    assert stats.outcomes == {
+        "b.parquet": "trained"
+    }  # the step's own files: the next step's request counts these
 
 
 def test_carried_groups_too_old_for_a_step_are_dropped_as_stale(tmp_path):
