@@ -39,7 +39,8 @@ from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rollouts import RolloutLimits
 from swarmrl.rollouts.checks import CheckFailed, completion_tokens
 from swarmrl.rundir import write_json_atomic
-from swarmrl.shardcast.client import fetch_checkpoint, latest_version, local_versions
+from swarmrl.shardcast.client import CheckpointFetcher, local_versions
+from swarmrl.shardcast.prefetch import Prefetch
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
@@ -52,6 +53,10 @@ log = logging.getLogger(__name__)
 _UNREADABLE = {"sha256_mismatch": "upload_hash", "file_missing": "file_missing"}
 # Verdicts the coordinator no longer wants: another validator decided, the node's work was voided, the lease moved.
 _MOOT = {"already_decided", "voided", "lease_held"}
+# Seconds a validator's prefetch waits on a relay's long poll before asking again: also how long a validator
+# that has finished may wait for it to notice (a worker's prefetch waits 10 s; a validator drains and exits).
+PREFETCH_POLL_S = 2.0
+PREFETCH_JOIN_S = 15.0  # how long a stopping validator lets a download in flight finish
 
 
 class ValidatorStopped(Exception):
@@ -71,7 +76,13 @@ class ValidatorOptions:
 
 
 class FetchedPolicies(PolicyCache):
-    """Policy checkpoints by step, fetched through shardcast on first use, the last few kept loaded."""
+    """Policy checkpoints by step, fetched through shardcast, the last few kept loaded.
+
+    A background thread (`Prefetch`) installs each version as soon as a relay announces it, so the first file
+    of a new policy does not wait for its download (over a long link, seconds); a version not installed yet is
+    fetched on first use. Both go through one `CheckpointFetcher`, whose measured sources and kept-alive
+    connections carry over from version to version.
+    """
 
     def __init__(
         self,
@@ -91,6 +102,11 @@ class FetchedPolicies(PolicyCache):
         self.fetching = fetching.pinning(self.pinned).model_copy(
             update={"keep_versions": max(fetching.keep_versions, keep + 1)}
         )
+        self.fetcher = CheckpointFetcher(
+            options.relays, trainer_key, self.checkpoints, self.fetching, options.run_id
+        )
+        self._closing = threading.Event()
+        self.prefetch = Prefetch(self.fetcher, self._closing, poll_s=PREFETCH_POLL_S)
 
     def path(self, step: int) -> Path:
         if step not in local_versions(self.checkpoints):
@@ -99,14 +115,13 @@ class FetchedPolicies(PolicyCache):
         return super().path(step)
 
     def _fetch(self, step: int) -> Path:
-        return fetch_checkpoint(
-            self.options.relays,
-            step,
-            self.checkpoints,
-            self.trainer_key,
-            self.fetching,
-            run_id=self.options.run_id,
-        )
+        return self.fetcher.fetch(step)
+
+    def close(self) -> None:
+        """Stop prefetching, letting a download in flight finish (bounded)."""
+        self._closing.set()
+        if self.prefetch.is_alive():
+            self.prefetch.join(timeout=PREFETCH_JOIN_S)
 
 
 def swarm_context(
@@ -128,13 +143,12 @@ def swarm_context(
     newest = None
     while newest is None:
         step = client.reads.run_state(options.run_id).current_step
-        newest = latest_version(
-            options.relays, trainer_key, ceiling=step, config=config.shardcast.client, run_id=options.run_id
-        )
+        newest = policies.fetcher.latest_version(ceiling=step)
         if newest is None:
             if options.stop.wait(options.poll_seconds):
                 raise ValidatorStopped("stopped before any checkpoint was announced")
     start = policies.path(newest)
+    policies.prefetch.start()
     tasks, tokenizer = build_tasks(config.tasks), load_tokenizer(start)
     return ValidationContext(
         config=config,
@@ -273,6 +287,8 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
         client.close()
         if metrics is not None:
             metrics.close()
+        if isinstance(context.policy, FetchedPolicies):
+            context.policy.close()
     return posted
 
 

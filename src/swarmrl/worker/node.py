@@ -45,6 +45,7 @@ from swarmrl.rollouts.checks import completion_tokens
 from swarmrl.rundir import write_json_atomic, write_text_atomic
 from swarmrl.shardcast.client import CheckpointFetcher, local_versions
 from swarmrl.shardcast.errors import ShardcastError
+from swarmrl.shardcast.prefetch import Prefetch
 from swarmrl.steps import step_dir_name
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.task import TaskSource
@@ -110,34 +111,6 @@ class Heartbeat(threading.Thread):
                 if exc.kind in _REJOIN:
                     self._rejoin()
             self.stop.wait(self.interval)
-
-
-class Prefetch(threading.Thread):
-    """Installs each checkpoint version as soon as a relay announces it (long polls), so a worker holds the
-    newest policy before its next unit asks for it; errors are logged and retried after a pause."""
-
-    def __init__(self, fetcher: CheckpointFetcher, stop: threading.Event, poll_s: float = 10.0) -> None:
-        super().__init__(name="prefetch", daemon=True)
-        self.fetcher, self.stop, self.poll_s = fetcher, stop, poll_s
-        self.fetching: int | None = None  # the version being downloaded now
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            held = local_versions(self.fetcher.dest_root)
-            try:
-                version = self.fetcher.wait_for_version(held[-1] if held else -1, self.poll_s)
-                if version is not None:
-                    self.fetching = version
-                    self.fetcher.fetch(version)
-            except ShardcastError as exc:
-                log.warning("prefetching a new policy failed: %s", exc)
-                self.stop.wait(1.0)
-            except RuntimeError:
-                if not self.stop.is_set():
-                    raise
-                return  # the node has stopped and the interpreter is shutting its executors down
-            finally:
-                self.fetching = None
 
 
 def worth_waiting(held: int, ceiling: int, async_level: int, fetching: int | None) -> bool:

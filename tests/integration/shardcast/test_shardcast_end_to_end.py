@@ -1,5 +1,6 @@
 """Origin, relays, clients on 127.0.0.1: fetches, chains, deltas, long-poll, metrics, local retention; a relay
-mirrors the delta before the full copy and a worker installs each new version in the background."""
+mirrors the delta before the full copy and a worker and a validator install each new version in the
+background."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import torch
 from shardcast_testkit import (
     TRAINER,
     SlowLink,
@@ -31,7 +33,8 @@ from swarmrl.shardcast import (
 )
 from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.hashing import digest_file
-from swarmrl.worker.node import Prefetch
+from swarmrl.shardcast.prefetch import Prefetch
+from swarmrl.validator.node import FetchedPolicies, ValidatorOptions
 
 
 def test_fetch_direct_from_origin_installs_verified_copy(tmp_path, servers):
@@ -262,3 +265,28 @@ def test_a_worker_installs_each_version_in_the_background(tmp_path, servers):
         stop.set()
         prefetch.join(timeout=10)
     assert not prefetch.is_alive()
+
+
+def test_a_validator_installs_each_version_before_a_file_asks_for_it(tmp_path, servers):
+    root = tmp_path / "ckpt"
+    origin, server = start_origin(root, delta=True)
+    servers.append(server)
+    origin.publish(write_checkpoint(root, 0, 300_000), 0)
+    options = ValidatorOptions(
+        server.url, "test-run", tmp_path / "v.pem", [server.url], tmp_path / "validator"
+    )
+    policies = FetchedPolicies(
+        options, TRAINER.node_id, "float32", keep=2, fetching=ClientConfig(), device=torch.device("cpu")
+    )
+    installed = tmp_path / "validator" / "checkpoints"
+    assert policies.path(0) == installed / "step_0"  # fetched on first use
+    policies.prefetch.start()
+    try:
+        origin.publish(next_version(root, 1, 300_000), 1)
+        wait_until(lambda: 1 in local_versions(installed), timeout=10)  # no file asked for it
+        assert_same_tree(root / "step_1", installed / "step_1")
+    finally:
+        started = time.monotonic()
+        policies.close()
+    assert not policies.prefetch.is_alive()
+    assert time.monotonic() - started < 5  # the long poll is short: a drained validator exits promptly

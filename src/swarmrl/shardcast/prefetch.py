@@ -1,0 +1,40 @@
+"""A node's background download of each checkpoint version as soon as a relay announces it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from swarmrl.shardcast.client import CheckpointFetcher, local_versions
+from swarmrl.shardcast.errors import ShardcastError
+
+log = logging.getLogger(__name__)
+
+
+class Prefetch(threading.Thread):
+    """Installs each checkpoint version as soon as a relay announces it (long polls of `poll_s`), so a node
+    holds the newest policy before its next unit (a worker) or submission (a validator) asks for it; errors are
+    logged and retried after a pause."""
+
+    def __init__(self, fetcher: CheckpointFetcher, stop: threading.Event, poll_s: float = 10.0) -> None:
+        super().__init__(name="prefetch", daemon=True)
+        self.fetcher, self.stop, self.poll_s = fetcher, stop, poll_s
+        self.fetching: int | None = None  # the version being downloaded now
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            held = local_versions(self.fetcher.dest_root)
+            try:
+                version = self.fetcher.wait_for_version(held[-1] if held else -1, self.poll_s)
+                if version is not None:
+                    self.fetching = version
+                    self.fetcher.fetch(version)
+            except ShardcastError as exc:
+                log.warning("prefetching a new policy failed: %s", exc)
+                self.stop.wait(1.0)
+            except RuntimeError:
+                if not self.stop.is_set():
+                    raise
+                return  # the node has stopped and the interpreter is shutting its executors down
+            finally:
+                self.fetching = None
