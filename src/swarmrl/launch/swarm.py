@@ -199,7 +199,10 @@ def start_swarm(
         return args
 
     for name in validators:
-        swarm.start(name, _starter(swarm, name, node_args("validator", name)))
+        # A validator is the operator's own node: it may fetch from the origin too, so losing the relay near it
+        # does not leave it fetching each new policy over long links while files wait for their verdicts.
+        args = [*node_args("validator", name), "--relay", origin_url]
+        swarm.start(name, _starter(swarm, name, args))
     for index in range(config.swarm.honest_workers):
         name = f"worker-{index}"
         args = node_args("worker", name)

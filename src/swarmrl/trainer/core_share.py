@@ -2,9 +2,9 @@
 
 A local run gives each worker process a core and the trainer one (`swarmrl.layout`). Workers generate only the
 files the trainer asked for and then wait, so when training is the bottleneck their cores idle for part of every
-step while the trainer's forward and backward run on one thread. `CoreShare` raises the trainer's torch threads
-to every core of the run while the workers hold every file asked of them, and drops back to one as soon as they
-have work again: it looks before each decoder layer's forward and backward pass (a few hundred milliseconds of
+step while the trainer's forward and backward run on its own thread(s). `CoreShare` raises the trainer's torch
+threads to every core of the run while the workers hold every file asked of them, and drops back to the
+trainer's own count as soon as they have work again: it looks before each decoder layer's forward and backward pass (a few hundred milliseconds of
 work each at most on a CPU), so a new request from the trainer or a step a worker starts is seen within a layer.
 
 torch's intra-op thread count is per calling thread (OpenMP's), and on a CPU autograd runs backward on the
@@ -22,9 +22,14 @@ from torch.utils.hooks import RemovableHandle
 
 
 class CoreShare:
-    def __init__(self, workers_idle: Callable[[], bool], cores: int, recheck_s: float = 0.05) -> None:
-        if cores < 1:
-            raise ValueError(f"cores must be at least 1, not {cores}")
+    """`cores` threads while `workers_idle()`, else `own` (the trainer's threads when it is made)."""
+
+    def __init__(
+        self, workers_idle: Callable[[], bool], cores: int, own: int | None = None, recheck_s: float = 0.05
+    ) -> None:
+        self.own = own if own is not None else torch.get_num_threads()
+        if cores < self.own:
+            raise ValueError(f"cores ({cores}) must be at least the trainer's own threads ({self.own})")
         self.workers_idle = workers_idle
         self.cores = cores
         self.recheck_s = recheck_s
@@ -32,17 +37,18 @@ class CoreShare:
         self._handles: list[RemovableHandle] = []
 
     def adjust(self) -> None:
-        """Every core while the workers are idle, one thread otherwise (looked up at most every `recheck_s`)."""
+        """Every core while the workers are idle, the trainer's own threads otherwise (looked up at most every
+        `recheck_s`)."""
         now = time.monotonic()
         if now - self._checked < self.recheck_s:
             return
         self._checked = now
-        self._set(self.cores if self.workers_idle() else 1)
+        self._set(self.cores if self.workers_idle() else self.own)
 
     def release(self) -> None:
-        """Back to one thread: the trainer is about to read files or generate beside its workers."""
+        """Back to the trainer's own threads: it is about to read files or generate beside its workers."""
         self._checked = float("-inf")
-        self._set(1)
+        self._set(self.own)
 
     def attach(self, layers: nn.ModuleList) -> None:
         """Look before each layer's forward and, through its output's gradient, before its backward."""

@@ -133,11 +133,11 @@ def _rollout_endpoints(
 
 def _core_share(config: RunConfig, source) -> CoreShare | None:
     """A local run's trainer trains on its workers' cores while they wait (`trainer.borrow_idle_cores`)."""
-    cores = borrowed_cores(config, distributed=is_distributed())
-    if cores == 1 or not isinstance(source, RunDirSource | ColocatedSource):
+    cores, own = borrowed_cores(config, distributed=is_distributed()), torch.get_num_threads()
+    if cores <= own or not isinstance(source, RunDirSource | ColocatedSource):
         return None
-    log.info("the trainer trains on %d cores while its workers wait, on one while they generate", cores)
-    return CoreShare(source.workers_idle, cores)
+    log.info("the trainer trains on %d threads while its workers wait, on %d while they generate", cores, own)
+    return CoreShare(source.workers_idle, cores, own)
 
 
 def files_per_step(config: RunConfig) -> int:

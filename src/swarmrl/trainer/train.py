@@ -259,7 +259,7 @@ def run_trainer(
     new policy in place before its checkpoint is written: it never needs to read a checkpoint. With
     `eval.every_steps`, rank 0 also scores policies on held-out tasks (`swarmrl.trainer.online_eval`).
     `forward_metrics` gets every metrics record's scalars too (rank 0). `core_share` sets the torch threads of
-    each training pass (a local CPU run's trainer on its idle workers' cores); collecting runs on one thread.
+    each training pass (a local CPU run's trainer on its idle workers' cores); collecting runs on its own.
     """
     if config.trainer.lora.enabled and (weight_sink is not None or after_step is not None):
         raise ValueError(
@@ -303,11 +303,13 @@ def run_trainer(
 
 
 def _on_one_thread(collect: Collector, core_share: CoreShare, model: torch.nn.Module) -> Collector:
-    """`collect` on one torch thread (the trainer reads files or generates beside busy workers); the training
-    passes after it take the threads `core_share` sets before each decoder layer."""
+    """`collect` on the trainer's own torch threads (it reads files or generates beside busy workers); the
+    training passes after it take the threads `core_share` sets before each decoder layer."""
     layers = decoder_layers(model)
     if layers is None:
-        log.warning("%s has no decoder layers to hook: the trainer keeps to one thread", type(model).__name__)
+        log.warning(
+            "%s has no decoder layers to hook: the trainer keeps to its own threads", type(model).__name__
+        )
         return collect
     core_share.attach(layers)
 

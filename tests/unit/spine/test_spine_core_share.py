@@ -30,7 +30,7 @@ def tiny_lm(layers: int = 3) -> Qwen2ForCausalLM:
 
 def test_threads_follow_the_workers():
     idle = [False]
-    share = CoreShare(lambda: idle[0], cores=3, recheck_s=0.0)
+    share = CoreShare(lambda: idle[0], cores=3, own=1, recheck_s=0.0)
     share.adjust()
     assert torch.get_num_threads() == 1
     idle[0] = True
@@ -42,7 +42,7 @@ def test_threads_follow_the_workers():
 
 def test_the_workers_are_looked_up_at_most_every_recheck_interval():
     asked = []
-    share = CoreShare(lambda: asked.append(1) or True, cores=2, recheck_s=3600.0)
+    share = CoreShare(lambda: asked.append(1) or True, cores=2, own=1, recheck_s=3600.0)
     share.adjust()
     share.adjust()
     assert len(asked) == 1 and torch.get_num_threads() == 2
@@ -54,7 +54,7 @@ def test_the_workers_are_looked_up_at_most_every_recheck_interval():
 def test_every_layer_looks_before_its_forward_and_its_backward():
     model = tiny_lm(layers=3)
     threads_seen: list[int] = []
-    share = CoreShare(lambda: not threads_seen.append(torch.get_num_threads()), cores=2, recheck_s=0.0)
+    share = CoreShare(lambda: not threads_seen.append(torch.get_num_threads()), cores=2, own=1, recheck_s=0.0)
     layers = decoder_layers(model)
     assert layers is not None and len(layers) == 3
     share.attach(layers)
@@ -73,6 +73,14 @@ def test_a_model_without_decoder_layers_is_named_as_such():
     assert decoder_layers(torch.nn.Linear(2, 2)) is None
 
 
-def test_zero_cores_is_refused():
-    with pytest.raises(ValueError, match="cores"):
-        CoreShare(lambda: True, cores=0)
+def test_busy_workers_leave_the_trainer_its_own_threads():
+    share = CoreShare(lambda: False, cores=4, own=2, recheck_s=0.0)
+    share.adjust()
+    assert torch.get_num_threads() == 2
+    share.release()
+    assert torch.get_num_threads() == 2
+
+
+def test_fewer_cores_than_the_trainer_s_own_threads_is_refused():
+    with pytest.raises(ValueError, match="own threads"):
+        CoreShare(lambda: True, cores=1, own=2)
