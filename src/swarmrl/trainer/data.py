@@ -10,7 +10,8 @@ trains unchecked.
 A local run's feed carries the groups of a file that the step did not need into the next step (`carry_surplus`),
 offered there before any new file while their policy is still within `async_level`: workers write whole files,
 and a step that needs a few groups more than its files hold would otherwise read a last file for a few of its
-groups and drop the rest. A swarm's feed does not: a swarm file's groups are credited to the step that read it.
+groups and drop the rest. A swarm's feed does not (a swarm file's groups are credited to the step that read it),
+nor does a colocated run's (each of its steps is generated with that step's policy).
 """
 
 from __future__ import annotations
