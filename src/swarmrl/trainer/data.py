@@ -6,12 +6,6 @@ refused (and said so), and zero-advantage groups are dropped until enough inform
 (DAPO's dynamic sampling). With a `FileAudit` (a swarm trainer) every file also passes the trainer's own checks
 before it trains: a file that fails them is refused and reported, so a file no validator judged still never
 trains unchecked.
-
-A local run's feed carries the groups of a file that the step did not need into the next step (`carry_surplus`),
-offered there before any new file while their policy is still within `async_level`: workers write whole files,
-and a step that needs a few groups more than its files hold would otherwise read a last file for a few of its
-groups and drop the rest. A swarm's feed does not (a swarm file's groups are credited to the step that read it),
-nor does a colocated run's (each of its steps is generated with that step's policy).
 """
 
 from __future__ import annotations
@@ -50,7 +44,6 @@ class CollectStats:
     wait_seconds: float = 0.0
     sampled_reward_sum: float = 0.0  # over every row of every group offered, kept or dropped
     sampled_rows: int = 0
-    carried_groups: int = 0  # offered from the previous steps' surplus
     # file name → "trained" (rows offered to the step) | "stale" | "refused": what the step did with each file
     outcomes: dict[str, str] = field(default_factory=dict)
     rows_used: dict[str, int] = field(default_factory=dict)
@@ -106,12 +99,6 @@ class FileAudit(Protocol):
         """The file failed `failure.check`: report it; it is never trained on."""
 
 
-@dataclass
-class _Carried:
-    policy_step: int
-    group: list[ScoredRow]
-
-
 class RolloutFeed:
     def __init__(
         self,
@@ -124,7 +111,6 @@ class RolloutFeed:
         max_files: int,
         poll_seconds: float = 0.1,
         audit: FileAudit | None = None,
-        carry_surplus: bool = False,
     ) -> None:
         self.source = source
         self.scorer = scorer
@@ -134,8 +120,6 @@ class RolloutFeed:
         self.limits = limits
         self.max_files = max_files
         self.poll_seconds = poll_seconds
-        self.carry_surplus = carry_surplus
-        self._surplus: list[_Carried] = []
 
     def collect(
         self, step: int, num_groups: int, max_wait_seconds: float
@@ -145,7 +129,6 @@ class RolloutFeed:
         seen: set[str] = set()
         start = last_progress = time.monotonic()
         self.source.open_step(step)
-        self._offer_surplus(step, accumulator, stats)
         while not accumulator.full:
             for path in self.source.new_files(step, seen):
                 if len(seen) >= self.max_files:
@@ -207,33 +190,14 @@ class RolloutFeed:
         stats.files += 1
         stats.outcomes[path.name] = "trained"
         stats.rows_used[path.name] = 0
+        stats.policy_lag.extend([step - header.policy_step] * len(groups))
         for group in groups:
             if accumulator.full:
-                if not self.carry_surplus:
-                    break
-                self._surplus.append(_Carried(header.policy_step, group))
-                continue
-            self._offer(group, step - header.policy_step, accumulator, stats)
+                break
+            stats.sampled_reward_sum += sum(row.reward for row in group)
+            stats.sampled_rows += len(group)
             stats.rows_used[path.name] += len(group)
-
-    def _offer_surplus(self, step: int, accumulator: OnlineFilter, stats: CollectStats) -> None:
-        """The groups earlier steps read but did not need, oldest first; those too old for `step` are dropped."""
-        carried, self._surplus = self._surplus, []
-        for item in carried:
-            if item.policy_step < step - self.async_level:
-                stats.stale_rows += len(item.group)
-            elif accumulator.full:
-                self._surplus.append(item)
-            else:
-                self._offer(item.group, step - item.policy_step, accumulator, stats)
-                stats.carried_groups += 1
-
-    @staticmethod
-    def _offer(group: list[ScoredRow], lag: int, accumulator: OnlineFilter, stats: CollectStats) -> None:
-        stats.sampled_reward_sum += sum(row.reward for row in group)
-        stats.sampled_rows += len(group)
-        stats.policy_lag.append(lag)
-        accumulator.add(group, [row.reward for row in group])
+            accumulator.add(group, [row.reward for row in group])
 
     def _admit(
         self, path: Path, step: int

@@ -183,8 +183,6 @@ def _feed(config: RunConfig, rundir: RunDir, source, scorer) -> RolloutFeed:
         max_files=config.trainer.max_files_per_step,
         poll_seconds=config.swarm.poll_seconds if swarm else 0.1,
         audit=source if swarm else None,
-        # A colocated run alternates generation and training, each step on its own policy: it stays on-policy.
-        carry_surplus=not swarm and not config.trainer.colocate,
     )
 
 

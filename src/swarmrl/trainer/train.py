@@ -236,7 +236,6 @@ def batch_metrics(rows: list[ScoredRow], stats: CollectStats) -> dict[str, float
         "dropped_group_fraction": stats.dropped_fraction,
         "refused_files": float(stats.refused_files),
         "stale_rows": float(stats.stale_rows),
-        "carried_groups": float(stats.carried_groups),
         "policy_lag": sum(stats.policy_lag) / max(1, len(stats.policy_lag)),
         "wait_seconds": stats.wait_seconds,
     }

@@ -46,7 +46,14 @@ ROLES = [
     Role(
         "shardcast",
         "swarmrl.shardcast",
-        frozenset({"swarmrl.shardcast.client", "swarmrl.shardcast.origin", "swarmrl.shardcast.errors"}),
+        frozenset(
+            {
+                "swarmrl.shardcast.client",
+                "swarmrl.shardcast.prefetch",
+                "swarmrl.shardcast.origin",
+                "swarmrl.shardcast.errors",
+            }
+        ),
     ),
 ]
 ORCHESTRATORS = ["swarmrl.launch", "swarmrl.islands", "swarmrl.cli"]

@@ -43,7 +43,7 @@ def claimed_reward_scorer(rows):
     ]
 
 
-def feed(tmp_path, async_level=1, max_files=16, carry_surplus=False):
+def feed(tmp_path, async_level=1, max_files=16):
     return RolloutFeed(
         RunDirSource(RunDir(tmp_path)),
         claimed_reward_scorer,
@@ -52,7 +52,6 @@ def feed(tmp_path, async_level=1, max_files=16, carry_surplus=False):
         limits=RolloutLimits(require_proofs=False),
         max_files=max_files,
         poll_seconds=0.01,
-        carry_surplus=carry_surplus,
     )
 
 
@@ -107,38 +106,3 @@ def test_sampled_reward_counts_dropped_groups_too(tmp_path):
     rows, stats = feed(tmp_path).collect(0, num_groups=1, max_wait_seconds=5)
     assert [r.reward for r in rows] == [0, 1]
     assert stats.sampled_reward == pytest.approx(0.75)
-
-
-def test_a_local_feed_carries_the_groups_a_step_did_not_need_into_the_next(tmp_path):
-    source = feed(tmp_path, async_level=1, carry_surplus=True)
-    put(tmp_path, 0, "a.parquet", 0, [1, 0, 0, 1, 1, 1, 0, 1])  # 3 informative groups, 1 uninformative
-    rows, stats = source.collect(0, num_groups=1, max_wait_seconds=5)
-    assert [r.group_id for r in rows] == [0, 0] and stats.carried_groups == 0
-    put(tmp_path, 1, "b.parquet", 1, [0, 1])
-    rows, stats = source.collect(1, num_groups=3, max_wait_seconds=5)
-    # groups 1-3 of step 0's file first (the uninformative one dropped), then the new file
-    assert [(r.policy_step, r.group_id) for r in rows][::G] == [(0, 1), (0, 3), (1, 0)]
-    assert stats.carried_groups == 3 and stats.groups_dropped == 1
-    assert stats.policy_lag == [1, 1, 1, 0]
-    assert stats.outcomes == {
-        "b.parquet": "trained"
-    }  # the step's own files: the next step's request counts these
-
-
-def test_carried_groups_too_old_for_a_step_are_dropped_as_stale(tmp_path):
-    source = feed(tmp_path, async_level=1, carry_surplus=True)
-    put(tmp_path, 0, "a.parquet", 0, [1, 0, 0, 1])
-    source.collect(0, num_groups=1, max_wait_seconds=5)
-    put(tmp_path, 2, "b.parquet", 2, [0, 1])
-    rows, stats = source.collect(2, num_groups=1, max_wait_seconds=5)  # policy 0 < 2 - async_level 1
-    assert {r.policy_step for r in rows} == {2}
-    assert stats.stale_rows == G and stats.carried_groups == 0
-
-
-def test_a_swarm_feed_drops_what_a_step_did_not_need(tmp_path):
-    source = feed(tmp_path, async_level=1)
-    put(tmp_path, 0, "a.parquet", 0, [1, 0, 0, 1])
-    source.collect(0, num_groups=1, max_wait_seconds=5)
-    put(tmp_path, 1, "b.parquet", 1, [0, 1])
-    rows, stats = source.collect(1, num_groups=1, max_wait_seconds=5)
-    assert {r.policy_step for r in rows} == {1} and stats.carried_groups == 0
