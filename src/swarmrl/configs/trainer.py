@@ -82,8 +82,8 @@ class TrainerSection(Section):
     borrow_idle_cores: bool | Literal["auto"] = Field(
         "auto",
         description="local CPU runs with worker processes: while the workers hold every rollout file the "
-        "trainer asked for (and so wait), the trainer trains on every core of the run, and on one thread "
-        "again as soon as they have work. 'auto': on when the trainer and the workers run on the CPU and "
+        "trainer asked for (and so wait), the trainer trains on every core of the run, and on its own "
+        "threads again as soon as they have work. 'auto': on when the trainer and the workers run on the CPU and "
         "not under torchrun; never in a swarm. The thread count then follows the workers' timing, and with "
         "it the last bits of a step's float sums: false keeps one count, for runs that must repeat bit for bit",
     )

@@ -4,8 +4,9 @@ A local run gives each worker process a core and the trainer one (`swarmrl.layou
 files the trainer asked for and then wait, so when training is the bottleneck their cores idle for part of every
 step while the trainer's forward and backward run on its own thread(s). `CoreShare` raises the trainer's torch
 threads to every core of the run while the workers hold every file asked of them, and drops back to the
-trainer's own count as soon as they have work again: it looks before each decoder layer's forward and backward pass (a few hundred milliseconds of
-work each at most on a CPU), so a new request from the trainer or a step a worker starts is seen within a layer.
+trainer's own count as soon as they have work again: it looks before each decoder layer's forward and backward
+pass (a few hundred milliseconds of work each at most on a CPU), so a new request from the trainer or a step a
+worker starts is seen within a layer.
 
 torch's intra-op thread count is per calling thread (OpenMP's), and on a CPU autograd runs backward on the
 thread that called it: the hooks run on the trainer's own thread, so both passes follow the count they set.
@@ -22,13 +23,13 @@ from torch.utils.hooks import RemovableHandle
 
 
 class CoreShare:
-    """`cores` threads while `workers_idle()`, else `own` (the trainer's threads when it is made)."""
+    """`cores` threads while `workers_idle()`, else `own` (the trainer's own thread count)."""
 
     def __init__(
-        self, workers_idle: Callable[[], bool], cores: int, own: int | None = None, recheck_s: float = 0.05
+        self, workers_idle: Callable[[], bool], cores: int, own: int, recheck_s: float = 0.05
     ) -> None:
-        self.own = own if own is not None else torch.get_num_threads()
-        if cores < self.own:
+        self.own = own
+        if cores < own:
             raise ValueError(f"cores ({cores}) must be at least the trainer's own threads ({self.own})")
         self.workers_idle = workers_idle
         self.cores = cores

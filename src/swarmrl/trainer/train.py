@@ -285,7 +285,7 @@ def run_trainer(
             evaluator = OnlineEvaluator(config, checkpoint_dir(rundir.checkpoints, step), step, sink.log)
             if step == 0:
                 evaluator.policy_ready(0)  # the starting policy is the eval curve's first point
-        collect = _on_one_thread(collect, core_share, policy.module.model) if core_share else collect
+        collect = _on_own_threads(collect, core_share, policy.module.model) if core_share else collect
         last = _train_loop(
             config, policy, collect, publish, sink, step, stop_after_steps, weight_sink, after_step, evaluator
         )
@@ -301,7 +301,7 @@ def run_trainer(
             core_share.detach()
 
 
-def _on_one_thread(collect: Collector, core_share: CoreShare, model: torch.nn.Module) -> Collector:
+def _on_own_threads(collect: Collector, core_share: CoreShare, model: torch.nn.Module) -> Collector:
     """`collect` on the trainer's own torch threads (it reads files or generates beside busy workers); the
     training passes after it take the threads `core_share` sets before each decoder layer."""
     layers = decoder_layers(model)
@@ -312,11 +312,11 @@ def _on_one_thread(collect: Collector, core_share: CoreShare, model: torch.nn.Mo
         return collect
     core_share.attach(layers)
 
-    def collect_on_one_thread(step: int):
+    def collect_on_own_threads(step: int):
         core_share.release()
         return collect(step)
 
-    return collect_on_one_thread
+    return collect_on_own_threads
 
 
 def _load_policy_and_optimizer(config: RunConfig, rundir: RunDir, step: int, *, resume: bool) -> _Policy:

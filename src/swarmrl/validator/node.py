@@ -95,7 +95,6 @@ class FetchedPolicies(PolicyCache):
         lora: bool = False,
     ) -> None:
         super().__init__(options.work_dir / "checkpoints", dtype, keep, device)
-        self.options, self.trainer_key = options, trainer_key
         # Files of any step still loaded here are judged against it: never delete one from disk first. A LoRA
         # run's base version is kept from the start: every adapter is merged onto it.
         self.pinned: list[int] = [BASE_STEP] if lora else []
