@@ -17,7 +17,12 @@ class WorkerSection(Section):
         "but the trainer's (at least one; every process runs one torch thread), one when workers generate on "
         "a GPU",
     )
-    prompts_per_batch: int = Field(16, ge=1, description="prompts per rollout file")
+    prompts_per_batch: int = Field(
+        16,
+        ge=1,
+        description="prompts per rollout file; a local run without proofs writes a step's last file smaller, "
+        "with only the prompts the trainer expects that step to still need",
+    )
     group_size: int = Field(8, ge=2, description="completions per prompt (G)")
     temperature: float = Field(1.0, gt=0, description="sampling temperature")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
@@ -30,7 +35,8 @@ class WorkerSection(Section):
         False,
         description="local runs (`swarmrl rl`, `demo`, islands) build TOPLOC proofs although no validator reads "
         "their files. Off (default): single-turn files are written without proofs and their header says so "
-        "(`proofs: false`), and every validator refuses such a file. Swarm workers always build proofs",
+        "(`proofs: false`), and every validator refuses such a file. On: every file is a whole batch "
+        "(`prompts_per_batch`), as a validator judges a swarm unit. Swarm workers always build proofs",
     )
     device: str = Field(
         "cpu",

@@ -43,19 +43,26 @@ class ColocatedSource:
     """A `RolloutSource` that generates each file it offers; steps are closed in the run directory."""
 
     def __init__(
-        self, writer: BatchWriter, engine: InferenceEngine, async_level: int, files_per_step: int = 1
+        self,
+        writer: BatchWriter,
+        engine: InferenceEngine,
+        async_level: int,
+        *,
+        groups_per_step: int,
+        prompts_per_file: int,
+        whole_files: bool = False,
     ) -> None:
         self.writer = writer
         self.engine = engine
         self.async_level = async_level
-        self.files = RunDirSource(writer.rundir, files_per_step=files_per_step)
+        self.files = RunDirSource(writer.rundir, groups_per_step, prompts_per_file, whole_files)
 
     def open_step(self, step: int) -> None:
         self.files.open_step(step)
 
-    def new_files(self, step: int, seen: set[str]) -> list[Path]:
+    def new_files(self, step: int, seen: set[str], prompts_wanted: int) -> list[Path]:
         # Files a run killed mid-step left behind are used before anything new is generated.
-        pending = self.files.new_files(step, seen)
+        pending = self.files.new_files(step, seen, prompts_wanted)
         if pending:
             return pending
         oldest = max(step - self.async_level, 0)
@@ -67,10 +74,12 @@ class ColocatedSource:
         batch_index = 0
         while self.writer.path(step, batch_index).exists():
             batch_index += 1
-        return [self.writer.write(self.engine, step, batch_index)]
+        files = self.files
+        prompts = files.prompts_per_file if files.whole_files else min(files.prompts_per_file, prompts_wanted)
+        return [self.writer.write(self.engine, step, batch_index, prompts=max(1, prompts))]
 
-    def close_step(self, step: int, summary: dict[str, Any]) -> None:
-        self.files.close_step(step, summary)
+    def close_step(self, step: int, summary: dict[str, Any], next_prompts: int) -> None:
+        self.files.close_step(step, summary, next_prompts)
 
     def should_stop(self) -> bool:
         return self.files.should_stop()
@@ -95,11 +104,16 @@ def colocated_engine(config: RunConfig, writer: BatchWriter, device: torch.devic
     return build_engine(config.engine, model, eos_token_id=writer.stop_token_ids, policy_step=NO_POLICY)
 
 
-def colocated_source(
-    config: RunConfig, device: torch.device, *, index: int = 0, files_per_step: int = 1
-) -> ColocatedSource:
+def colocated_source(config: RunConfig, device: torch.device, *, index: int = 0) -> ColocatedSource:
     """The trainer's engine and source. `index`: the local worker it writes as — 0 when colocated (no worker
     processes), the number of worker processes when it generates beside them (`generate_while_waiting`)."""
     writer = BatchWriter.for_run(config, index)
     engine = colocated_engine(config, writer, device)
-    return ColocatedSource(writer, engine, config.worker.async_level, files_per_step)
+    return ColocatedSource(
+        writer,
+        engine,
+        config.worker.async_level,
+        groups_per_step=config.trainer.prompts_per_step,
+        prompts_per_file=config.worker.prompts_per_batch,
+        whole_files=config.worker.local_proofs,
+    )

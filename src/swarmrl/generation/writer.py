@@ -57,14 +57,15 @@ class BatchWriter:
     def path(self, step: int, batch_index: int) -> Path:
         return self.rundir.rollouts(step) / f"w{self.index}-b{batch_index:04d}.parquet"
 
-    def write(self, engine: InferenceEngine, step: int, batch_index: int) -> Path:
+    def write(self, engine: InferenceEngine, step: int, batch_index: int, prompts: int | None = None) -> Path:
+        """The file of (step, batch index): `prompts` prompts (default `worker.prompts_per_batch`)."""
         config = self.config
         spec = BatchSpec.local(
             config.run.id,
             self.identity.node_id,
             step,
             batch_index,
-            config.worker.prompts_per_batch,
+            prompts or config.worker.prompts_per_batch,
             config.worker.group_size,
             config.run.seed,
         )

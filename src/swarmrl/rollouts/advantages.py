@@ -82,6 +82,11 @@ class OnlineFilter(Generic[GroupT]):
         """Share of the groups offered before the filter filled that were dropped as uninformative."""
         return self.dropped / self.seen if self.seen else 0.0
 
+    def prompts_to_fill(self) -> int:
+        """Prompts to sample for the groups still missing, at the informative rate seen so far."""
+        missing = self.target_groups - len(self.groups)
+        return prompts_for_groups(missing, self.seen, self.seen - self.dropped)
+
     def add(self, group: GroupT, rewards: Sequence[float]) -> GroupVerdict:
         values = [float(r) for r in rewards]
         if not values:
@@ -97,6 +102,32 @@ class OnlineFilter(Generic[GroupT]):
             return GroupVerdict.UNINFORMATIVE
         self.groups.append(group)
         return GroupVerdict.KEPT
+
+
+# Below this informative rate a request is sized as if it were this one: a policy whose groups all agree is
+# given more prompts round by round (until the trainer's max_files_per_step gives up), not all at once.
+MIN_INFORMATIVE_RATE = 0.25
+
+
+def prompts_for_groups(groups: int, seen: int, informative: int) -> int:
+    """Prompts to sample for `groups` more informative groups when `informative` of the `seen` groups sampled
+    so far had differing rewards; `groups` itself when nothing was seen yet (every group assumed informative).
+
+    The rate is estimated as (informative + 1) / (seen + 2), so a step where every group counted still leaves
+    room for one that does not; the answer n is the smallest whose expected informative count, less one
+    binomial standard deviation, reaches `groups`: n·p − √(n·p·(1 − p)) ≥ groups. Asking for the mean alone
+    would leave the trainer waiting on a top-up generation about every other step; asking for whole files
+    generates groups no step trains on.
+    """
+    if groups <= 0:
+        return 0
+    if seen <= 0:
+        return groups
+    rate = max((informative + 1) / (seen + 2), MIN_INFORMATIVE_RATE)
+    # n·p − √(n·p·q) = g is a quadratic in x = √n: p·x² − √(p·q)·x − g = 0.
+    spread = math.sqrt(rate * (1 - rate))
+    root = (spread + math.sqrt(spread * spread + 4 * rate * groups)) / (2 * rate)
+    return max(groups, math.ceil(root * root - 1e-9))
 
 
 def _as_groups(rewards: Tensor | Sequence[float], group_size: int) -> Tensor:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from swarmrl.errors import UserError
 from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
-from swarmrl.rollouts.advantages import OnlineFilter
+from swarmrl.rollouts.advantages import OnlineFilter, prompts_for_groups
 from swarmrl.rollouts.checks import CheckFailed
 
 log = logging.getLogger(__name__)
@@ -75,11 +75,13 @@ class RolloutSource(Protocol):
     def open_step(self, step: int) -> None:
         """The trainer starts collecting `step`: let producers know."""
 
-    def new_files(self, step: int, seen: set[str]) -> list[Path]:
-        """Files for `step` whose names are not in `seen`, in a stable order."""
+    def new_files(self, step: int, seen: set[str], prompts_wanted: int) -> list[Path]:
+        """Files for `step` whose names are not in `seen`, in a stable order; the step still wants about
+        `prompts_wanted` prompts' groups (an estimate a source may use to size what it asks producers for)."""
 
-    def close_step(self, step: int, summary: dict[str, Any]) -> None:
-        """`step` has all the data it will use: producers move on."""
+    def close_step(self, step: int, summary: dict[str, Any], next_prompts: int) -> None:
+        """`step` has all the data it will use: producers move on; the next step is expected to want about
+        `next_prompts` prompts."""
 
     def should_stop(self) -> bool: ...
 
@@ -130,7 +132,7 @@ class RolloutFeed:
         start = last_progress = time.monotonic()
         self.source.open_step(step)
         while not accumulator.full:
-            for path in self.source.new_files(step, seen):
+            for path in self.source.new_files(step, seen, accumulator.prompts_to_fill()):
                 if len(seen) >= self.max_files:
                     raise NotEnoughRollouts(
                         f"step {step}: only {len(accumulator.groups)}/{num_groups} informative groups in "
@@ -161,7 +163,10 @@ class RolloutFeed:
                 "groups": num_groups,
                 "outcomes": stats.outcomes,
                 "rows_used": stats.rows_used,
+                "groups_seen": accumulator.seen,
+                "groups_dropped": accumulator.dropped,
             },
+            prompts_for_groups(num_groups, accumulator.seen, accumulator.seen - accumulator.dropped),
         )
         return [row for group in accumulator.groups for row in group], stats
 

@@ -122,11 +122,14 @@ def _rollout_endpoints(
     if coordinator_url is None:
         if trainer_generates(config, distributed=is_distributed()):
             # It writes as the local worker after the launcher's last one.
-            source = colocated_source(
-                config, device, index=local_workers(config), files_per_step=files_per_step(config)
-            )
-            return source, None, None
-        return RunDirSource(rundir, files_per_step=files_per_step(config)), None, None
+            return colocated_source(config, device, index=local_workers(config)), None, None
+        source = RunDirSource(
+            rundir,
+            groups_per_step=config.trainer.prompts_per_step,
+            prompts_per_file=config.worker.prompts_per_batch,
+            whole_files=config.worker.local_proofs,
+        )
+        return source, None, None
     shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
     return _swarm_endpoints(config, shardcast, rundir, coordinator_url, key, stack, checks)
 

@@ -99,7 +99,9 @@ class AcceptedSubmissions:
             waiting += work.leased + work.submitted - work.unproven  # fresh keys' work is not counted on
         return next_demand(self._estimate(), waiting)
 
-    def new_files(self, step: int, seen: set[str]) -> list[Path]:
+    def new_files(self, step: int, seen: set[str], prompts_wanted: int) -> list[Path]:
+        # A swarm's units are whole batches, leased ahead by the coordinator: its demand follows the files
+        # steps used (`files_per_step`), not the feed's estimate in prompts.
         paths = []
         after_id = 0
         while page := self.client.training_feed(self.run_id, step, after_id=after_id):
@@ -191,7 +193,7 @@ class AcceptedSubmissions:
                 raise
         return True
 
-    def close_step(self, step: int, summary: dict[str, Any]) -> None:
+    def close_step(self, step: int, summary: dict[str, Any], next_prompts: int) -> None:
         outcomes: dict[str, str] = summary.get("outcomes", {})
         rows: dict[str, int] = summary.get("rows_used", {})
         by_outcome = {

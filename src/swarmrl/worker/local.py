@@ -68,8 +68,9 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             # Keep producing until the trainer has enough informative groups for this step (it gives up, and
             # says why, when a step needs more files than it allows), but no file it has not asked for.
             while not rundir.is_complete(step) and not rundir.should_stop():
-                if rundir.wants_files(step):
-                    writer.write(engine, step, batch_index)
+                prompts = rundir.next_file_prompts(step, full=config.worker.prompts_per_batch)
+                if prompts is not None:
+                    writer.write(engine, step, batch_index, prompts=prompts)
                     files += 1
                     batch_index += 1
                 else:

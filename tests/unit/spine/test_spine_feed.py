@@ -1,13 +1,15 @@
 """The trainer's rollout feed: the async window, online filtering, and its bounded waits."""
 
 import dataclasses
+import json
 import logging
 
 import pytest
 
 from swarmrl.identity import Identity
 from swarmrl.rollouts import RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, write_rollouts
-from swarmrl.rundir import RunDir, RunDirSource
+from swarmrl.rollouts.advantages import prompts_for_groups
+from swarmrl.rundir import FileRequest, RunDir, RunDirSource
 from swarmrl.trainer.data import NotEnoughRollouts, RolloutFeed
 
 NODE = Identity.from_seed(b"\x09" * 32)
@@ -43,9 +45,9 @@ def claimed_reward_scorer(rows):
     ]
 
 
-def feed(tmp_path, async_level=1, max_files=16):
+def feed(tmp_path, async_level=1, max_files=16, prompts_per_file=1):
     return RolloutFeed(
-        RunDirSource(RunDir(tmp_path)),
+        RunDirSource(RunDir(tmp_path), prompts_per_file=prompts_per_file),
         claimed_reward_scorer,
         async_level=async_level,
         group_size=G,
@@ -106,3 +108,20 @@ def test_sampled_reward_counts_dropped_groups_too(tmp_path):
     rows, stats = feed(tmp_path).collect(0, num_groups=1, max_wait_seconds=5)
     assert [r.reward for r in rows] == [0, 1]
     assert stats.sampled_reward == pytest.approx(0.75)
+
+
+def test_workers_are_asked_for_the_prompts_of_the_groups_still_missing_and_the_next_step_s(tmp_path):
+    rundir = RunDir(tmp_path)
+    put(tmp_path, 0, "a.parquet", 0, [1, 1, 0, 1, 1, 0, 0, 0])  # 4 groups, 2 informative
+    with pytest.raises(NotEnoughRollouts, match="2/6 informative groups after waiting"):
+        feed(tmp_path, prompts_per_file=4).collect(0, num_groups=6, max_wait_seconds=0.3)
+    # 4 groups missing at the rate of 2 in 4 seen: asked for beside the file already there.
+    wanted = prompts_for_groups(4, seen=4, informative=2)
+    assert rundir.file_request(0) == FileRequest.for_prompts(wanted, per_file=4, after=1)
+    assert rundir.next_file_prompts(0, full=4) == 4
+
+    put(tmp_path, 1, "a.parquet", 1, [1, 1, 0, 1, 0, 1, 1, 0])  # 4 groups, 3 informative
+    feed(tmp_path, prompts_per_file=4).collect(1, num_groups=3, max_wait_seconds=5)
+    summary = json.loads(rundir.complete_marker(1).read_text())
+    assert (summary["groups_seen"], summary["groups_dropped"]) == (4, 1)
+    assert rundir.file_request(2) == FileRequest.for_prompts(prompts_for_groups(3, 4, 3), per_file=4)

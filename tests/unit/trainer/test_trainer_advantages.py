@@ -10,11 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from swarmrl.rollouts.advantages import (
+    MIN_INFORMATIVE_RATE,
     AdvantageError,
     GroupVerdict,
     OnlineFilter,
     grpo_advantages,
     informative_groups,
+    prompts_for_groups,
 )
 
 torch.set_num_threads(1)
@@ -82,6 +84,56 @@ def test_online_filter_drops_uninformative_groups_and_stops_when_full() -> None:
     assert accumulator.groups == ["b", "d"]
     assert (accumulator.seen, accumulator.dropped, accumulator.overflow) == (4, 2, 1)
     assert accumulator.dropped_fraction == 0.5
+
+
+def _informative_floor(n: int, rate: float) -> float:
+    """n·p − √(n·p·(1 − p)): the informative groups of n prompts, one binomial standard deviation short."""
+    return n * rate - math.sqrt(n * rate * (1 - rate))
+
+
+def test_prompts_for_groups_by_hand() -> None:
+    # 32 of 35 groups informative: p = 33/37; 39 prompts give 39p - sqrt(39p(1-p)) = 34.78 - 1.94 = 32.85 >= 32,
+    # 38 give 33.89 - 1.91 = 31.98 < 32.
+    assert prompts_for_groups(32, seen=35, informative=32) == 39
+    assert (
+        prompts_for_groups(32, seen=0, informative=0) == 32
+    )  # nothing seen: every group assumed informative
+    assert prompts_for_groups(0, seen=35, informative=32) == 0
+    # Every group informative so far still leaves room for one that is not: p = 33/34.
+    assert prompts_for_groups(32, seen=32, informative=32) == 34
+
+
+@given(
+    groups=st.integers(1, 64),
+    seen=st.integers(1, 200),
+    share=st.floats(0.0, 1.0),
+)
+def test_prompts_for_groups_is_the_smallest_count_one_deviation_short_of_the_need(
+    groups: int, seen: int, share: float
+) -> None:
+    informative = round(seen * share)
+    rate = max((informative + 1) / (seen + 2), MIN_INFORMATIVE_RATE)
+    n = prompts_for_groups(groups, seen, informative)
+    assert n >= groups
+    assert _informative_floor(n, rate) >= groups - 1e-6
+    assert n == groups or _informative_floor(n - 1, rate) < groups + 1e-6
+
+
+def test_a_policy_whose_groups_all_agree_is_asked_for_at_the_least_rate_a_round() -> None:
+    # p floored at 1/4: 44 prompts give 11 - sqrt(44 * 3/16) = 8.13 >= 8; 43 give 10.75 - 2.84 = 7.91.
+    assert prompts_for_groups(8, seen=100, informative=0) == 44
+    assert prompts_for_groups(8, seen=6, informative=1) == 44  # (1 + 1) / (6 + 2) is exactly the floor
+
+
+def test_online_filter_asks_for_the_prompts_of_the_groups_it_lacks() -> None:
+    accumulator: OnlineFilter[str] = OnlineFilter(target_groups=3)
+    assert accumulator.prompts_to_fill() == 3
+    accumulator.add("a", [1.0, 0.0])
+    accumulator.add("b", [1.0, 1.0])
+    assert accumulator.prompts_to_fill() == prompts_for_groups(2, seen=2, informative=1)
+    accumulator.add("c", [0.0, 1.0])
+    accumulator.add("d", [0.0, 1.0])
+    assert accumulator.full and accumulator.prompts_to_fill() == 0
 
 
 def test_online_filter_rejects_bad_groups() -> None:
