@@ -1,9 +1,10 @@
 """The figures of one arm of `demo --wan` (loopback or the emulated WAN), from what `SwarmWatch` recorded.
 
 - steps_per_min: trainer steps from step 1 to the last, per minute of wall clock (its metrics' times);
-- broadcast_s: per checkpoint, seconds from its publication until every worker that was up then (and not
-  killed before) held it or a newer one; the median over checkpoints every such worker got (and
-  broadcast_by_worker_s: each worker's median wait, which region the broadcast waits for);
+- broadcast_s: per checkpoint, seconds from its publication until every worker that was in the swarm then
+  (up, and once restarted, ready again; not killed before) held it or a newer one; the median over
+  checkpoints every such worker got (and broadcast_by_worker_s: each worker's median wait, which region the
+  broadcast waits for). A restarted worker's start-up counts in churn.ready_s, not here;
 - broadcast_bound_s: per checkpoint, its bytes (the delta where there is one) over the narrowest link on the
   way origin → relay of the worker's region → worker, plus that worker's round trip to the origin, for the
   worker it takes longest; the median (the physical bound, SPEC §10);
@@ -17,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from collections import Counter
@@ -68,20 +70,36 @@ def _killed_within(outages: list[Outage], role: str, start: float, end: float) -
     return any(o.role == role and o.killed_at is not None and start <= o.killed_at <= end for o in outages)
 
 
-def broadcast_waits(watch: SwarmWatch) -> dict[int, dict[str, float]]:
-    """Checkpoint → {worker: seconds until it held it (or a newer one)} for every worker up at its publication;
-    a worker killed before it got there does not count, a checkpoint some live worker never got is left out."""
+def joined_outages(watch: SwarmWatch, swarm_dir: Path) -> list[Outage]:
+    """The outages, each restarted worker down until it was ready again (its `ready_at`) or for good: a node
+    still starting is not yet in the swarm a broadcast reaches."""
+    joined = []
+    for outage in watch.outages:
+        if outage.role.startswith("worker-") and outage.restarted_at is not None:
+            ready_at = _ready_at(swarm_dir / outage.role / "ready_at")
+            outage = dataclasses.replace(
+                outage, restarted_at=ready_at if ready_at >= outage.restarted_at else None
+            )
+        joined.append(outage)
+    return joined
+
+
+def broadcast_waits(watch: SwarmWatch, outages: list[Outage] | None = None) -> dict[int, dict[str, float]]:
+    """Checkpoint → {worker: seconds until it held it (or a newer one)} for every worker up at its publication
+    (by `outages`, default the watch's); a worker killed before it got there does not count, a checkpoint
+    some live worker never got is left out."""
     assert watch.holdings is not None
+    outages = watch.outages if outages is None else outages
     found: dict[int, dict[str, float]] = {}
     for step, published in sorted(watch.holdings.published.items()):
         waits: dict[str, float] = {}
         for worker in watch.holdings.workers:
-            if not _up_at(watch.outages, worker, published.at):
+            if not _up_at(outages, worker, published.at):
                 continue
             got_at = min(
                 (t for s, t in watch.holdings.held.get(worker, {}).items() if s >= step), default=None
             )
-            if _killed_within(watch.outages, worker, published.at, got_at or float("inf")):
+            if _killed_within(outages, worker, published.at, got_at or float("inf")):
                 continue
             if got_at is None:
                 break
@@ -92,15 +110,15 @@ def broadcast_waits(watch: SwarmWatch) -> dict[int, dict[str, float]]:
     return found
 
 
-def broadcast_times(watch: SwarmWatch) -> dict[int, float]:
+def broadcast_times(watch: SwarmWatch, outages: list[Outage] | None = None) -> dict[int, float]:
     """Checkpoint → seconds until the last worker up at its publication held it (see `broadcast_waits`)."""
-    return {step: max(waits.values()) for step, waits in broadcast_waits(watch).items()}
+    return {step: max(waits.values()) for step, waits in broadcast_waits(watch, outages).items()}
 
 
-def broadcast_by_worker(watch: SwarmWatch) -> dict[str, float | None]:
+def broadcast_by_worker(watch: SwarmWatch, outages: list[Outage] | None = None) -> dict[str, float | None]:
     """Worker → its median wait over the checkpoints: which region the broadcast median waits for."""
     per_worker: dict[str, list[float]] = {}
-    for waits in broadcast_waits(watch).values():
+    for waits in broadcast_waits(watch, outages).values():
         for worker, seconds in waits.items():
             per_worker.setdefault(worker, []).append(seconds)
     return {worker: median(values) for worker, values in sorted(per_worker.items())}
@@ -198,12 +216,13 @@ def _ready_at(path: Path) -> float:
 def arm_figures(watch: SwarmWatch, rundir: RunDir, bound: Callable[[str, int], float] | None) -> dict:
     """Every figure of one arm (the WAN arm passes `bound`, the physical bound per worker and bytes)."""
     lost = honest_files_lost(watch)
-    broadcasts = broadcast_times(watch)
+    joined = joined_outages(watch, rundir.root / "swarm")
+    broadcasts = broadcast_times(watch, joined)
     figures = {
         "steps_per_min": steps_per_min(rundir),
         "broadcast_s": median(list(broadcasts.values())),
         "broadcast_by_step_s": broadcasts,
-        "broadcast_by_worker_s": broadcast_by_worker(watch),
+        "broadcast_by_worker_s": broadcast_by_worker(watch, joined),
         "worker_idle_fraction": worker_idle_fraction(watch, rundir.root / "swarm"),
         "policy_lag_mean": policy_lag_mean(rundir),
         "honest_files_lost": sum(lost.values()),

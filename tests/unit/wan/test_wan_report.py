@@ -14,6 +14,7 @@ from swarmrl.launch.wan_report import (
     broadcast_times,
     churn_figures,
     honest_files_lost,
+    joined_outages,
     units_trained_twice,
     worker_idle_fraction,
 )
@@ -50,6 +51,21 @@ def test_a_worker_killed_before_it_got_a_version_does_not_count_but_one_never_re
     # Step 1: worker-1 died before it held it; step 2: it was down at publication; step 3: it was up and
     # never got it, an incomplete broadcast (left out).
     assert broadcast_times(watch) == {1: 1.0, 2: 2.0}
+
+
+def test_a_restarted_worker_joins_the_broadcast_once_it_is_ready_again(tmp_path):
+    restarted = Outage("worker-1", at_step=1, down_s=10, killed_at=150.0, restarted_at=160.0)
+    held = {"worker-0": {1: 101.0, 2: 201.0, 3: 301.0}, "worker-1": {1: 102.0, 2: 245.0, 3: 303.0}}
+    watch = watch_of(tmp_path, held, [restarted])
+    (tmp_path / "worker-1").mkdir()
+    (tmp_path / "worker-1" / "ready_at").write_text("250.0\n")  # starting from 160 to 250
+    joined = joined_outages(watch, tmp_path)
+    # Step 2 was published at 200 while worker-1 was still starting: its wait (45 s) is its start-up.
+    assert broadcast_times(watch) == {1: 2.0, 2: 45.0, 3: 3.0}
+    assert broadcast_times(watch, joined) == {1: 2.0, 2: 1.0, 3: 3.0}
+    assert broadcast_by_worker(watch, joined) == {"worker-0": 1.0, "worker-1": 2.5}
+    (tmp_path / "worker-1" / "ready_at").write_text("90.0\n")  # never ready after its restart: out for good
+    assert broadcast_times(watch, joined_outages(watch, tmp_path)) == {1: 2.0, 2: 1.0, 3: 1.0}
 
 
 def test_bounds_use_the_delta_and_the_slowest_worker(tmp_path):
