@@ -504,7 +504,9 @@ class ShardDownloader:
         """The near sources among `candidates` when one holds the shard. When only distant ones do, none while a
         near source is still mirroring: its shard list grew within `near_wait_s`. Over a narrow regional link,
         fetching from afar takes the bandwidth the region's relay needs to mirror the same bytes once for every
-        node behind it. A near source that stops making progress is not waited for."""
+        node behind it. A near source that stops making progress (or went down) is not waited for: the nearest
+        of the sources holding the shard stand in for it, so a node whose regional relay died fetches from the
+        next region, not from across the world."""
         # A near source backing off after a failed request is still waited for while it makes progress: a
         # quarter-second back-off must not send the shard across the narrow link.
         near = [
@@ -514,7 +516,7 @@ class ShardDownloader:
         if close or not near:
             return close or candidates
         mirroring = any(now - self._grew_at.get(url, float("-inf")) < self.config.near_wait_s for url in near)
-        return [] if mirroring else candidates
+        return [] if mirroring else self.selector.near(candidates)
 
     def _only_slow(self, shard: ShardEntry, candidates: list[str], now: float) -> bool:
         """True while every candidate is measured below the floor, for up to `hedge_after_s` per shard."""
@@ -540,6 +542,8 @@ class ShardDownloader:
             url for url in self._candidates(shard, exclude=transfer.url) if self.selector.ready(url, now)
         ]
         near = self.selector.near(self.sources)
+        if transfer.url not in near:  # the near sources are gone: the nearest of the rest stand in for them
+            near = self.selector.near([transfer.url, *others])
         if transfer.url in near:  # a distant duplicate would cross the narrow link the near source spares
             others = [url for url in others if url in near]
         if not others:

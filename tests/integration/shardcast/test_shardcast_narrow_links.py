@@ -1,6 +1,7 @@
 """What a narrow regional link asks of SHARDCAST (issue 35): a relay holding the previous version fetches only
 the delta and rebuilds the full copy itself; a client waits for the relay near it rather than pulling the
-same bytes from a distant source, unless that relay stops making progress; and the next version's shards
+same bytes from a distant source, unless that relay stops making progress (then from the nearest source
+left, as when it dies); and the next version's shards
 travel on the connections the last one opened (a new one costs a round trip more)."""
 
 from __future__ import annotations
@@ -162,6 +163,30 @@ def test_a_client_stops_waiting_for_a_near_relay_that_makes_no_progress(tmp_path
     assert_same_tree(root / "step_2", path)
     assert node.bytes_by_source.get(far.url, 0) > 0
     assert 1.0 <= took < 6.0  # the near wait (1 s), then the distant source
+
+
+def test_a_client_whose_near_relay_died_fetches_from_the_next_nearest_source(tmp_path, servers):
+    """The relay next to the node goes away; the same origin is reachable at an 80 ms and a 300 ms round trip
+    (the next region and the far side of the world): every shard of the next version comes the shorter way."""
+    root, origin, origin_server, _, relay_server, _ = origin_and_relay(tmp_path, servers)
+    near = SlowLink(relay_server.url, 50e6).start()
+    nearest_left = SlowLink(origin_server.url, 50e6, delay_s=0.08).start()
+    far = SlowLink(origin_server.url, 50e6, delay_s=0.3).start()
+    node = Node([near.url, nearest_left.url, far.url], tmp_path / "worker", ClientConfig(near_wait_s=1.0))
+    try:
+        assert node.refresh() is not None  # version 1; every source's round trip is measured on the way
+        assert node.selector.near([near.url, nearest_left.url, far.url]) == [near.url]
+        near.close()
+        origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)  # a new model: ten shards of delta
+        version, path = node.refresh()
+    finally:
+        for link in (nearest_left, far):
+            link.close()
+    assert version == 2
+    assert_same_tree(root / "step_2", path)
+    assert node.bytes_by_source.get(far.url, 0) == 0 and node.bytes_by_source[nearest_left.url] > 0, (
+        node.bytes_by_source
+    )
 
 
 def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, servers, monkeypatch):
