@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from swarmrl.shardcast.client import CheckpointFetcher, local_versions
 from swarmrl.shardcast.errors import ShardcastError
@@ -28,7 +29,11 @@ class Prefetch(threading.Thread):
                 version = self.fetcher.wait_for_version(held[-1] if held else -1, self.poll_s)
                 if version is not None:
                     self.fetching = version
+                    announced = time.monotonic()
                     self.fetcher.fetch(version)
+                    # The node's share of a broadcast: a slow one shows here, a late announcement does not.
+                    elapsed = time.monotonic() - announced
+                    log.info("policy step %d installed %.2fs after its announcement", version, elapsed)
             except ShardcastError as exc:
                 log.warning("prefetching a new policy failed: %s", exc)
                 self.stop.wait(1.0)
