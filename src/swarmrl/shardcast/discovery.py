@@ -64,6 +64,7 @@ async def collect_claims(
         sent = time.monotonic()
         body = await get_json(session, f"{url}/versions", timeout=config.connect_timeout_s)
         selector.observe_round_trip(url, time.monotonic() - sent)  # answered at once: a round trip
+        selector.record_reachable(url)
         return announced_versions(body)
 
     now = time.monotonic()
@@ -82,8 +83,8 @@ async def collect_claims(
                 url = tasks[task]
                 try:
                     announced = task.result()
-                except SourceFailure:
-                    selector.record_failure(url, time.monotonic())
+                except SourceFailure as exc:
+                    selector.record_failure(url, time.monotonic(), unreachable=not exc.unavailable)
                     continue
                 first_answer = first_answer or time.monotonic()
                 allowed = [v for v in announced if bounds.allows(v)]

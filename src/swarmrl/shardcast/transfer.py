@@ -147,7 +147,7 @@ async def race_manifest(
                     )
                     selector.record_corrupt(url, time.monotonic())
                 else:
-                    selector.record_failure(url, time.monotonic())
+                    selector.record_failure(url, time.monotonic(), unreachable=not exc.unavailable)
                 raise
             answered.add(url)
             try:
@@ -368,8 +368,9 @@ class ShardDownloader:
             if exc.unavailable:
                 self.available[url] = set()
             else:  # unreachable: backing off, it is not waited for as a near source
-                self.selector.record_failure(url, time.monotonic())
+                self.selector.record_failure(url, time.monotonic(), unreachable=True)
             return False
+        self.selector.record_reachable(url)
         if len(shards) > known:
             self._grew_at[url] = time.monotonic()
         self.available[url] = set(shards)
@@ -622,7 +623,7 @@ class ShardDownloader:
             if exc.unavailable:
                 self.available[url].discard(shard.index)
                 self._complete_sources.discard(url)
-            self.selector.record_failure(url, now)
+            self.selector.record_failure(url, now, unreachable=not exc.unavailable)
             return False
         self.selector.record_success(url, shard.length, elapsed)
         return True

@@ -1,7 +1,7 @@
 """What a narrow regional link asks of SHARDCAST (issue 35): a relay holding the previous version fetches only
 the delta and rebuilds the full copy itself; a client waits for the relay near it rather than pulling the
 same bytes from a distant source, unless that relay stops making progress (then from the nearest source
-left, as when it dies); and the next version's shards
+left, as when it dies, and from it again as soon as it answers after an outage); and the next version's shards
 travel on the connections the last one opened (a new one costs a round trip more)."""
 
 from __future__ import annotations
@@ -187,6 +187,29 @@ def test_a_client_whose_near_relay_died_fetches_from_the_next_nearest_source(tmp
     assert node.bytes_by_source.get(far.url, 0) == 0 and node.bytes_by_source[nearest_left.url] > 0, (
         node.bytes_by_source
     )
+
+
+def test_a_near_relay_back_from_an_outage_serves_at_once_not_after_its_back_off(tmp_path, servers):
+    """The node's relay was out of reach long enough for its back-off to reach the cap (10 s), and is back:
+    its first answer ends the back-off, so the next version comes from it within seconds."""
+    root, origin, origin_server, _, relay_server, _ = origin_and_relay(tmp_path, servers)
+    far = SlowLink(origin_server.url, 50e6, delay_s=0.15).start()
+    node = Node([relay_server.url, far.url], tmp_path / "worker", ClientConfig(near_wait_s=1.0))
+    try:
+        assert node.refresh() is not None  # version 1; the round trips are measured on the way
+        for _ in range(7):  # what a long outage leaves: failed requests, the back-off at its cap
+            node.selector.record_failure(relay_server.url, time.monotonic(), unreachable=True)
+        assert not node.selector.ready(relay_server.url, time.monotonic() + 9.0)
+        origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)
+        started = time.monotonic()
+        version, path = node.refresh()
+        took = time.monotonic() - started
+    finally:
+        far.close()
+    assert version == 2
+    assert_same_tree(root / "step_2", path)
+    assert node.bytes_by_source[relay_server.url] > 0 and node.bytes_by_source.get(far.url, 0) == 0
+    assert took < 5.0
 
 
 def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, servers, monkeypatch):

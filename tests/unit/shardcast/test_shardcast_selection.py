@@ -42,6 +42,27 @@ def test_backoff_doubles_and_is_capped():
     assert s.stats["a"].backoff_until == 0.0
 
 
+def test_a_source_back_from_being_unreachable_ends_its_back_off_when_it_answers():
+    s = selector()
+    for _ in range(7):  # a relay down for a while: its back-off reached the cap
+        s.record_failure("a", now=100.0, unreachable=True)
+    assert not s.ready("a", 105.0)
+    s.record_reachable("a")  # restarted: it answers again
+    assert s.ready("a", 100.0)
+    s.record_failure("a", now=200.0, unreachable=True)
+    assert s.stats["a"].backoff_until == pytest.approx(200.25)  # counted afresh
+
+
+def test_a_slow_or_lying_source_keeps_its_back_off_when_it_answers():
+    s = selector()
+    s.record_slow("a", 1000, 4.0, now=100.0)
+    s.record_reachable("a")  # answering a small request costs a trickling source nothing
+    assert not s.ready("a", 100.1)
+    s.record_corrupt("b", now=100.0)
+    s.record_reachable("b")
+    assert not s.ready("b", 100.1)
+
+
 def test_backing_off_sources_are_not_chosen():
     s = selector()
     s.record_failure("a", now=0.0)

@@ -32,6 +32,7 @@ class SourceStats:
     round_trip: float | None = None
     consecutive_failures: int = 0
     backoff_until: float = 0.0
+    unreachable: bool = False  # its last failure: it could not be reached (down, restarting)
 
     def success_rate(self) -> float:
         """Smoothed with a Beta(1,1) prior: (ok + 1) / (ok + failed + 2)."""
@@ -118,12 +119,25 @@ class SourcePolicy(ABC):
         self.observe_rate(url, nbytes, seconds)
         self.record_failure(url, now)
 
-    def record_failure(self, url: str, now: float) -> None:
+    def record_failure(self, url: str, now: float, *, unreachable: bool = False) -> None:
+        """A failed request; `unreachable`: the source could not be reached or did not answer at all."""
         stats = self.stats[url]
         stats.failures += 1
         stats.consecutive_failures += 1
         delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (stats.consecutive_failures - 1))
         stats.backoff_until = now + delay
+        stats.unreachable = unreachable
+
+    def record_reachable(self, url: str) -> None:
+        """`url` answered a small request. If it last failed only for being out of reach (a relay down and
+        restarted), it is back: its back-off ends, so the shards it holds are not waited out for up to
+        `backoff_max_s`. A source backing off for being slow or for bad bytes keeps its back-off: answering
+        small requests costs a trickling or lying source nothing."""
+        stats = self.stats[url]
+        if stats.unreachable:
+            stats.consecutive_failures = 0
+            stats.backoff_until = 0.0
+            stats.unreachable = False
 
     def record_corrupt(self, url: str, now: float) -> None:
         """Bytes that fail their signed hash, or a version announced and not backed by its signed manifest:
