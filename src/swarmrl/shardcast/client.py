@@ -389,6 +389,7 @@ class CheckpointFetcher:
         self.run_id = run_id
         self.selector = source_policy(self.sources, self.config)
         self.idle = IdleConnections()  # closed with the process: a worker fetches until it exits
+        self.last_stats = TransferStats()  # what the last `fetch` moved, and from where
         self._installing = threading.Lock()
 
     def _run(self, work: Callable[[ShardcastClient], Awaitable[T]]) -> T:
@@ -414,8 +415,15 @@ class CheckpointFetcher:
         self, version: int | None = None, min_version: int | None = None, max_version: int | None = None
     ) -> Path:
         """`ShardcastClient.fetch`: install `version` (None: the newest verified, at most `max_version`)."""
+
+        async def fetching(client: ShardcastClient) -> Path:
+            try:
+                return await client.fetch(version, min_version, max_version)
+            finally:
+                self.last_stats = client.last_stats
+
         with self._installing:
-            return self._run(lambda client: client.fetch(version, min_version, max_version))
+            return self._run(fetching)
 
     def refresh(self, ceiling: int | None = None) -> tuple[int, Path] | None:
         """`ShardcastClient.refresh`: the newest installed version at most `ceiling` after installing a

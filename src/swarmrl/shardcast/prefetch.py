@@ -8,8 +8,15 @@ import time
 
 from swarmrl.shardcast.client import CheckpointFetcher, local_versions
 from swarmrl.shardcast.errors import ShardcastError
+from swarmrl.shardcast.transfer import TransferStats
 
 log = logging.getLogger(__name__)
+
+
+def transfer_summary(stats: TransferStats) -> str:
+    """Where a fetch's bytes came from, for a log line: `2.7 MB from http://relay:8900, a delta`."""
+    moved = [f"{n / 1e6:.1f} MB from {url}" for url, n in sorted(stats.bytes_by_source.items())]
+    return ", ".join(moved or ["nothing fetched"]) + (", a delta" if stats.used_delta else "")
 
 
 class Prefetch(threading.Thread):
@@ -32,8 +39,10 @@ class Prefetch(threading.Thread):
                     announced = time.monotonic()
                     self.fetcher.fetch(version)
                     # The node's share of a broadcast: a slow one shows here, a late announcement does not.
-                    elapsed = time.monotonic() - announced
-                    log.info("policy step %d installed %.2fs after its announcement", version, elapsed)
+                    took, moved = time.monotonic() - announced, transfer_summary(self.fetcher.last_stats)
+                    log.info(
+                        "policy step %d installed %.2fs after its announcement (%s)", version, took, moved
+                    )
             except ShardcastError as exc:
                 log.warning("prefetching a new policy failed: %s", exc)
                 self.stop.wait(1.0)

@@ -5,6 +5,8 @@ background."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import threading
 import time
 import urllib.request
@@ -247,7 +249,7 @@ def test_a_relay_mirrors_the_delta_before_the_full_copy(tmp_path, servers):
     assert all(seen_in[i] >= last_delta for i in range(full)), seen_in
 
 
-def test_a_worker_installs_each_version_in_the_background(tmp_path, servers):
+def test_a_worker_installs_each_version_in_the_background(tmp_path, servers, caplog):
     root = tmp_path / "ckpt"
     origin, server = start_origin(root, delta=True)
     servers.append(server)
@@ -257,14 +259,20 @@ def test_a_worker_installs_each_version_in_the_background(tmp_path, servers):
     prefetch = Prefetch(fetcher, stop, poll_s=2.0)
     prefetch.start()
     try:
-        wait_until(lambda: local_versions(tmp_path / "worker") == [0])
-        origin.publish(next_version(root, 1, 300_000), 1)
-        # No unit asked for it: the announcement alone brings it in.
-        wait_until(lambda: 1 in local_versions(tmp_path / "worker"), timeout=10)
+        with caplog.at_level(logging.INFO, logger="swarmrl.shardcast.prefetch"):
+            wait_until(lambda: local_versions(tmp_path / "worker") == [0])
+            origin.publish(next_version(root, 1, 300_000), 1)
+            # No unit asked for it: the announcement alone brings it in.
+            wait_until(lambda: 1 in local_versions(tmp_path / "worker"), timeout=10)
+            wait_until(lambda: "policy step 1 installed" in caplog.text, timeout=5)
     finally:
         stop.set()
         prefetch.join(timeout=10)
     assert not prefetch.is_alive()
+    # The log line says what the install took and where its bytes came from: the delta, from the origin.
+    assert fetcher.last_stats.used_delta and set(fetcher.last_stats.bytes_by_source) == {server.url}
+    line = rf"policy step 1 installed [0-9.]+s after its announcement \(0\.\d MB from {server.url}, a delta\)"
+    assert re.search(line, caplog.text), caplog.text
 
 
 def test_a_validator_installs_each_version_before_a_file_asks_for_it(tmp_path, servers):
