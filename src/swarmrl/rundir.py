@@ -186,6 +186,13 @@ class RunDirSource:
             return False
         return not self.rundir.wants_files(max(self._requested))
 
+    def file_prompts(self, prompts_wanted: int) -> int:
+        """Prompts of one file written now for a step that still wants `prompts_wanted`: a full file at most,
+        and a full file always with `whole_files`."""
+        return (
+            self.prompts_per_file if self.whole_files else max(1, min(self.prompts_per_file, prompts_wanted))
+        )
+
     def _for_prompts(self, prompts: int, *, after: int = 0) -> FileRequest:
         return FileRequest.for_prompts(prompts, self.prompts_per_file, after=after, whole=self.whole_files)
 

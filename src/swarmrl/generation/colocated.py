@@ -74,9 +74,8 @@ class ColocatedSource:
         batch_index = 0
         while self.writer.path(step, batch_index).exists():
             batch_index += 1
-        files = self.files
-        prompts = files.prompts_per_file if files.whole_files else min(files.prompts_per_file, prompts_wanted)
-        return [self.writer.write(self.engine, step, batch_index, prompts=max(1, prompts))]
+        prompts = self.files.file_prompts(prompts_wanted)
+        return [self.writer.write(self.engine, step, batch_index, prompts=prompts)]
 
     def close_step(self, step: int, summary: dict[str, Any], next_prompts: int) -> None:
         self.files.close_step(step, summary, next_prompts)

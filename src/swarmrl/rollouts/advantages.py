@@ -82,10 +82,13 @@ class OnlineFilter(Generic[GroupT]):
         """Share of the groups offered before the filter filled that were dropped as uninformative."""
         return self.dropped / self.seen if self.seen else 0.0
 
+    def prompts_for(self, groups: int) -> int:
+        """Prompts to sample for `groups` informative groups, at the informative rate seen so far."""
+        return prompts_for_groups(groups, self.seen, self.seen - self.dropped)
+
     def prompts_to_fill(self) -> int:
-        """Prompts to sample for the groups still missing, at the informative rate seen so far."""
-        missing = self.target_groups - len(self.groups)
-        return prompts_for_groups(missing, self.seen, self.seen - self.dropped)
+        """Prompts to sample for the groups still missing."""
+        return self.prompts_for(self.target_groups - len(self.groups))
 
     def add(self, group: GroupT, rewards: Sequence[float]) -> GroupVerdict:
         values = [float(r) for r in rewards]

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from swarmrl.errors import UserError
 from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
-from swarmrl.rollouts.advantages import OnlineFilter, prompts_for_groups
+from swarmrl.rollouts.advantages import OnlineFilter
 from swarmrl.rollouts.checks import CheckFailed
 
 log = logging.getLogger(__name__)
@@ -166,7 +166,7 @@ class RolloutFeed:
                 "groups_seen": accumulator.seen,
                 "groups_dropped": accumulator.dropped,
             },
-            prompts_for_groups(num_groups, accumulator.seen, accumulator.seen - accumulator.dropped),
+            accumulator.prompts_for(num_groups),  # the next step, at this step's informative rate
         )
         return [row for group in accumulator.groups for row in group], stats
 
