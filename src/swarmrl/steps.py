@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+BASE_STEP = 0  # the prepared start checkpoint: the only one that carries full weights in a LoRA run
 # 18 digits: a version parsed from a directory name (or a relay's listing) always fits an int64.
 _STEP_DIR = re.compile(r"^step_(\d{1,18})$")
 

@@ -37,9 +37,9 @@ from swarmrl.coordinator.transport import SHORT_RETRY
 from swarmrl.identity import Identity
 from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
 from swarmrl.launch.report import live_table
-from swarmrl.models.adapter import BASE_STEP
 from swarmrl.retry import NO_RETRY
 from swarmrl.rundir import RunDir, write_json_atomic
+from swarmrl.steps import BASE_STEP
 from swarmrl.trainer.role import origin_url_file
 
 NODE_EJECTED_EXIT = 3  # `swarmrl worker` exits with this when the coordinator bans it

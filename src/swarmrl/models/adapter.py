@@ -23,7 +23,6 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
-BASE_STEP = 0  # the prepared start checkpoint: the only one that carries full weights in a LoRA run
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 _BASE_DIR = re.compile(r"^step_(\d+)$")

@@ -16,8 +16,9 @@ from safetensors.torch import load_file, save_file
 
 from swarmrl.configs.trainer import LoraSection
 from swarmrl.models import load_model
-from swarmrl.models.adapter import ADAPTER_WEIGHTS, BASE_STEP, is_adapter_checkpoint
+from swarmrl.models.adapter import ADAPTER_WEIGHTS, is_adapter_checkpoint
 from swarmrl.models.loading import atomic_directory
+from swarmrl.steps import BASE_STEP
 from swarmrl.trainer.checkpoint import checkpoint_dir, prune_checkpoints
 
 _PEFT_PREFIX = "base_model.model."  # a PeftModel's state-dict names are the wrapped model's under this

@@ -34,13 +34,14 @@ from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.envs.build import env_replay
 from swarmrl.identity import Identity
 from swarmrl.models import load_tokenizer, policy_vocab_size
-from swarmrl.models.adapter import BASE_STEP, fetch_base
+from swarmrl.models.adapter import fetch_base
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rollouts import RolloutLimits
 from swarmrl.rollouts.checks import CheckFailed, completion_tokens
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher, local_versions
 from swarmrl.shardcast.prefetch import Prefetch
+from swarmrl.steps import BASE_STEP
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file

@@ -52,7 +52,7 @@ def worker(
 
         worker_of_run_dir(local_run_dir(run_dir), index, device)
         return
-    from swarmrl.worker.node import NodeEjected, NodeOptions, run_node
+    from swarmrl.worker.feed import NodeOptions, start_policy_feed
 
     settings, run_id = node_args(run_id, config, key, relay, work_dir)
     if device is not None:
@@ -63,8 +63,12 @@ def worker(
         coordinator_url, run_id, key, relay, work_dir, cheat=cheat, max_batches=max_batches, slowdown=slowdown
     )
     stop_on_sigterm(options.stop)
+    # The first policy downloads while torch and the engine are imported (seconds of CPU on a busy machine).
+    feed = start_policy_feed(settings, options)
+    from swarmrl.worker.node import NodeEjected, run_node
+
     try:
-        submitted = run_node(settings, options)
+        submitted = run_node(settings, options, feed)
     except NodeEjected as exc:
         typer.echo(f"refused by the coordinator: {exc}", err=True)
         raise typer.Exit(EXIT_REFUSED) from exc

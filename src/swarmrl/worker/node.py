@@ -18,9 +18,8 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 
@@ -36,23 +35,22 @@ from swarmrl.identity import Identity
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_model, load_tokenizer
-from swarmrl.models.adapter import BASE_STEP, fetch_base
+from swarmrl.models.adapter import fetch_base
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.retry import Notices
 from swarmrl.rollouts.assignment import BatchSpec
 from swarmrl.rollouts.checks import completion_tokens
 from swarmrl.rundir import write_json_atomic, write_text_atomic
-from swarmrl.shardcast.client import CheckpointFetcher, local_versions
+from swarmrl.shardcast.client import local_versions
 from swarmrl.shardcast.errors import ShardcastError
-from swarmrl.shardcast.prefetch import Prefetch
 from swarmrl.steps import step_dir_name
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.task import TaskSource
+from swarmrl.worker.feed import NodeOptions, PolicyFeed, start_policy_feed
 
 log = logging.getLogger(__name__)
 
-Cheat = Literal["half-layers"]
 # Refusals after which this node may not carry on in the run.
 _FATAL = {"banned", "unknown_run", "poor_standing"}
 # Refusals an honest node can meet (missed heartbeats while starved of CPU, a coordinator restart): join again.
@@ -63,20 +61,6 @@ PREFETCH_JOIN_S = 15.0  # how long a stopping node lets a download in flight fin
 
 class NodeEjected(Exception):
     """The coordinator banned or ejected this node."""
-
-
-@dataclass
-class NodeOptions:
-    coordinator_url: str
-    run_id: str
-    key: Path
-    relays: list[str]
-    work_dir: Path
-    cheat: Cheat | None = None
-    max_batches: int | None = None
-    poll_seconds: float = 0.5
-    slowdown: float = 1.0  # > 1 simulates a slower machine: each unit takes this many times as long
-    stop: threading.Event = field(default_factory=threading.Event)
 
 
 class Heartbeat(threading.Thread):
@@ -136,41 +120,27 @@ def can_finish(expires_at: float, now: float, unit_seconds: float) -> bool:
 class Policy:
     """The newest checkpoint announced by the relays, installed under `<work>/checkpoints` and loaded once.
 
-    A background thread (`Prefetch`) installs each version as soon as a relay announces it, so the broadcast
-    overlaps generation; a unit then loads the newest installed version at most its step, and downloads in
-    the foreground only when none installed is recent enough (within `async_level` of the unit's step).
+    The feed's thread (`Prefetch`, started before this module is imported) installs each version as soon as
+    a relay announces it, so the broadcast overlaps generation; a unit then loads the newest installed version
+    at most its step, and downloads in the foreground only when none installed is recent enough (within
+    `async_level` of the unit's step).
     The first checkpoint also gives the tokenizer, hence the prompt format and the tokens generation stops at.
     """
 
     def __init__(
-        self,
-        options: NodeOptions,
-        trainer_key: str,
-        config: RunConfig,
-        device: torch.device,
-        async_level: int = 0,
+        self, options: NodeOptions, feed: PolicyFeed, config: RunConfig, device: torch.device
     ) -> None:
-        self.options, self.trainer_key, self.device = options, trainer_key, device
-        self.async_level = async_level
+        self.options, self.device = options, device
+        self.async_level = feed.run.async_level
         self.dtype, self.engine_config, self.prompt_settings = (
             config.model.dtype,
             config.engine,
             config.prompt,
         )
-        self.root = options.work_dir / "checkpoints"
+        self.fetcher, self.prefetch = feed.fetcher, feed.prefetch
+        self.root = self.fetcher.dest_root
         self.engine: InferenceEngine | None = None
         self.prompts: PromptFormat | None = None
-        # A LoRA run's base is pinned from the start: fetched with step 0 and kept, adapters merge onto it.
-        pinned = [BASE_STEP] if config.trainer.lora.enabled else []
-        self.fetcher = CheckpointFetcher(
-            options.relays,
-            trainer_key,
-            self.root,
-            config.shardcast.client.pinning(pinned),
-            options.run_id,
-        )
-        self.prefetch = Prefetch(self.fetcher, options.stop)
-        self.prefetch.start()
 
     @property
     def step(self) -> int | None:
@@ -247,11 +217,16 @@ class Policy:
         return model.eval()
 
 
-def run_node(config: RunConfig, options: NodeOptions) -> int:
-    """Lease, generate and submit until stopped, the run drains, or `max_batches`; returns submits accepted."""
-    node = WorkerNode.assemble(config, options)
-    metrics = serve_metrics(config.metrics, worker_collector(node.log_book, node.policy), options.work_dir)
+def run_node(config: RunConfig, options: NodeOptions, feed: PolicyFeed | None = None) -> int:
+    """Lease, generate and submit until stopped, the run drains, or `max_batches`; returns submits accepted.
+    `feed`: policies already being installed (`swarmrl worker` starts them before importing this module)."""
+    feed = feed or start_policy_feed(config, options)
+    node, metrics = None, None
     try:
+        node = WorkerNode.assemble(config, options, feed)
+        metrics = serve_metrics(
+            config.metrics, worker_collector(node.log_book, node.policy), options.work_dir
+        )
         node.policy.load_first(options.stop)
         write_text_atomic(options.work_dir / "ready_at", f"{time.time()}\n")  # from now on it asks for work
         while not options.stop.is_set() and not node.done:
@@ -268,10 +243,11 @@ def run_node(config: RunConfig, options: NodeOptions) -> int:
         raise
     finally:
         options.stop.set()
-        node.client.close()
+        if node is not None:
+            node.client.close()
         if metrics is not None:
             metrics.close()
-        node.policy.prefetch.join(timeout=PREFETCH_JOIN_S)
+        feed.prefetch.join(timeout=PREFETCH_JOIN_S)
     return node.submitted
 
 
@@ -295,10 +271,10 @@ class WorkerNode:
     full_streak: int = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
 
     @classmethod
-    def assemble(cls, config: RunConfig, options: NodeOptions) -> WorkerNode:
+    def assemble(cls, config: RunConfig, options: NodeOptions, feed: PolicyFeed) -> WorkerNode:
         """Register and join the run, start beating, and build what generation needs (the policy comes from
-        the relays, installed in the background as each version is announced). The client retries a
-        coordinator that is down or rate limiting for `swarm.coordinator_retry_s`, honouring Retry-After."""
+        the relays, installed by `feed` as each version is announced). The client retries a coordinator that
+        is down or rate limiting for `swarm.coordinator_retry_s`, honouring Retry-After."""
         torch.set_num_threads(config.worker.torch_threads)
         device = resolve_device(config.worker.device)  # a missing GPU is refused before the node registers
         identity = Identity.load_or_create(options.key)
@@ -306,7 +282,6 @@ class WorkerNode:
         client = NodeClient.at(options.coordinator_url, identity, retry=retry, stop=options.stop)
         client.register(hardware_of(device, config.worker.torch_threads))
         client.join(options.run_id)
-        run = client.reads.run_state(options.run_id)
         heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
         heartbeat.start()
         params = SamplingParams(
@@ -319,9 +294,9 @@ class WorkerNode:
             options,
             identity,
             client,
-            run.async_level,
+            feed.run.async_level,
             heartbeat,
-            Policy(options, run.trainer_public_key, config, device, run.async_level),
+            Policy(options, feed, config, device),
             build_tasks(config.tasks),
             params,
             WorkLog(options.work_dir / "work.json"),

@@ -20,7 +20,8 @@ from swarmrl.devices import DeviceUnavailable
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node
-from swarmrl.worker.node import NodeOptions, run_node
+from swarmrl.worker.feed import NodeOptions
+from swarmrl.worker.node import run_node
 
 REPO = Path(__file__).resolve().parents[3]
 ADMIN = "admin-secret"

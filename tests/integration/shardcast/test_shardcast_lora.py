@@ -13,12 +13,12 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from swarmrl.configs.shardcast import ClientConfig, RelayConfig
 from swarmrl.configs.trainer import LoraSection
 from swarmrl.models import save_pretrained_atomic
-from swarmrl.models.adapter import BASE_STEP, fetch_base
+from swarmrl.models.adapter import fetch_base
 from swarmrl.models.checkpoint import read_checkpoint
 from swarmrl.shardcast import local_versions
 from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.relay import Relay
-from swarmrl.steps import checkpoint_dir
+from swarmrl.steps import BASE_STEP, checkpoint_dir
 from swarmrl.trainer.lora import load_lora_policy, save_adapter_checkpoint
 
 

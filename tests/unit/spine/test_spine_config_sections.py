@@ -129,6 +129,15 @@ def test_reading_a_config_loads_no_role_code_and_no_torch():
     assert loaded == []
 
 
+def test_a_worker_starts_fetching_its_policy_before_it_imports_torch():
+    # `swarmrl worker` starts the feed, then imports the node: the first download overlaps torch's import.
+    loaded = _probe(
+        "import json, sys\nimport swarmrl.worker.cli\nfrom swarmrl.worker.feed import start_policy_feed\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers'})))\n"
+    )
+    assert loaded == []
+
+
 @pytest.mark.slow
 def test_the_probe_sees_torch_where_it_is_imported():
     # The same probe on a module that needs torch: proves the check above can fail.
@@ -141,15 +150,13 @@ def test_the_probe_sees_torch_where_it_is_imported():
 
 def test_the_nodes_fetch_with_the_shardcast_section(tmp_path):
     from swarmrl.validator.node import FetchedPolicies, ValidatorOptions
-    from swarmrl.worker.node import NodeOptions, Policy
+    from swarmrl.worker.feed import NodeOptions, policy_fetcher
 
     config = load_config(None, ["shardcast.client.concurrency=3", "shardcast.client.keep_versions=2"])
     relays = ["http://relay.example:8900"]
     cpu = torch.device("cpu")
-    worker = Policy(
-        NodeOptions("http://c", "R", tmp_path / "k.pem", relays, tmp_path / "w"), "ab" * 32, config, cpu
-    )
-    assert worker.fetcher.config == config.shardcast.client
+    node = NodeOptions("http://c", "R", tmp_path / "k.pem", relays, tmp_path / "w")
+    assert policy_fetcher(config, node, "ab" * 32).config == config.shardcast.client
     options = ValidatorOptions("http://c", "R", tmp_path / "v.pem", relays, tmp_path / "v")
     policies = FetchedPolicies(options, "ab" * 32, "float32", 4, config.shardcast.client, cpu)
     # The validator keeps on disk at least the versions it holds loaded, whatever the section says.
@@ -158,10 +165,7 @@ def test_the_nodes_fetch_with_the_shardcast_section(tmp_path):
     assert FetchedPolicies(options, "ab" * 32, "float32", 4, roomy, cpu).fetching == roomy
     # A LoRA run's base is pinned on top of the section's own pins, for workers and validators alike.
     lora = load_config(None, ["trainer.lora.enabled=true", "shardcast.client.pinned_versions=[3]"])
-    lora_worker = Policy(
-        NodeOptions("http://c", "R", tmp_path / "k.pem", relays, tmp_path / "w"), "ab" * 32, lora, cpu
-    )
-    assert lora_worker.fetcher.config.pinned_versions == [0, 3]
+    assert policy_fetcher(lora, node, "ab" * 32).config.pinned_versions == [0, 3]
     lora_policies = FetchedPolicies(options, "ab" * 32, "float32", 4, lora.shardcast.client, cpu, lora=True)
     assert lora_policies.fetching.pinned_versions == [0, 3]
 
