@@ -91,6 +91,12 @@ class RelayConfig(BaseModel):
     selection: SourceSelection = Field(
         default_factory=WeightedSelection, description="which upstream gets the next request (as a client's)"
     )
+    cut_through: bool = Field(
+        False,
+        description="pass a shard on while its bytes arrive from upstream, its last byte once it verified (a hop "
+        "then costs no whole shard's transfer). Off by default: clients judge a relay's speed by its responses, "
+        "and a shard passed on at its upstream's pace looks slow (hedged elsewhere, or cut at the throughput floor)",
+    )
     connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 
 

@@ -91,6 +91,12 @@ def relay(
     ] = None,
     run_id: Annotated[str | None, typer.Option(help="the run whose dashboard shows this relay")] = None,
     key: Annotated[Path | None, typer.Option(help="this relay's node key (created if missing)")] = None,
+    cut_through: Annotated[
+        bool,
+        typer.Option(
+            help="pass a shard on while it arrives (its last byte once it verified); off: verified shards only"
+        ),
+    ] = False,
 ) -> None:
     """Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them."""
     logging.basicConfig(level=logging.INFO)
@@ -102,6 +108,7 @@ def relay(
         keep_versions=keep,
         gc_grace_s=gc_grace_s,
         pinned_versions=pin or [],
+        cut_through=cut_through,
     )
     server = Relay(config, trainer_public_key)
     beside = None

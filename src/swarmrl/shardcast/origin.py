@@ -104,6 +104,9 @@ class OriginStore:
             return None
         return resolve_inside(entry.directory, path)
 
+    def streamable(self, version: int, path: str, start: int, stop: int) -> None:
+        return None  # the origin holds whole versions only
+
     def touch(self, version: int, reading: int) -> None:
         """The origin never deletes checkpoints (the trainer owns them), so reads need no tracking."""
 

@@ -150,8 +150,9 @@ class RangeSink:
     `length` bytes starting at byte `first` of the source's file land at offset `position` of `fd` (default:
     `first`, i.e. in place) and feed `digest`; the request fails after `deadline` (monotonic), once `stop` is
     set (the whole download ends) or once `cut()` is called (this one request ends); `on_bytes` is told of
-    every batch written (from the fetch thread). `received` and `written` count progress, for a watchdog in
-    another thread and for cleaning up after a failure.
+    every batch written (from the fetch thread; a batch once `write_batch` bytes gathered). `received` and
+    `written` count progress, for a watchdog in another thread, for readers of the bytes landed so far (a relay
+    passing a shard on as it arrives) and for cleaning up after a failure.
     """
 
     fd: int
@@ -162,6 +163,7 @@ class RangeSink:
     stop: threading.Event
     on_bytes: Callable[[int], None]
     position: int | None = None
+    write_batch: int = WRITE_BATCH
     received: int = 0
     written: int = 0
     _cut: bool = field(default=False, init=False)
@@ -268,7 +270,7 @@ def _receive(response: http.client.HTTPResponse, sink: RangeSink) -> None:
         sink.received += len(chunk)
         batch.append(chunk)
         batched += len(chunk)
-        if batched >= WRITE_BATCH:
+        if batched >= sink.write_batch:
             _flush(sink, batch, position)
             batch, batched = [], 0
     if batch:

@@ -1,10 +1,12 @@
 """A relay: mirrors one or more upstreams (origin or other relays), verifies every shard against the
-trainer-signed manifest before serving it, and keeps the newest `keep_versions` versions.
+trainer-signed manifest before completing it to anyone, and keeps the newest `keep_versions` versions.
 
 It learns of new versions by long-polling each upstream's `/latest`, so a new version starts mirroring within
 milliseconds of being published; an announcement counts only once the version's trainer-signed manifest is in
-hand (an upstream announcing versions it cannot back is demoted and not chased). It advertises a version as soon as its manifest verifies, and each shard only
-once the shard's bytes are on disk and hash right, so clients can pull from a relay that is still mirroring.
+hand (an upstream announcing versions it cannot back is demoted and not chased). It advertises a version as
+soon as its manifest verifies, and each shard once its request upstream is under way: the shard's bytes are
+passed on as they land and its last byte once they hash right (`swarmrl.shardcast.streaming`), so clients pull
+from a relay that is still mirroring without waiting a whole shard per hop.
 Garbage collection spares versions with reads in flight or read within `gc_grace_s`.
 """
 
@@ -18,6 +20,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +39,7 @@ from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manife
 from swarmrl.shardcast.range_get import IdleConnections
 from swarmrl.shardcast.selection import source_policy
 from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app, start_site
+from swarmrl.shardcast.streaming import InFlight, InFlightShards
 from swarmrl.shardcast.transfer import (
     ShardDownloader,
     SourceFailure,
@@ -69,10 +73,11 @@ class _Mirrored:
 class RelayStore:
     """Versions held by a relay, and which of their shards are verified."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, on_change: Callable[[], None] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self._held: dict[int, _Mirrored] = {}
         self._lock = threading.Lock()
+        self.in_flight = InFlightShards(on_change)
 
     def add(self, manifest: Manifest, raw: bytes, verified: set[int]) -> _Mirrored:
         directory = self.data_dir / step_dir_name(manifest.version)
@@ -93,6 +98,7 @@ class RelayStore:
     def remove(self, version: int) -> None:
         with self._lock:
             self._held.pop(version, None)
+        self.in_flight.forget(version)
 
     def versions(self) -> list[int]:
         with self._lock:
@@ -103,8 +109,9 @@ class RelayStore:
         return entry.raw if entry else None
 
     def available_shards(self, version: int) -> list[int] | None:
+        """Verified shards and those arriving now (served cut-through, their last byte after they verify)."""
         entry = self.get(version)
-        return sorted(entry.verified) if entry else None
+        return sorted(entry.verified | self.in_flight.indices(version)) if entry else None
 
     def file_size(self, version: int, path: str) -> int | None:
         entry = self.get(version)
@@ -120,6 +127,14 @@ class RelayStore:
         if not all(s.index in entry.verified for s in touched):
             return None
         return resolve_inside(entry.directory, path)
+
+    def streamable(self, version: int, path: str, start: int, stop: int) -> tuple[Path, InFlight] | None:
+        """The file and the upstream request of the one shard holding [start, stop), while it is in flight."""
+        entry = self.get(version)
+        if entry is None or path not in entry.sizes:
+            return None
+        flight = self.in_flight.covering(version, entry.shards_by_file.get(path, []), start, stop)
+        return None if flight is None else (resolve_inside(entry.directory, path), flight)
 
     def touch(self, version: int, reading: int) -> None:
         entry = self.get(version)
@@ -140,8 +155,8 @@ class Relay:
         self.client_config = client_config or ClientConfig(
             concurrency=config.concurrency, selection=config.selection
         )
-        self.store = RelayStore(config.data_dir)
         self.notifier = VersionNotifier()
+        self.store = RelayStore(config.data_dir, self.notifier.notify)
         self.metrics = ServerMetrics("relay")
         self.selector = source_policy(self.upstreams, self.client_config)
         self._mirroring: dict[int, asyncio.Task] = {}
@@ -379,6 +394,7 @@ class Relay:
 
         def mark(shard: ShardEntry) -> None:
             entry.verified.add(shard.index)
+            self.store.in_flight.recorded(version, shard.index)
             self.notifier.notify()  # wakes clients long-polling this version's availability
             self.metrics.shards_verified.labels("relay").inc()
             atomic_write_bytes(
@@ -408,6 +424,7 @@ class Relay:
                 stats,
                 mark,
                 self._idle,
+                self.store.in_flight if self.config.cut_through else None,
             )
             try:
                 await downloader.download(batch)

@@ -5,15 +5,20 @@ Routes (all GET):
   /latest?after=K&wait=S            long-poll: answers as soon as a version > K exists, or after S seconds;
                                     &manifest=1 adds that version's signed manifest (one round trip less)
   /v/{version}/manifest             the signed manifest bytes, exactly as the trainer wrote them
-  /v/{version}/availability         {"version": k, "shards": [held, verified]}; ?known=N&wait=S long-polls
+  /v/{version}/availability         {"version": k, "shards": [...]}: verified, or arriving (a relay, see below);
+                                    ?known=N&wait=S long-polls
   /v/{version}/data/{path}          file bytes; Range requests are honoured and sent with sendfile
   /metrics                          Prometheus text format
-A range is served only when every shard it touches is held (a relay never serves unverified bytes).
+A range is served when every shard it touches is held, or (a relay) when it lies in one shard whose request
+upstream is in flight: then its bytes go out as they land and the last one only once the shard verified; the
+response is cut short otherwise (`swarmrl.shardcast.streaming`). No range is ever completed unverified.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import re
 import socket
 import threading
@@ -29,8 +34,12 @@ from prometheus_client.core import Metric
 from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.errors import listen_error
 from swarmrl.httpserve import ConnectionGuard, GuardedAppRunner
+from swarmrl.shardcast.streaming import InFlight
 
+log = logging.getLogger(__name__)
 MAX_LONG_POLL_S = 60.0
+STREAM_CHUNK = 256 * 1024
+STREAM_STALL_S = 30.0  # no new byte upstream for this long: the response is cut (the client asks elsewhere)
 
 
 class VersionStore(Protocol):
@@ -46,6 +55,10 @@ class VersionStore(Protocol):
         """The file to read bytes [start, stop) of `path` from, or None if not (yet) held."""
 
     def file_size(self, version: int, path: str) -> int | None: ...
+
+    def streamable(self, version: int, path: str, start: int, stop: int) -> tuple[Path, InFlight] | None:
+        """The file and the upstream request of the one shard holding [start, stop) while it arrives (a relay);
+        None where nothing is in flight."""
 
     def touch(self, version: int, reading: int) -> None:
         """A read of `version` starts (+1) or ends (-1); garbage collection spares versions being read."""
@@ -236,11 +249,75 @@ class ReadRoutes:
         start, stop = self._satisfiable_range(request, size)
         local = self.store.servable_path(version, path, start, stop)
         if local is None:
-            self.count("data", 503)
-            raise web.HTTPServiceUnavailable(text="range not held (yet)", headers={"Retry-After": "1"})
+            arriving = self.store.streamable(version, path, start, stop)
+            if arriving is None:
+                self.count("data", 503)
+                raise web.HTTPServiceUnavailable(text="range not held (yet)", headers={"Retry-After": "1"})
+            return await self._pass_on(request, version, *arriving, start, stop, size)
         return _TrackedFileResponse(
             local, lambda delta: self.store.touch(version, delta), self.count, self.metrics, stop - start
         )
+
+    async def _pass_on(
+        self,
+        request: web.Request,
+        version: int,
+        local: Path,
+        flight: InFlight,
+        start: int,
+        stop: int,
+        size: int,
+    ) -> web.StreamResponse:
+        """Send [start, stop) of a shard as its bytes land; the last byte once the request that wrote them
+        verified. Cut short (the connection aborted) if that request fails or stalls."""
+        response = web.StreamResponse(
+            status=206,
+            headers={
+                "Content-Range": f"bytes {start}-{stop - 1}/{size}",
+                "Content-Type": "application/octet-stream",
+            },
+        )
+        response.content_length = stop - start
+        self.store.touch(version, +1)
+        sent = start
+        try:
+            await response.prepare(request)
+            with open(local, "rb") as source, flight.watch() as changed:
+                while sent < stop:
+                    changed.clear()
+                    verdict = flight.verified  # read before the bytes: True means every byte is in place
+                    if verdict is False:
+                        break
+                    landed = flight.shard.offset + flight.landed()
+                    limit = stop if verdict else min(landed, stop - 1)
+                    if limit <= sent:
+                        try:
+                            await asyncio.wait_for(changed.wait(), STREAM_STALL_S)
+                        except TimeoutError:
+                            break
+                        continue
+                    chunk = os.pread(source.fileno(), min(limit - sent, STREAM_CHUNK), sent)
+                    if not chunk:  # the file shrank under us: nothing sound to send
+                        break
+                    await response.write(chunk)
+                    sent += len(chunk)
+        finally:
+            self.store.touch(version, -1)
+            self.metrics.bytes_served.labels(self.metrics.role).inc(sent - start)
+        self.count("data", 206)
+        if sent < stop:
+            log.info(
+                "version %d: %s bytes %d-%d cut short: its request upstream failed or stalled",
+                version,
+                local.name,
+                start,
+                stop - 1,
+            )
+            if request.transport is not None:
+                request.transport.abort()  # a short body: the client retries, it never holds a wrong shard
+            return response
+        await response.write_eof()
+        return response
 
     def _satisfiable_range(self, request: web.Request, size: int) -> tuple[int, int]:
         """[start, stop) of the request's Range in a file of `size` bytes; 416 when it cannot be served."""

@@ -30,6 +30,7 @@ from swarmrl.shardcast.hashing import new_hasher
 from swarmrl.shardcast.hedge import AllAttemptsFailed, first_success
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
 from swarmrl.shardcast.range_get import (
+    WRITE_BATCH,
     ConnectionPool,
     CorruptShard,
     IdleConnections,
@@ -38,6 +39,7 @@ from swarmrl.shardcast.range_get import (
     fetch_range_into,
 )
 from swarmrl.shardcast.selection import SourcePolicy
+from swarmrl.shardcast.streaming import STREAM_WRITE_BATCH, InFlightShards
 
 log = logging.getLogger(__name__)
 
@@ -256,9 +258,10 @@ class ShardDownloader:
     """Downloads a set of shards of one version from several sources into files under `target_root`.
 
     Files must already be preallocated. `on_verified` runs (in the event loop) after each shard's bytes are on
-    disk and hash to the signed value; `idle`: keep-alive connections that outlive this download. Every request
-    is held to the throughput floor (cut and its source demoted below it) and a straggling one is hedged on a
-    second source.
+    disk and hash to the signed value; `idle`: keep-alive connections that outlive this download; `in_flight`
+    (a relay's): where each in-place request is registered while it runs, so its bytes can be passed on as they
+    land. Every request is held to the throughput floor (cut and its source demoted below it) and a straggling
+    one is hedged on a second source.
     """
 
     def __init__(
@@ -272,6 +275,7 @@ class ShardDownloader:
         stats: TransferStats,
         on_verified: Callable[[ShardEntry], Awaitable[None] | None] | None = None,
         idle: IdleConnections | None = None,
+        in_flight: InFlightShards | None = None,
     ) -> None:
         self.session = session
         self.manifest = manifest
@@ -281,8 +285,10 @@ class ShardDownloader:
         self.target_root = target_root
         self.stats = stats
         self.on_verified = on_verified
+        self.in_flight = in_flight
         self.available: dict[str, set[int]] = {url: set() for url in sources}
         self._complete_sources: set[str] = set()
+        self._followers: dict[str, asyncio.Task] = {}
         self._fds: dict[str, int] = {}
         self._attempts: dict[int, list[str]] = collections.defaultdict(list)
         self._bad_for_shard: dict[int, set[str]] = collections.defaultdict(set)
@@ -309,13 +315,14 @@ class ShardDownloader:
         in_flight = [0]
         try:
             # Each source's shard list is followed on its own: a silent source delays nobody.
-            followers = [asyncio.create_task(self._follow_availability(url)) for url in self.sources]
+            for url in self.sources:
+                self._follow(url)
             try:
                 async with asyncio.TaskGroup() as group:
                     for _ in range(min(self.config.concurrency, len(shards))):
                         group.create_task(self._worker(pending, in_flight))
             finally:
-                for follower in followers:
+                for follower in self._followers.values():
                     follower.cancel()
             if self._fatal is not None:
                 raise ShardcastError(self._fatal)
@@ -343,6 +350,13 @@ class ShardDownloader:
             await asyncio.wait_for(self._change.wait(), max(timeout, 0.001))
         except TimeoutError:
             pass
+
+    def _follow(self, url: str) -> None:
+        """Follow a source's shard list (again: a relay lists a shard while it arrives and drops it if that
+        fails, so a source once complete may lack a shard later)."""
+        follower = self._followers.get(url)
+        if follower is None or follower.done():
+            self._followers[url] = asyncio.create_task(self._follow_availability(url))
 
     async def _follow_availability(self, url: str) -> None:
         """Long-poll a source lacking some needed shards until it holds them all (a relay still mirroring)."""
@@ -452,6 +466,8 @@ class ShardDownloader:
             try:
                 winner = await self._race(shard, transfers)
             finally:
+                if self.in_flight is not None:  # before a loser's bytes are cut, zeroed or overwritten
+                    self.in_flight.ended(self.manifest.version, shard, verified=winner is primary)
                 await self._end(transfers)
             if winner is None:
                 if primary.sink.written:
@@ -572,7 +588,10 @@ class ShardDownloader:
             stop=self._stop,
             on_bytes=lambda nbytes: self._count(url, nbytes),
             position=0 if hedge else None,
+            write_batch=STREAM_WRITE_BATCH if self.in_flight is not None else WRITE_BATCH,
         )
+        if self.in_flight is not None and not hedge:
+            self.in_flight.started(self.manifest.version, shard, sink)
         address = f"{url}/v/{self.manifest.version}/data/{quote(shard.path)}"
         future = asyncio.get_running_loop().run_in_executor(
             self._fetchers, self._fetch_verified, address, sink, shard.digest
@@ -623,6 +642,7 @@ class ShardDownloader:
             if exc.unavailable:
                 self.available[url].discard(shard.index)
                 self._complete_sources.discard(url)
+                self._follow(url)
             self.selector.record_failure(url, now, unreachable=not exc.unavailable)
             return False
         self.selector.record_success(url, shard.length, elapsed)

@@ -159,7 +159,13 @@ def test_relay_verifies_upstream_shards_before_serving(world):
         world, lambda: hostile_app(world["dirs"][2], {2: world["raw"][2]}, Lies(corrupt_shards={1, 3}))
     )
     relay = Relay(
-        RelayConfig(upstreams=[bad], data_dir=world["tmp"] / "relay", long_poll_s=1, retry_interval_s=0.2),
+        RelayConfig(
+            upstreams=[bad],
+            data_dir=world["tmp"] / "relay",
+            long_poll_s=1,
+            retry_interval_s=0.2,
+            cut_through=True,
+        ),
         TRAINER.node_id,
         QUICK,
     )
@@ -176,8 +182,11 @@ def test_relay_verifies_upstream_shards_before_serving(world):
 
     held = asyncio.run(poll_until_all_but_corrupt())
     assert 2 not in held and 4 not in held  # model byte-shards 1 and 3 (shard 0 is config.json)
-    with pytest.raises(ShardcastError, match="could not be fetched"):
+    with pytest.raises(ShardcastError, match="could not be fetched") as failed:
         fetch([relay_server.url], world["tmp"] / "w", 2)
+    # The relay passes shards on as they arrive, but cuts a response short when its upstream lied: the client
+    # never completes a corrupt shard from it (which would demote the honest relay for its upstream's lie).
+    assert "does not match" not in str(failed.value), failed.value
 
     # Once a genuine upstream appears, the relay completes and serves a verified copy.
     asyncio.run_coroutine_threadsafe(relay.add_upstream(world["url"]), relay_server.loop).result(5)

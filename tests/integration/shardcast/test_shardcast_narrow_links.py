@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import http.client
 import time
+import urllib.error
+import urllib.request
 
+import pytest
 from shardcast_testkit import (
     TRAINER,
     SlowLink,
@@ -22,8 +25,8 @@ from shardcast_testkit import (
     write_checkpoint,
 )
 
-from swarmrl.configs.shardcast import ClientConfig
-from swarmrl.shardcast import ShardcastClient
+from swarmrl.configs.shardcast import ClientConfig, RelayConfig
+from swarmrl.shardcast import Relay, ShardcastClient
 from swarmrl.shardcast.range_get import IdleConnections
 from swarmrl.shardcast.selection import SourcePolicy, source_policy
 
@@ -227,3 +230,50 @@ def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, ser
     finally:
         node.idle.close()
     assert 1 <= first <= 4 and len(opened) == first, opened
+
+
+@pytest.mark.parametrize("cut_through", [True, False])
+def test_a_cut_through_relay_passes_a_shard_on_while_it_arrives(tmp_path, servers, cut_through):
+    """Mirroring over a slow link, a cut-through relay sends a shard's first bytes before it verified the shard
+    (and the whole shard once it has); a store-and-forward relay answers 503 until then."""
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root, shard_size=512 * 1024)
+    servers.append(origin_server)
+    link = SlowLink(origin_server.url, 400_000).start()  # a 512 KiB shard takes 1.3 s
+    config = RelayConfig(
+        upstreams=[link.url],
+        data_dir=tmp_path / "relay",
+        long_poll_s=5,
+        concurrency=1,
+        cut_through=cut_through,
+    )
+    relay = Relay(config, TRAINER.node_id)
+    relay_server = relay.serve_in_thread()
+    servers.append(relay_server)
+    origin.publish(write_checkpoint(root, 1, 2 * 512 * 1024, seed=1), 1)
+    wait_until(lambda: relay.store.get(1) is not None)
+    entry = relay.store.get(1)
+    shard = max((s for s in entry.manifest.shards if s.path == "model.safetensors"), key=lambda s: s.offset)
+    request = urllib.request.Request(
+        f"{relay_server.url}/v/1/data/model.safetensors",
+        headers={"Range": f"bytes={shard.offset}-{shard.offset + shard.length - 1}"},
+    )
+    expected = (root / "step_1" / "model.safetensors").read_bytes()[
+        shard.offset : shard.offset + shard.length
+    ]
+    if cut_through:
+        wait_until(lambda: shard.index in relay.store.in_flight.indices(1))
+        with urllib.request.urlopen(request, timeout=20) as response:
+            first = response.read(1)
+            verified_then = shard.index in entry.verified
+            rest = response.read()
+        assert first and not verified_then
+        assert first + rest == expected
+    else:
+        wait_until(lambda: relay.stats.get(1) is not None and relay.stats[1].bytes_downloaded > 0)
+        assert shard.index not in entry.verified  # its 1.3 s have not passed: the relay still mirrors it
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=20)
+        assert refused.value.code == 503
+    wait_until(lambda: relay_holds(relay, 1))
+    link.close()
