@@ -27,7 +27,7 @@ from shardcast_testkit import (
 
 from swarmrl.configs.shardcast import ClientConfig, RelayConfig
 from swarmrl.shardcast import Relay, ShardcastClient
-from swarmrl.shardcast.range_get import IdleConnections
+from swarmrl.shardcast.range_get import ConnectionPool, IdleConnections
 from swarmrl.shardcast.selection import SourcePolicy, source_policy
 
 SIZE = 600_000
@@ -214,22 +214,32 @@ def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, ser
     servers.append(origin_server)
     origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
     opened: list[int] = []
-    connect = http.client.HTTPConnection.connect
+    taken: list[bool] = []  # per shard request: did it go out on a kept connection
+    connect, take = http.client.HTTPConnection.connect, ConnectionPool.take
 
     def counted(self) -> None:
         opened.append(self.port)
         connect(self)
 
+    def watched(self, scheme: str, netloc: str):
+        connection, reused = take(self, scheme, netloc)
+        taken.append(reused)
+        return connection, reused
+
     monkeypatch.setattr(http.client.HTTPConnection, "connect", counted)
+    monkeypatch.setattr(ConnectionPool, "take", watched)
     node = Node([origin_server.url], tmp_path / "worker", ClientConfig(concurrency=4))
     try:
         assert node.refresh()[0] == 1
-        first = len(opened)
+        first, taken_first = len(opened), len(taken)
         origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)  # ten shards of delta
         assert node.refresh()[0] == 2
     finally:
         node.idle.close()
-    assert 1 <= first <= 4 and len(opened) == first, opened
+    # Version 2's first requests go out on the connections version 1 opened; it opens new ones only to top them
+    # up to the concurrency (under load version 1 may have needed fewer at once), never four more.
+    assert 1 <= first <= 4 and len(opened) <= 4, opened
+    assert taken[taken_first], taken
 
 
 @pytest.mark.parametrize("cut_through", [True, False])
