@@ -74,18 +74,19 @@ def test_only_a_member_that_joined_as_a_relay_reports_relays(world):
     assert world.admin.reads.summary("r").relays == []
 
 
-def test_the_placement_is_linear_in_what_relays_claim():
-    """Two thousand relays all naming each other (capped at 8 upstreams) and a cycle no origin reaches."""
+def claiming_relays(count: int) -> list[RelaySummary]:
+    """`count` relays all naming each other (capped at 8 upstreams), the first 8 under the origin, and a cycle
+    of two that no origin reaches."""
     relays = [
         RelaySummary(
             node_id=f"{i:064x}",
             url=url(i),
-            upstreams=[ORIGIN if i < 8 else url((i + k) % 2000) for k in range(1, 9)],
+            upstreams=[ORIGIN if i < 8 else url((i + k) % count) for k in range(1, 9)],
             versions=[],
             health="healthy",
             reported_at=0.0,
         )
-        for i in range(2000)
+        for i in range(count)
     ]
     cycle = [
         RelaySummary(
@@ -98,9 +99,25 @@ def test_the_placement_is_linear_in_what_relays_claim():
         )
         for i in range(2)
     ]
-    started = time.monotonic()
-    out = place_relays(relays + cycle)
-    assert time.monotonic() - started < 1.0
+    return relays + cycle
+
+
+def placement_seconds(relays: list[RelaySummary]) -> float:
+    """The fastest of three placements: the least disturbed by whatever else the machine runs."""
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        place_relays(relays)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def test_the_placement_is_linear_in_what_relays_claim():
+    out = place_relays(claiming_relays(2000))
     assert len(out) == 2002 and len({r.node_id for r in out}) == 2002
     assert [r.parent for r in out[-2:]] == [None, None]  # reachable only through a cycle of claims: unplaced
     assert all(r.parent is not None for r in out[:-2])
+    # Four times the relays, four times the claims: linear time takes 4-6x here, a quadratic walk 16x. A ratio, not
+    # a deadline, so that a loaded machine does not fail it (1.57 s against a 1 s deadline once, in CI).
+    small, large = placement_seconds(claiming_relays(500)), placement_seconds(claiming_relays(2000))
+    assert large < 10 * small, (small, large)
