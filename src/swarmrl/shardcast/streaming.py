@@ -30,6 +30,7 @@ class InFlight:
     """One upstream request of a relay for one shard, written in place as it arrives. Readers on any event loop
     `watch` it: they are woken when bytes land and when the request ends."""
 
+    version: int
     shard: ShardEntry
     sink: RangeSink
     verified: bool | None = None  # None: running; True: its bytes hashed right; False: failed, cut or lost
@@ -69,9 +70,9 @@ class InFlightShards:
         self._lock = threading.Lock()
         self._on_change = on_change  # wakes long polls of availability: a shard became servable
 
-    def started(self, version: int, shard: ShardEntry, sink: RangeSink) -> None:
+    def started(self, version: int, shard: ShardEntry, sink: RangeSink) -> InFlight:
         """Register a request about to run; its sink's `on_bytes` then also wakes the request's readers."""
-        flight = InFlight(shard, sink)
+        flight = InFlight(version, shard, sink)
         counted = sink.on_bytes
 
         def landed(nbytes: int) -> None:
@@ -83,17 +84,16 @@ class InFlightShards:
             self._flights[(version, shard.index)] = flight
         if self._on_change is not None:
             self._on_change()
+        return flight
 
-    def ended(self, version: int, shard: ShardEntry, verified: bool) -> None:
+    def ended(self, flight: InFlight, verified: bool) -> None:
         """A request is over. A verified one stays listed (its bytes are the shard's) until `recorded`, so the
-        shard never drops out of the relay's availability between the two."""
+        shard never drops out of the relay's availability between the two; a failed one is unlisted unless a
+        newer request for the shard has taken its place."""
+        key = (flight.version, flight.shard.index)
         with self._lock:
-            key = (version, shard.index)
-            flight = self._flights.get(key)
-            if flight is None:
-                return
             flight.verified = verified
-            if not verified:
+            if not verified and self._flights.get(key) is flight:
                 del self._flights[key]
         flight.wake()
 

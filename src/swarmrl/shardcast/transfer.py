@@ -39,7 +39,7 @@ from swarmrl.shardcast.range_get import (
     fetch_range_into,
 )
 from swarmrl.shardcast.selection import SourcePolicy
-from swarmrl.shardcast.streaming import STREAM_WRITE_BATCH, InFlightShards
+from swarmrl.shardcast.streaming import STREAM_WRITE_BATCH, InFlight, InFlightShards
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +252,7 @@ class _Transfer:
     future: asyncio.Future
     scratch: BinaryIO | None = None
     too_slow: bool = False
+    flight: InFlight | None = None  # a relay's in-place request, registered for readers of its bytes
 
 
 class ShardDownloader:
@@ -466,8 +467,8 @@ class ShardDownloader:
             try:
                 winner = await self._race(shard, transfers)
             finally:
-                if self.in_flight is not None:  # before a loser's bytes are cut, zeroed or overwritten
-                    self.in_flight.ended(self.manifest.version, shard, verified=winner is primary)
+                if primary.flight is not None:  # before a loser's bytes are cut, zeroed or overwritten
+                    self.in_flight.ended(primary.flight, verified=winner is primary)
                 await self._end(transfers)
             if winner is None:
                 if primary.sink.written:
@@ -590,15 +591,16 @@ class ShardDownloader:
             position=0 if hedge else None,
             write_batch=STREAM_WRITE_BATCH if self.in_flight is not None else WRITE_BATCH,
         )
+        flight = None
         if self.in_flight is not None and not hedge:
-            self.in_flight.started(self.manifest.version, shard, sink)
+            flight = self.in_flight.started(self.manifest.version, shard, sink)
         address = f"{url}/v/{self.manifest.version}/data/{quote(shard.path)}"
         future = asyncio.get_running_loop().run_in_executor(
             self._fetchers, self._fetch_verified, address, sink, shard.digest
         )
         if hedge:
             self._hedges += 1
-        return _Transfer(url, sink, time.monotonic(), future, scratch)
+        return _Transfer(url, sink, time.monotonic(), future, scratch, flight=flight)
 
     async def _end(self, transfers: list[_Transfer]) -> None:
         """Cut the transfers still running and wait for their threads (they may be writing). A transfer that

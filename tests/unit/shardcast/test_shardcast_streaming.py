@@ -118,7 +118,7 @@ def availability(url: str) -> list[int]:
 def test_a_shard_is_passed_on_as_it_lands_and_its_last_byte_once_it_verified(mirror):
     store, shard = mirror["store"], mirror["shard"]
     assert shard.index not in availability(mirror["url"])
-    store.in_flight.started(1, shard, mirror["sink"])
+    flight = store.in_flight.started(1, shard, mirror["sink"])
     assert shard.index in availability(mirror["url"])  # advertised while it arrives
 
     reader = Reader(mirror["url"], shard.offset, shard.length)
@@ -127,7 +127,7 @@ def test_a_shard_is_passed_on_as_it_lands_and_its_last_byte_once_it_verified(mir
     settle(reader, 40_000)  # what landed, and nothing more
     land(mirror, shard.length)
     settle(reader, shard.length - 1)  # all but the last byte: the request has not verified yet
-    store.in_flight.ended(1, shard, verified=True)
+    store.in_flight.ended(flight, verified=True)
     reader.join(10)
     assert reader.error is None and reader.status == 206
     assert bytes(reader.received) == mirror["bytes"][shard.offset : shard.offset + shard.length]
@@ -139,12 +139,12 @@ def test_a_shard_is_passed_on_as_it_lands_and_its_last_byte_once_it_verified(mir
 
 def test_a_failed_upstream_request_cuts_the_response_short(mirror):
     store, shard = mirror["store"], mirror["shard"]
-    store.in_flight.started(1, shard, mirror["sink"])
+    flight = store.in_flight.started(1, shard, mirror["sink"])
     reader = Reader(mirror["url"], shard.offset, shard.length)
     reader.start()
     land(mirror, shard.length)  # every byte landed, but they may be a liar's: they failed their hash
     settle(reader, shard.length - 1)
-    store.in_flight.ended(1, shard, verified=False)
+    store.in_flight.ended(flight, verified=False)
     reader.join(10)
     assert isinstance(reader.error, http.client.IncompleteRead), reader.error
     assert len(reader.received) == shard.length - 1  # the client never holds the whole (wrong) shard
@@ -175,12 +175,12 @@ def test_a_range_beyond_the_shard_in_flight_is_not_passed_on(mirror):
 
 def test_a_sub_range_of_the_shard_holds_back_its_own_last_byte(mirror):
     store, shard = mirror["store"], mirror["shard"]
-    store.in_flight.started(1, shard, mirror["sink"])
+    flight = store.in_flight.started(1, shard, mirror["sink"])
     reader = Reader(mirror["url"], shard.offset + 100, 1000)
     reader.start()
     land(mirror, 5000)
     settle(reader, 999)
-    store.in_flight.ended(1, shard, verified=True)
+    store.in_flight.ended(flight, verified=True)
     reader.join(10)
     assert reader.error is None
     assert bytes(reader.received) == mirror["bytes"][shard.offset + 100 : shard.offset + 1100]
@@ -194,3 +194,13 @@ def test_in_flight_listing_is_per_version_and_forgotten_with_it(mirror):
     store.remove(1)
     assert store.in_flight.indices(1) == set() and store.in_flight.indices(2) == {shard.index}
     assert store.streamable(1, "model.safetensors", shard.offset, shard.offset + 10) is None
+
+
+def test_the_end_of_a_replaced_request_leaves_the_newer_one_listed(mirror):
+    store, shard = mirror["store"], mirror["shard"]
+    old = store.in_flight.started(1, shard, mirror["sink"])
+    new = store.in_flight.started(1, shard, mirror["sink"])
+    store.in_flight.ended(old, verified=False)
+    assert store.in_flight.indices(1) == {shard.index}
+    assert store.streamable(1, "model.safetensors", shard.offset, shard.offset + 10)[1] is new
+    assert new.verified is None and old.verified is False
