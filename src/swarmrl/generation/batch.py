@@ -7,8 +7,7 @@ file's header then says so, and every validator refuses it.
 from __future__ import annotations
 
 from pathlib import Path
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING
 
 from swarmrl.configs import RunConfig
 from swarmrl.identity import Identity
@@ -18,6 +17,9 @@ from swarmrl.rollouts import RolloutHeader, RolloutRow, write_rollouts
 from swarmrl.rollouts.assignment import AssignedPrompt, BatchSpec, assigned_prompts, sample_seed
 from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import build_proofs_batch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 def generate_batch(

@@ -11,7 +11,6 @@ from swarmrl.configs.engine import EngineConfig, PagedEngineConfig, TorchEngineC
 from swarmrl.inference import llama_layers
 from swarmrl.inference.engine import InferenceEngine
 from swarmrl.inference.paged.engine import PagedEngine
-from swarmrl.inference.torch_engine import TorchEngine
 
 log = logging.getLogger(__name__)
 
@@ -37,5 +36,8 @@ def build_engine(
     if isinstance(config, PagedEngineConfig):
         return PagedEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)
     if isinstance(config, TorchEngineConfig):
+        # Imported only when used: it runs transformers' own forward, whose import costs a paged worker seconds.
+        from swarmrl.inference.torch_engine import TorchEngine
+
         return TorchEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)
     raise ValueError(f"unknown engine config {config!r}")

@@ -91,15 +91,25 @@ def noise_bits(
     return mix64(stream_key[:, None] + _counters(vocab_size, seeds.device)[None, :])
 
 
-@functools.lru_cache(maxsize=8)
-@torch.compiler.disable
 def _counters(vocab_size: int, device: torch.device) -> torch.Tensor:
     """[V] (token + 1) · γ mod 2^64, computed eagerly once per vocabulary and device.
 
-    Kept out of compiled graphs: inductor folds arange × constant into index arithmetic, which does not wrap
-    mod 2^64 (seen on CPU: different noise, different tokens).
+    Kept out of compiled graphs: inductor has folded arange × constant into index arithmetic, which does not
+    wrap mod 2^64 (different noise, different tokens). `torch.compiler.disable` would do it, but applying it
+    imports torch._dynamo, seconds of a worker's start-up; so the eager path, where nothing compiles, never
+    reaches it, and torch's lazy form of it imports dynamo only when a graph is being traced.
     """
+    if torch.compiler.is_compiling():
+        return _counters_outside_graphs(vocab_size, device)
+    return _counter_table(vocab_size, device)
+
+
+@functools.lru_cache(maxsize=8)
+def _counter_table(vocab_size: int, device: torch.device) -> torch.Tensor:
     return torch.arange(1, vocab_size + 1, dtype=torch.int64, device=device) * _GAMMA
+
+
+_counters_outside_graphs = torch._disable_dynamo(_counter_table)
 
 
 def gumbel_noise(

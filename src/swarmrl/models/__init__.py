@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from swarmrl.lazy_exports import lazy_exports
 
 _EXPORTS = {
-    "ModelLoadError": "swarmrl.models.loading",
+    "ModelLoadError": "swarmrl.models.errors",
     "load_model": "swarmrl.models.loading",
-    "load_tokenizer": "swarmrl.models.loading",
+    "load_tokenizer": "swarmrl.models.tokenizer",
     "model_skeleton": "swarmrl.models.loading",
     "policy_vocab_size": "swarmrl.models.loading",
     "save_pretrained_atomic": "swarmrl.models.loading",
@@ -36,16 +36,15 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from swarmrl.models.errors import ModelLoadError
     from swarmrl.models.loading import (
-        ModelLoadError,
         load_model,
-        load_tokenizer,
         model_skeleton,
         policy_vocab_size,
         save_pretrained_atomic,
     )
     from swarmrl.models.tiny import Vocabulary, build_tiny_model
-    from swarmrl.models.tokenizer import SPECIAL_TOKENS, train_tokenizer
+    from swarmrl.models.tokenizer import SPECIAL_TOKENS, load_tokenizer, train_tokenizer
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

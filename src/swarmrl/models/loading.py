@@ -1,8 +1,7 @@
-"""Load any HF causal LM and tokenizer from a local directory; save one atomically."""
+"""Load any HF causal LM from a local directory; save a model and its tokenizer atomically."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -10,48 +9,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    PreTrainedTokenizerFast,
-)
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
-from swarmrl.errors import UserError, writing
+from swarmrl.errors import writing
 from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_checkpoint
 from swarmrl.models.checkpoint import policy_state
 from swarmrl.models.construction import MODEL_CONSTRUCTION
-
-# A tokenizer saved as the generic tokenizers backend (ours, and e.g. Llama 3's) is exactly its tokenizer.json.
-# AutoTokenizer would pick the class of the directory's model type instead (Qwen2Tokenizer for a tiny qwen2),
-# whose own normaliser and pre-tokenizer split text differently from what the tokenizer was trained and SFT'd on.
-_GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
+from swarmrl.models.errors import ModelLoadError
+from swarmrl.models.native import DTYPES
 
 # Checkpoints are read and written every policy step; per-shard progress bars would flood the logs.
 hf_logging.disable_progress_bar()
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-class ModelLoadError(UserError):
-    """A model directory is missing, incomplete or not a causal LM."""
-
-
-def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
-    path = Path(path)
-    if not path.is_dir():
-        raise ModelLoadError(f"{path}: no such model directory")
-    settings = path / "tokenizer_config.json"
-    declared = json.loads(settings.read_text()).get("tokenizer_class") if settings.is_file() else None
-    loader = PreTrainedTokenizerFast if declared in _GENERIC_TOKENIZERS else AutoTokenizer
-    tokenizer = loader.from_pretrained(path, local_files_only=True)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
 
 
 def load_model(
@@ -72,11 +42,11 @@ def load_model(
         return model
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"{path}: no config.json, not a model directory")
-    if dtype not in _DTYPES:
-        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(_DTYPES)}")
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")
     with MODEL_CONSTRUCTION:
         model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=_DTYPES[dtype], local_files_only=True, attn_implementation=attn_implementation
+            path, dtype=DTYPES[dtype], local_files_only=True, attn_implementation=attn_implementation
         )
     return model.to(device)
 
@@ -93,12 +63,12 @@ def model_skeleton(
     path = Path(path)
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"{path}: no config.json, not a model directory")
-    if dtype not in _DTYPES:
-        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(_DTYPES)}")
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")
     config = AutoConfig.from_pretrained(path, local_files_only=True)
     with MODEL_CONSTRUCTION, no_init_weights():
         model = AutoModelForCausalLM.from_config(
-            config, dtype=_DTYPES[dtype], attn_implementation=attn_implementation
+            config, dtype=DTYPES[dtype], attn_implementation=attn_implementation
         )
         model.tie_weights()  # from_pretrained ties the head after loading; from_config under no_init does not
     return model.to(device)

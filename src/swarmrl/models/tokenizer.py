@@ -1,11 +1,36 @@
-"""Train a small byte-level BPE tokenizer on task text and wrap it as a normal HF fast tokenizer."""
+"""Tokenizers: load a model directory's, or train a small byte-level BPE on task text and wrap it as a normal HF
+fast tokenizer. Only transformers' tokenizer classes are imported here, not its model classes: a worker loads
+its tokenizer without paying for those (see `swarmrl.models.native`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from swarmrl.models.errors import ModelLoadError
+
+# A tokenizer saved as the generic tokenizers backend (ours, and e.g. Llama 3's) is exactly its tokenizer.json.
+# AutoTokenizer would pick the class of the directory's model type instead (Qwen2Tokenizer for a tiny qwen2),
+# whose own normaliser and pre-tokenizer split text differently from what the tokenizer was trained and SFT'd on.
+_GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    path = Path(path)
+    if not path.is_dir():
+        raise ModelLoadError(f"{path}: no such model directory")
+    settings = path / "tokenizer_config.json"
+    declared = json.loads(settings.read_text()).get("tokenizer_class") if settings.is_file() else None
+    loader = PreTrainedTokenizerFast if declared in _GENERIC_TOKENIZERS else AutoTokenizer
+    tokenizer = loader.from_pretrained(path, local_files_only=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
 
 PAD, BOS, EOS = "<|pad|>", "<|bos|>", "<|eos|>"
 SPECIAL_TOKENS = (PAD, BOS, EOS)
