@@ -36,8 +36,8 @@ if arm == "transformers":
     from swarmrl.models import load_model
     model = load_model(path)
 else:
-    from swarmrl.models.native import load_native
-    model = load_native(path)
+    from swarmrl.inference.factory import engine_model
+    model = engine_model(PagedEngineConfig(), path)
 tokenizer = load_tokenizer(path)
 engine = build_engine(PagedEngineConfig(), model, eos_token_id=tokenizer.eos_token_id)
 engine.generate([GenerationRequest(tokenizer.encode("hello"), seed=1)], SamplingParams(max_new_tokens=4))

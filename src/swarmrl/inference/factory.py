@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -11,6 +12,7 @@ from swarmrl.configs.engine import EngineConfig, PagedEngineConfig, TorchEngineC
 from swarmrl.inference import llama_layers
 from swarmrl.inference.engine import InferenceEngine
 from swarmrl.inference.paged.engine import PagedEngine
+from swarmrl.models.native import load_native
 
 log = logging.getLogger(__name__)
 
@@ -41,3 +43,17 @@ def build_engine(
 
         return TorchEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)
     raise ValueError(f"unknown engine config {config!r}")
+
+
+def engine_model(
+    config: EngineConfig, path: Path, dtype: str = "float32", device: str | torch.device = "cpu"
+) -> torch.nn.Module:
+    """The model an engine of `config` serves from the checkpoint at `path`. The paged engine gets a
+    Llama-family checkpoint built without transformers (`models.native`: the same weights and hidden states,
+    and a worker skips seconds of imports); other architectures, and the padded engine, transformers' own."""
+    model = load_native(path, dtype, device) if isinstance(config, PagedEngineConfig) else None
+    if model is None:
+        from swarmrl.models import load_model  # transformers' model classes, imported only when needed
+
+        model = load_model(path, dtype, device=str(device))
+    return model

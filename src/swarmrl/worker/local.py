@@ -17,8 +17,7 @@ from swarmrl.configs.devices import check_device
 from swarmrl.devices import resolve_device
 from swarmrl.generation.writer import BatchWriter
 from swarmrl.inference.engine import InferenceEngine
-from swarmrl.inference.factory import build_engine
-from swarmrl.models import load_model
+from swarmrl.inference.factory import build_engine, engine_model
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 
@@ -58,7 +57,7 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             if engine is None:
                 engine = build_engine(
                     config.engine,
-                    load_model(checkpoint_dir(rundir.checkpoints, policy), device=device),
+                    engine_model(config.engine, checkpoint_dir(rundir.checkpoints, policy), device=device),
                     eos_token_id=writer.stop_token_ids,
                     policy_step=policy,
                 )

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from swarmrl.configs import RunConfig
-from swarmrl.configs.engine import EngineConfig, PagedEngineConfig
+from swarmrl.configs.engine import EngineConfig
 from swarmrl.coordinator.api import UnitInfo, WorkLease
 from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
@@ -33,10 +33,9 @@ from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.generation.batch import write_batch
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
-from swarmrl.inference.factory import build_engine
+from swarmrl.inference.factory import build_engine, engine_model
 from swarmrl.models import load_tokenizer
 from swarmrl.models.adapter import fetch_base
-from swarmrl.models.native import load_native
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.retry import Notices
@@ -209,14 +208,7 @@ class Policy:
         )
 
     def _load(self, path: Path) -> torch.nn.Module:
-        # The paged engine runs a Llama-family model built without transformers: a restarted node skips
-        # seconds of transformers' imports. Other models, and the padded engine, load through transformers.
-        paged = isinstance(self.engine_config, PagedEngineConfig)
-        model = load_native(path, self.dtype, self.device) if paged else None
-        if model is None:
-            from swarmrl.models import load_model
-
-            model = load_model(path, self.dtype, device=str(self.device))
+        model = engine_model(self.engine_config, path, self.dtype, self.device)
         if self.options.cheat == "half-layers":
             # Saves half the compute and claims the full model's work: TOPLOC must see the difference.
             keep = max(1, model.config.num_hidden_layers // 2)

@@ -92,7 +92,7 @@ def test_a_colocated_run_trains_resumes_and_never_reads_a_checkpoint_into_its_en
     monkeypatch.setattr(LiveWeights, "update_weights", spy_update)
     monkeypatch.setattr(LiveWeights, "load_weights", refuse)
     monkeypatch.setattr("swarmrl.models.checkpoint.read_checkpoint", refuse)
-    monkeypatch.setattr("swarmrl.worker.local.load_model", refuse)
+    monkeypatch.setattr("swarmrl.worker.local.engine_model", refuse)
     monkeypatch.setattr(train, "load_model", spy_trainer_load)
 
     assert roles.trainer_role(rundir.root, stop_after_steps=2) == 2

@@ -186,14 +186,14 @@ WORKER_PATH = """
 import sys
 from swarmrl.configs.engine import PagedEngineConfig
 from swarmrl.worker.node import WorkerNode  # the worker's module and everything it imports
-from swarmrl.inference.factory import build_engine
+from swarmrl.inference.factory import build_engine, engine_model
 from swarmrl.inference import GenerationRequest, SamplingParams
 from swarmrl.models import load_tokenizer
-from swarmrl.models.native import load_native
 from swarmrl.toploc import build_proofs_batch
-path = sys.argv[1]
+path, config = sys.argv[1], PagedEngineConfig(block_size=4)
 tokenizer = load_tokenizer(path)
-engine = build_engine(PagedEngineConfig(block_size=4), load_native(path), eos_token_id=tokenizer.eos_token_id)
+engine = build_engine(config, engine_model(config, path), eos_token_id=tokenizer.eos_token_id)
+assert type(engine.model).__name__ == "LlamaFamilyForCausalLM"
 out = engine.generate([GenerationRequest(tokenizer.encode("What is 3 plus 4?"), seed=1)],
                       SamplingParams(max_new_tokens=4, temperature=1.0))
 build_proofs_batch([g.hidden_states for g in out])
