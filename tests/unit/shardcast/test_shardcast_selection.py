@@ -9,7 +9,7 @@ import pytest
 
 from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.shardcast.selection import OrderedPolicy, WeightedPolicy, source_policy
-from swarmrl.shardcast.selection.base import DEFAULT_THROUGHPUT
+from swarmrl.shardcast.selection.base import DEFAULT_THROUGHPUT, ROUND_TRIP_WINDOW
 from swarmrl.shardcast.selection.weighted import CORRUPTION_PENALTY
 
 
@@ -143,11 +143,26 @@ def test_without_measured_round_trips_every_source_is_near():
     assert s.near(["a", "b"]) == ["a", "b"]
 
 
-def test_the_round_trip_is_a_moving_average():
+def test_the_round_trip_is_the_shortest_of_the_last_answers():
     s = selector(urls=("a",))
     s.observe_round_trip("a", 0.5)  # a new connection's handshake included
     s.observe_round_trip("a", 0.1)
-    assert s.stats["a"].round_trip == pytest.approx(0.3 * 0.1 + 0.7 * 0.5)
+    s.observe_round_trip("a", 0.3)
+    assert s.stats["a"].round_trip == 0.1
+    for _ in range(ROUND_TRIP_WINDOW - 1):
+        s.observe_round_trip("a", 0.2)
+    assert s.stats["a"].round_trip == 0.2  # the 0.1 s answer has left the window: a path can lengthen
+
+
+def test_a_slow_answer_of_the_local_relay_does_not_make_a_distant_one_near():
+    """An eu node: its relay 2 ms away answers in 150 ms while it mirrors a version on a busy machine; the us
+    relay is 100 ms away. The us relay must stay far, or the node sends its shards across the narrow link."""
+    s = selector(urls=("eu-relay", "us-relay"))
+    for seconds in (0.004, 0.002, 0.150, 0.120):
+        s.observe_round_trip("eu-relay", seconds)
+    for seconds in (0.200, 0.101, 0.104):  # the first with its connection's handshake
+        s.observe_round_trip("us-relay", seconds)
+    assert s.near(["eu-relay", "us-relay"]) == ["eu-relay"]
 
 
 def test_the_ordered_policy_asks_in_the_given_order_and_puts_a_corrupt_source_last():

@@ -4,8 +4,9 @@ Every policy keeps the same record: successes and failures, corrupt data sent (b
 forged manifests, false announcements), a throughput estimate (EWMA of bytes/s; an unmeasured source borrows
 the best measured one so it gets tried) and an exponential back-off after each failure. A request cut for
 being slower than the throughput floor is a failure whose observed rate also enters the estimate. The round
-trip of small requests (a source's version list) is kept too: `near` names the sources close to this node, the
-relay of its own region, which a downloader prefers over a distant one that holds the bytes sooner. A policy
+trip of small requests (a source's version list) is kept too, as the shortest of the last few: `near` names
+the sources close to this node, the relay of its own region, which a downloader prefers over a distant one that
+holds the bytes sooner. A policy
 only decides the order: `ranked` (whom to ask first for a manifest or an announcement, whom to hedge to) and
 `pick` (which ready source gets the next shard request).
 """
@@ -13,13 +14,18 @@ only decides the order: `ranked` (whom to ask first for a manifest or an announc
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 EWMA_ALPHA = 0.3
 DEFAULT_THROUGHPUT = 1e6
 # A source is near when its round trip is within twice the nearest one's plus this: on one machine or one
 # LAN every source is near (no preference); across regions only the local relay is.
 NEAR_SLACK_S = 0.05
+# A source's round trip is the shortest of its last this many answers: distance is what `near` is about, and a
+# connection's handshake, a busy server or a full link only ever add to it. An average would let the local
+# relay, slow to answer while it mirrors a version on a loaded machine, make a relay 100 ms away look near.
+ROUND_TRIP_WINDOW = 16
 
 
 @dataclass
@@ -29,10 +35,14 @@ class SourceStats:
     failures: int = 0
     corrupt: int = 0
     throughput: float | None = None
-    round_trip: float | None = None
+    round_trips: deque[float] = field(default_factory=lambda: deque(maxlen=ROUND_TRIP_WINDOW))
     consecutive_failures: int = 0
     backoff_until: float = 0.0
     unreachable: bool = False  # its last failure: it could not be reached (down, restarting)
+
+    @property
+    def round_trip(self) -> float | None:
+        return min(self.round_trips, default=None)
 
     def success_rate(self) -> float:
         """Smoothed with a Beta(1,1) prior: (ok + 1) / (ok + failed + 2)."""
@@ -75,12 +85,7 @@ class SourcePolicy(ABC):
 
     def observe_round_trip(self, url: str, seconds: float) -> None:
         """The time a small request to `url` took to answer (its round trip, plus the server's time)."""
-        stats = self.stats[url]
-        stats.round_trip = (
-            seconds
-            if stats.round_trip is None
-            else EWMA_ALPHA * seconds + (1 - EWMA_ALPHA) * stats.round_trip
-        )
+        self.stats[url].round_trips.append(seconds)
 
     def near(self, candidates: list[str]) -> list[str]:
         """The candidates whose measured round trip is within twice the shortest plus NEAR_SLACK_S; every
