@@ -522,9 +522,10 @@ class ShardDownloader:
         """The near sources among `candidates` when one holds the shard. When only distant ones do, none while a
         near source is still mirroring: its shard list grew within `near_wait_s`. Over a narrow regional link,
         fetching from afar takes the bandwidth the region's relay needs to mirror the same bytes once for every
-        node behind it. A near source that stops making progress (or went down) is not waited for: the nearest
-        of the sources holding the shard stand in for it, so a node whose regional relay died fetches from the
-        next region, not from across the world."""
+        node behind it. A near source that stops making progress, or is out of reach (its last request could not
+        reach it: down, restarting), is not waited for: the nearest of the sources holding the shard stand in for
+        it, so a node whose regional relay died fetches from the next region at once, not from across the
+        world."""
         # A near source backing off after a failed request is still waited for while it makes progress: a
         # quarter-second back-off must not send the shard across the narrow link.
         near = [
@@ -533,7 +534,11 @@ class ShardDownloader:
         close = [url for url in candidates if url in near]
         if close or not near:
             return close or candidates
-        mirroring = any(now - self._grew_at.get(url, float("-inf")) < self.config.near_wait_s for url in near)
+        mirroring = any(
+            now - self._grew_at.get(url, float("-inf")) < self.config.near_wait_s
+            for url in near
+            if not self.selector.stats[url].unreachable
+        )
         return [] if mirroring else self.selector.near(candidates)
 
     def _only_slow(self, shard: ShardEntry, candidates: list[str], now: float) -> bool:

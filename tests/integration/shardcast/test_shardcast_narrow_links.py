@@ -193,6 +193,24 @@ def test_a_client_whose_near_relay_died_fetches_from_the_next_nearest_source(tmp
     )
 
 
+@pytest.mark.parametrize("relay_down", [False, True])
+def test_a_near_relay_that_is_down_is_not_waited_for(tmp_path, servers, relay_down):
+    """A relay out of reach is not one still mirroring: the next version comes from the next source at once,
+    not after the near wait (5 s here). Its control: a near relay that is up but never gets the version is
+    waited for (it may still get it)."""
+    root, origin, origin_server, _, relay_server, relay_upstream = origin_and_relay(tmp_path, servers, 50e6)
+    near = SlowLink(relay_server.url, 50e6).start()
+    next_region = SlowLink(origin_server.url, 50e6, delay_s=0.08).start()
+    node = Node([near.url, next_region.url], tmp_path / "worker", ClientConfig(near_wait_s=5.0))
+    assert node.refresh() is not None  # version 1; both round trips measured
+    relay_upstream.close()  # the relay will not get version 2
+    if relay_down:
+        near.close()
+    took = _next_version_fetched(root, origin, node, [next_region, near])
+    assert node.bytes_by_source[next_region.url] > 0
+    assert (took < 3.0) if relay_down else (took >= 5.0), took
+
+
 def test_a_near_relay_back_from_an_outage_serves_at_once_not_after_its_back_off(tmp_path, servers):
     """The node's relay was out of reach long enough for its back-off to reach the cap (10 s), and is back:
     its first answer ends the back-off, so the next version comes from it within seconds."""
