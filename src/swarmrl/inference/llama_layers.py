@@ -15,21 +15,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-_SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3")
+from swarmrl.models.native import plain_llama_layers
 
 
 def supports(model: nn.Module) -> bool:
     """Whether `model` is a plain Llama-family model whose layers these functions reproduce."""
     config = getattr(model, "config", None)
-    if config is None or getattr(config, "model_type", None) not in _SUPPORTED_MODEL_TYPES:
-        return False
-    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
-    return (
-        config.hidden_act == "silu"
-        and all(kind == "full_attention" for kind in layer_types)
-        and not getattr(config, "use_sliding_window", False)
-        and getattr(config, "pretraining_tp", 1) == 1
-    )
+    return config is not None and plain_llama_layers(config)
 
 
 @dataclass(frozen=True)

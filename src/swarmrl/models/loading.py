@@ -18,7 +18,7 @@ from swarmrl.models.adapter import AdapterError, base_checkpoint, is_adapter_che
 from swarmrl.models.checkpoint import policy_state
 from swarmrl.models.construction import MODEL_CONSTRUCTION
 from swarmrl.models.errors import ModelLoadError
-from swarmrl.models.native import DTYPES
+from swarmrl.models.native import checked_model_dir
 
 # Checkpoints are read and written every policy step; per-shard progress bars would flood the logs.
 hf_logging.disable_progress_bar()
@@ -40,13 +40,10 @@ def load_model(
         # The engines' own reader and checks: one merge path for every reader.
         model.load_state_dict(policy_state(model, path), strict=False)
         return model
-    if not (path / "config.json").is_file():
-        raise ModelLoadError(f"{path}: no config.json, not a model directory")
-    if dtype not in DTYPES:
-        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")
+    torch_dtype = checked_model_dir(path, dtype)
     with MODEL_CONSTRUCTION:
         model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=DTYPES[dtype], local_files_only=True, attn_implementation=attn_implementation
+            path, dtype=torch_dtype, local_files_only=True, attn_implementation=attn_implementation
         )
     return model.to(device)
 
@@ -61,14 +58,11 @@ def model_skeleton(
     head — with its weights left uninitialised and no weight file read: for an engine whose every parameter
     is then copied in from a trainer in the same process."""
     path = Path(path)
-    if not (path / "config.json").is_file():
-        raise ModelLoadError(f"{path}: no config.json, not a model directory")
-    if dtype not in DTYPES:
-        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")
+    torch_dtype = checked_model_dir(path, dtype)
     config = AutoConfig.from_pretrained(path, local_files_only=True)
     with MODEL_CONSTRUCTION, no_init_weights():
         model = AutoModelForCausalLM.from_config(
-            config, dtype=DTYPES[dtype], attn_implementation=attn_implementation
+            config, dtype=torch_dtype, attn_implementation=attn_implementation
         )
         model.tie_weights()  # from_pretrained ties the head after loading; from_config under no_init does not
     return model.to(device)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -50,27 +51,32 @@ class LlamaFamilyConfig:
     mlp_bias: bool
     max_position_embeddings: int | None = None
     eos_token_id: int | list[int] | None = None
-    hidden_act: str = "silu"
-    use_sliding_window: bool = False
-    pretraining_tp: int = 1
     layer_types: list[str] | None = None
+
+
+def plain_llama_layers(config: object) -> bool:
+    """Whether `config` (a transformers config, or a config.json's settings as attributes) describes plain
+    Llama-family layers — full attention everywhere, SiLU gates, no tensor-parallel slicing — the layers
+    `inference.llama_layers` reproduces and this module builds."""
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
+    return (
+        getattr(config, "model_type", None) in ARCHITECTURES
+        and getattr(config, "hidden_act", "silu") == "silu"
+        and all(kind == "full_attention" for kind in layer_types)
+        and not getattr(config, "use_sliding_window", False)
+        and getattr(config, "pretraining_tp", 1) == 1
+    )
 
 
 def native_config(settings: dict) -> LlamaFamilyConfig | None:
     """`settings` (a parsed config.json) when this module builds exactly what transformers would; else None.
     Raises ModelLoadError for a supported architecture whose numbers make no model."""
-    model_type = settings.get("model_type")
-    if model_type not in ARCHITECTURES:
+    if not plain_llama_layers(SimpleNamespace(**settings)):
         return None
     theta = _default_rope_theta(settings)
     if theta is None or any(settings.get(name) is None for name in ("rms_norm_eps", "tie_word_embeddings")):
         return None
-    if settings.get("hidden_act", "silu") != "silu" or settings.get("pretraining_tp", 1) not in (None, 1):
-        return None
-    if settings.get("use_sliding_window") or any(
-        kind != "full_attention" for kind in settings.get("layer_types") or ()
-    ):
-        return None
+    model_type = settings["model_type"]
     try:
         hidden, heads = _positive(settings, "hidden_size"), _positive(settings, "num_attention_heads")
         kv_heads = _positive(settings, "num_key_value_heads", default=heads)
@@ -232,6 +238,15 @@ class LlamaFamilyForCausalLM(nn.Module):
         return self.lm_head
 
 
+def checked_model_dir(directory: Path, dtype: str) -> torch.dtype:
+    """The torch dtype `dtype` names, once `directory` is known to hold a config.json (ModelLoadError else)."""
+    if not (directory / "config.json").is_file():
+        raise ModelLoadError(f"{directory}: no config.json, not a model directory")
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")
+    return DTYPES[dtype]
+
+
 def load_native(
     path: str | Path, dtype: str = "float32", device: str | torch.device = "cpu"
 ) -> LlamaFamilyForCausalLM | None:
@@ -242,11 +257,8 @@ def load_native(
         config_dir = base_checkpoint(path) if is_adapter_checkpoint(path) else path
     except AdapterError as exc:
         raise ModelLoadError(str(exc)) from exc
+    torch_dtype = checked_model_dir(config_dir, dtype)
     settings_file = config_dir / "config.json"
-    if not settings_file.is_file():
-        raise ModelLoadError(f"{config_dir}: no config.json, not a model directory")
-    if dtype not in DTYPES:
-        raise ModelLoadError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")
     try:
         settings = json.loads(settings_file.read_text())
     except (OSError, ValueError) as exc:
@@ -259,7 +271,7 @@ def load_native(
         return None
     with torch.device("meta"):
         model = LlamaFamilyForCausalLM(config)
-    _materialise(model, torch.device(device), DTYPES[dtype])
+    _materialise(model, torch.device(device), torch_dtype)
     try:
         model.load_state_dict(policy_state(model, path), strict=False)
     except WeightLoadError as exc:
