@@ -323,9 +323,10 @@ class StepWork(BaseModel):
     voided: int
     unproven: int = Field(
         0,
-        description="of the leased and submitted, those of nodes with no accepted work yet: nobody waits for "
-        "them (a hundred fresh keys may hold, drop or fill such units with garbage); their leases are extra "
-        "to the demand",
+        description="of the leased and submitted, those of nodes with no accepted work yet while a node with "
+        "some is alive: nobody waits for them (a hundred fresh keys may hold, drop or fill such units with "
+        "garbage) and their leases are extra to the demand; 0 while no such node is alive, when they are the "
+        "step's only producers and count like any",
     )
 
 

@@ -92,6 +92,45 @@ def test_what_fresh_keys_hold_is_extra_to_the_demand_and_nobody_waits_for_it(mak
     assert held(world.node()) == 0  # the pool (a quarter of the step, at least one unit) is full
 
 
+@pytest.mark.parametrize("ahead", [0, 1])
+def test_a_runs_first_steps_are_leased_once_while_no_node_is_proven(make_world, ahead):
+    """At a run's start every node is unproven, and their files wait for a validator. Each file delivered used
+    to reopen a unit while the other nodes' leases were still in flight: six nodes had 15 units of a 10-unit
+    step and 14 of the next, all with the first policy, and the window could not train them all (run 41 of
+    `demo --wan` refused one as stale). With no proven node alive, what unproven nodes hold counts."""
+    world = make_world(
+        default_step_units=8,
+        lease_slack_units=2,
+        lease_initial_unit_s=10.0,
+        lease_target_s=100.0,
+        lease_ahead_steps=ahead,
+    )
+    nodes = [world.node() for _ in range(6)]
+    submitted = []
+    for _ in range(5):  # every node asks; then, while the others still hold theirs, each delivers, unjudged
+        holding = []
+        for node in nodes:
+            try:
+                holding += [(node, unit) for unit in node.lease_work("r", policy_step=0).units]
+            except CoordinatorError as exc:
+                assert exc.kind == "step_full", exc
+        for node, unit in holding:
+            submitted.append(
+                node.upload_and_submit("r", unit.step, unit.batch_index, repr(unit).encode(), 1, 1)
+            )
+    leased = [u.step for u in world.admin.reads.units("r")]
+    assert leased.count(0) == 8 + 2, leased  # the step's demand and its slack, not one unit more
+    # The next step, less what step 0 leased beyond its demand (those files carry over into it).
+    assert leased.count(1) == (8 + 2 - 2 if ahead else 0), leased
+    # What the trainer reads: nothing left to lease, and the unproven nodes' work counted on (so it does not
+    # raise the demand for nodes that are not there).
+    work = world.trainer.reads.step_work("r", 0)
+    assert (work.open_units, work.unproven, work.submitted) == (0, 0, 10)
+    accept(world.validator, submitted[0])  # once a node is proven, the others' unjudged files are extra again
+    others = sum(1 for s in submitted if s.step == 0 and s.node_id != submitted[0].node_id)
+    assert world.trainer.reads.step_work("r", 0).unproven == others > 0
+
+
 @pytest.mark.slow
 def test_an_honest_node_gets_a_unit_within_one_lease_period_while_100_fresh_keys_poll(make_world):
     world = make_world(

@@ -11,8 +11,8 @@ and then stops them (a node that generates many units and submits the ones it li
 Identities are free, so a node earns room with measured work: until `lease_proven_files` of its files were
 judged and accepted it is unproven, holds at most one unit at a time, and shares with every other unproven
 node a pool of `lease_unproven_fraction` of the step, leased on top of the step's demand (counted once its file
-arrives); fair shares are spread over proven nodes alone, so a hundred fresh keys polling can neither dilute
-nor take what proven nodes get, nor make the trainer wait for what they hold.
+arrives) while any proven node is alive; fair shares are spread over proven nodes alone, so a hundred fresh keys
+polling can neither dilute nor take what proven nodes get, nor make the trainer wait for what they hold.
 """
 
 from __future__ import annotations
@@ -146,9 +146,11 @@ class StepRoom:
     them, and how many units one more unproven node may take (0 or 1: it holds at most one).
 
     Identities are free, so unproven nodes share one pool however many they are: the whole step while no proven
-    node is alive, else `lease_unproven_fraction` of it. Their leases are extra to the step's demand
-    (`open_units` does not count them until they deliver), so what a pool of idle keys holds no proven node
-    waits for."""
+    node is alive, else `lease_unproven_fraction` of it. While a proven node is alive their leases are extra to
+    the step's demand (`open_units` does not count them until they deliver), so what a pool of idle keys holds
+    no proven node waits for. While none is, they are the step's only producers and what they hold counts: else
+    each file delivered reopened a unit under leases still in flight, and a run's first steps, when no node is
+    proven yet, were leased up to twice over with the first policy, more than the async window can train."""
 
     step: int
     demand: int  # the units the trainer wanted for the step when this was read
@@ -169,7 +171,8 @@ def step_room(
     unproven_held = unproven_leased(session, run, config, step)
     proven_alive = live_members(session, run.run_id, config, now, proven=True)
     pool = units if proven_alive == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
-    room = open_units(session, run, config, unproven_held=unproven_held, step=step)
+    extra = unproven_held if proven_alive else 0
+    room = open_units(session, run, config, unproven_held=extra, step=step)
     if step > run.current_step:
         room = max(0, room - carried_over(session, run, config))
     return StepRoom(
@@ -280,14 +283,12 @@ def open_units(
     run: Run,
     config: CoordinatorConfig,
     *,
-    unproven_held: int | None = None,
+    unproven_held: int,
     step: int | None = None,
 ) -> int:
     """Units of `step` (default: the open one) that may still be leased: demand + slack minus those delivered or
-    leased to proven nodes (a lease of an unproven node, `unproven_held` of them, counts once its file arrives)."""
+    leased, less `unproven_held` leases of unproven nodes that count only once their file arrives."""
     active = step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES), step=step)
-    if unproven_held is None:
-        unproven_held = unproven_leased(session, run, config, step)
     return max(0, step_demand(run, config) + config.lease_slack_units - active + unproven_held)
 
 

@@ -85,7 +85,7 @@ def run_metrics(session: Session, run: Run, config: CoordinatorConfig, now: floa
         .where(Membership.run_id == run.run_id)
     )
     out["swarmrl_coordinator_nodes_banned"].append((base, banned or 0))
-    units = step_work(session, run, run.current_step, config)
+    units = step_work(session, run, run.current_step, config, now)
     for state in UNIT_STATES:
         out["swarmrl_coordinator_open_step_units"].append(({**base, "state": state}, getattr(units, state)))
     after = ""

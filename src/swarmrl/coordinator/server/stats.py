@@ -19,7 +19,7 @@ def _sum_if(condition, column):
     return func.coalesce(func.sum(case((condition, column), else_=0)), 0)
 
 
-def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig) -> StepWork:
+def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig, now: float) -> StepWork:
     counts = dict(
         session.execute(
             select(WorkUnit.status, func.count())
@@ -28,17 +28,17 @@ def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig) 
         ).all()
     )
     is_open = step == run.current_step and run.status == "open"
+    in_flight = counts.get("leased") or counts.get("submitted")
+    apart = in_flight and leases.live_members(session, run.run_id, config, now, proven=True) > 0
     return StepWork(
         step=step,
         demand=leases.step_demand(run, config),
         slack=config.lease_slack_units,
-        open_units=leases.open_units(session, run, config) if is_open else 0,
+        open_units=leases.step_room(session, run, config, now).open_units if is_open else 0,
         **{state: counts.get(state, 0) for state in ("leased", "submitted", "accepted", "rejected")},
         expired=counts.get("expired", 0),
         voided=counts.get("voided", 0),
-        unproven=leases.unproven_units(session, run, config, ("leased", "submitted"), step)
-        if counts.get("leased") or counts.get("submitted")
-        else 0,
+        unproven=leases.unproven_units(session, run, config, ("leased", "submitted"), step) if apart else 0,
     )
 
 

@@ -320,7 +320,7 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
         generated_at=now,
         steps_per_minute=steps_per_minute([s.published_at for s in steps]),
         steps=steps,
-        open_step=step_work(session, run, run.current_step, config),
+        open_step=step_work(session, run, run.current_step, config, now),
         submissions={s: by_status.get(s, 0) for s in ("pending", "accepted", "rejected", "voided")},
         rejections=rejections,
         backlog=validator_backlog(session, run_id, now),

@@ -224,8 +224,9 @@ def get_step_work(run_id: RunId, step: Step, request: Request) -> StepWork:
     state = state_of(request)
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
-        expire_lapsed(session, run_id, state.config, state.clock())
-        return step_work(session, run, step, state.config)
+        now = state.clock()
+        expire_lapsed(session, run_id, state.config, now)
+        return step_work(session, run, step, state.config, now)
 
 
 @router.get("/metrics", response_class=Response)

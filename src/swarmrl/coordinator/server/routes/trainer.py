@@ -117,7 +117,7 @@ def set_demand(run_id: RunId, body: StepDemand, request: Request, who: SignedCal
             )
         run.step_units = body.units
         leases.expire_lapsed(session, run_id, state.config, now)
-        return step_work(session, run, body.step, state.config)
+        return step_work(session, run, body.step, state.config, now)
 
 
 @router.post("/v1/runs/{run_id}/steps/{step}/outcomes", response_model=OutcomeReceipt)
