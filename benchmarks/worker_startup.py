@@ -3,9 +3,11 @@ transformers (the anchor, what every worker did before) against swarmrl's transf
 (what a paged worker does now). Issue 35: a restarted node should be back at work within one lease period, and
 on a busy machine start-up is mostly the CPU its imports take.
 
-Each arm runs in its own fresh interpreter, alternating, `--rounds` times: import the worker's module, load the
-tokenizer and a demo-wan-shaped checkpoint (Qwen2, hidden 128, 4 layers), build the paged engine, generate one
-completion. Wall and CPU seconds are the process's own, from its start; the table gives the medians.
+Each arm runs in its own fresh interpreter, alternating, `--rounds` times: import the worker's module, read
+configs/demo-wan.toml and build its tasks (reasoning-gym's spell_backward, 20,000 drawn), load the tokenizer and
+a demo-wan-shaped checkpoint (Qwen2, hidden 128, 4 layers), build the paged engine, generate one completion.
+Wall and CPU seconds are the process's own, from its start; the table gives the medians. The third arm is a
+restarted worker's: its tasks read back from the cache its first start wrote (`ReasoningGymSource`'s cache).
 
     .venv/bin/python benchmarks/worker_startup.py [--rounds 5]
 """
@@ -30,8 +32,13 @@ from swarmrl.configs.engine import PagedEngineConfig
 from swarmrl.inference import GenerationRequest, SamplingParams
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import load_tokenizer
-path, arm = sys.argv[1], sys.argv[2]
+from swarmrl.configs import load_config
+from swarmrl.tasks.registry import build_tasks
+from pathlib import Path
+path, arm, cache = sys.argv[1], sys.argv[2], sys.argv[3]
 imported = time.time()
+tasks = build_tasks(load_config(sys.argv[4], []).tasks, cache=Path(cache) if cache else None)
+tasks_s = time.time() - imported
 if arm == "transformers":
     from swarmrl.models import load_model
     model = load_model(path)
@@ -42,8 +49,9 @@ tokenizer = load_tokenizer(path)
 engine = build_engine(PagedEngineConfig(), model, eos_token_id=tokenizer.eos_token_id)
 engine.generate([GenerationRequest(tokenizer.encode("hello"), seed=1)], SamplingParams(max_new_tokens=4))
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"import_s": imported - started, "ready_s": time.time() - started,
-                  "cpu_s": usage.ru_utime + usage.ru_stime, "dynamo": "torch._dynamo" in sys.modules}))
+print(json.dumps({"import_s": imported - started, "tasks_s": tasks_s, "ready_s": time.time() - started,
+                  "cpu_s": usage.ru_utime + usage.ru_stime, "dynamo": "torch._dynamo" in sys.modules,
+                  "gym": "reasoning_gym" in sys.modules}))
 """
 
 
@@ -58,10 +66,24 @@ def make_checkpoint(root: Path) -> Path:
     return save_pretrained_atomic(build_tiny_model(spec, tokenizer), tokenizer, root / "model")
 
 
-def run_arm(path: Path, arm: str) -> dict:
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo-wan.toml"
+# arm: (model loader, tasks read back from a cache)
+ARMS = {
+    "transformers": ("transformers", False),
+    "native": ("native", False),
+    "native+cache": ("native", True),
+}
+
+
+def run_arm(path: Path, arm: str, cache: Path) -> dict:
+    loader, cached = ARMS[arm]
     started = time.time()
     result = subprocess.run(
-        [sys.executable, "-c", ARM, str(path), arm], capture_output=True, text=True, timeout=300, check=True
+        [sys.executable, "-c", ARM, str(path), loader, str(cache) if cached else "", str(CONFIG)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     figures["process_s"] = time.time() - started  # with the interpreter's own start
@@ -74,31 +96,31 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = make_checkpoint(Path(tmp))
-        runs: dict[str, list[dict]] = {"transformers": [], "native": []}
+        cache = Path(tmp) / "cache"
+        run_arm(path, "native+cache", cache)  # a worker's first start, which writes the cache
+        runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
         for _ in range(args.rounds):
             for arm in runs:
-                runs[arm].append(run_arm(path, arm))
+                runs[arm].append(run_arm(path, arm, cache))
     print(f"{platform.processor() or platform.machine()}, {args.rounds} rounds, medians (seconds)")
-    print(f"{'arm':<14}{'import':>9}{'ready':>9}{'process':>9}{'cpu':>9}  dynamo imported")
+    keys = ("import_s", "tasks_s", "ready_s", "process_s", "cpu_s")
+    print(f"{'arm':<14}" + "".join(f"{k[:-2]:>9}" for k in keys) + "  dynamo / reasoning-gym imported")
     medians = {}
     for arm, figures in runs.items():
-        medians[arm] = {
-            key: statistics.median(f[key] for f in figures) for key in figures[0] if key != "dynamo"
-        }
+        medians[arm] = {key: statistics.median(f[key] for f in figures) for key in keys}
         m = medians[arm]
-        dynamo = sum(f["dynamo"] for f in figures)
+        dynamo, gym = sum(f["dynamo"] for f in figures), sum(f["gym"] for f in figures)
         print(
-            f"{arm:<14}{m['import_s']:>9.2f}{m['ready_s']:>9.2f}{m['process_s']:>9.2f}{m['cpu_s']:>9.2f}"
-            f"  {dynamo}/{len(figures)}"
+            f"{arm:<14}"
+            + "".join(f"{m[k]:>9.2f}" for k in keys)
+            + f"  {dynamo}/{len(figures)} {gym}/{len(figures)}"
         )
-    anchor, ours = medians["transformers"], medians["native"]
-    print(
-        "native / transformers: "
-        + ", ".join(
-            f"{key[:-2]} {ours[key] / anchor[key]:.2f}x"
-            for key in ("import_s", "ready_s", "process_s", "cpu_s")
+    anchor = medians["transformers"]
+    for arm in ("native", "native+cache"):
+        ratios = ", ".join(
+            f"{key[:-2]} {medians[arm][key] / anchor[key]:.2f}x" for key in keys if key != "tasks_s"
         )
-    )
+        print(f"{arm} / transformers: {ratios}")
 
 
 if __name__ == "__main__":

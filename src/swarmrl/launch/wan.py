@@ -110,7 +110,7 @@ def run_wan_demo(config: RunConfig, console: Console | None = None) -> dict:
         watch = SwarmWatch()
         load = os.getloadavg()[0]
         run_swarm_demo(lan, console, observer=watch)
-        result["lan"] = arm_figures(watch, RunDir(lan.run.directory), None)
+        result["lan"] = arm_figures(watch, RunDir(lan.run.directory), lan.worker.async_level, None)
         result["lan"]["load_1min"] = [load, os.getloadavg()[0]]  # a shared machine: what else ran
     console.rule(f"emulated WAN: {', '.join(result['regions'])}")
     machines, services = wan_machines(config)
@@ -121,7 +121,10 @@ def run_wan_demo(config: RunConfig, console: Console | None = None) -> dict:
         with world.operator():
             run_swarm_demo(wan, console, network=WanNetwork(world), observer=watch)
         result["wan"] = arm_figures(
-            watch, RunDir(wan.run.directory), functools.partial(physical_bound, world)
+            watch,
+            RunDir(wan.run.directory),
+            wan.worker.async_level,
+            functools.partial(physical_bound, world),
         )
         result["wan"]["load_1min"] = [load, os.getloadavg()[0]]
     result["wan"]["lease_period_s"] = config.coordinator.lease_target_s + config.coordinator.lease_grace_s

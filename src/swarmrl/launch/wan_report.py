@@ -10,8 +10,8 @@
   worker it takes longest; the median (the physical bound, SPEC §10);
 - worker_idle_fraction: 1 − the workers' generating time over their time up, from step 1's publication on;
 - policy_lag_mean: the trainer's mean policy lag;
-- honest_files_lost: files of honest workers refused at submission, rejected by a validator or refused by the
-  trainer as stale; units_trained_twice: units whose files more than one step trained on;
+- honest_files_lost: files of honest workers refused at submission, rejected by a validator, refused by the
+  trainer as stale, or accepted and never trained though the run went past their window; units_trained_twice: units whose files more than one step trained on;
 - churn: nodes killed, nodes back (a worker leasing a unit, a relay holding a version it did not hold
   before), and how long each took after its restart.
 """
@@ -157,15 +157,26 @@ def _units(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def honest_files_lost(watch: SwarmWatch) -> dict[str, int]:
+def honest_files_lost(watch: SwarmWatch, last_step: int | None, async_level: int) -> dict[str, int]:
+    """`never_trained`: accepted files no step trained on, though steps past the last their unit's policy could
+    train at (its step + async_level) followed: surplus work whose window closed, which the trainer never
+    marks (it reads no file of a step its window left behind)."""
     honest = {watch.node_ids.get(name) for name in watch.work}
     mine = [s for s in watch.submissions if s.node_id in honest]
     refused = sum(v for counts in watch.work.values() for k, v in counts.items() if k.startswith("refused_"))
+    closed = -1 if last_step is None else last_step - async_level
     return {
         "refused_at_submission": refused,
         "rejected": sum(s.status == "rejected" for s in mine),
         "stale": sum(s.use_outcome == "stale" for s in mine),
+        "never_trained": sum(
+            s.status == "accepted" and s.use_outcome is None and s.step < closed for s in mine
+        ),
     }
+
+
+def last_step(rundir: RunDir) -> int | None:
+    return max((m["step"] for m in rundir.read_metrics() if "train_seconds" in m), default=None)
 
 
 def units_trained_twice(watch: SwarmWatch) -> int:
@@ -213,9 +224,11 @@ def _ready_at(path: Path) -> float:
         return 0.0
 
 
-def arm_figures(watch: SwarmWatch, rundir: RunDir, bound: Callable[[str, int], float] | None) -> dict:
+def arm_figures(
+    watch: SwarmWatch, rundir: RunDir, async_level: int, bound: Callable[[str, int], float] | None
+) -> dict:
     """Every figure of one arm (the WAN arm passes `bound`, the physical bound per worker and bytes)."""
-    lost = honest_files_lost(watch)
+    lost = honest_files_lost(watch, last_step(rundir), async_level)
     joined = joined_outages(watch, rundir.root / "swarm")
     broadcasts = broadcast_times(watch, joined)
     figures = {

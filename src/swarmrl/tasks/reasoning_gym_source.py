@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.metadata
 import json
+import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 from swarmrl.configs.tasks import AnswerExtractionConfig, ReasoningGymSourceConfig
+from swarmrl.rundir import write_text_atomic
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.extraction import answer_region
 from swarmrl.tasks.task import Task
 
+log = logging.getLogger(__name__)
+
 _DATASET_LOCK = threading.Lock()
+# Bumped whenever what a cached split holds, or how a task is made from it, changes.
+SPLIT_CACHE_FORMAT = 1
 
 
 @functools.lru_cache(maxsize=64)
@@ -61,27 +70,54 @@ class ReasoningGymSource:
     Both splits are drawn from the same generator config with different seeds; because small generators have
     small question spaces (e.g. one-digit sums), the train split additionally drops every entry whose question
     text occurs in the held-out split, so `len(train)` may be smaller than `size`.
+
+    With a `cache` directory the train split's tasks are kept there after they were first drawn, and read back
+    from it next time without importing reasoning-gym (whose import alone, sympy and matplotlib included, is
+    most of a restarted worker's task set-up). Scoring always regenerates entries (`ReasoningGymVerifier`).
     """
 
-    def __init__(self, config: ReasoningGymSourceConfig) -> None:
+    def __init__(self, config: ReasoningGymSourceConfig, cache: Path | None = None) -> None:
         self.config = config
         self._name = config.name or config.generator
-        self._heldout = load_generator(
-            config.generator, config.eval_seed, config.eval_size, config.generator_kwargs
-        )
+        self._rows: list[list[Any]] | None = None  # [dataset index, prompt, answer] per task, when cached
         if config.split == "eval":
-            self._dataset = self._heldout
+            self._dataset = load_generator(
+                config.generator, config.eval_seed, config.eval_size, config.generator_kwargs
+            )
             self._indices = list(range(config.eval_size))
             self._seed, self._size = config.eval_seed, config.eval_size
-        else:
-            heldout_questions = {self._heldout[i]["question"] for i in range(config.eval_size)}
-            self._dataset = load_generator(
-                config.generator, config.seed, config.size, config.generator_kwargs
-            )
-            self._indices = [
-                i for i in range(config.size) if self._dataset[i]["question"] not in heldout_questions
-            ]
-            self._seed, self._size = config.seed, config.size
+            return
+        self._seed, self._size = config.seed, config.size
+        path = None if cache is None else _split_cache_path(cache, config)
+        if path is not None and (rows := _read_split(path, config)) is not None:
+            self._rows = rows
+            self._indices = [row[0] for row in rows]
+            return
+        heldout = load_generator(
+            config.generator, config.eval_seed, config.eval_size, config.generator_kwargs
+        )
+        heldout_questions = {heldout[i]["question"] for i in range(config.eval_size)}
+        self._dataset = load_generator(config.generator, config.seed, config.size, config.generator_kwargs)
+        self._indices = [
+            i for i in range(config.size) if self._dataset[i]["question"] not in heldout_questions
+        ]
+        if path is not None:
+            self._write_split(path)
+
+    def _write_split(self, path: Path) -> None:
+        rows = []
+        for i in self._indices:
+            entry = self._dataset[i]
+            rows.append([i, render_prompt(entry, self.config.prompt_template), entry["answer"]])
+        try:
+            text = json.dumps({"key": _split_key(self.config), "rows": rows})
+            if (
+                json.loads(text)["rows"] != rows
+            ):  # answers JSON would change (tuples): read back, they'd differ
+                return
+            write_text_atomic(path, text)
+        except (OSError, TypeError, ValueError) as exc:  # a full disk, or answers JSON cannot hold: no cache
+            log.warning("could not cache the %s split in %s: %s", self._name, path, exc)
 
     @property
     def name(self) -> str:
@@ -93,11 +129,15 @@ class ReasoningGymSource:
     def __getitem__(self, index: int) -> Task:
         if not 0 <= index < len(self._indices):
             raise IndexError(f"task index {index} out of range for {self._name} ({len(self)} tasks)")
-        dataset_index = self._indices[index]
-        entry = self._dataset[dataset_index]
+        if self._rows is not None:
+            dataset_index, prompt, answer = self._rows[index]
+        else:
+            dataset_index = self._indices[index]
+            entry = self._dataset[dataset_index]
+            prompt, answer = render_prompt(entry, self.config.prompt_template), entry["answer"]
         return Task(
             task_id=f"{self._name}/{self.config.split}/{dataset_index}",
-            prompt=render_prompt(entry, self.config.prompt_template),
+            prompt=prompt,
             task_type="reasoning_gym",
             verification_info={
                 "generator": self.config.generator,
@@ -105,12 +145,57 @@ class ReasoningGymSource:
                 "size": self._size,
                 "kwargs": self.config.generator_kwargs,
                 "index": dataset_index,
-                "answer": entry["answer"],
+                "answer": answer,
             },
             demonstration=None
-            if entry["answer"] is None
-            else self.config.demonstration_template.format(answer=entry["answer"]),
+            if answer is None
+            else self.config.demonstration_template.format(answer=answer),
         )
+
+
+def _split_key(config: ReasoningGymSourceConfig) -> dict[str, Any]:
+    """What a train split's tasks depend on: the source's config (its weight aside), reasoning-gym's version,
+    and the cache format."""
+    return {
+        "format": SPLIT_CACHE_FORMAT,
+        "reasoning_gym": importlib.metadata.version("reasoning-gym"),
+        "source": config.model_dump(mode="json", exclude={"weight"}),
+    }
+
+
+def _split_cache_path(cache: Path, config: ReasoningGymSourceConfig) -> Path:
+    digest = hashlib.sha256(json.dumps(_split_key(config), sort_keys=True).encode()).hexdigest()
+    return cache / "reasoning_gym" / f"{config.generator}-{digest[:24]}.json"
+
+
+def _is_row(row: Any, size: int) -> bool:
+    return (
+        isinstance(row, list)
+        and len(row) == 3
+        and type(row[0]) is int
+        and 0 <= row[0] < size
+        and isinstance(row[1], str)
+    )
+
+
+def _read_split(path: Path, config: ReasoningGymSourceConfig) -> list[list[Any]] | None:
+    """The cached split's rows, or None (to draw it again) when there is none or it is not what this config
+    makes: unreadable, of another key, or not rows of (index in range, prompt, answer)."""
+    try:
+        cached = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring the cached split %s: %s", path, exc)
+        return None
+    if not isinstance(cached, dict) or cached.get("key") != json.loads(json.dumps(_split_key(config))):
+        log.warning("ignoring the cached split %s: it is another source's", path)
+        return None
+    rows = cached.get("rows")
+    if not isinstance(rows, list) or not all(_is_row(row, config.size) for row in rows):
+        log.warning("ignoring the cached split %s: its rows are not (index, prompt, answer)", path)
+        return None
+    return rows
 
 
 class ReasoningGymVerifier:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 from swarmrl.configs.tasks import (
     ArithmeticSourceConfig,
@@ -71,9 +72,10 @@ class MixedTaskSource:
         return self._sources[source_index][inner]
 
 
-def build_source(config: SourceConfig) -> TaskSource:
+def build_source(config: SourceConfig, cache: Path | None = None) -> TaskSource:
+    """`cache`: a directory where sources that are slow to draw keep what they drew (`ReasoningGymSource`)."""
     if isinstance(config, ReasoningGymSourceConfig):
-        return ReasoningGymSource(config)
+        return ReasoningGymSource(config, cache)
     if isinstance(config, ArithmeticSourceConfig):
         return _arithmetic(config, config.seed, config.size)
     if isinstance(config, PromptsSourceConfig):
@@ -100,9 +102,9 @@ def filter_by_solve_rate(
     return ListTaskSource(f"{source.name}[{low},{high}]", kept)
 
 
-def build_tasks(config: TasksConfig) -> TaskSource:
+def build_tasks(config: TasksConfig, cache: Path | None = None) -> TaskSource:
     """The run's task source: every configured source, band-filtered if asked, mixed by weight."""
-    sources: list[TaskSource] = [build_source(c) for c in config.sources]
+    sources: list[TaskSource] = [build_source(c, cache) for c in config.sources]
     if config.solve_rate_band is not None:
         kept = [filter_by_solve_rate(s, *config.solve_rate_band) for s in sources]
         for source_config, source, band in zip(config.sources, sources, kept, strict=True):

@@ -297,7 +297,7 @@ class WorkerNode:
             feed.run.async_level,
             heartbeat,
             Policy(options, feed, config, device),
-            build_tasks(config.tasks),
+            build_tasks(config.tasks, cache=options.work_dir / "cache"),
             params,
             WorkLog(options.work_dir / "work.json"),
             Notices(log),

@@ -1,6 +1,9 @@
+import json
+
 import pytest
 
 from swarmrl.configs.tasks import ReasoningGymSourceConfig
+from swarmrl.tasks import reasoning_gym_source
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymSource, ReasoningGymVerifier
 from swarmrl.tasks.task import Task, TaskSource
@@ -80,3 +83,68 @@ def test_malformed_entries_and_unknown_generators():
         source(generator="no_such_generator")
     with pytest.raises(TaskError, match="rejected"):
         source(generator_kwargs={"not_a_field": 1})
+
+
+def _every(tasks) -> list[Task]:
+    return [tasks[i] for i in range(len(tasks))]
+
+
+def _config(**overrides) -> ReasoningGymSourceConfig:
+    fields = {"generator": "basic_arithmetic", "size": 300, "eval_size": 60, "generator_kwargs": SMALL_SUMS}
+    return ReasoningGymSourceConfig(**{**fields, **overrides})
+
+
+def _no_generator(*args, **kwargs):
+    raise AssertionError("reasoning-gym was asked to draw a split the cache holds")
+
+
+def test_a_cached_split_is_read_back_task_for_task_without_reasoning_gym(tmp_path, monkeypatch):
+    drawn = ReasoningGymSource(_config(prompt_template="{question} Answer:"), tmp_path)
+    assert _every(drawn) == _every(source(prompt_template="{question} Answer:"))  # as without a cache
+    (written,) = (tmp_path / "reasoning_gym").iterdir()
+    monkeypatch.setattr(reasoning_gym_source, "load_generator", _no_generator)
+    cached = ReasoningGymSource(_config(prompt_template="{question} Answer:"), tmp_path)
+    assert len(cached) == len(drawn) < 300  # the held-out questions stay out
+    assert _every(cached) == _every(drawn)
+    assert list((tmp_path / "reasoning_gym").iterdir()) == [written]
+    monkeypatch.undo()
+    # Another seed, template or reasoning-gym version is another split: drawn, not read.
+    other = ReasoningGymSource(_config(seed=5), tmp_path)
+    assert _every(other) == _every(source(seed=5))
+    assert len(list((tmp_path / "reasoning_gym").iterdir())) == 2
+    monkeypatch.setattr(reasoning_gym_source.importlib.metadata, "version", lambda name: "0.0.0-other")
+    assert reasoning_gym_source._split_cache_path(tmp_path, _config()) != written
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda doc: b"{not json",
+        lambda doc: json.dumps([doc]).encode(),
+        lambda doc: json.dumps({**doc, "key": {**doc["key"], "format": -1}}).encode(),
+        lambda doc: json.dumps({**doc, "rows": [[10_000, "Calculate 1 + 1.", "2"]]}).encode(),
+        lambda doc: json.dumps({**doc, "rows": [[True, "Calculate 1 + 1.", "2"]]}).encode(),
+        lambda doc: json.dumps({**doc, "rows": [[0, None, "2"]]}).encode(),
+        lambda doc: json.dumps({**doc, "rows": {"0": "x"}}).encode(),
+    ],
+    ids=[
+        "not-json",
+        "not-an-object",
+        "another-key",
+        "index-out-of-range",
+        "bool-index",
+        "no-prompt",
+        "no-rows",
+    ],
+)
+def test_a_damaged_cache_is_drawn_again_and_rewritten(tmp_path, damage):
+    expected = _every(ReasoningGymSource(_config(), tmp_path))
+    (path,) = (tmp_path / "reasoning_gym").iterdir()
+    path.write_bytes(damage(json.loads(path.read_bytes())))
+    assert _every(ReasoningGymSource(_config(), tmp_path)) == expected
+    assert json.loads(path.read_bytes())["rows"][0][0] == int(expected[0].verification_info["index"])
+
+
+def test_the_eval_split_is_never_cached(tmp_path):
+    assert len(ReasoningGymSource(_config(split="eval"), tmp_path)) == 60
+    assert not (tmp_path / "reasoning_gym").exists()

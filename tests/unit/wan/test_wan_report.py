@@ -123,8 +123,13 @@ def test_lost_honest_files_and_units_trained_twice(tmp_path):
         _submission(3, "n0", 2, 0, "rejected", None),
         _submission(4, "c0", 2, 1, "rejected", None),  # a cheater's loss is no honest loss
         _submission(5, "n0", 1, 0, "accepted", "trained"),
+        _submission(6, "n0", 0, 2, "accepted", None),  # its window (steps 0-2) closed before step 3 trained
+        _submission(
+            7, "n0", 1, 2, "accepted", None
+        ),  # step 3 could still have trained it: surplus at the end
     ]
-    assert honest_files_lost(watch) == {"refused_at_submission": 1, "rejected": 1, "stale": 1}
+    lost = honest_files_lost(watch, last_step=3, async_level=2)
+    assert lost == {"refused_at_submission": 1, "rejected": 1, "stale": 1, "never_trained": 1}
     assert units_trained_twice(watch) == 1
 
 
