@@ -11,7 +11,8 @@
 - worker_idle_fraction: 1 − the workers' generating time over their time up, from step 1's publication on;
 - policy_lag_mean: the trainer's mean policy lag;
 - honest_files_lost: files of honest workers refused at submission, rejected by a validator, refused by the
-  trainer as stale, or accepted and never trained though the run went past their window; units_trained_twice: units whose files more than one step trained on;
+  trainer as stale, or accepted and never trained though the run went past their window;
+  units_trained_twice: units whose files more than one step trained on;
 - churn: nodes killed, nodes back (a worker leasing a unit, a relay holding a version it did not hold
   before), and how long each took after its restart.
 """
@@ -158,9 +159,9 @@ def _units(path: Path) -> list[dict]:
 
 
 def honest_files_lost(watch: SwarmWatch, last_step: int | None, async_level: int) -> dict[str, int]:
-    """`never_trained`: accepted files no step trained on, though steps past the last their unit's policy could
-    train at (its step + async_level) followed: surplus work whose window closed, which the trainer never
-    marks (it reads no file of a step its window left behind)."""
+    """`never_trained`: accepted files that no step trained on although the trainer went past the last step
+    their unit's window allows (its step + async_level); the trainer never marks them, as it reads no file of
+    a step its window has left behind."""
     honest = {watch.node_ids.get(name) for name in watch.work}
     mine = [s for s in watch.submissions if s.node_id in honest]
     refused = sum(v for counts in watch.work.values() for k, v in counts.items() if k.startswith("refused_"))

@@ -28,7 +28,8 @@ def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig, 
         ).all()
     )
     is_open = step == run.current_step and run.status == "open"
-    in_flight = counts.get("leased") or counts.get("submitted")
+    in_flight = bool(counts.get("leased") or counts.get("submitted"))
+    # Unproven nodes' work is apart from the demand only while a proven node is alive (`leases.StepRoom`).
     apart = in_flight and leases.live_members(session, run.run_id, config, now, proven=True) > 0
     return StepWork(
         step=step,
