@@ -34,8 +34,13 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _trained_steps(rundir: RunDir) -> list[dict]:
+    """The trainer's metrics records of the steps it trained (its other records carry no train_seconds)."""
+    return [m for m in rundir.read_metrics() if "train_seconds" in m]
+
+
 def steps_per_min(rundir: RunDir) -> float | None:
-    times = sorted((m["step"], m["time"]) for m in rundir.read_metrics() if "train_seconds" in m)
+    times = sorted((m["step"], m["time"]) for m in _trained_steps(rundir))
     times = [(step, t) for step, t in times if step >= 1]
     if len(times) < 2:
         return None
@@ -177,7 +182,7 @@ def honest_files_lost(watch: SwarmWatch, last_step: int | None, async_level: int
 
 
 def last_step(rundir: RunDir) -> int | None:
-    return max((m["step"] for m in rundir.read_metrics() if "train_seconds" in m), default=None)
+    return max((m["step"] for m in _trained_steps(rundir)), default=None)
 
 
 def units_trained_twice(watch: SwarmWatch) -> int:

@@ -88,8 +88,9 @@ class ReasoningGymSource:
             self._seed, self._size = config.eval_seed, config.eval_size
             return
         self._seed, self._size = config.seed, config.size
-        path = None if cache is None else _split_cache_path(cache, config)
-        if path is not None and (rows := _read_split(path, config)) is not None:
+        key = _split_key(config)
+        path = None if cache is None else _split_cache_path(cache, config.generator, key)
+        if path is not None and (rows := _read_split(path, key, config.size)) is not None:
             self._rows = rows
             self._indices = [row[0] for row in rows]
             return
@@ -102,18 +103,17 @@ class ReasoningGymSource:
             i for i in range(config.size) if self._dataset[i]["question"] not in heldout_questions
         ]
         if path is not None:
-            self._write_split(path)
+            self._write_split(path, key)
 
-    def _write_split(self, path: Path) -> None:
+    def _write_split(self, path: Path, key: dict[str, Any]) -> None:
         rows = []
         for i in self._indices:
             entry = self._dataset[i]
             rows.append([i, render_prompt(entry, self.config.prompt_template), entry["answer"]])
         try:
-            text = json.dumps({"key": _split_key(self.config), "rows": rows})
-            if (
-                json.loads(text)["rows"] != rows
-            ):  # answers JSON would change (tuples): read back, they'd differ
+            text = json.dumps({"key": key, "rows": rows})
+            # Answers JSON would change (tuples) would differ once read back: no cache for them.
+            if json.loads(text)["rows"] != rows:
                 return
             write_text_atomic(path, text)
         except (OSError, TypeError, ValueError) as exc:  # a full disk, or answers JSON cannot hold: no cache
@@ -155,17 +155,18 @@ class ReasoningGymSource:
 
 def _split_key(config: ReasoningGymSourceConfig) -> dict[str, Any]:
     """What a train split's tasks depend on: the source's config (its weight aside), reasoning-gym's version,
-    and the cache format."""
-    return {
+    and the cache format; as JSON reads it back, so a cached file's key compares equal."""
+    key = {
         "format": SPLIT_CACHE_FORMAT,
         "reasoning_gym": importlib.metadata.version("reasoning-gym"),
         "source": config.model_dump(mode="json", exclude={"weight"}),
     }
+    return json.loads(json.dumps(key))
 
 
-def _split_cache_path(cache: Path, config: ReasoningGymSourceConfig) -> Path:
-    digest = hashlib.sha256(json.dumps(_split_key(config), sort_keys=True).encode()).hexdigest()
-    return cache / "reasoning_gym" / f"{config.generator}-{digest[:24]}.json"
+def _split_cache_path(cache: Path, generator: str, key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return cache / "reasoning_gym" / f"{generator}-{digest[:24]}.json"
 
 
 def _is_row(row: Any, size: int) -> bool:
@@ -178,9 +179,9 @@ def _is_row(row: Any, size: int) -> bool:
     )
 
 
-def _read_split(path: Path, config: ReasoningGymSourceConfig) -> list[list[Any]] | None:
-    """The cached split's rows, or None (to draw it again) when there is none or it is not what this config
-    makes: unreadable, of another key, or not rows of (index in range, prompt, answer)."""
+def _read_split(path: Path, key: dict[str, Any], size: int) -> list[list[Any]] | None:
+    """The cached split's rows, or None (to draw it again) when there is none or it is not the split of `key`:
+    unreadable, of another key, or not rows of (index within `size`, prompt, answer)."""
     try:
         cached = json.loads(path.read_bytes())
     except FileNotFoundError:
@@ -188,11 +189,11 @@ def _read_split(path: Path, config: ReasoningGymSourceConfig) -> list[list[Any]]
     except (OSError, ValueError) as exc:
         log.warning("ignoring the cached split %s: %s", path, exc)
         return None
-    if not isinstance(cached, dict) or cached.get("key") != json.loads(json.dumps(_split_key(config))):
+    if not isinstance(cached, dict) or cached.get("key") != key:
         log.warning("ignoring the cached split %s: it is another source's", path)
         return None
     rows = cached.get("rows")
-    if not isinstance(rows, list) or not all(_is_row(row, config.size) for row in rows):
+    if not isinstance(rows, list) or not all(_is_row(row, size) for row in rows):
         log.warning("ignoring the cached split %s: its rows are not (index, prompt, answer)", path)
         return None
     return rows

@@ -113,7 +113,8 @@ def test_a_cached_split_is_read_back_task_for_task_without_reasoning_gym(tmp_pat
     assert _every(other) == _every(source(seed=5))
     assert len(list((tmp_path / "reasoning_gym").iterdir())) == 2
     monkeypatch.setattr(reasoning_gym_source.importlib.metadata, "version", lambda name: "0.0.0-other")
-    assert reasoning_gym_source._split_cache_path(tmp_path, _config()) != written
+    other_version = reasoning_gym_source._split_key(_config())
+    assert reasoning_gym_source._split_cache_path(tmp_path, "basic_arithmetic", other_version) != written
 
 
 @pytest.mark.parametrize(

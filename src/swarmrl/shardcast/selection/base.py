@@ -6,9 +6,8 @@ the best measured one so it gets tried) and an exponential back-off after each f
 being slower than the throughput floor is a failure whose observed rate also enters the estimate. The round
 trip of small requests (a source's version list) is kept too, as the shortest of the last few: `near` names
 the sources close to this node, the relay of its own region, which a downloader prefers over a distant one that
-holds the bytes sooner. A policy
-only decides the order: `ranked` (whom to ask first for a manifest or an announcement, whom to hedge to) and
-`pick` (which ready source gets the next shard request).
+holds the bytes sooner. A policy only decides the order: `ranked` (whom to ask first for a manifest or an
+announcement, whom to hedge to) and `pick` (which ready source gets the next shard request).
 """
 
 from __future__ import annotations
