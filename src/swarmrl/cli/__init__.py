@@ -73,7 +73,8 @@ COMMANDS = {
         "SFT a tiny model, then asynchronous RL: with local workers (held-out accuracy before and after), or "
         "with --swarm as a swarm of processes on 127.0.0.1 (live table; the cheater is rejected and banned), or "
         "with --islands as several trainer islands merged every H steps (islands_result.json), or with --wan as "
-        "the swarm spread over emulated regions and measured against loopback (wan_result.json; needs root).",
+        "the swarm spread over emulated regions and measured against loopback (wan_result.json; needs root), or "
+        "with --islands --wan as the islands in emulated regions, merging across the links (islands_wan_result.json).",
         one(LAUNCHERS, "demo"),
     ),
     "rl": Command(

@@ -102,7 +102,8 @@ def demo(
     """SFT a tiny model, then asynchronous RL: with local workers (held-out accuracy before and after), or with
     --swarm as a swarm of processes on 127.0.0.1 (live table; the cheater is rejected and banned), or with
     --islands as several trainer islands merged every H steps (islands_result.json), or with --wan as the swarm
-    spread over emulated regions and measured against loopback (wan_result.json; needs root)."""
+    spread over emulated regions and measured against loopback (wan_result.json; needs root), or with --islands
+    --wan as the islands in emulated regions, merging across the links (islands_wan_result.json)."""
     default = (
         "configs/demo-swarm.toml"
         if swarm
@@ -118,7 +119,7 @@ def demo(
 
     check_run_devices(cfg)
     if wan:
-        run_wan_demo(cfg)
+        run_wan_demo(cfg, islands)
         return
     with supervising():
         if islands:
@@ -136,21 +137,29 @@ def demo(
             run_demo(cfg, console)
 
 
-def run_wan_demo(cfg: RunConfig) -> None:
-    """`demo --wan`; a machine that cannot emulate (not root, no iproute2/nftables) is told so in one line
-    (`WanUnavailable` is a `UserError`). Exit 1 when the run lost honest work or trained a unit twice."""
-    from swarmrl.launch.wan import run_wan_demo as run
+def run_wan_demo(cfg: RunConfig, islands: bool) -> None:
+    """`demo --wan` (with --islands: the trainer islands across the regions); a machine that cannot emulate (not
+    root, no iproute2/nftables) is told so in one line (`WanUnavailable` is a `UserError`). Exit 1 when the swarm
+    lost honest work or trained a unit twice, or when an island's merge failed."""
     from swarmrl.wan.errors import WanError
 
     with supervising():
         try:
-            result = run(cfg, console)
+            if islands:
+                from swarmrl.islands.wan_demo import run_islands_wan_demo
+
+                failed = run_islands_wan_demo(cfg, console)["wan"]["merges_failed"] > 0
+            else:
+                from swarmrl.launch.wan import run_wan_demo as run
+
+                goals = run(cfg, console)["goals"]
+                failed = not (goals["0 honest files lost"] and goals["no unit trained twice"])
         except WanError as exc:
             if isinstance(exc, UserError):
                 raise
             console.print(f"the WAN emulation failed: {exc}", style="red", markup=False, highlight=False)
             raise typer.Exit(1) from exc
-    if not (result["goals"]["0 honest files lost"] and result["goals"]["no unit trained twice"]):
+    if failed:
         raise typer.Exit(1)
 
 

@@ -24,6 +24,14 @@ class IslandsConfig(BaseModel):
         description="F: streaming fragments; each window of H steps merges 1/F of the parameters F times, "
         "staggered (1: the whole policy every H steps)",
     )
+    overlap_steps: int = Field(
+        0,
+        ge=0,
+        description="0: a merge blocks the trainer. k ≥ 1: its communication runs in the background while the "
+        "trainer goes on, and it lands after the first policy step that finds it done, at the latest k steps after "
+        "its launch (the trainer waits then), with the local progress since its launch kept; the last step's "
+        "merge always blocks, so the run ends on the merged policy",
+    )
     codec: Literal["fp32", "fp16", "bf16", "int8"] = Field(
         "int8", description="wire format of the pseudo-gradients between islands"
     )
@@ -70,4 +78,9 @@ class IslandsConfig(BaseModel):
     def _fragments_fit_the_window(self) -> IslandsConfig:
         if self.fragments > self.merge_every:
             raise ValueError(f"fragments ({self.fragments}) must not exceed merge_every ({self.merge_every})")
+        if self.overlap_steps >= self.merge_every:
+            raise ValueError(
+                f"overlap_steps ({self.overlap_steps}) must be below merge_every ({self.merge_every}): a merge lands "
+                "before the next one is launched"
+            )
         return self

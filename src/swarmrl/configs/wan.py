@@ -93,6 +93,12 @@ class WanConfig(WanSection):
     server_mbit: float = Field(
         1000.0, gt=0, description="access rate of the coordinator, trainer (origin), relays and validators"
     )
+    island_regions: list[str] | None = Field(
+        None,
+        description="`demo --islands --wan`: the region of trainer island i is island_regions[i % len] (each island "
+        "a machine at server_mbit; their lighthouse sits in the first region of `regions`); unset: the first and "
+        "the last region of `regions` (us and asia by default: the narrowest path)",
+    )
     mss_bytes: int = Field(1448, ge=64, description="packet payload a loss probability applies to")
     rto_min_ms: float = Field(
         200.0,
@@ -131,6 +137,9 @@ class WanConfig(WanSection):
         unknown_workers = sorted(set(self.worker_regions) - set(names))
         if unknown_workers or not self.worker_regions:
             raise ValueError(f"wan.worker_regions names unknown region(s) {unknown_workers} or none")
+        unknown_islands = sorted(set(self.island_regions or names) - set(names))
+        if unknown_islands or self.island_regions == []:
+            raise ValueError(f"wan.island_regions names unknown region(s) {unknown_islands} or none")
         if not self.worker_mbit or min(self.worker_mbit) <= 0:
             raise ValueError("wan.worker_mbit must list positive rates")
         return self
@@ -140,6 +149,10 @@ class WanConfig(WanSection):
         if a == b:
             return PathConfig(between=(a, b), rtt_ms=self.intra_rtt_ms)
         return next(p for p in self.paths if set(p.between) == {a, b})
+
+    def island_region(self, island: int) -> str:
+        chosen = self.island_regions or [self.regions[0].name, self.regions[-1].name]
+        return chosen[island % len(chosen)]
 
     def region(self, name: str) -> RegionConfig:
         return next(r for r in self.regions if r.name == name)

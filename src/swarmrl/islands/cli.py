@@ -28,6 +28,9 @@ def island_trainer(
     origin_host: OriginHost = None,
     origin_port: OriginPort = None,
     origin_advertise: OriginAdvertise = None,
+    host: Annotated[
+        str, typer.Option(help="this machine's address, at which the other islands reach its merge servers")
+    ] = "127.0.0.1",
 ) -> None:
     """One trainer island: the trainer of a local run or, with --coordinator, of the island's own swarm (merged
     policies then go out through its shardcast origin), merged with the other islands every H steps."""
@@ -41,4 +44,5 @@ def island_trainer(
         coordinator_url=coordinator_url,
         key=key,
         origin=origin_overrides(origin_host, origin_port, origin_advertise),
+        host=host,
     )

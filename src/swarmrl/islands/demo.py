@@ -19,7 +19,7 @@ from swarmrl.configs.islands import IslandsConfig
 from swarmrl.diloco.communicators.base import ring_all_reduce_bytes
 from swarmrl.eval_metrics import is_eval_record
 from swarmrl.islands.island import merges_log
-from swarmrl.islands.launch import IslandFleet, island_config, prepare_islands
+from swarmrl.islands.launch import IslandFleet, IslandsNetwork, island_config, prepare_islands
 from swarmrl.islands.versions import merging_fragment
 from swarmrl.launch.demo import evaluate_checkpoint
 from swarmrl.layout import local_workers
@@ -85,6 +85,18 @@ def progress_table(islands: list[RunDir]) -> Table:
     return table
 
 
+def run_fleet(
+    config: RunConfig, islands: list[RunDir], console: Console, network: IslandsNetwork | None = None
+) -> None:
+    """Every island of `config` from its prepared run directory to its last step, with a live table."""
+    with IslandFleet(config, islands, network or IslandsNetwork()) as fleet:
+        for index in range(config.islands.count):
+            fleet.start(index)
+        with Live(progress_table(islands), console=console, refresh_per_second=1) as live:
+            fleet.wait(poll=lambda: live.update(progress_table(islands)))
+            live.update(progress_table(islands))
+
+
 def run_islands_demo(config: RunConfig, console: Console | None = None) -> dict[str, Any]:
     console = console or Console()
     started = time.monotonic()
@@ -100,12 +112,7 @@ def run_islands_demo(config: RunConfig, console: Console | None = None) -> dict[
     )
     before = evaluate_checkpoint(config, base, 0)
     console.print(f"held-out accuracy of the SFT policy: {100 * before.accuracy:.1f}%")
-    with IslandFleet(config, islands) as fleet:
-        for index in range(settings.count):
-            fleet.start(index)
-        with Live(progress_table(islands), console=console, refresh_per_second=1) as live:
-            fleet.wait(poll=lambda: live.update(progress_table(islands)))
-            live.update(progress_table(islands))
+    run_fleet(config, islands, console)
     last = latest_checkpoint(islands[0].checkpoints) or 0
     after = evaluate_checkpoint(island_config(config, 0), islands[0], last)
     parameters = sum(p.numel() for p in load_model(checkpoint_dir(base.checkpoints, 0)).parameters())

@@ -4,7 +4,9 @@ torchft's `HTTPTransport` loads the state it heals from with the full pickle loa
 so the peer that serves it runs any code it likes in the healing island, and it reads the whole response,
 however large, from whatever URL the peer named. This subclass serves exactly as torchft does and receives
 with `weights_only=True` (tensors, numbers, strings and containers only: what `IslandMerger.state_dict`
-and torchft's own step counters hold), from http URLs only, and at most `max_bytes`.
+and torchft's own step counters hold), from http URLs only, and at most `max_bytes`. It offers its own state
+at `host` (torchft names the machine's hostname, which on a machine of several addresses may not be the one
+peers reach).
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ from swarmrl.diloco.errors import DiLoCoStateError
 
 
 class WeightsOnlyHTTPTransport(HTTPTransport):
-    def __init__(self, timeout: timedelta, max_bytes: int = 1 << 30) -> None:
+    def __init__(self, timeout: timedelta, host: str = "127.0.0.1", max_bytes: int = 1 << 30) -> None:
         super().__init__(timeout=timeout, num_chunks=0)
+        self.host = host
         self.max_bytes = max_bytes  # set to the island's own state bound once its merger exists
+
+    def metadata(self) -> str:
+        return f"http://{self.host}:{self._server.socket.getsockname()[1]}/checkpoint/"
 
     def recv_checkpoint(self, src_rank: int, metadata: str, step: int, timeout: timedelta) -> object:
         url = f"{metadata}{step}/full"

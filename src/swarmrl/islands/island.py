@@ -25,7 +25,7 @@ from swarmrl.coordinator.api import ISLANDS_PREFIX
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators.torchft_comm import replica_manager
 from swarmrl.islands.communicator import QuorumCommunicator
-from swarmrl.islands.merge import IslandMerger, MergeRecord
+from swarmrl.islands.merge import IslandMerger, MergeRecord, PendingMerge
 from swarmrl.islands.versions import merging_fragment
 from swarmrl.models import load_model
 from swarmrl.rundir import RunDir
@@ -51,11 +51,15 @@ def merge_state_path(rundir: RunDir) -> Path:
 class MergeHook:
     """The trainer's `after_step`: builds the merger around the trainer's model, merges at merge steps."""
 
-    def __init__(self, rundir: RunDir, settings: IslandsConfig, communicator: QuorumCommunicator) -> None:
+    def __init__(
+        self, rundir: RunDir, settings: IslandsConfig, communicator: QuorumCommunicator, last_step: int
+    ) -> None:
         self.rundir = rundir
         self.settings = settings
         self.communicator = communicator
+        self.last_step = last_step
         self.merger: IslandMerger | None = None
+        self.pending: PendingMerge | None = None  # a round launched in the background, not landed yet
 
     def attach(self, model: torch.nn.Module) -> IslandMerger:
         """The policy of the last merge is this island's saved merge state, or the shared step 0."""
@@ -81,14 +85,36 @@ class MergeHook:
         return merger
 
     def __call__(self, step: int, model: torch.nn.Module) -> dict[str, float] | None:
-        """Merge at merge steps; the merge's figures go into the step's metrics (islands/...), from where a
-        swarm trainer's dashboard shows them."""
-        fragment = merging_fragment(step, self.settings.merge_every, self.settings.fragments)
-        if fragment is None:
-            return None
+        """Merge at merge steps; the merge's figures go into the metrics (islands/...) of the step it lands
+        after, from where a swarm trainer's dashboard shows them. With `overlap_steps` a round launched after
+        step s lands after the first step that finds it done, at the latest after step s + overlap_steps, and
+        before any later launch; the last step's merge blocks."""
         merger = self.merger
         assert merger is not None, "attach() the trainer's model before the first step"
-        record = merger.merge(step, fragment)
+        fragment = merging_fragment(step, self.settings.merge_every, self.settings.fragments)
+        figures = None
+        pending = self.pending
+        if pending is not None and (
+            pending.done()
+            or step >= pending.step + self.settings.overlap_steps
+            or fragment is not None
+            or step >= self.last_step
+        ):
+            figures = self._record(merger.finish(pending))
+            self.pending = None
+        if fragment is None:
+            return figures
+        background = self.settings.overlap_steps > 0 and step < self.last_step
+        launched = merger.launch(step, fragment, background=background)
+        if background:
+            self.pending = launched
+            return figures
+        return self._record(merger.finish(launched))
+
+    def _record(self, record: MergeRecord) -> dict[str, float]:
+        """A finished round: the merge state saved when committed, a line of merges.jsonl, the log, metrics."""
+        merger = self.merger
+        assert merger is not None
         if record.committed:
             tmp = merge_state_path(self.rundir).with_suffix(f".{os.getpid()}.tmp")
             torch.save(merger.state_dict(), tmp)
@@ -97,14 +123,16 @@ class MergeHook:
             f.write(json.dumps(record.as_dict()) + "\n")
         log.info(
             "merge of fragment %d at step %d: round %d, %d participants (%d contributing, %d dropped), %d bytes, "
-            "committed %s",
-            fragment,
-            step,
+            "%.2f s (%.2f s blocking), committed %s",
+            record.fragment,
+            record.step,
             record.round,
             record.participants,
             record.contributors,
             record.dropped,
             record.wire_bytes,
+            record.seconds,
+            record.blocked_seconds,
             record.committed,
         )
         return merge_metrics(record, self.communicator.island, self.settings.count)
@@ -134,9 +162,12 @@ class IslandQuorum:
         self.manager.register_state_dict_fn("islands", merger.heal_from_peer, merger.state_dict)
 
 
-def join_quorum(settings: IslandsConfig, island: int, lighthouse: str) -> IslandQuorum:
+def join_quorum(
+    settings: IslandsConfig, island: int, lighthouse: str, host: str = "127.0.0.1"
+) -> IslandQuorum:
     """Island `island`'s replica of the quorum: a stable replica id, so a restarted island is the same member
-    coming back; its collectives in a child process unless `process_group` says otherwise."""
+    coming back; its collectives in a child process unless `process_group` says otherwise. Peers reach its
+    store, manager and state at `host`; gloo picks its interface by GLOO_SOCKET_IFNAME where that is set."""
     # Imported here: torchft is the optional `elastic` extra.
     from torchft import ProcessGroupGloo
     from torchft.process_group import ProcessGroupBabyGloo
@@ -148,7 +179,7 @@ def join_quorum(settings: IslandsConfig, island: int, lighthouse: str) -> Island
         group = ProcessGroupBabyGloo(timeout=collective + timedelta(seconds=settings.process_group_start_s))
     else:
         group = ProcessGroupGloo(timeout=collective)
-    transport = WeightsOnlyHTTPTransport(timeout=collective)
+    transport = WeightsOnlyHTTPTransport(timeout=collective, host=host)
     manager, store = replica_manager(
         group,
         replica_id=f"island_{island}",
@@ -158,6 +189,7 @@ def join_quorum(settings: IslandsConfig, island: int, lighthouse: str) -> Island
         timeout=collective,
         quorum_timeout=timedelta(seconds=settings.join_timeout_s + 4 * settings.heartbeat_timeout_s),
         checkpoint_transport=transport,
+        host=host,
     )
     communicator = QuorumCommunicator(manager, group, island, settings.count, collective)
     return IslandQuorum(manager, communicator, transport, store)
@@ -172,6 +204,7 @@ def island_trainer_role(
     coordinator_url: str | None = None,
     key: Path | None = None,
     origin: dict[str, Any] | None = None,
+    host: str = "127.0.0.1",
 ) -> int:
     """Train island `island` of a run whose `[islands]` section says how to merge; returns the last step.
     With `coordinator_url` the island is a swarm's trainer: the merge runs before a step's checkpoint is saved
@@ -181,8 +214,8 @@ def island_trainer_role(
     torch.set_num_threads(threads)
     config = load_run_config(run_dir)
     settings: IslandsConfig = config.islands
-    quorum = join_quorum(settings, island, lighthouse)
-    hook = MergeHook(RunDir(run_dir), settings, quorum.communicator)
+    quorum = join_quorum(settings, island, lighthouse, host)
+    hook = MergeHook(RunDir(run_dir), settings, quorum.communicator, config.trainer.steps)
 
     def after_step(step: int, model: torch.nn.Module) -> dict[str, float] | None:
         if hook.merger is None:

@@ -9,6 +9,7 @@ all joined to one torchft lighthouse that decides every merge's membership.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -57,13 +58,40 @@ def prepare_islands(config: RunConfig, progress=None) -> tuple[RunDir, list[RunD
     return base, islands
 
 
+class IslandsNetwork:
+    """Where the islands' processes run and how they reach each other: here every one on this machine's
+    loopback. `swarmrl.islands.wan_demo` puts each island, and the lighthouse, on a machine of an emulated
+    region instead."""
+
+    def prefix(self, island: int) -> list[str]:
+        """The command prefix island `island`'s processes run under."""
+        return []
+
+    def host(self, island: int) -> str:
+        """The address at which the other islands reach island `island`'s merge servers."""
+        return "127.0.0.1"
+
+    def env(self) -> dict[str, str]:
+        """What an island's processes add to their environment."""
+        return {}
+
+    def lighthouse_host(self) -> str:
+        return "127.0.0.1"
+
+    def lighthouse_seat(self) -> contextlib.AbstractContextManager[object]:
+        """The context the lighthouse's server is created in (its sockets live where it is created)."""
+        return contextlib.nullcontext()
+
+
 @dataclass
 class IslandFleet:
     """The islands' processes and their lighthouse; every process started here is stopped here by PID."""
 
     config: RunConfig
     islands: list[RunDir]
+    network: IslandsNetwork = field(default_factory=IslandsNetwork)
     lighthouse: object = None
+    lighthouse_url: str = ""
     groups: dict[int, ProcessGroup] = field(default_factory=dict)
     trainers: dict[int, object] = field(default_factory=dict)
     swarms: dict[int, Swarm] = field(default_factory=dict)
@@ -74,12 +102,17 @@ class IslandFleet:
         from torchft.coordination import LighthouseServer
 
         settings: IslandsConfig = self.config.islands
-        self.lighthouse = LighthouseServer(
-            bind="127.0.0.1:0",
-            min_replicas=1,
-            join_timeout_ms=int(1000 * settings.join_timeout_s),
-            heartbeat_timeout_ms=int(1000 * settings.heartbeat_timeout_s),
-        )
+        host = self.network.lighthouse_host()
+        with self.network.lighthouse_seat():
+            self.lighthouse = LighthouseServer(
+                bind=f"{host}:0",
+                min_replicas=1,
+                join_timeout_ms=int(1000 * settings.join_timeout_s),
+                heartbeat_timeout_ms=int(1000 * settings.heartbeat_timeout_s),
+            )
+        # The server names this machine's hostname, which another namespace may resolve elsewhere.
+        port = self.lighthouse.address().rsplit(":", 1)[1]
+        self.lighthouse_url = f"http://{host}:{port}"
         return self
 
     def __exit__(self, *exc) -> None:
@@ -92,18 +125,20 @@ class IslandFleet:
         rundir = self.islands[index]
         rundir.stop_file.unlink(missing_ok=True)
         trainer = ["island-trainer", "--run-dir", str(rundir.root), "--island", str(index)]
-        trainer += ["--lighthouse", self.lighthouse.address()]
+        trainer += ["--lighthouse", self.lighthouse_url, "--host", self.network.host(index)]
         if self.config.islands.workers == "swarm":
             swarm = start_swarm(island_config(self.config, index), rundir, trainer_command=trainer)
             self.swarms[index], self.groups[index] = swarm, swarm.group
             self.trainers[index] = swarm.roles["trainer"]
             return
-        group = ProcessGroup(rundir.root / "logs")
+        group = ProcessGroup(rundir.root / "logs", prefix=lambda _name: self.network.prefix(index))
         self.groups[index] = group
-        self.trainers[index] = group.start("trainer", trainer)
+        env = self.network.env()
+        self.trainers[index] = group.start("trainer", trainer, env=env)
         # A colocated island's trainer generates its own rollouts (the merge runs before each push to its engine).
         for worker in range(0 if self.config.trainer.colocate else local_workers(self.config)):
-            group.start(f"worker-{worker}", ["worker", "--run-dir", str(rundir.root), "--index", str(worker)])
+            args = ["worker", "--run-dir", str(rundir.root), "--index", str(worker)]
+            group.start(f"worker-{worker}", args, env=env)
 
     def _stop(self, index: int) -> None:
         self.trainers.pop(index, None)

@@ -12,13 +12,19 @@ the mean is over the contributions kept. Healing itself trusts no peer either (`
 With streaming fragments a merge covers one fragment: its pseudo-gradient, its outer step (one SGD over the
 whole global copy steps only the parameters that have a gradient, so each fragment keeps its own momentum)
 and its copy back; the other parameters keep their local progress until their own merge.
+
+A round may run in the background (`launch(..., background=True)`, then `finish`): its communication goes on
+on a thread while the trainer takes its next steps, and its result lands a step or more late with the local
+progress since its launch kept on top of it (Streaming DiLoCo's overlapped communication, with the eager choice
+of adding the progress rather than mixing it), so the trainer waits only for what those steps did not cover.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -45,7 +51,8 @@ class MergeRecord:
     participants: int
     contributors: int
     wire_bytes: int
-    seconds: float
+    seconds: float  # from the round's launch to its result in the model
+    blocked_seconds: float  # of those, the trainer's: all of them unless the round ran in the background
     committed: bool
     healed: bool
     pseudo_gradient_norm: float
@@ -55,6 +62,36 @@ class MergeRecord:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class RoundExchange:
+    """What the communication of one merge round found."""
+
+    participants: int = 0
+    healed: bool = False
+    judged: Judged = field(default_factory=lambda: Judged(None, 0))
+    agreed: bool = False  # the quorum voted to commit
+
+
+@dataclass
+class PendingMerge:
+    """A merge round launched and not yet applied (`IslandMerger.launch` / `finish`)."""
+
+    step: int
+    fragment: int
+    started: float
+    bytes_before: int
+    norm: float
+    launched: (
+        list[torch.Tensor] | None
+    )  # the fragment's values at launch, when the round runs in the background
+    exchange: Future[RoundExchange] | RoundExchange | None = None
+    blocked: float = 0.0
+
+    def done(self) -> bool:
+        """Whether `finish` would not wait."""
+        return not isinstance(self.exchange, Future) or self.exchange.done()
 
 
 def apply_outer_step(
@@ -102,59 +139,95 @@ class IslandMerger:
         self.live = False
         self._healed = False
         self._heal_refused = False
+        self._pool: ThreadPoolExecutor | None = None  # the background rounds' one thread
 
     def merge(self, step: int, fragment: int = 0) -> MergeRecord:
-        """Run one merge round of `fragment`; on success the model holds the merged values of that fragment,
-        on failure it keeps its own."""
-        indices = self.fragments[fragment]
-        global_params = [self.global_params[i] for i in indices]
+        """Run one merge round of `fragment`, blocking; on success the model holds the merged values of that
+        fragment, on failure it keeps its own."""
+        return self.finish(self.launch(step, fragment, background=False))
+
+    def launch(self, step: int, fragment: int = 0, *, background: bool = True) -> PendingMerge:
+        """Start a merge round of `fragment` from the model as it is now. In the background the round's
+        communication runs on a thread (it never touches the model) while the trainer goes on; `finish`
+        waits for it and applies it."""
         started = time.perf_counter()
-        bytes_before = self.communicator.stats.bytes_sent
-        participants = 0
-        norm = 0.0
-        healed = False
-        judged = Judged(None, 0)
-        try:
-            self.communicator.begin_round()
-            healed, self._healed = self._healed, False
-            participants = self.communicator.participants()
-            if healed:
-                self._copy_global_into_model()
-            delta = torch.cat(
-                [d.reshape(-1) for d in pseudo_gradient(global_params, [self.params[i] for i in indices])]
-            )
-            norm = float(delta.norm())
-            judged = self._exchange(delta, RoundKey(self._round_number(), fragment, delta.numel()), healed)
-        except CommunicatorError as exc:
-            log.warning("merge of fragment %d at step %d failed: %s", fragment, step, exc)
-        for reason in judged.drops:
-            log.warning("merge of fragment %d at step %d: dropped %s", fragment, step, reason)
-        committed = self.communicator.end_round() and judged.mean is not None
+        indices = self.fragments[fragment]
+        params = [self.params[i] for i in indices]
+        delta = torch.cat(
+            [d.reshape(-1) for d in pseudo_gradient([self.global_params[i] for i in indices], params)]
+        )
+        pending = PendingMerge(
+            step=step,
+            fragment=fragment,
+            started=started,
+            bytes_before=self.communicator.stats.bytes_sent,
+            norm=float(delta.norm()),
+            launched=[p.detach().to(device="cpu", dtype=torch.float32, copy=True) for p in params]
+            if background
+            else None,
+        )
+        if background:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="island-merge")
+            pending.exchange = self._pool.submit(self._communicate, delta, step, fragment)
+        else:
+            pending.exchange = self._communicate(delta, step, fragment)
+        pending.blocked = time.perf_counter() - started
+        return pending
+
+    def finish(self, pending: PendingMerge) -> MergeRecord:
+        """Wait for a launched round and apply it: the outer step on the fragment's global copy and the merged
+        values into the model. A round launched in the background keeps what the trainer learned since its
+        launch (merged value + local progress since the launch, Streaming DiLoCo's overlapped outer step)."""
+        waiting = time.perf_counter()
+        exchange = pending.exchange.result() if isinstance(pending.exchange, Future) else pending.exchange
+        assert isinstance(exchange, RoundExchange), "finish() a merge that launch() started"
+        for reason in exchange.judged.drops:
+            log.warning("merge of fragment %d at step %d: dropped %s", pending.fragment, pending.step, reason)
+        indices = self.fragments[pending.fragment]
+        committed = exchange.agreed and exchange.judged.mean is not None
         if committed:
-            assert judged.mean is not None
-            apply_outer_step(global_params, self.outer, judged.mean)
+            assert exchange.judged.mean is not None
+            apply_outer_step([self.global_params[i] for i in indices], self.outer, exchange.judged.mean)
             self.rounds += 1
             self.live = True
-            self._copy_global_into_model(indices)
-        elif healed:
+            self._copy_global_into_model(indices, pending.launched)
+        elif exchange.healed:
             # The peer's merged policy is still the best this island has.
             self._copy_global_into_model()
         heal_refused, self._heal_refused = self._heal_refused, False
+        finished = time.perf_counter()
         return MergeRecord(
             round=self.rounds,
-            step=step,
-            fragment=fragment,
-            participants=participants,
-            contributors=judged.contributors,
-            wire_bytes=self.communicator.stats.bytes_sent - bytes_before,
-            seconds=time.perf_counter() - started,
+            step=pending.step,
+            fragment=pending.fragment,
+            participants=exchange.participants,
+            contributors=exchange.judged.contributors,
+            wire_bytes=self.communicator.stats.bytes_sent - pending.bytes_before,
+            seconds=finished - pending.started,
+            blocked_seconds=pending.blocked + finished - waiting,
             committed=committed,
-            healed=healed,
-            pseudo_gradient_norm=norm,
-            dropped=len(judged.drops),
+            healed=exchange.healed,
+            pseudo_gradient_norm=0.0 if exchange.healed else pending.norm,
+            dropped=len(exchange.judged.drops),
             heal_refused=heal_refused,
-            drops=tuple(judged.drops),
+            drops=tuple(exchange.judged.drops),
         )
+
+    def _communicate(self, delta: torch.Tensor, step: int, fragment: int) -> RoundExchange:
+        """The round with the other islands: quorum (a rejoining island heals here), all-gather, the checks
+        on every contribution, the commit vote. Reads and writes the merge state, never the model."""
+        exchange = RoundExchange()
+        try:
+            self.communicator.begin_round()
+            exchange.healed, self._healed = self._healed, False
+            exchange.participants = self.communicator.participants()
+            key = RoundKey(self._round_number(), fragment, delta.numel())
+            exchange.judged = self._exchange(delta, key, exchange.healed)
+        except CommunicatorError as exc:
+            log.warning("merge of fragment %d at step %d failed: %s", fragment, step, exc)
+        exchange.agreed = self.communicator.end_round()
+        return exchange
 
     def _round_number(self) -> int:
         """The number every member's contribution must claim: the quorum's agreed step where there is one."""
@@ -172,11 +245,17 @@ class IslandMerger:
             message = encode_contribution(None, key, self.codec)
         return judge_round(self.communicator.all_gather(message), key, self.codec, self.max_norm_ratio)
 
-    def _copy_global_into_model(self, indices: list[int] | None = None) -> None:
+    def _copy_global_into_model(
+        self, indices: list[int] | None = None, launched: list[torch.Tensor] | None = None
+    ) -> None:
+        """The global copy into the model's parameters `indices` (all by default); with `launched` (their
+        values when the round was launched) plus what each parameter moved since."""
         with torch.no_grad():
-            for index in range(len(self.params)) if indices is None else indices:
-                param = self.params[index]
-                param.copy_(self.global_params[index].to(device=param.device, dtype=param.dtype))
+            for k, index in enumerate(range(len(self.params)) if indices is None else indices):
+                param, value = self.params[index], self.global_params[index]
+                if launched is not None:
+                    value = value + (param.detach().to(device="cpu", dtype=torch.float32) - launched[k])
+                param.copy_(value.to(device=param.device, dtype=param.dtype))
 
     def state_dict(self) -> dict[str, Any]:
         """What a (re)joining island needs from a peer, and what an island saves to resume on its own."""

@@ -167,11 +167,12 @@ def _back(churn: dict) -> dict[str, float | None]:
     }
 
 
-def _cell(value: object, digits: int = 2) -> str:
+def table_cell(value: object, digits: int = 2) -> str:
+    """A figure of a result table: `-` for none, floats to `digits`, a list as `a → b` (one digit each)."""
     if value is None:
         return "-"
     if isinstance(value, list):
-        return " → ".join(_cell(v, 1) for v in value)
+        return " → ".join(table_cell(v, 1) for v in value)
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
@@ -191,17 +192,17 @@ def result_table(result: dict) -> Table:
         ("machine load (1 min, start → end)", "load_1min"),
     ]
     for label, key in rows:
-        table.add_row(label, _cell(lan.get(key)), _cell(wan.get(key)))
+        table.add_row(label, table_cell(lan.get(key)), table_cell(wan.get(key)))
     churn = wan["churn"]
     back = [s for s in churn["back_to_work_s"].values() if s is not None]
     table.add_row("nodes killed / back", "-", f"{churn['nodes_killed']} / {churn['nodes_rejoined']}")
     ready = [s for s in churn.get("ready_s", {}).values() if s is not None]
-    table.add_row("slowest restarted worker ready (s)", "-", _cell(max(ready, default=None)))
-    table.add_row("slowest back to work (s)", "-", _cell(max(back, default=None)))
+    table.add_row("slowest restarted worker ready (s)", "-", table_cell(max(ready, default=None)))
+    table.add_row("slowest back to work (s)", "-", table_cell(max(back, default=None)))
     for relay, seconds in wan["relay_holding_s"].items():
         table.add_row(
             f"{relay} holds a version after (s)",
-            _cell(lan.get("relay_holding_s", {}).get(relay)),
-            _cell(seconds),
+            table_cell(lan.get("relay_holding_s", {}).get(relay)),
+            table_cell(seconds),
         )
     return table

@@ -3,7 +3,10 @@
 This kernel has no `netem`, so a link proxy stands on every path between regions (and inside each region):
 a client's connection to a service's virtual address is redirected (nftables DNAT) to the proxy of its
 region for that service, which opens the upstream connection and carries both directions through a
-`DelayLine`. Each chunk read is held for the path's one-way delay plus a jitter draw; order is kept (a chunk
+`DelayLine`. Any other connection from one region to a machine of another (a torchft quorum, a gloo
+collective between trainer islands) is redirected in the region's router to its transparent listener for that
+region (nftables REDIRECT), which reads where the connection was going (SO_ORIGINAL_DST) and carries it over
+the path the same way. Each chunk read is held for the path's one-way delay plus a jitter draw; order is kept (a chunk
 is never delivered before the one before it). A loss is drawn per packet (`mss` bytes); a chunk holding a
 lost packet is delivered one retransmission timeout later, and so is everything behind it that would have
 arrived earlier — the head-of-line stall a TCP receiver sees while a SACK sender retransmits, with the rest of
@@ -22,17 +25,20 @@ import logging
 import math
 import random
 import signal
+import socket
+import struct
 import sys
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 log = logging.getLogger(__name__)
 
 READ_BYTES = 64 * 1024
 CONNECT_TIMEOUT_S = 10.0
+SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h: where a redirected connection was addressed
 
 
 class Shape(BaseModel):
@@ -54,12 +60,23 @@ class Shape(BaseModel):
 class Listener(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="what this listener stands for, in logs (client region → service)")
+    name: str = Field(
+        description="what this listener stands for, in logs (client region → service or region)"
+    )
     listen_host: str
     listen_port: int = Field(ge=1, le=65535)
-    upstream_host: str
-    upstream_port: int = Field(ge=1, le=65535)
+    upstream_host: str | None = Field(
+        None,
+        description="None: transparent, each connection goes on to where it was addressed (SO_ORIGINAL_DST)",
+    )
+    upstream_port: int | None = Field(None, ge=1, le=65535)
     shape: Shape
+
+    @model_validator(mode="after")
+    def _upstream_whole(self) -> Listener:
+        if (self.upstream_host is None) != (self.upstream_port is None):
+            raise ValueError(f"listener {self.name}: upstream_host and upstream_port go together")
+        return self
 
 
 class LinkPlan(BaseModel):
@@ -71,6 +88,13 @@ class LinkPlan(BaseModel):
     window_bytes: int = Field(4 * 1024 * 1024, ge=65536, description="bytes in flight per direction")
     seed: int = 0
     ready_file: Path = Field(description="written once every listener is bound")
+
+
+def original_destination(sock: socket.socket) -> tuple[str, int]:
+    """Where a connection redirected to this machine by nftables was addressed (IPv4 sockaddr_in)."""
+    raw = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    port, address = struct.unpack_from("!2xH4s", raw)
+    return socket.inet_ntoa(address), port
 
 
 @dataclass
@@ -187,8 +211,15 @@ class LinkProxy:
     ) -> None:
         accepted = asyncio.get_running_loop().time()
         try:
+            if listener.upstream_host is None:
+                sock = writer.get_extra_info("socket")
+                host, port = original_destination(sock)
+                if (host, port) == sock.getsockname()[:2]:
+                    raise OSError("addressed to the proxy itself, not redirected to it")
+            else:
+                host, port = listener.upstream_host, listener.upstream_port
             up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_connection(listener.upstream_host, listener.upstream_port), CONNECT_TIMEOUT_S
+                asyncio.open_connection(host, port), CONNECT_TIMEOUT_S
             )
         except (OSError, TimeoutError) as exc:
             log.debug("%s: upstream unreachable (%s)", listener.name, exc)

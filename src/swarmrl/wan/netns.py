@@ -147,6 +147,23 @@ def dnat(ns: str, rules: list[tuple[str, int, str, int]]) -> None:
     run("ip", "netns", "exec", ns, "nft", "-f", "-", stdin="\n".join(lines) + "\n")
 
 
+def redirect_to_paths(ns: str, lan: str, rules: list[tuple[str, int]]) -> None:
+    """Connections routed in from `lan` to a subnet of `rules` go to this namespace's port for that subnet
+    instead (REDIRECT: the listener reads the original destination with SO_ORIGINAL_DST)."""
+    lines = [
+        "table ip wanpaths {",
+        "  chain pre {",
+        "    type nat hook prerouting priority -100; policy accept;",
+        *(
+            f'    iifname "{lan}" ip daddr {subnet} meta l4proto tcp redirect to :{port}'
+            for subnet, port in rules
+        ),
+        "  }",
+        "}",
+    ]
+    run("ip", "netns", "exec", ns, "nft", "-f", "-", stdin="\n".join(lines) + "\n")
+
+
 def exec_prefix(ns: str) -> list[str]:
     """The command prefix that runs a program inside namespace `ns` (`ip netns exec` execs it: same PID)."""
     return ["ip", "netns", "exec", ns]

@@ -10,7 +10,9 @@
 Every service (coordinator, origin, relays) has one virtual address 10.254.0.<k+1> that every machine
 uses. nftables in each machine's namespace DNATs it to the link proxy of the machine's region for that
 service, which connects to the service's real address with the path's delay, jitter and loss (intra-region:
-`intra_rtt_ms`, no loss). In the hub the same address leads straight to the service (the operator's view,
+`intra_rtt_ms`, no loss). A machine may also connect to a machine of another region at its own address (the
+trainer islands' quorum and collectives, on ports chosen at run time): the region's router redirects such a
+connection to its proxy's transparent listener for the other region, which carries it over that path. In the hub the same address leads straight to the service (the operator's view,
 unshaped by any path). `World` is a context manager: everything it creates is removed at exit and on failure.
 """
 
@@ -31,6 +33,8 @@ from swarmrl.wan.link import LinkPlan, Listener, Shape
 CORE = "10.255.0"
 VIRTUAL = "10.254.0"
 PROXY_PORT_BASE = 20000
+MACHINE_INTERFACE = "eth0"  # a machine's one interface, towards its region's router
+PATH_PORT_BASE = 21000  # + the destination region's index: a router's transparent listener for that region
 READY_TIMEOUT_S = 30.0
 
 
@@ -181,9 +185,10 @@ class World:
             netns.rate_limit(ns, "uplink", region.uplink_mbit)
             netns.rate_limit(self.hub, f"r{i}", region.downlink_mbit)
             netns.route(self.hub, f"10.{i + 1}.0.0/24", f"{CORE}.{10 + i}")
-            for j in range(len(self.wan.regions)):
-                if j != i:
-                    netns.route(ns, f"10.{j + 1}.0.0/24", f"{CORE}.{10 + j}")
+            others = [j for j in range(len(self.wan.regions)) if j != i]
+            for j in others:
+                netns.route(ns, f"10.{j + 1}.0.0/24", f"{CORE}.{10 + j}")
+            netns.redirect_to_paths(ns, "lan", [(f"10.{j + 1}.0.0/24", PATH_PORT_BASE + j) for j in others])
         for n, machine in enumerate(self.machines):
             self._build_machine(n, machine)
         hub_rules = [(self._vip(s), s.port, self.address(s.machine), s.port) for s in self.services]
@@ -195,11 +200,11 @@ class World:
         index = self._index[machine.name]
         ns, router_ns = self.namespace(machine.name), self.region_namespace(machine.region)
         netns.add_namespace(ns)
-        netns.veth(router_ns, f"m{n}", ns, "eth0")
+        netns.veth(router_ns, f"m{n}", ns, MACHINE_INTERFACE)
         netns.attach(router_ns, f"m{n}", "lan")
-        netns.address(ns, "eth0", f"{self.address(machine.name)}/24")
+        netns.address(ns, MACHINE_INTERFACE, f"{self.address(machine.name)}/24")
         netns.route(ns, "default", self._router(index))
-        netns.rate_limit(ns, "eth0", machine.mbit)
+        netns.rate_limit(ns, MACHINE_INTERFACE, machine.mbit)
         netns.rate_limit(router_ns, f"m{n}", machine.mbit)
         rules = [
             (self._vip(s), s.port, self._router(index), PROXY_PORT_BASE + k)
@@ -222,6 +227,16 @@ class World:
                     shape=self.shape(region.name, self.region_of(s.machine)),
                 )
                 for k, s in enumerate(self.services)
+            ]
+            listeners += [
+                Listener(
+                    name=f"{region.name}->{other.name}",
+                    listen_host=self._router(i),
+                    listen_port=PATH_PORT_BASE + j,
+                    shape=self.shape(region.name, other.name),
+                )
+                for j, other in enumerate(self.wan.regions)
+                if j != i
             ]
             ready_file = self.work_dir / f"link-{region.name}.ready"
             ready_file.unlink(missing_ok=True)

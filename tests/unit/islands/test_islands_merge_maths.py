@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+
 import pytest
 import torch
+from pydantic import ValidationError
 
 from swarmrl.diloco.codecs import make_codec
 from swarmrl.diloco.communicators import LocalCommunicator
@@ -17,6 +22,7 @@ from swarmrl.islands.versions import (
     merging_fragment,
     steps_since_merge,
 )
+from swarmrl.rundir import RunDir
 
 torch.set_num_threads(1)
 
@@ -175,6 +181,7 @@ def test_a_merge_becomes_the_steps_islands_metrics():
         contributors=1,
         wire_bytes=4096,
         seconds=0.25,
+        blocked_seconds=0.125,
         committed=True,
         healed=False,
         pseudo_gradient_norm=1.5,
@@ -188,9 +195,120 @@ def test_a_merge_becomes_the_steps_islands_metrics():
         "islands/contributors": 1.0,
         "islands/wire_bytes": 4096.0,
         "islands/seconds": 0.25,
+        "islands/blocked_seconds": 0.125,
         "islands/committed": 1.0,
         "islands/healed": 0.0,
         "islands/pseudo_gradient_norm": 1.5,
         "islands/dropped": 0.0,
         "islands/heal_refused": 0.0,
     }
+
+
+class _HeldPeer(LocalCommunicator):
+    """Alone in the quorum, but its all-gather waits until the test lets it go (a slow link)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def _all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        self.entered.set()
+        assert self.release.wait(10)
+        return super()._all_gather(tensor)
+
+
+def test_a_round_in_the_background_lands_one_step_late_with_that_steps_progress_kept():
+    model = _model(1.0)
+    peer = _HeldPeer()
+    merger = IslandMerger(model, peer, make_codec("fp32"), outer_lr=0.7, outer_momentum=0.9)
+    with torch.no_grad():
+        model.weight.fill_(0.5)  # pseudo-gradient 0.5 at the launch, as in the blocking case above
+    pending = merger.launch(step=10)
+    assert peer.entered.wait(10)
+    # The trainer's next step, while the round is on the wire: the round neither waits for it nor touches it.
+    with torch.no_grad():
+        model.weight.sub_(0.1)
+    assert model.weight.detach().flatten().tolist() == pytest.approx([0.4, 0.4])
+    assert merger.rounds == 0
+    peer.release.set()
+    record = merger.finish(pending)
+    # Global as in the blocking merge (0.335); the model adds the -0.1 it moved since the launch.
+    assert record.committed and record.round == 1 and record.step == 10
+    assert merger.global_params[0].flatten().tolist() == pytest.approx([0.335, 0.335], abs=1e-6)
+    assert model.weight.detach().flatten().tolist() == pytest.approx([0.235, 0.235], abs=1e-6)
+    assert 0 <= record.blocked_seconds <= record.seconds
+
+
+def test_a_blocking_round_blocks_for_all_of_it():
+    merger = IslandMerger(
+        _model(1.0), LocalCommunicator(), make_codec("fp32"), outer_lr=1.0, outer_momentum=0.0
+    )
+    record = merger.merge(step=3)
+    assert record.blocked_seconds == pytest.approx(record.seconds, abs=1e-3)  # all but a function call
+
+
+class _Island(LocalCommunicator):
+    island = 0
+
+
+def test_an_overlapping_island_applies_each_merge_a_step_late_and_blocks_on_the_last(tmp_path):
+    from swarmrl.configs.islands import IslandsConfig
+    from swarmrl.islands.island import MergeHook, merges_log
+    from swarmrl.rundir import RunDir
+
+    settings = IslandsConfig(
+        count=1, merge_every=2, overlap_steps=1, codec="fp32", outer_lr=1.0, outer_momentum=0.0
+    )
+    hook = MergeHook(RunDir(tmp_path), settings, _Island(), last_step=4)
+    model = _model(1.0)
+    hook.merger = IslandMerger(model, hook.communicator, make_codec("fp32"), outer_lr=1.0, outer_momentum=0.0)
+    figures = {step: hook(step, model) for step in (1, 2)}
+    assert figures == {1: None, 2: None} and hook.pending is not None  # step 2's round is in flight
+    landed = hook(3, model)
+    assert landed is not None and landed["islands/round"] == 1.0 and hook.pending is None
+    last = hook(4, model)
+    assert last is not None and last["islands/round"] == 2.0 and hook.pending is None  # the last one blocks
+    steps = [json.loads(line)["step"] for line in merges_log(RunDir(tmp_path)).read_text().splitlines()]
+    assert steps == [2, 4]
+    assert (tmp_path / "merge_state.pt").is_file()
+
+
+class _HeldIsland(_HeldPeer):
+    island = 0
+
+
+def test_a_round_lands_after_the_first_step_that_finds_it_done_or_at_its_last_allowed_step(tmp_path):
+    from swarmrl.configs.islands import IslandsConfig
+    from swarmrl.islands.island import MergeHook
+
+    settings = IslandsConfig(
+        count=1, merge_every=4, overlap_steps=2, codec="fp32", outer_lr=1.0, outer_momentum=0.0
+    )
+    peer = _HeldIsland()
+    hook = MergeHook(RunDir(tmp_path), settings, peer, last_step=12)
+    model = _model(1.0)
+    hook.merger = IslandMerger(model, peer, make_codec("fp32"), outer_lr=1.0, outer_momentum=0.0)
+    assert [hook(step, model) for step in (1, 2, 3, 4)] == [None] * 4
+    assert peer.entered.wait(10)
+    assert hook(5, model) is None and hook.pending is not None  # still on the wire: the trainer goes on
+    peer.release.set()
+    while not hook.pending.done():
+        time.sleep(0.01)
+    landed = hook(6, model)  # done: lands at once, without blocking
+    assert landed is not None and landed["islands/round"] == 1.0 and landed["islands/blocked_seconds"] < 0.5
+    # The next round is held past its last allowed step (8 + 2): step 10 waits for it.
+    peer.entered.clear()
+    peer.release.clear()
+    assert [hook(step, model) for step in (7, 8)] == [None, None]
+    assert peer.entered.wait(10)
+    assert hook(9, model) is None
+    threading.Timer(0.3, peer.release.set).start()
+    forced = hook(10, model)
+    assert forced is not None and forced["islands/round"] == 2.0 and forced["islands/blocked_seconds"] >= 0.25
+
+
+def test_a_merge_lands_before_the_next_is_launched():
+    from swarmrl.configs.islands import IslandsConfig
+
+    with pytest.raises(ValidationError, match="overlap_steps"):
+        IslandsConfig(merge_every=4, overlap_steps=4)

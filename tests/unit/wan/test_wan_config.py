@@ -68,17 +68,39 @@ def test_a_non_root_user_is_told_in_one_line(monkeypatch):
     assert "\n" not in str(caught.value)
 
 
-def test_demo_wan_as_a_user_without_root_ends_with_one_line_and_code_2(monkeypatch, tmp_path):
+@pytest.mark.parametrize(
+    "command",
+    [["--wan", "demo-wan.toml"], ["--islands", "--wan", "demo-islands.toml"]],
+    ids=["swarm", "islands"],
+)
+def test_demo_wan_as_a_user_without_root_ends_with_one_line_and_code_2(monkeypatch, tmp_path, command):
     from typer.testing import CliRunner
 
     from swarmrl.cli import app
 
     monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    *flags, config = command
     result = CliRunner().invoke(
-        app, ["demo", "--wan", f"@{REPO / 'configs' / 'demo-wan.toml'}", f"run.root='{tmp_path}'"]
+        app, ["demo", *flags, f"@{REPO / 'configs' / config}", f"run.root='{tmp_path}'"]
     )
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [
         "error: the WAN emulator needs root (network namespaces, tc, nftables); run it as root"
     ]
     assert not list(tmp_path.iterdir())  # refused before it built or ran anything
+
+
+def test_islands_across_the_wan_with_swarm_islands_are_refused_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from swarmrl.cli import app
+
+    config = f"@{REPO / 'configs' / 'demo-islands.toml'}"
+    result = CliRunner().invoke(
+        app, ["demo", "--islands", "--wan", config, f"run.root='{tmp_path}'", "islands.workers='swarm'"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "error: config error: demo --islands --wan runs islands with local workers: set islands.workers = 'local'"
+    ]
+    assert not list(tmp_path.iterdir())

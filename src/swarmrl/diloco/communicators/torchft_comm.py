@@ -72,15 +72,17 @@ def replica_manager(
     timeout: timedelta,
     quorum_timeout: timedelta,
     checkpoint_transport: CheckpointTransport | None = None,
+    host: str = "127.0.0.1",
 ) -> tuple[Manager, dist.TCPStore]:
     """A `torchft.Manager` for a replica of one process (rank 0 of 1) on this host, and the store it talks to on an
-    OS-chosen loopback port. The caller holds the store for as long as the manager runs (the store's server stops
-    when it is collected); state to heal from is registered by the caller, not passed here, and travels by
-    `checkpoint_transport` (None: torchft's HTTP transport)."""
+    OS-chosen port. Peers reach both at `host` (this machine's address; loopback when every replica shares one
+    machine; the servers listen on every interface). The caller holds the store for as long as the manager runs
+    (the store's server stops when it is collected); state to heal from is registered by the caller, not passed
+    here, and travels by `checkpoint_transport` (None: torchft's HTTP transport)."""
     # Imported here: torchft is the optional `elastic` extra.
     from torchft import Manager
 
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False)
     manager = Manager(
         pg=group,
         load_state_dict=None,
@@ -92,11 +94,11 @@ def replica_manager(
         connect_timeout=timeout,
         rank=0,
         world_size=1,
-        store_addr="127.0.0.1",
+        store_addr=host,
         store_port=store.port,
         lighthouse_addr=lighthouse_addr,
         replica_id=replica_id,
-        hostname="localhost",
+        hostname=host,
         init_sync=False,
         checkpoint_transport=checkpoint_transport,
     )
