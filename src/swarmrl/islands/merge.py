@@ -191,10 +191,12 @@ class IslandMerger:
             apply_outer_step([self.global_params[i] for i in indices], self.outer, exchange.judged.mean)
             self.rounds += 1
             self.live = True
-            self._copy_global_into_model(indices, pending.launched)
-        elif exchange.healed:
-            # The peer's merged policy is still the best this island has.
+        if exchange.healed:
+            # The peer's merged policy (with this round's step where it committed) is the best this island has,
+            # whole: its own parameters and their progress are from before it restarted.
             self._copy_global_into_model()
+        elif committed:
+            self._copy_global_into_model(indices, pending.launched)
         heal_refused, self._heal_refused = self._heal_refused, False
         finished = time.perf_counter()
         return MergeRecord(

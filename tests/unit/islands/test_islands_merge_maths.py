@@ -312,3 +312,40 @@ def test_a_merge_lands_before_the_next_is_launched():
 
     with pytest.raises(ValidationError, match="overlap_steps"):
         IslandsConfig(merge_every=4, overlap_steps=4)
+
+
+class _PeerContributes(LocalCommunicator):
+    """A second island in the quorum whose contribution to the round is `message`."""
+
+    def __init__(self, message: torch.Tensor) -> None:
+        super().__init__()
+        self.message = message
+
+    def participants(self) -> int:
+        return 2
+
+    def _all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return torch.stack([tensor, self.message])
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_healed_island_takes_the_whole_merged_policy_when_a_fragments_round_commits(background):
+    """Fragment 0 (the weight) merges with the peer's contribution; the bias, merged in another round, must
+    come from the healed state too, not stay the restarted island's stale value."""
+    from swarmrl.islands.contributions import RoundKey, encode_contribution
+
+    codec = make_codec("fp32")
+    model = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        model.weight.fill_(5.0)
+        model.bias.fill_(5.0)
+    peer_delta = torch.full((2,), 0.1)
+    communicator = _PeerContributes(encode_contribution(peer_delta, RoundKey(0, 0, 2), codec))
+    island = IslandMerger(model, communicator, codec, outer_lr=1.0, outer_momentum=0.0, fragments=2)
+    healed = island.state_dict()
+    healed["global_params"] = [torch.full((1, 2), 0.2), torch.full((1,), 0.2)]
+    island.load_state_dict(healed)  # as torchft's heal leaves it
+    record = island.finish(island.launch(step=1, fragment=0, background=background))
+    assert record.healed and record.committed and record.contributors == 1
+    assert model.weight.detach().flatten().tolist() == pytest.approx([0.1, 0.1])  # 0.2 - the peer's 0.1
+    assert model.bias.detach().tolist() == pytest.approx([0.2])
