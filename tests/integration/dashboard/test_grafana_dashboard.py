@@ -85,7 +85,7 @@ def test_every_panel_queries_an_exported_metric(names):
     record_keys = set(re.findall(r'"([a-z_]+)"', (ROOT / "src/swarmrl/trainer/train.py").read_text()))
     record_keys |= set(re.findall(r'"([a-z_]+)"', (ROOT / "src/swarmrl/trainer/losses.py").read_text()))
     # An island merge's figures join its step's record.
-    merge = MergeRecord(1, 2, 0, 2, 2, 10, 0.1, True, False, 1.0)
+    merge = MergeRecord(1, 2, 0, 2, 2, 10, 0.1, 0.1, True, False, 1.0)
     record_keys |= {
         metric_name("trainer", k).removeprefix("swarmrl_trainer_") for k in merge_metrics(merge, 0, 2)
     }

@@ -185,6 +185,12 @@ def test_a_client_whose_near_relay_died_fetches_from_the_next_nearest_source(tmp
     far = SlowLink(origin_server.url, 50e6, delay_s=0.3).start()
     node = Node([near.url, nearest_left.url, far.url], tmp_path / "worker", ClientConfig(near_wait_s=1.0))
     assert node.refresh() is not None  # version 1; every source's round trip is measured on the way
+    # Under a loaded suite the relay's first answers can all be slow; a few more asks (each a manifest request,
+    # a round trip) give its shortest round trip, as a node running for a while has it.
+    for _ in range(10):
+        if node.selector.near([near.url, nearest_left.url, far.url]) == [near.url]:
+            break
+        node.refresh()
     assert node.selector.near([near.url, nearest_left.url, far.url]) == [near.url]
     near.close()
     _next_version_fetched(root, origin, node, [nearest_left, far])
