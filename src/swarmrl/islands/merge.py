@@ -83,11 +83,10 @@ class PendingMerge:
     started: float
     bytes_before: int
     norm: float
-    launched: (
-        list[torch.Tensor] | None
-    )  # the fragment's values at launch, when the round runs in the background
-    exchange: Future[RoundExchange] | RoundExchange | None = None
-    blocked: float = 0.0
+    # The fragment's values at the launch, when the round runs in the background (None: it blocked).
+    launched: list[torch.Tensor] | None
+    exchange: Future[RoundExchange] | RoundExchange
+    blocked: float  # seconds the launch itself took the trainer
 
     def done(self) -> bool:
         """Whether `finish` would not wait."""
@@ -151,29 +150,31 @@ class IslandMerger:
         communication runs on a thread (it never touches the model) while the trainer goes on; `finish`
         waits for it and applies it."""
         started = time.perf_counter()
+        bytes_before = self.communicator.stats.bytes_sent
         indices = self.fragments[fragment]
         params = [self.params[i] for i in indices]
         delta = torch.cat(
             [d.reshape(-1) for d in pseudo_gradient([self.global_params[i] for i in indices], params)]
         )
-        pending = PendingMerge(
+        launched = None
+        exchange: Future[RoundExchange] | RoundExchange
+        if background:
+            launched = [p.detach().to(device="cpu", dtype=torch.float32, copy=True) for p in params]
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="island-merge")
+            exchange = self._pool.submit(self._communicate, delta, step, fragment)
+        else:
+            exchange = self._communicate(delta, step, fragment)
+        return PendingMerge(
             step=step,
             fragment=fragment,
             started=started,
-            bytes_before=self.communicator.stats.bytes_sent,
+            bytes_before=bytes_before,
             norm=float(delta.norm()),
-            launched=[p.detach().to(device="cpu", dtype=torch.float32, copy=True) for p in params]
-            if background
-            else None,
+            launched=launched,
+            exchange=exchange,
+            blocked=time.perf_counter() - started,
         )
-        if background:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="island-merge")
-            pending.exchange = self._pool.submit(self._communicate, delta, step, fragment)
-        else:
-            pending.exchange = self._communicate(delta, step, fragment)
-        pending.blocked = time.perf_counter() - started
-        return pending
 
     def finish(self, pending: PendingMerge) -> MergeRecord:
         """Wait for a launched round and apply it: the outer step on the fragment's global copy and the merged
@@ -181,7 +182,6 @@ class IslandMerger:
         launch (merged value + local progress since the launch, Streaming DiLoCo's overlapped outer step)."""
         waiting = time.perf_counter()
         exchange = pending.exchange.result() if isinstance(pending.exchange, Future) else pending.exchange
-        assert isinstance(exchange, RoundExchange), "finish() a merge that launch() started"
         for reason in exchange.judged.drops:
             log.warning("merge of fragment %d at step %d: dropped %s", pending.fragment, pending.step, reason)
         indices = self.fragments[pending.fragment]

@@ -112,7 +112,7 @@ class ReasoningGymSource:
             rows.append([i, render_prompt(entry, self.config.prompt_template), entry["answer"]])
         try:
             text = json.dumps({"key": key, "rows": rows})
-            # Answers JSON would change (tuples) would differ once read back: no cache for them.
+            # Answers JSON cannot hold as they are (tuples) would differ once read back: no cache for them.
             if json.loads(text)["rows"] != rows:
                 return
             write_text_atomic(path, text)

@@ -46,11 +46,7 @@ OVERRIDES = [
 ]
 
 
-def test_the_swarm_trains_across_two_emulated_regions(tmp_path):
-    try:
-        netns.check_available()
-    except netns.WanUnavailable as exc:
-        pytest.fail(f'{exc}; deselect with -m "not netns" where namespaces are unavailable')
+def test_the_swarm_trains_across_two_emulated_regions(tmp_path, emulator_available):
     before = set(netns.namespaces())
     done = subprocess.run(
         [

@@ -47,11 +47,7 @@ MACHINES = [
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    try:
-        netns.check_available()
-    except netns.WanUnavailable as exc:
-        pytest.fail(f'{exc}; deselect with -m "not netns" where namespaces are unavailable')
+def world(tmp_path_factory, emulator_available):
     with World(WAN, MACHINES, [Service("probe", "server", PORT)], tmp_path_factory.mktemp("wan")) as built:
         server = subprocess.Popen([*built.prefix("server"), sys.executable, str(PROBE), "serve", str(PORT)])
         try:

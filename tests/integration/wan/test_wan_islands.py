@@ -45,11 +45,7 @@ def _digest(checkpoint: Path) -> str:
     ).hexdigest()
 
 
-def test_two_islands_merge_across_an_emulated_path(tmp_path):
-    try:
-        netns.check_available()
-    except netns.WanUnavailable as exc:
-        pytest.fail(f'{exc}; deselect with -m "not netns" where namespaces are unavailable')
+def test_two_islands_merge_across_an_emulated_path(tmp_path, emulator_available):
     before = set(netns.namespaces())
     done = subprocess.run(
         [
