@@ -34,9 +34,9 @@ from swarmrl.generation.batch import write_batch
 from swarmrl.identity import Identity
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine, engine_model
-from swarmrl.models import load_tokenizer
 from swarmrl.models.adapter import fetch_base
 from swarmrl.models.prompting import PromptFormat, prompt_format
+from swarmrl.models.tokenizer_snapshot import worker_tokenizer
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.retry import Notices
 from swarmrl.rollouts.assignment import BatchSpec
@@ -124,7 +124,8 @@ class Policy:
     a relay announces it, so the broadcast overlaps generation; a unit then loads the newest installed version
     at most its step, and downloads in the foreground only when none installed is recent enough (within
     `async_level` of the unit's step).
-    The first checkpoint also gives the tokenizer, hence the prompt format and the tokens generation stops at.
+    The first checkpoint also gives the tokenizer, hence the prompt format and the tokens generation stops at;
+    a restarted node reads it from the snapshot its first start wrote, without importing transformers.
     """
 
     def __init__(
@@ -194,7 +195,8 @@ class Policy:
             log.warning("policy step %d is an adapter whose base could not be fetched: %s", newest, exc)
             return
         if self.prompts is None:
-            self.prompts = prompt_format(load_tokenizer(path), self.prompt_settings)
+            tokenizer = worker_tokenizer(path, self.options.work_dir / "cache", self.prompt_settings)
+            self.prompts = prompt_format(tokenizer, self.prompt_settings)
         if self.engine is not None and self.options.cheat is None:
             self.engine.load_weights(path, policy_step=newest)
         else:
