@@ -17,6 +17,7 @@ from swarmrl.models.errors import ModelLoadError
 # AutoTokenizer would pick the class of the directory's model type instead (Qwen2Tokenizer for a tiny qwen2),
 # whose own normaliser and pre-tokenizer split text differently from what the tokenizer was trained and SFT'd on.
 _GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
+_LOAD_OPTIONS = ("is_local", "local_files_only")
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
@@ -27,6 +28,10 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     declared = json.loads(settings.read_text()).get("tokenizer_class") if settings.is_file() else None
     loader = PreTrainedTokenizerFast if declared in _GENERIC_TOKENIZERS else AutoTokenizer
     tokenizer = loader.from_pretrained(path, local_files_only=True)
+    # How it was loaded is not what it is: kept, the options would be saved into every checkpoint's
+    # tokenizer_config.json after the first, and the same tokenizer would change files (and snapshot keys).
+    for option in _LOAD_OPTIONS:
+        tokenizer.init_kwargs.pop(option, None)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer

@@ -259,3 +259,16 @@ def test_a_model_directory_saved_by_swarmrl_round_trips(tmp_path) -> None:
     ours, theirs = prompt_format(snapshot, settings), prompt_format(tokenizer, settings)
     assert not ours.chat and ours.stop_token_ids == theirs.stop_token_ids
     assert [ours.ids(t) for t in TEXTS] == [theirs.ids(t) for t in TEXTS]
+
+
+def test_a_tokenizer_saved_again_by_the_trainer_keeps_its_files_and_snapshot_key(chat_dir, tmp_path) -> None:
+    # The trainer loads its tokenizer from the SFT checkpoint and saves it into every policy step: were the
+    # load's options (local_files_only, is_local) saved too, step 0 and step 1 would be two tokenizers to a
+    # restarted worker, whose snapshot from step 0 would never be used (seen in `demo --wan`).
+    again = tmp_path / "again"
+    load_tokenizer(chat_dir).save_pretrained(again)
+    thrice = tmp_path / "thrice"
+    load_tokenizer(again).save_pretrained(thrice)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        assert (thrice / name).read_bytes() == (again / name).read_bytes() == (chat_dir / name).read_bytes()
+    assert snapshot_key(thrice) == snapshot_key(chat_dir)
