@@ -59,6 +59,7 @@ TOKENIZER_FILES = (
     "tokenizer.model",
     "config.json",
 )
+ADDITIONAL_TEMPLATES = "additional_chat_templates"  # named templates beside the default one
 # Text a snapshot must encode, render and decode exactly as transformers does before it is written: special
 # tokens spelled out in user text, whitespace runs, digits, several scripts, emoji, code, a think block.
 PROBES = (
@@ -279,10 +280,10 @@ def compile_chat_template(source: str) -> jinja2.Template:
 def snapshot_key(path: Path) -> str:
     """Names the tokenizer files of model directory `path`, transformers' version and this format."""
     digest = hashlib.sha256(f"swarmrl-tokenizer-snapshot/{FORMAT}/{_transformers_version()}".encode())
-    for name in TOKENIZER_FILES:
-        file = path / name
+    named = sorted(path.glob(f"{ADDITIONAL_TEMPLATES}/*"))
+    for file in [path / name for name in TOKENIZER_FILES] + named:
         if file.is_file():
-            digest.update(f"\0{name}\0{file.stat().st_size}\0".encode())
+            digest.update(f"\0{file.relative_to(path)}\0{file.stat().st_size}\0".encode())
             digest.update(file.read_bytes())
     return digest.hexdigest()[:32]
 

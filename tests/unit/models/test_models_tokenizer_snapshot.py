@@ -243,6 +243,9 @@ def test_another_tokenizer_is_another_snapshot(chat_dir, tmp_path) -> None:
         (weights / file.name).write_bytes(file.read_bytes())
     (weights / "model.safetensors").write_bytes(b"another policy's weights")
     assert snapshot_key(weights) == snapshot_key(chat_dir)  # a new policy step, the same tokenizer
+    (weights / "additional_chat_templates").mkdir()
+    (weights / "additional_chat_templates" / "tool_use.jinja").write_text("{{ messages }}")
+    assert snapshot_key(weights) != snapshot_key(chat_dir)  # transformers would read named templates too
 
 
 def test_a_model_directory_saved_by_swarmrl_round_trips(tmp_path) -> None:
