@@ -147,12 +147,20 @@ class SnapshotTokenizer:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SnapshotError(f"{path}: not a readable snapshot ({exc})") from exc
         try:
-            fields = _checked_fields(data, key)
+            return cls.from_data(data, key, name_or_path)
+        except SnapshotError as exc:
+            raise SnapshotError(f"{path}: {exc}") from exc
+
+    @classmethod
+    def from_data(cls, data: Any, key: str, name_or_path: str) -> SnapshotTokenizer:
+        """The tokenizer a snapshot's parsed JSON describes, checked as a restart checks it."""
+        fields = _checked_fields(data, key)
+        try:
             backend = Tokenizer.from_str(data["backend"])
         except Exception as exc:  # noqa: BLE001 — tokenizers' from_str raises a plain Exception
-            raise SnapshotError(f"{path}: {exc}") from exc
+            raise SnapshotError(f"its backend tokenizer does not load: {exc}") from exc
         if backend.get_vocab_size(with_added_tokens=True) != fields["size"]:
-            raise SnapshotError(f"{path}: the backend's vocabulary is not the size the snapshot records")
+            raise SnapshotError("the backend's vocabulary is not the size the snapshot records")
         return cls(backend, fields, name_or_path)
 
 
@@ -357,10 +365,9 @@ def snapshot_of(tokenizer: Any, key: str, settings: PromptSection) -> dict[str, 
         "split_special_tokens": bool(tokenizer.split_special_tokens),
     }
     try:
-        fields = _checked_fields(data, key)
+        snapshot = SnapshotTokenizer.from_data(data, key, tokenizer.name_or_path)
     except SnapshotError as exc:
-        raise SnapshotError(f"its fields do not fit a snapshot: {exc}") from exc
-    snapshot = SnapshotTokenizer(Tokenizer.from_str(data["backend"]), fields, tokenizer.name_or_path)
+        raise SnapshotError(f"it does not fit a snapshot: {exc}") from exc
     difference = first_difference(tokenizer, snapshot, settings)
     if difference is not None:
         raise SnapshotError(f"the snapshot would differ from transformers: {difference}")
