@@ -21,7 +21,13 @@ import aiohttp
 
 from swarmrl.configs.shardcast import ClientConfig, HashAlgorithm
 from swarmrl.shardcast.delta import rebuild_file
-from swarmrl.shardcast.discovery import Bounds, announced_versions, newest_verified
+from swarmrl.shardcast.discovery import (
+    Bounds,
+    announced_versions,
+    as_version,
+    enclosed_manifest,
+    newest_verified,
+)
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError, ShardIntegrityError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
 from swarmrl.shardcast.hashing import digest_range
@@ -128,48 +134,91 @@ class ShardcastClient:
         return found[0].version if found is not None else None
 
     async def wait_for_version(self, after: int, timeout_s: float, ceiling: int | None = None) -> int | None:
+        """The version `next_verified` finds, or None at the timeout."""
+        found = await self.next_verified(after, timeout_s, ceiling)
+        return found[0].version if found is not None else None
+
+    async def next_verified(
+        self, after: int, timeout_s: float, ceiling: int | None = None
+    ) -> tuple[Manifest, bytes] | None:
         """Long-poll the sources until a version in (after, ceiling] is announced and its signed manifest
-        verifies; None at the timeout. A source announcing a version it cannot back is demoted and, while it
-        backs off, not listened to."""
+        verifies, and return that manifest; None at the timeout. An announcement carries its version's
+        manifest, so a genuine one is the answer at once; one without (or with a manifest that does not verify)
+        sends the client to ask every source for the newest version it can back. A source announcing a version
+        it cannot back is demoted there and, while it backs off, not listened to."""
         deadline = time.monotonic() + timeout_s
         bounds = Bounds(floor=after, ceiling=ceiling)
-        while (remaining := deadline - time.monotonic()) > 0:
-            if not await self._announcement(bounds, remaining):
-                return None
-            found = await self.newest_verified(ceiling, after)
-            if found is not None:
-                return found[0].version
-            await asyncio.sleep(min(self.config.backoff_base_s, max(deadline - time.monotonic(), 0)))
-        return None
+        # Which source is near decides where the download goes; asking every source for its versions measured
+        # that, so a source not measured yet is measured while the announcement is awaited.
+        probes = [
+            asyncio.create_task(self._measure_round_trip(url))
+            for url in self.sources
+            if self.selector.stats[url].round_trip is None
+        ]
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                announced = await self._announcement(bounds, remaining)
+                if announced is False:
+                    return None
+                if announced is not True:
+                    if probes:
+                        await asyncio.wait(probes, timeout=self.config.hedge_after_s)
+                    return announced
+                found = await self.newest_verified(ceiling, after)
+                if found is not None:
+                    return found
+                await asyncio.sleep(min(self.config.backoff_base_s, max(deadline - time.monotonic(), 0)))
+            return None
+        finally:
+            for probe in probes:
+                probe.cancel()
+            await asyncio.gather(*probes, return_exceptions=True)
 
-    async def _announcement(self, bounds: Bounds, timeout_s: float) -> bool:
-        """True as soon as a source (not backing off) announces a version within bounds; False at the timeout."""
+    async def _measure_round_trip(self, url: str) -> None:
+        sent = time.monotonic()
+        try:
+            await get_json(self.session, f"{url}/versions", timeout=self.config.connect_timeout_s)
+        except SourceFailure:
+            return  # measured on a later call, once it answers
+        self.selector.observe_round_trip(url, time.monotonic() - sent)
+
+    async def _announcement(self, bounds: Bounds, timeout_s: float) -> tuple[Manifest, bytes] | bool:
+        """As soon as a source (not backing off) announces a version within bounds: the verified manifest the
+        announcement carried, or True without one; False at the timeout."""
         now = time.monotonic()
         listening = [url for url in self.sources if self.selector.ready(url, now)] or self.sources
         tasks = [asyncio.create_task(self._long_poll(url, bounds, timeout_s)) for url in listening]
         try:
             for next_done in asyncio.as_completed(tasks, timeout=timeout_s + 5):
                 try:
-                    if await next_done:
-                        return True
+                    announced = await next_done
                 except TimeoutError:
                     return False
+                if announced is not False:
+                    return announced
             return False
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _long_poll(self, url: str, bounds: Bounds, timeout_s: float) -> bool:
+    async def _long_poll(self, url: str, bounds: Bounds, timeout_s: float) -> tuple[Manifest, bytes] | bool:
         after = -1 if bounds.floor is None else bounds.floor
         try:
             body = await get_json(
-                self.session, f"{url}/latest?after={after}&wait={timeout_s}", timeout=timeout_s + 5
+                self.session,
+                f"{url}/latest?after={after}&wait={timeout_s}&manifest=1",
+                timeout=timeout_s + 5,
             )
         except SourceFailure:
             await asyncio.sleep(min(timeout_s, 1.0))
             return False
-        return any(bounds.allows(v) for v in announced_versions(body))
+        if not any(bounds.allows(v) for v in announced_versions(body)):
+            return False
+        latest = as_version(body.get("latest"))
+        if latest is None or not bounds.allows(latest):
+            return True
+        return enclosed_manifest(body, latest, self.trainer_public_key, self.run_id) or True
 
     async def fetch(
         self, version: int | None = None, min_version: int | None = None, max_version: int | None = None
@@ -190,10 +239,9 @@ class ShardcastClient:
                     f"no source backs any version{bound} with a signed manifest: {self.sources}"
                 )
             return found[1]
-        final = self.dest_root / step_dir_name(version)
-        if final.is_dir() and manifest_path(final).is_file():
-            read_local_manifest(final, self.trainer_public_key, version)
-            return final
+        installed = self._installed(version)
+        if installed is not None:
+            return installed
         manifest, raw = await fetch_manifest(
             self.session,
             self.sources,
@@ -206,6 +254,18 @@ class ShardcastClient:
             run_id=self.run_id,
         )
         return await self._install(manifest, raw)
+
+    async def install(self, manifest: Manifest, raw: bytes) -> Path:
+        """Download, verify and install the version of a manifest already verified (`next_verified`'s)."""
+        self.last_stats = TransferStats()
+        return self._installed(manifest.version) or await self._install(manifest, raw)
+
+    def _installed(self, version: int) -> Path | None:
+        final = self.dest_root / step_dir_name(version)
+        if final.is_dir() and manifest_path(final).is_file():
+            read_local_manifest(final, self.trainer_public_key, version)
+            return final
+        return None
 
     async def refresh(
         self, ceiling: int | None = None, min_version: int | None = None
@@ -415,15 +475,23 @@ class CheckpointFetcher:
         self, version: int | None = None, min_version: int | None = None, max_version: int | None = None
     ) -> Path:
         """`ShardcastClient.fetch`: install `version` (None: the newest verified, at most `max_version`)."""
+        return self._installed_by(lambda client: client.fetch(version, min_version, max_version))
 
-        async def fetching(client: ShardcastClient) -> Path:
+    def install(self, manifest: Manifest, raw: bytes) -> Path:
+        """`ShardcastClient.install`: the version of a verified manifest, downloaded and installed."""
+        return self._installed_by(lambda client: client.install(manifest, raw))
+
+    def _installed_by(self, installing: Callable[[ShardcastClient], Awaitable[Path]]) -> Path:
+        """Run an install (one at a time) and keep what it moved as `last_stats`."""
+
+        async def work(client: ShardcastClient) -> Path:
             try:
-                return await client.fetch(version, min_version, max_version)
+                return await installing(client)
             finally:
                 self.last_stats = client.last_stats
 
         with self._installing:
-            return self._run(fetching)
+            return self._run(work)
 
     def refresh(self, ceiling: int | None = None) -> tuple[int, Path] | None:
         """`ShardcastClient.refresh`: the newest installed version at most `ceiling` after installing a
@@ -434,6 +502,12 @@ class CheckpointFetcher:
     def wait_for_version(self, after: int, timeout_s: float, ceiling: int | None = None) -> int | None:
         """`ShardcastClient.wait_for_version`: a version in (after, ceiling] once announced and signed."""
         return self._run(lambda client: client.wait_for_version(after, timeout_s, ceiling))
+
+    def next_verified(
+        self, after: int, timeout_s: float, ceiling: int | None = None
+    ) -> tuple[Manifest, bytes] | None:
+        """`ShardcastClient.next_verified`: the signed manifest of a version in (after, ceiling] once announced."""
+        return self._run(lambda client: client.next_verified(after, timeout_s, ceiling))
 
 
 def fetch_checkpoint(

@@ -6,6 +6,10 @@ above it costs nothing). The manifests of all claimed versions are then fetched 
 race over its claimants first and then the other sources. The newest manifest that verifies wins; a higher claim still unproven
 `hedge_after_s` after that (or `discovery_timeout_s` after the start) is abandoned. A source whose claim is not backed by a genuine manifest is demoted
 in the selector (a lie counts like a corrupt shard), so one liar costs a refresh at most one hedge delay.
+
+A long-poll's answer (`/latest?manifest=1`) carries the announced version's signed manifest: one that verifies
+makes that version real at once, without the round of asking (`enclosed_manifest`); one that does not sends the
+caller through that round, where its announcer is found out.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from dataclasses import dataclass
 import aiohttp
 
 from swarmrl.configs.shardcast import ClientConfig
+from swarmrl.shardcast.errors import ManifestError
 from swarmrl.shardcast.hedge import AllAttemptsFailed
-from swarmrl.shardcast.manifest import Manifest
+from swarmrl.shardcast.manifest import Manifest, parse_signed_manifest
 from swarmrl.shardcast.selection import SourcePolicy
 from swarmrl.shardcast.transfer import SourceFailure, TransferStats, get_json, race_manifest
 
@@ -47,6 +52,24 @@ def announced_versions(body: dict) -> list[int]:
     listed = body.get("versions")
     values = listed[:MAX_VERSIONS_READ] if isinstance(listed, list) else []
     return [v for v in (as_version(x) for x in [*values, body.get("latest")]) if v is not None]
+
+
+def enclosed_manifest(
+    body: dict, version: int, trainer_public_key: str, run_id: str | None = None
+) -> tuple[Manifest, bytes] | None:
+    """The signed manifest of `version` an untrusted /latest answer carried (`&manifest=1`), if it verifies;
+    None sends the caller to ask for it, in the race where an announcer that cannot back its claim is found out."""
+    enclosed = body.get("manifest")
+    if not isinstance(enclosed, str):
+        return None
+    raw = enclosed.encode("utf-8")
+    try:
+        manifest = parse_signed_manifest(
+            raw, trainer_public_key, expected_version=version, expected_run_id=run_id
+        )
+    except ManifestError:
+        return None
+    return manifest, raw
 
 
 async def collect_claims(

@@ -33,11 +33,11 @@ class Prefetch(threading.Thread):
         while not self.stop.is_set():
             held = local_versions(self.fetcher.dest_root)
             try:
-                version = self.fetcher.wait_for_version(held[-1] if held else -1, self.poll_s)
-                if version is not None:
-                    self.fetching = version
+                found = self.fetcher.next_verified(held[-1] if held else -1, self.poll_s)
+                if found is not None:
+                    version = self.fetching = found[0].version
                     announced = time.monotonic()
-                    self.fetcher.fetch(version)
+                    self.fetcher.install(*found)
                     # The node's share of a broadcast: a slow one shows here, a late announcement does not.
                     took, moved = time.monotonic() - announced, transfer_summary(self.fetcher.last_stats)
                     log.info(

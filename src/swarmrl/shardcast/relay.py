@@ -29,7 +29,7 @@ from aiohttp import web
 
 from swarmrl.configs.shardcast import ClientConfig, RelayConfig
 from swarmrl.shardcast.delta import rebuild_file
-from swarmrl.shardcast.discovery import as_version
+from swarmrl.shardcast.discovery import as_version, enclosed_manifest
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside, unique_temp_name
 from swarmrl.shardcast.hashing import digest_range
@@ -279,7 +279,9 @@ class Relay:
             if mirroring is not None and not mirroring.done():
                 await asyncio.sleep(0.05)  # its mirror is starting: the store lists it in a moment
                 continue
-            backed = self._enclosed_manifest(body, latest) or await self._verified_manifest(upstream, latest)
+            backed = enclosed_manifest(body, latest, self.public_key) or await self._verified_manifest(
+                upstream, latest
+            )
             if backed is None:
                 refuted = latest
                 self.metrics.manifests_rejected.labels("relay").inc()
@@ -310,18 +312,6 @@ class Relay:
                 continue
             self._start_mirror(version, manifest, raw)
             return
-
-    def _enclosed_manifest(self, body: dict, version: int) -> tuple[Manifest, bytes] | None:
-        """The signed manifest an announcement carried, if it verifies; None sends the relay to ask for it (an
-        upstream that sent a bad one is found out there, in the race every announcer's manifest goes through)."""
-        enclosed = body.get("manifest")
-        if not isinstance(enclosed, str):
-            return None
-        raw = enclosed.encode("utf-8")
-        try:
-            return parse_signed_manifest(raw, self.public_key, expected_version=version), raw
-        except ManifestError:
-            return None
 
     async def _verified_manifest(self, announcer: str, version: int) -> tuple[Manifest, bytes] | None:
         """The signed manifest of an announced version, asked of its announcer first (hedged to the other

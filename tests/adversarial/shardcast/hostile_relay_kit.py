@@ -38,6 +38,7 @@ class Lies:
     oversize: bool = False  # data answers carry 100 kB more than asked
     trickle_bytes_per_s: float | None = None  # data dribbles out at this rate, never silent for long
     silent_data: bool = False  # data requests are accepted and never answered
+    enclosed: bytes | None = None  # what /latest?manifest=1 encloses (default: the latest version's manifest)
     requests: list[str] = field(default_factory=list)  # every path asked, for assertions
 
 
@@ -112,7 +113,11 @@ def hostile_app(directory: Path, manifests: dict[int, bytes], lies: Lies | None 
 
     async def latest(request: web.Request) -> web.Response:
         found = announced()
-        return web.json_response({"latest": found[-1] if found else None})
+        answer: dict = {"latest": found[-1] if found else None}
+        enclosed = lies.enclosed if lies.enclosed is not None else manifests.get(answer["latest"])
+        if request.query.get("manifest") == "1" and enclosed is not None:
+            answer["manifest"] = enclosed.decode("utf-8")
+        return web.json_response(answer)
 
     app = web.Application(middlewares=[record])
     app.add_routes(

@@ -7,6 +7,7 @@ manifest of version 1000000000"), ~26 s per refresh, never installing a policy.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -147,6 +148,51 @@ def test_long_poll_ignores_a_version_nobody_can_back(world):
     started = time.monotonic()
     assert asyncio.run(run()) == 2
     assert time.monotonic() - started < REFRESH_BOUND_S
+
+
+def relabelled(raw: bytes, version: int) -> bytes:
+    """A genuine signed manifest with its version changed: the signature no longer covers it."""
+    signed = json.loads(raw)
+    signed["manifest"]["version"] = version
+    return json.dumps(signed).encode()
+
+
+@pytest.mark.parametrize("enclosing", ["a relabelled manifest", "an older genuine manifest"])
+def test_an_announcement_enclosing_a_manifest_that_does_not_verify_is_not_believed(world, enclosing):
+    genuine = world["dirs"]
+    raw_1 = (genuine[1] / ".shardcast" / "manifest.json").read_bytes()
+    lie = relabelled(raw_1, HUGE) if enclosing == "a relabelled manifest" else raw_1
+    lies = Lies(announce=HUGE, enclosed=lie)
+    bad = world["liar"](lies)
+    alone = CheckpointFetcher([bad], TRAINER.node_id, world["tmp"] / "a", QUICK, run_id="adv")
+    beside = CheckpointFetcher([bad, world["url"]], TRAINER.node_id, world["tmp"] / "b", QUICK, run_id="adv")
+
+    assert alone.next_verified(after=1, timeout_s=2) is None
+    assert alone.selector.stats[bad].corrupt >= 1  # its claim went through the race and was refuted there
+    started = time.monotonic()
+    manifest, _ = beside.next_verified(after=1, timeout_s=5)
+    assert manifest.version == 2
+    assert time.monotonic() - started < REFRESH_BOUND_S
+
+
+def test_a_genuine_announcement_is_installed_without_asking_for_its_manifest_again(world):
+    lies = Lies()  # an honest relay: its long-poll answer carries the announced version's signed manifest
+    honest = world["liar"](lies)
+    fetcher = CheckpointFetcher([honest], TRAINER.node_id, world["tmp"] / "w", QUICK, run_id="adv")
+
+    manifest, raw = fetcher.next_verified(after=-1, timeout_s=5)
+    installed = fetcher.install(manifest, raw)
+
+    assert manifest.version == 1  # the hostile kit serves version 1's files
+    assert (installed / "model.safetensors").read_bytes() == (
+        world["dirs"][1] / "model.safetensors"
+    ).read_bytes()
+    assert [p for p in lies.requests if p.endswith("/manifest")] == []
+    # Its round trip, which decides whether it is near, was measured meanwhile, once.
+    assert lies.requests.count("/versions") == 1
+    assert fetcher.selector.stats[honest].round_trip is not None
+    fetcher.next_verified(after=-1, timeout_s=5)
+    assert lies.requests.count("/versions") == 1
 
 
 def test_relay_does_not_chase_an_upstream_announcing_lies(world):
