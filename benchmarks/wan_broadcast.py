@@ -1,13 +1,15 @@
-"""One version's way to a far region over the emulated WAN, relays with and without cut-through (issue 35).
+"""One version's way to a far region over the emulated WAN, relays with and without cut-through, with small shards
+(issue 35).
 
 The trainer's origin in us publishes a version every `--period` seconds (a ~4 MB model whose every weight moves
 a little per step, so its delta is nearly as big: demo-wan's shape); a relay and a worker sit in asia behind
 the demo-wan links (250 ms RTT, 1% loss, the region's 20 Mbit/s). Per version: when the relay held its signed
 manifest, when it held the whole delta, when the worker installed the version; against the physical bound of
-`demo --wan` (delta bytes over 20 Mbit/s plus the RTT). Both arms run in one invocation, the relay started
-with `cut_through` on and off, nothing else on the machine: the broadcast path alone, without the swarm's CPU.
+`demo --wan` (delta bytes over 20 Mbit/s plus the RTT). The arms (`ARMS`) run in one invocation: the relay
+passing shards on cut-through or not, demo-wan's 512 KiB shards or 128 KiB ones with twice the requests in
+flight; nothing else on the machine: the broadcast path alone, without the swarm's CPU.
 
-    sudo .venv/bin/python benchmarks/wan_broadcast.py [--versions 10] [--period 4]
+    sudo .venv/bin/python benchmarks/wan_broadcast.py [--versions 10] [--period 4] [--arms a,b]
 
 Needs root (network namespaces, tc, nftables), like `demo --wan`.
 """
@@ -31,7 +33,12 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL_FLOATS = 1_000_000  # 4 MB of float32, demo-wan's checkpoint size
-SHARD = 512 * 1024  # demo-wan's shard size
+# arm → (relay passes shards on cut-through, shard size, shard requests a relay keeps in flight upstream)
+ARMS = {
+    "store-and-forward": (False, 512 * 1024, 8),  # demo-wan's shard size and the relay's default concurrency
+    "cut-through": (True, 512 * 1024, 8),
+    "small-shards": (False, 128 * 1024, 16),
+}
 
 
 def write_versions(root: Path, count: int) -> None:
@@ -56,7 +63,7 @@ def role_origin(args: argparse.Namespace) -> None:
         root,
         Identity.load(Path(args.dir) / "trainer.pem"),
         "bench",
-        OriginConfig(host="0.0.0.0", port=args.port, shard_size=SHARD),
+        OriginConfig(host="0.0.0.0", port=args.port, shard_size=ARMS[args.arm][1]),
     )
     origin.serve_in_thread()
     staged = Path(args.dir) / "versions"
@@ -78,7 +85,8 @@ def role_relay(args: argparse.Namespace) -> None:
         host="0.0.0.0",
         port=args.port,
         data_dir=Path(args.dir) / f"relay-{args.arm}",
-        cut_through=args.arm == "cut-through",
+        cut_through=ARMS[args.arm][0],
+        concurrency=ARMS[args.arm][2],
     )
     relay = Relay(config, args.key)
     notify = relay.notifier.notify
@@ -109,14 +117,14 @@ def role_worker(args: argparse.Namespace) -> None:
     fetcher = CheckpointFetcher(
         [args.upstream], args.key, Path(args.dir) / f"worker-{args.arm}", ClientConfig(), "bench"
     )
-    fetch = fetcher.fetch
+    install = fetcher.install
 
-    def timed(version, *rest, **options):
-        installed = fetch(version, *rest, **options)
-        print(json.dumps({"installed": version, "t": time.time()}), flush=True)
+    def timed(manifest, raw):
+        installed = install(manifest, raw)
+        print(json.dumps({"installed": manifest.version, "t": time.time()}), flush=True)
         return installed
 
-    fetcher.fetch = timed
+    fetcher.install = timed
     Prefetch(fetcher, threading.Event()).run()
 
 
@@ -203,6 +211,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--versions", type=int, default=10)
     parser.add_argument("--period", type=float, default=4.0)
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
     parser.add_argument("--role", choices=["origin", "relay", "worker"])
     for option in ("--dir", "--arm", "--key", "--upstream"):
         parser.add_argument(option)
@@ -236,7 +245,7 @@ def main() -> int:
         trainer.save(work / "trainer.pem")
         write_versions(work / "versions", args.versions)
         with World(wan, machines, services, work / "world") as world:
-            for arm in ("store-and-forward", "cut-through"):
+            for arm in args.arms.split(","):
                 results[arm] = run_arm(world, arm, work, args, trainer.node_id)
                 print(
                     f"{arm}: medians over {results[arm]['versions']} versions: relay holds the manifest "
@@ -245,10 +254,14 @@ def main() -> int:
                     f"the bound {results[arm]['bound']:.2f} s",
                     flush=True,
                 )
-    before, after = results["store-and-forward"]["installed"], results["cut-through"]["installed"]
-    print(
-        f"cut-through / store-and-forward, worker installed: {after / before:.2f}x ({after - before:+.2f} s)"
-    )
+    if "store-and-forward" in results:
+        before = results["store-and-forward"]["installed"]
+        for arm, figures in results.items():
+            if arm != "store-and-forward":
+                after = figures["installed"]
+                print(
+                    f"{arm} / store-and-forward, worker installed: {after / before:.2f}x ({after - before:+.2f} s)"
+                )
     return 0
 
 

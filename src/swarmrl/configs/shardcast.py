@@ -92,10 +92,9 @@ class RelayConfig(BaseModel):
         default_factory=WeightedSelection, description="which upstream gets the next request (as a client's)"
     )
     cut_through: bool = Field(
-        False,
+        True,
         description="pass a shard on while its bytes arrive from upstream, its last byte once it verified (a hop "
-        "then costs no whole shard's transfer). Off by default: clients judge a relay's speed by its responses, "
-        "and a shard passed on at its upstream's pace looks slow (hedged elsewhere, or cut at the throughput floor)",
+        "then costs no whole shard's transfer); off: a shard is served once it is held whole and verified",
     )
     connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 

@@ -96,7 +96,7 @@ def relay(
         typer.Option(
             help="pass a shard on while it arrives (its last byte once it verified); off: verified shards only"
         ),
-    ] = False,
+    ] = True,
 ) -> None:
     """Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them."""
     logging.basicConfig(level=logging.INFO)
