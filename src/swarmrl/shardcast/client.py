@@ -8,6 +8,7 @@ appears in one rename only after every file hash matched the signed manifest. In
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import shutil
@@ -25,6 +26,7 @@ from swarmrl.shardcast.discovery import (
     Bounds,
     announced_versions,
     as_version,
+    ask_versions,
     enclosed_manifest,
     newest_verified,
 )
@@ -175,12 +177,8 @@ class ShardcastClient:
             await asyncio.gather(*probes, return_exceptions=True)
 
     async def _measure_round_trip(self, url: str) -> None:
-        sent = time.monotonic()
-        try:
-            await get_json(self.session, f"{url}/versions", timeout=self.config.connect_timeout_s)
-        except SourceFailure:
-            return  # measured on a later call, once it answers
-        self.selector.observe_round_trip(url, time.monotonic() - sent)
+        with contextlib.suppress(SourceFailure):  # measured on a later call, once it answers
+            await ask_versions(self.session, url, self.selector, self.config)
 
     async def _announcement(self, bounds: Bounds, timeout_s: float) -> tuple[Manifest, bytes] | bool:
         """As soon as a source (not backing off) announces a version within bounds: the verified manifest the

@@ -72,6 +72,17 @@ def enclosed_manifest(
     return manifest, raw
 
 
+async def ask_versions(
+    session: aiohttp.ClientSession, url: str, selector: SourcePolicy, config: ClientConfig
+) -> list[int]:
+    """The versions `url` announces on /versions; its answer, given at once, measures its round trip."""
+    sent = time.monotonic()
+    body = await get_json(session, f"{url}/versions", timeout=config.connect_timeout_s)
+    selector.observe_round_trip(url, time.monotonic() - sent)
+    selector.record_reachable(url)
+    return announced_versions(body)
+
+
 async def collect_claims(
     session: aiohttp.ClientSession,
     sources: list[str],
@@ -84,11 +95,7 @@ async def collect_claims(
     as failed."""
 
     async def ask(url: str) -> list[int]:
-        sent = time.monotonic()
-        body = await get_json(session, f"{url}/versions", timeout=config.connect_timeout_s)
-        selector.observe_round_trip(url, time.monotonic() - sent)  # answered at once: a round trip
-        selector.record_reachable(url)
-        return announced_versions(body)
+        return await ask_versions(session, url, selector, config)
 
     now = time.monotonic()
     ready = [url for url in sources if selector.ready(url, now)]

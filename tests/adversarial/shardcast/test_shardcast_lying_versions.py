@@ -23,6 +23,7 @@ from adversarial.shardcast.hostile_relay_kit import (
 
 from swarmrl.configs.shardcast import OriginConfig, RelayConfig
 from swarmrl.shardcast import CheckpointFetcher, Origin, Relay, ServerThread, ShardcastClient, latest_version
+from swarmrl.shardcast.layout import manifest_path
 
 # A refresh with an honest source beside the liar costs one hedge delay (1 s) at most, plus the honest work.
 REFRESH_BOUND_S = 6.0
@@ -160,7 +161,7 @@ def relabelled(raw: bytes, version: int) -> bytes:
 @pytest.mark.parametrize("enclosing", ["a relabelled manifest", "an older genuine manifest"])
 def test_an_announcement_enclosing_a_manifest_that_does_not_verify_is_not_believed(world, enclosing):
     genuine = world["dirs"]
-    raw_1 = (genuine[1] / ".shardcast" / "manifest.json").read_bytes()
+    raw_1 = manifest_path(genuine[1]).read_bytes()
     lie = relabelled(raw_1, HUGE) if enclosing == "a relabelled manifest" else raw_1
     lies = Lies(announce=HUGE, enclosed=lie)
     bad = world["liar"](lies)
