@@ -1,13 +1,14 @@
-"""One version's way to a far region over the emulated WAN, relays with and without cut-through, with small shards
-(issue 35).
+"""One version's way to a far region over the emulated WAN: relays with and without cut-through, with requests
+parked for the next version, with small shards (issue 35).
 
 The trainer's origin in us publishes a version every `--period` seconds (a ~4 MB model whose every weight moves
 a little per step, so its delta is nearly as big: demo-wan's shape); a relay and a worker sit in asia behind
 the demo-wan links (250 ms RTT, 1% loss, the region's 20 Mbit/s). Per version: when the relay held its signed
 manifest, when it held the whole delta, when the worker installed the version; against the physical bound of
 `demo --wan` (delta bytes over 20 Mbit/s plus the RTT). The arms (`ARMS`) run in one invocation: the relay
-passing shards on cut-through or not, demo-wan's 512 KiB shards or 128 KiB ones with twice the requests in
-flight; nothing else on the machine: the broadcast path alone, without the swarm's CPU.
+passing shards on cut-through or not, parking its requests for the next version's delta upstream or not,
+demo-wan's 512 KiB shards or 128 KiB ones with twice the requests in flight; nothing else on the machine: the
+broadcast path alone, without the swarm's CPU.
 
     sudo .venv/bin/python benchmarks/wan_broadcast.py [--versions 10] [--period 4] [--arms a,b]
 
@@ -33,11 +34,18 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL_FLOATS = 1_000_000  # 4 MB of float32, demo-wan's checkpoint size
-# arm → (relay passes shards on cut-through, shard size, shard requests a relay keeps in flight upstream)
+# arm → (relay passes shards on cut-through, shard size, shard requests a relay keeps in flight upstream, relay
+# parks the next version's delta requests upstream)
 ARMS = {
-    "store-and-forward": (False, 512 * 1024, 8),  # demo-wan's shard size and the relay's default concurrency
-    "cut-through": (True, 512 * 1024, 8),
-    "small-shards": (False, 128 * 1024, 16),
+    "store-and-forward": (
+        False,
+        512 * 1024,
+        8,
+        False,
+    ),  # demo-wan's shard size, the relay's default concurrency
+    "cut-through": (True, 512 * 1024, 8, False),
+    "parked": (True, 512 * 1024, 8, True),  # the relay's defaults
+    "small-shards": (False, 128 * 1024, 16, False),
 }
 
 
@@ -87,6 +95,7 @@ def role_relay(args: argparse.Namespace) -> None:
         data_dir=Path(args.dir) / f"relay-{args.arm}",
         cut_through=ARMS[args.arm][0],
         concurrency=ARMS[args.arm][2],
+        park_next=ARMS[args.arm][3],
     )
     relay = Relay(config, args.key)
     notify = relay.notifier.notify

@@ -96,6 +96,12 @@ class RelayConfig(BaseModel):
         description="pass a shard on while its bytes arrive from upstream, its last byte once it verified (a hop "
         "then costs no whole shard's transfer); off: a shard is served once it is held whole and verified",
     )
+    park_next: bool = Field(
+        True,
+        description="once a version's manifest is in, send the requests for the next version's delta shards at "
+        "once, held upstream until it is published (its bytes then leave with its announcement: a round trip "
+        "saved on a long path); off: requested once the next version is announced",
+    )
     connections: ConnectionLimits = Field(default_factory=server_limits, description=CONNECTIONS_DESCRIPTION)
 
 

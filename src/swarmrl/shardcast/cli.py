@@ -97,6 +97,13 @@ def relay(
             help="pass a shard on while it arrives (its last byte once it verified); off: verified shards only"
         ),
     ] = True,
+    park_next: Annotated[
+        bool,
+        typer.Option(
+            help="send the next version's delta requests upstream before it is published (held there until it "
+            "is: its bytes leave with its announcement); off: requested once it is announced"
+        ),
+    ] = True,
 ) -> None:
     """Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them."""
     logging.basicConfig(level=logging.INFO)
@@ -109,6 +116,7 @@ def relay(
         gc_grace_s=gc_grace_s,
         pinned_versions=pin or [],
         cut_through=cut_through,
+        park_next=park_next,
     )
     server = Relay(config, trainer_public_key)
     beside = None

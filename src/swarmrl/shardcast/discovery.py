@@ -9,7 +9,9 @@ in the selector (a lie counts like a corrupt shard), so one liar costs a refresh
 
 A long-poll's answer (`/latest?manifest=1`) carries the announced version's signed manifest: one that verifies
 makes that version real at once, without the round of asking (`enclosed_manifest`); one that does not sends the
-caller through that round, where its announcer is found out.
+caller through that round, where its announcer is found out. It also lists the shards the announcer holds of it
+(`claimed_shards`), so a download from across a long path starts without first asking for them; a claim is as
+untrusted as any availability answer: a shard the announcer turns out not to hold is asked for again.
 """
 
 from __future__ import annotations
@@ -70,6 +72,17 @@ def enclosed_manifest(
     except ManifestError:
         return None
     return manifest, raw
+
+
+def claimed_shards(body: dict, manifest: Manifest) -> set[int]:
+    """The shards of `manifest`'s version an untrusted /latest answer says its announcer holds; a malformed
+    list claims nothing (the download then asks the announcer, as it asks every source)."""
+    listed = body.get("shards")
+    indices = {s.index for s in manifest.all_shards}
+    if not isinstance(listed, list) or len(listed) > len(indices):
+        return set()
+    claimed = {i for i in listed if isinstance(i, int) and not isinstance(i, bool)}
+    return claimed if len(claimed) == len(listed) and claimed <= indices else set()
 
 
 async def ask_versions(

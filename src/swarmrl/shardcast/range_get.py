@@ -200,25 +200,55 @@ def fetch_range_into(pool: ConnectionPool, url: str, sink: RangeSink) -> None:
     """
     if sink.cancelled:
         raise SourceFailure("download cancelled")
+    receive_range(request_range(pool, url, sink.first, sink.length, sink), sink)
+
+
+@dataclass
+class RangeAnswer:
+    """A range request whose answer's head has arrived; its body is still to be read (`receive_range`)."""
+
+    pool: ConnectionPool
+    netloc: tuple[str, str]  # (scheme, host:port), where the connection goes back to
+    connection: http.client.HTTPConnection
+    response: http.client.HTTPResponse
+
+    def close(self) -> None:
+        """Nobody will read the body: drop the connection (its bytes stop coming)."""
+        self.pool.discard(self.connection)
+
+
+def request_range(
+    pool: ConnectionPool, url: str, first: int, length: int, sink: RangeSink | None = None
+) -> RangeAnswer:
+    """Send the range request and wait for the answer's head (SourceFailure for a wrong status or range); a
+    `sink` given can cut the request while it waits."""
     parts = urlsplit(url)
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     for attempt in range(2):
         connection, reused = pool.take(parts.scheme, parts.netloc)
         try:
             with _discarded_on_failure(pool, connection):
-                sink._attach(connection)
-                response = _request(connection, target, sink.first, sink.length)
-            break
+                if sink is not None:
+                    sink._attach(connection)
+                response = _request(connection, target, first, length)
+            return RangeAnswer(pool, (parts.scheme, parts.netloc), connection, response)
         except SourceFailure as failure:
             if reused and attempt == 0 and isinstance(failure.__cause__, _STALE_CONNECTION):
                 continue  # the server closed an idle keep-alive connection: one retry on a fresh one
             raise
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def receive_range(answer: RangeAnswer, sink: RangeSink) -> None:
+    """Read an answered range request's body into the sink; the connection is kept for reuse when it can be."""
+    pool, connection, response = answer.pool, answer.connection, answer.response
     with _discarded_on_failure(pool, connection):
+        sink._attach(connection)
         _receive(response, sink)
     if response.length == 0:
         response.read()  # marks the exhausted response closed, so the connection may send again
     if response.isclosed() and not response.will_close:
-        pool.give_back(parts.scheme, parts.netloc, connection)
+        pool.give_back(*answer.netloc, connection)
     else:
         pool.discard(connection)
 

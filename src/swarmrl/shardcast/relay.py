@@ -29,13 +29,14 @@ from aiohttp import web
 
 from swarmrl.configs.shardcast import ClientConfig, RelayConfig
 from swarmrl.shardcast.delta import rebuild_file
-from swarmrl.shardcast.discovery import as_version, enclosed_manifest
+from swarmrl.shardcast.discovery import as_version, claimed_shards, enclosed_manifest
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside, unique_temp_name
 from swarmrl.shardcast.hashing import digest_range
 from swarmrl.shardcast.hedge import AllAttemptsFailed
 from swarmrl.shardcast.layout import META_DIR, manifest_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
+from swarmrl.shardcast.parking import ParkedRanges
 from swarmrl.shardcast.range_get import IdleConnections
 from swarmrl.shardcast.selection import source_policy
 from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app, start_site
@@ -163,6 +164,11 @@ class Relay:
         self._tasks: list[asyncio.Task] = []
         self._session: aiohttp.ClientSession | None = None
         self._idle = IdleConnections()  # keep-alive shard connections upstream, from one version to the next
+        self.parked = (
+            ParkedRanges(self.client_config, config.long_poll_s, self.client_config.concurrency)
+            if config.park_next
+            else None
+        )
         self.stats: dict[int, TransferStats] = {}
         self.mirror_seconds: dict[int, float] = {}  # version → seconds its (last) mirroring pass took
 
@@ -230,6 +236,8 @@ class Relay:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self._session.close()
+        if self.parked is not None:
+            self.parked.close()
         self._idle.close()
 
     # ---- following upstreams -------------------------------------------------------------------------
@@ -279,15 +287,17 @@ class Relay:
             if mirroring is not None and not mirroring.done():
                 await asyncio.sleep(0.05)  # its mirror is starting: the store lists it in a moment
                 continue
-            backed = enclosed_manifest(body, latest, self.public_key) or await self._verified_manifest(
-                upstream, latest
-            )
+            enclosed = enclosed_manifest(body, latest, self.public_key)
+            backed = enclosed or await self._verified_manifest(upstream, latest)
             if backed is None:
                 refuted = latest
                 self.metrics.manifests_rejected.labels("relay").inc()
                 await asyncio.sleep(max(self.selector.earliest_ready([upstream]) - time.monotonic(), 0.05))
                 continue
-            self._start_mirror(latest, *backed)
+            claimed = {upstream: claimed_shards(body, enclosed[0])} if enclosed else None
+            self._start_mirror(latest, *backed, claimed=claimed)
+            if self.parked is not None:
+                self.parked.park_next(upstream, backed[0])
 
     async def _mirror_pinned(self, version: int) -> None:
         """Mirror a pinned version this relay lacks, however old: ask the upstreams for its signed manifest
@@ -341,21 +351,35 @@ class Relay:
             return None
         return manifest, raw
 
-    def _start_mirror(self, version: int, manifest: Manifest | None = None, raw: bytes | None = None) -> None:
-        """Mirror `version`: one already held (after a restart), or a new one whose verified manifest is given."""
+    def _start_mirror(
+        self,
+        version: int,
+        manifest: Manifest | None = None,
+        raw: bytes | None = None,
+        claimed: dict[str, set[int]] | None = None,
+    ) -> None:
+        """Mirror `version`: one already held (after a restart), or a new one whose verified manifest is given
+        (with the shards its announcer claimed to hold, requested at once)."""
         task = self._mirroring.get(version)
         if task is None or task.done():
-            self._mirroring[version] = asyncio.create_task(self._mirror(version, manifest, raw))
+            self._mirroring[version] = asyncio.create_task(self._mirror(version, manifest, raw, claimed))
 
-    async def _mirror(self, version: int, manifest: Manifest | None, raw: bytes | None) -> None:
+    async def _mirror(
+        self,
+        version: int,
+        manifest: Manifest | None,
+        raw: bytes | None,
+        claimed: dict[str, set[int]] | None = None,
+    ) -> None:
         assert self._session is not None
         stats = self.stats.setdefault(version, TransferStats())
         while True:
             try:
-                await self._mirror_once(version, manifest, raw, stats)
+                await self._mirror_once(version, manifest, raw, stats, claimed)
                 return
             except ShardcastError as exc:
                 log.warning("relay: mirroring version %d stalled: %s", version, exc)
+                claimed = None  # stale by now: a retry asks every upstream afresh
                 await asyncio.sleep(self.config.retry_interval_s)
             held = self._windowed(self.store.versions())
             pinned = version in self.config.pinned_versions
@@ -367,7 +391,12 @@ class Relay:
                 return  # it fell out of the window while failing; stop trying
 
     async def _mirror_once(
-        self, version: int, manifest: Manifest | None, raw: bytes | None, stats: TransferStats
+        self,
+        version: int,
+        manifest: Manifest | None,
+        raw: bytes | None,
+        stats: TransferStats,
+        claimed: dict[str, set[int]] | None,
     ) -> None:
         assert self._session is not None
         entry = self.store.get(version)
@@ -415,10 +444,14 @@ class Relay:
                 mark,
                 self._idle,
                 self.store.in_flight if self.config.cut_through else None,
+                claimed,
+                self.parked,
             )
             try:
                 await downloader.download(batch)
             finally:
+                if self.parked is not None:  # what was parked for this version and not taken is not wanted
+                    self.parked.drop(version)
                 if stats.corrupt_shards:
                     self.metrics.shards_rejected.labels("relay").inc(stats.corrupt_shards)
                     stats.corrupt_shards = 0

@@ -3,11 +3,13 @@
 Routes (all GET):
   /versions                         {"versions": [...], "latest": k | null}
   /latest?after=K&wait=S            long-poll: answers as soon as a version > K exists, or after S seconds;
-                                    &manifest=1 adds that version's signed manifest (one round trip less)
+                                    &manifest=1 adds that version's signed manifest and the shards held
+                                    of it (two round trips less: the manifest's and the availability's)
   /v/{version}/manifest             the signed manifest bytes, exactly as the trainer wrote them
   /v/{version}/availability         {"version": k, "shards": [...]}: verified, or arriving (a relay, see below);
                                     ?known=N&wait=S long-polls
-  /v/{version}/data/{path}          file bytes; Range requests are honoured and sent with sendfile
+  /v/{version}/data/{path}          file bytes; Range requests are honoured and sent with sendfile;
+                                    ?wait=S holds a request for a version not held yet until it is (parked)
   /metrics                          Prometheus text format
 A range is served when every shard it touches is held, or (a relay) when it lies in one shard whose request
 upstream is in flight: then its bytes go out as they land and the last one only once the shard verified; the
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import re
 import socket
@@ -191,11 +194,10 @@ class ReadRoutes:
     async def latest(self, request: web.Request) -> web.Response:
         try:
             after = int(request.query.get("after", "-1"))
-            wait = min(float(request.query.get("wait", "0")), MAX_LONG_POLL_S)
         except ValueError:
             self.count("latest", 400)
-            raise web.HTTPBadRequest(text="after must be an integer and wait a number") from None
-        deadline = time.monotonic() + max(wait, 0.0)
+            raise web.HTTPBadRequest(text="after must be an integer") from None
+        deadline = time.monotonic() + self._wait_arg(request, "latest")
         while True:
             found = self.refresh_gauges()
             newest = found[-1] if found else None
@@ -207,8 +209,20 @@ class ReadRoutes:
                     raw = self.store.manifest_bytes(newest)
                     if raw is not None:  # collected meanwhile: the caller asks for it
                         answer["manifest"] = raw.decode("utf-8")
+                        answer["shards"] = self.store.available_shards(newest)
                 return web.json_response(answer)
             await self.notifier.wait(remaining)
+
+    def _wait_arg(self, request: web.Request, endpoint: str) -> float:
+        """`?wait=S`: how long a long-poll may hold the answer, in [0, MAX_LONG_POLL_S]."""
+        try:
+            wait = float(request.query.get("wait", "0"))
+        except ValueError:
+            wait = math.nan
+        if math.isnan(wait):
+            self.count(endpoint, 400)
+            raise web.HTTPBadRequest(text="wait must be a number of seconds")
+        return min(max(wait, 0.0), MAX_LONG_POLL_S)
 
     async def manifest(self, request: web.Request) -> web.Response:
         raw = self.store.manifest_bytes(_version_arg(request))
@@ -223,11 +237,10 @@ class ReadRoutes:
         version = _version_arg(request)
         try:
             known = int(request.query.get("known", "-1"))
-            wait = min(float(request.query.get("wait", "0")), MAX_LONG_POLL_S)
         except ValueError:
             self.count("availability", 400)
-            raise web.HTTPBadRequest(text="known must be an integer and wait a number") from None
-        deadline = time.monotonic() + max(wait, 0.0)
+            raise web.HTTPBadRequest(text="known must be an integer") from None
+        deadline = time.monotonic() + self._wait_arg(request, "availability")
         while True:
             shards = self.store.available_shards(version)
             if shards is None:
@@ -242,6 +255,9 @@ class ReadRoutes:
     async def data(self, request: web.Request) -> web.StreamResponse:
         version = _version_arg(request)
         path = request.match_info["path"]
+        deadline = time.monotonic() + self._wait_arg(request, "data")
+        while self.store.manifest_bytes(version) is None and (remaining := deadline - time.monotonic()) > 0:
+            await self.notifier.wait(remaining)
         size = self.store.file_size(version, path)
         if size is None:
             self.count("data", 404)
@@ -301,6 +317,16 @@ class ReadRoutes:
                         break
                     await response.write(chunk)
                     sent += len(chunk)
+        except ConnectionError:
+            # The client hung up (a hedge it lost, a source it cut below its floor): not an error here.
+            log.debug(
+                "version %d: %s from %d: the client left after %d bytes",
+                version,
+                local.name,
+                start,
+                sent - start,
+            )
+            return response
         finally:
             self.store.touch(version, -1)
             self.metrics.bytes_served.labels(self.metrics.role).inc(sent - start)

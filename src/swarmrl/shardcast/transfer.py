@@ -29,6 +29,7 @@ from swarmrl.shardcast.fsutil import copy_region, resolve_inside, zero_region
 from swarmrl.shardcast.hashing import new_hasher
 from swarmrl.shardcast.hedge import AllAttemptsFailed, first_success
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
+from swarmrl.shardcast.parking import ParkedRanges
 from swarmrl.shardcast.range_get import (
     WRITE_BATCH,
     ConnectionPool,
@@ -37,6 +38,7 @@ from swarmrl.shardcast.range_get import (
     RangeSink,
     SourceFailure,
     fetch_range_into,
+    receive_range,
 )
 from swarmrl.shardcast.selection import SourcePolicy
 from swarmrl.shardcast.streaming import STREAM_WRITE_BATCH, InFlight, InFlightShards
@@ -261,8 +263,11 @@ class ShardDownloader:
     Files must already be preallocated. `on_verified` runs (in the event loop) after each shard's bytes are on
     disk and hash to the signed value; `idle`: keep-alive connections that outlive this download; `in_flight`
     (a relay's): where each in-place request is registered while it runs, so its bytes can be passed on as they
-    land. Every request is held to the throughput floor (cut and its source demoted below it) and a straggling
-    one is hedged on a second source.
+    land; `claimed`: the shards a source said it holds when it announced the version, requested at once instead
+    of after a round trip asking for its shard list (untrusted like that list: a shard it lacks is asked again);
+    `parked` (a relay's): requests sent before the version was published, taken over for the shards they match.
+    Every request is held to the throughput floor (cut and its source demoted below it) and a straggling one is
+    hedged on a second source.
     """
 
     def __init__(
@@ -277,6 +282,8 @@ class ShardDownloader:
         on_verified: Callable[[ShardEntry], Awaitable[None] | None] | None = None,
         idle: IdleConnections | None = None,
         in_flight: InFlightShards | None = None,
+        claimed: dict[str, set[int]] | None = None,
+        parked: ParkedRanges | None = None,
     ) -> None:
         self.session = session
         self.manifest = manifest
@@ -287,7 +294,8 @@ class ShardDownloader:
         self.stats = stats
         self.on_verified = on_verified
         self.in_flight = in_flight
-        self.available: dict[str, set[int]] = {url: set() for url in sources}
+        self.parked = parked
+        self.available: dict[str, set[int]] = {url: set((claimed or {}).get(url, ())) for url in sources}
         self._complete_sources: set[str] = set()
         self._followers: dict[str, asyncio.Task] = {}
         self._fds: dict[str, int] = {}
@@ -311,6 +319,7 @@ class ShardDownloader:
         if not shards:
             return
         self._needed = {s.index for s in shards}
+        self._complete_sources = {url for url, held in self.available.items() if self._needed <= held}
         self._grew_at = dict.fromkeys(self.sources, time.monotonic())
         pending = collections.deque(shards)
         in_flight = [0]
@@ -440,7 +449,7 @@ class ShardDownloader:
                 pending.append(shard)
                 await self._wait_for_change(0.1)
                 continue
-            url = self.selector.choose(candidates, now)
+            url = self._parked_at(shard, candidates) or self.selector.choose(candidates, now)
             if url is None:
                 pending.append(shard)
                 await self._wait_for_change(min(self.selector.earliest_ready(candidates) - now, 0.5))
@@ -541,6 +550,14 @@ class ShardDownloader:
         )
         return [] if mirroring else self.selector.near(candidates)
 
+    def _parked_at(self, shard: ShardEntry, candidates: list[str]) -> str | None:
+        """The candidate holding a request for this shard parked before the version existed: its bytes may be
+        arriving already."""
+        if self.parked is None:
+            return None
+        version = self.manifest.version
+        return next((url for url in candidates if self.parked.has(url, version, shard)), None)
+
     def _only_slow(self, shard: ShardEntry, candidates: list[str], now: float) -> bool:
         """True while every candidate is measured below the floor, for up to `hedge_after_s` per shard."""
         if any(self.selector.throughput(url) >= self.config.min_throughput_bytes_s for url in candidates):
@@ -600,8 +617,9 @@ class ShardDownloader:
         if self.in_flight is not None and not hedge:
             flight = self.in_flight.started(self.manifest.version, shard, sink)
         address = f"{url}/v/{self.manifest.version}/data/{quote(shard.path)}"
+        parked_at = url if self.parked is not None and not hedge else None
         future = asyncio.get_running_loop().run_in_executor(
-            self._fetchers, self._fetch_verified, address, sink, shard.digest
+            self._fetchers, self._fetch_verified, address, sink, shard, parked_at
         )
         if hedge:
             self._hedges += 1
@@ -620,10 +638,18 @@ class ShardDownloader:
         await asyncio.shield(asyncio.gather(*(t.future for t in transfers), return_exceptions=True))
         self._hedges -= sum(1 for t in transfers if t.scratch is not None)
 
-    def _fetch_verified(self, address: str, sink: RangeSink, expected: str) -> None:
-        """Runs on a fetch thread."""
-        fetch_range_into(self._pool, address, sink)
-        if sink.digest.hexdigest() != expected:
+    def _fetch_verified(
+        self, address: str, sink: RangeSink, shard: ShardEntry, parked_at: str | None
+    ) -> None:
+        """Runs on a fetch thread: takes over the request parked at `parked_at` for this shard if there is one."""
+        answer = None
+        if parked_at is not None and self.parked is not None:
+            answer = self.parked.take(parked_at, self.manifest.version, shard)
+        if answer is not None:
+            receive_range(answer, sink)
+        else:
+            fetch_range_into(self._pool, address, sink)
+        if sink.digest.hexdigest() != shard.digest:
             raise CorruptShard(f"{self.manifest.hash_algorithm} does not match the signed manifest")
 
     def _settle(self, shard: ShardEntry, transfer: _Transfer, now: float) -> bool:

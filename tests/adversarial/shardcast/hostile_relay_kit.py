@@ -39,6 +39,7 @@ class Lies:
     trickle_bytes_per_s: float | None = None  # data dribbles out at this rate, never silent for long
     silent_data: bool = False  # data requests are accepted and never answered
     enclosed: bytes | None = None  # what /latest?manifest=1 encloses (default: the latest version's manifest)
+    holds_nothing: bool = False  # data answers are 404 and availability lists no shard, whatever it announced
     requests: list[str] = field(default_factory=list)  # every path asked, for assertions
 
 
@@ -51,13 +52,18 @@ def make_checkpoint(root: Path, version: int, size: int = 600_000) -> Path:
 
 
 def hostile_app(directory: Path, manifests: dict[int, bytes], lies: Lies | None = None) -> web.Application:
-    """Serves `manifests[v]` for version v from the files in `directory`, claims every shard, and lies."""
+    """Serves `manifests[v]` for version v from the files in `directory`, claims every shard (on /availability
+    and in its long-poll answer), and lies."""
     lies = lies or Lies()
 
     @web.middleware
     async def record(request: web.Request, handler):
         lies.requests.append(request.path)
         return await handler(request)
+
+    def held(raw: bytes) -> list[int]:
+        shards = SignedManifest.model_validate_json(raw).manifest.all_shards
+        return [] if lies.holds_nothing else [s.index for s in shards]
 
     def announced() -> list[int]:
         return sorted(set(manifests) | ({lies.announce} if lies.announce is not None else set()))
@@ -74,12 +80,11 @@ def hostile_app(directory: Path, manifests: dict[int, bytes], lies: Lies | None 
         raw = manifests.get(int(request.match_info["version"]))
         if raw is None:
             raise web.HTTPNotFound()
-        shards = SignedManifest.model_validate_json(raw).manifest.all_shards
-        return web.json_response(
-            {"version": int(request.match_info["version"]), "shards": [s.index for s in shards]}
-        )
+        return web.json_response({"version": int(request.match_info["version"]), "shards": held(raw)})
 
     async def data(request: web.Request) -> web.StreamResponse:
+        if lies.holds_nothing:
+            raise web.HTTPNotFound()
         content = (directory / request.match_info["path"]).read_bytes()
         start = request.http_range.start or 0
         stop = request.http_range.stop or len(content)
@@ -117,6 +122,9 @@ def hostile_app(directory: Path, manifests: dict[int, bytes], lies: Lies | None 
         enclosed = lies.enclosed if lies.enclosed is not None else manifests.get(answer["latest"])
         if request.query.get("manifest") == "1" and enclosed is not None:
             answer["manifest"] = enclosed.decode("utf-8")
+            answer["shards"] = [
+                s.index for s in SignedManifest.model_validate_json(enclosed).manifest.all_shards
+            ]
         return web.json_response(answer)
 
     app = web.Application(middlewares=[record])

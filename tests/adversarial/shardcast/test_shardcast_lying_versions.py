@@ -215,3 +215,38 @@ def test_relay_does_not_chase_an_upstream_announcing_lies(world):
     assert HUGE not in relay._mirroring  # no mirror task spins on the lie
     assert HUGE not in relay.store.versions()
     assert relay.selector.stats[bad].corrupt >= 1
+
+
+def test_a_relay_mirrors_from_the_truth_when_an_announcer_claims_shards_it_does_not_hold(tmp_path):
+    """The shards an announcement claims are requested at once; an announcer that holds none of them costs a
+    refused request per shard and then answers what it holds (nothing), and the genuine source serves them."""
+    root = tmp_path / "ckpt"
+    origin = Origin(root, TRAINER, "adv", OriginConfig(shard_size=SHARD, delta=False))
+    genuine = make_checkpoint(root, 1)
+    origin.publish(genuine, 1)
+    raw = origin.store.manifest_bytes(1)
+    lies = Lies(holds_nothing=True)
+    servers = [origin.serve_in_thread(), ServerThread(lambda: hostile_app(genuine, {1: raw}, lies)).start()]
+    relay = Relay(
+        RelayConfig(upstreams=[servers[1].url], data_dir=tmp_path / "relay", long_poll_s=1),
+        TRAINER.node_id,
+        QUICK,
+    )
+    servers.append(relay.serve_in_thread())
+    try:
+        deadline = time.monotonic() + 10
+        while not any(p.startswith("/v/1/data/") for p in lies.requests):
+            assert time.monotonic() < deadline, "the claimed shards were never asked for"
+            time.sleep(0.05)
+        asyncio.run_coroutine_threadsafe(relay.add_upstream(servers[0].url), servers[2].loop).result(5)
+        deadline = time.monotonic() + 20
+        while not (relay.store.get(1) is not None and relay.store.get(1).complete):
+            assert time.monotonic() < deadline, "relay did not mirror the version from the origin"
+            time.sleep(0.05)
+    finally:
+        for server in servers:
+            server.stop()
+
+    held = tmp_path / "relay" / "step_1" / "model.safetensors"
+    assert held.read_bytes() == (genuine / "model.safetensors").read_bytes()
+    assert "/v/1/availability" in lies.requests  # a refused shard sends the relay to ask what it holds

@@ -90,6 +90,26 @@ def test_relay_learns_new_version_promptly_through_long_poll(tmp_path, servers):
     assert time.monotonic() - published_at < 3.0  # the reference polls every 30 s
 
 
+def test_relay_fetches_an_announced_version_without_asking_the_origin_what_it_holds(tmp_path, servers):
+    """The long poll's answer lists the shards the origin holds with the manifest: over a long path the shard
+    requests go out at once, not one round trip later (the availability question used to be that trip)."""
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root, delta=True)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, 300_000), 1)
+    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
+    servers.append(relay_server)
+    wait_until(lambda: relay_holds(relay, 1))
+
+    asked = origin.metrics.requests.labels("origin", "availability", "200")
+    before = asked._value.get()
+    origin.publish(write_checkpoint(root, 2, 300_000, seed=5), 2)
+    wait_until(lambda: relay_holds(relay, 2), timeout=10)
+
+    assert_same_tree(root / "step_2", tmp_path / "relay" / "step_2")
+    assert asked._value.get() == before
+
+
 def test_client_long_poll_wakes_on_publish(tmp_path, servers):
     root = tmp_path / "ckpt"
     origin, server = start_origin(root)

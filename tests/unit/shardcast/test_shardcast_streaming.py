@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import random
+import socket
+import struct
 import threading
 import time
 import urllib.request
@@ -204,3 +207,35 @@ def test_the_end_of_a_replaced_request_leaves_the_newer_one_listed(mirror):
     assert store.in_flight.indices(1) == {shard.index}
     assert store.streamable(1, "model.safetensors", shard.offset, shard.offset + 10)[1] is new
     assert new.verified is None and old.verified is False
+
+
+def test_a_client_hanging_up_mid_shard_is_not_an_error(mirror, caplog):
+    """A client cuts a shard passed on to it (a hedge it lost, a source below its floor): the relay stops
+    sending quietly, logs no error, and serves the next client."""
+    store, shard = mirror["store"], mirror["shard"]
+    flight = store.in_flight.started(1, shard, mirror["sink"])
+    parts = urlsplit(mirror["url"])
+    client = socket.create_connection((parts.hostname, parts.port), timeout=10)
+    client.sendall(
+        f"GET /v/1/data/model.safetensors HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        f"Range: bytes={shard.offset}-{shard.offset + shard.length - 1}\r\n\r\n".encode()
+    )
+    land(mirror, 8_000)
+    assert client.recv(4096)  # the head, maybe some bytes: the response is under way
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()  # a reset, as a cut connection sends
+    with caplog.at_level(logging.DEBUG):
+        for upto in range(16_000, shard.length, 8_000):
+            land(mirror, upto)
+            time.sleep(0.02)
+        land(mirror, shard.length)
+        store.in_flight.ended(flight, verified=True)
+        time.sleep(QUIET_S)
+
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    store.get(1).verified.add(shard.index)
+    store.in_flight.recorded(1, shard.index)
+    reader = Reader(mirror["url"], shard.offset, shard.length)
+    reader.start()
+    reader.join(10)
+    assert bytes(reader.received) == mirror["bytes"][shard.offset : shard.offset + shard.length]
