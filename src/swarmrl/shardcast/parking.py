@@ -37,7 +37,7 @@ class ParkedRanges:
         self._pool = ConnectionPool(config.connect_timeout_s, wait_s + config.request_timeout_s, None)
         self._threads = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="shardcast-park")
         self._parked: dict[Key, Future[RangeAnswer]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._closed = False
         self.taken = 0  # answers a download took over (for logs and tests)
 
@@ -61,8 +61,9 @@ class ParkedRanges:
                     continue
                 url = f"{upstream}/v/{version}/data/{quote(path)}?wait={self.wait_s:g}"
                 future = self._threads.submit(request_range, self._pool, url, shard.offset, shard.length)
-                future.add_done_callback(lambda done, key=key: self._answered(key, done))
                 self._parked[key] = future
+                # Runs at once, under this lock, when the request already failed: hence the RLock.
+                future.add_done_callback(lambda done, key=key: self._answered(key, done))
                 parked += 1
         return parked
 

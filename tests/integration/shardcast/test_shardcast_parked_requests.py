@@ -4,6 +4,7 @@ caught by its digest like any other shard's."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import urllib.error
@@ -22,9 +23,10 @@ from shardcast_testkit import (
     write_checkpoint,
 )
 
-from swarmrl.configs.shardcast import RelayConfig
+from swarmrl.configs.shardcast import ClientConfig, RelayConfig
 from swarmrl.shardcast import Relay, ServerThread
 from swarmrl.shardcast.layout import delta_payload_path
+from swarmrl.shardcast.parking import ParkedRanges
 
 
 def get(url: str, headers: dict | None = None, timeout: float = 10) -> tuple[int, bytes]:
@@ -129,3 +131,37 @@ def test_forged_bytes_on_a_parked_request_are_refused_and_fetched_again(tmp_path
     assert forged, "no parked request was answered"
     assert relay.metrics.registry.get_sample_value("shardcast_shards_rejected_total", {"role": "relay"}) >= 1
     assert_same_tree(root / "step_3", tmp_path / "relay" / "step_3")
+
+
+def test_parked_requests_wait_for_their_version_and_those_refused_leave_room(tmp_path, servers):
+    """The next version's delta requests, predicted from this version's, wait at the origin until dropped;
+    requests refused at once (nothing listens there) leave the table as they fail, without blocking the caller,
+    so the next ones can be parked."""
+    root = tmp_path / "ckpt"
+    origin, server = start_origin(root, delta=True)
+    servers.append(server)
+    for version in (1, 2):
+        origin.publish(write_checkpoint(root, version, 600_000, seed=version), version)
+    manifest = origin.store.get(2).manifest
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{probe.getsockname()[1]}"  # closed again before anyone connects
+    files = {entry.payload_path: entry.path for entry in manifest.delta.entries}
+    predicted = [  # version 3's delta shards as predicted from version 2's
+        s.model_copy(update={"path": delta_payload_path(2, files[s.path])})
+        for s in manifest.delta.shards
+        if s.length == manifest.shard_size
+    ]
+    parked = ParkedRanges(ClientConfig(connect_timeout_s=1), wait_s=5, limit=16)
+    try:
+        assert parked.park_next(server.url, manifest) == len(predicted) > 0
+        time.sleep(0.3)
+        assert all(parked.has(server.url, 3, s) for s in predicted)  # held by the origin: no version 3 yet
+        parked.drop(3)
+        assert not any(parked.has(server.url, 3, s) for s in predicted)
+
+        assert parked.park_next(nobody, manifest) == len(predicted)
+        wait_until(lambda: not any(parked.has(nobody, 3, s) for s in predicted), timeout=5)
+        assert parked.park_next(nobody, manifest) == len(predicted)
+    finally:
+        parked.close()
