@@ -6,7 +6,10 @@ milliseconds of being published; an announcement counts only once the version's 
 hand (an upstream announcing versions it cannot back is demoted and not chased). It advertises a version as
 soon as its manifest verifies, and each shard once its request upstream is under way: the shard's bytes are
 passed on as they land and its last byte once they hash right (`swarmrl.shardcast.streaming`), so clients pull
-from a relay that is still mirroring without waiting a whole shard per hop.
+from a relay that is still mirroring without waiting a whole shard per hop. The announcement lists the shards
+its sender holds, requested at once; the next version's delta is requested before it exists, the requests held
+upstream until it is published (`swarmrl.shardcast.parking`), so over a long path its bytes arrive with its
+announcement rather than a round trip after it.
 Garbage collection spares versions with reads in flight or read within `gc_grace_s`.
 """
 
