@@ -81,6 +81,19 @@ def assert_same_tree(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+def origin_and_relay_holding_v1(tmp_path: Path, servers: list, model_bytes: int) -> tuple[Origin, Relay]:
+    """An origin publishing deltas under tmp_path/ckpt, version 1 published, and a relay under tmp_path/relay
+    that already holds it (both servers appended to `servers` for the fixture to stop)."""
+    root = tmp_path / "ckpt"
+    origin, origin_server = start_origin(root, delta=True)
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, model_bytes), 1)
+    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
+    servers.append(relay_server)
+    wait_until(lambda: relay_holds(relay, 1))
+    return origin, relay
+
+
 def relay_holds(relay: Relay, version: int) -> bool:
     entry = relay.store.get(version)
     return entry is not None and entry.complete

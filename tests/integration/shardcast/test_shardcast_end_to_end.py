@@ -18,6 +18,7 @@ from shardcast_testkit import (
     SlowLink,
     assert_same_tree,
     next_version,
+    origin_and_relay_holding_v1,
     relay_holds,
     start_origin,
     start_relay,
@@ -94,12 +95,7 @@ def test_relay_fetches_an_announced_version_without_asking_the_origin_what_it_ho
     """The long poll's answer lists the shards the origin holds with the manifest: over a long path the shard
     requests go out at once, not one round trip later (the availability question used to be that trip)."""
     root = tmp_path / "ckpt"
-    origin, origin_server = start_origin(root, delta=True)
-    servers.append(origin_server)
-    origin.publish(write_checkpoint(root, 1, 300_000), 1)
-    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
-    servers.append(relay_server)
-    wait_until(lambda: relay_holds(relay, 1))
+    origin, relay = origin_and_relay_holding_v1(tmp_path, servers, 300_000)
 
     asked = origin.metrics.requests.labels("origin", "availability", "200")
     before = asked._value.get()

@@ -16,9 +16,9 @@ from aiohttp import web
 from shardcast_testkit import (
     TRAINER,
     assert_same_tree,
+    origin_and_relay_holding_v1,
     relay_holds,
     start_origin,
-    start_relay,
     wait_until,
     write_checkpoint,
 )
@@ -72,12 +72,7 @@ def test_a_parked_request_for_a_version_never_published_ends(tmp_path, servers, 
 
 def test_a_relay_takes_over_the_requests_it_parked_for_the_next_delta(tmp_path, servers):
     root = tmp_path / "ckpt"
-    origin, origin_server = start_origin(root, delta=True)
-    servers.append(origin_server)
-    origin.publish(write_checkpoint(root, 1, 600_000), 1)
-    relay, relay_server = start_relay([origin_server.url], tmp_path / "relay")
-    servers.append(relay_server)
-    wait_until(lambda: relay_holds(relay, 1))
+    origin, relay = origin_and_relay_holding_v1(tmp_path, servers, 600_000)
     origin.publish(write_checkpoint(root, 2, 600_000, seed=4), 2)  # the delta 2 ← 1 is parked for 3 ← 2
     wait_until(lambda: relay_holds(relay, 2), timeout=10)
     taken = relay.parked.taken

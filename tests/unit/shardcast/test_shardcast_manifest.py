@@ -1,4 +1,5 @@
-"""The signed manifest: canonical bytes, signature, replay checks, structural checks on untrusted input."""
+"""The signed manifest: canonical bytes, signature, replay checks, structural checks on untrusted input (the
+manifest itself and the shards an announcement claims of it)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import pytest
 
 from swarmrl.identity import Identity
+from swarmrl.shardcast.discovery import claimed_shards
 from swarmrl.shardcast.errors import ManifestError
 from swarmrl.shardcast.manifest import (
     FileEntry,
@@ -137,3 +139,28 @@ def test_signed_but_structurally_bad_manifest_is_a_manifest_error():
     body["manifest"]["shards"][2]["length"] = 6
     with pytest.raises(ManifestError, match="malformed"):
         parse_signed_manifest(json.dumps(body).encode(), TRAINER.node_id)
+
+
+# The shards an untrusted long-poll answer claims its announcer holds: a well-formed claim or nothing.
+@pytest.mark.parametrize(("listed", "claimed"), [([0, 1, 2], {0, 1, 2}), ([2], {2}), ([], set())])
+def test_a_well_formed_claim_is_taken(listed, claimed):
+    assert claimed_shards({"latest": 7, "shards": listed}, manifest()) == claimed
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        None,  # an answer from a server that does not list shards
+        "0,1,2",
+        {"0": True},
+        [0, 3],  # a shard the manifest does not have
+        [0, -1],
+        [0, 1.0],
+        [True, 2],
+        [0, 0],  # a repeated index
+        [0, 1, 2, 0],  # longer than the manifest's shard list
+        list(range(10**5)),
+    ],
+)
+def test_a_malformed_claim_claims_nothing(listed):
+    assert claimed_shards({"latest": 7, "shards": listed}, manifest()) == set()
