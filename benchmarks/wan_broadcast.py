@@ -35,14 +35,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 MODEL_FLOATS = 1_000_000  # 4 MB of float32, demo-wan's checkpoint size
 # arm → (relay passes shards on cut-through, shard size, shard requests a relay keeps in flight upstream, relay
-# parks the next version's delta requests upstream)
+# parks the next version's delta requests upstream); 512 KiB is demo-wan's shard size, 8 the relay's concurrency
 ARMS = {
-    "store-and-forward": (
-        False,
-        512 * 1024,
-        8,
-        False,
-    ),  # demo-wan's shard size, the relay's default concurrency
+    "store-and-forward": (False, 512 * 1024, 8, False),
     "cut-through": (True, 512 * 1024, 8, False),
     "parked": (True, 512 * 1024, 8, True),  # the relay's defaults
     "small-shards": (False, 128 * 1024, 16, False),

@@ -106,13 +106,11 @@ async def collect_claims(
     """{source: the newest version it announces within bounds}. Sources backing off are not asked (unless all
     are); once one source has answered, the others get `hedge_after_s` more, and those still silent then count
     as failed."""
-
-    async def ask(url: str) -> list[int]:
-        return await ask_versions(session, url, selector, config)
-
     now = time.monotonic()
     ready = [url for url in sources if selector.ready(url, now)]
-    tasks = {asyncio.create_task(ask(url)): url for url in ready or sources}
+    tasks = {
+        asyncio.create_task(ask_versions(session, url, selector, config)): url for url in ready or sources
+    }
     claims: dict[str, int] = {}
     first_answer: float | None = None
     pending = set(tasks)

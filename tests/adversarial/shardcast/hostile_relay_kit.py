@@ -61,9 +61,11 @@ def hostile_app(directory: Path, manifests: dict[int, bytes], lies: Lies | None 
         lies.requests.append(request.path)
         return await handler(request)
 
+    def every_shard(raw: bytes) -> list[int]:
+        return [s.index for s in SignedManifest.model_validate_json(raw).manifest.all_shards]
+
     def held(raw: bytes) -> list[int]:
-        shards = SignedManifest.model_validate_json(raw).manifest.all_shards
-        return [] if lies.holds_nothing else [s.index for s in shards]
+        return [] if lies.holds_nothing else every_shard(raw)
 
     def announced() -> list[int]:
         return sorted(set(manifests) | ({lies.announce} if lies.announce is not None else set()))
@@ -122,9 +124,7 @@ def hostile_app(directory: Path, manifests: dict[int, bytes], lies: Lies | None 
         enclosed = lies.enclosed if lies.enclosed is not None else manifests.get(answer["latest"])
         if request.query.get("manifest") == "1" and enclosed is not None:
             answer["manifest"] = enclosed.decode("utf-8")
-            answer["shards"] = [
-                s.index for s in SignedManifest.model_validate_json(enclosed).manifest.all_shards
-            ]
+            answer["shards"] = every_shard(enclosed)  # claimed even when it holds nothing: the lie under test
         return web.json_response(answer)
 
     app = web.Application(middlewares=[record])
