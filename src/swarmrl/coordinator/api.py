@@ -191,6 +191,18 @@ class SubmitWork(Body):
     tokens: Count
 
 
+class FileSubmission(Body):
+    """The query of a file uploaded and submitted in one request: the unit it fills, the file's sha256 and size
+    (signed with the query, checked against the bytes), and the claimed rows and tokens."""
+
+    step: Step
+    batch_index: BatchIndex = Field(description="the leased unit this file fills")
+    sha256: Sha256Hex
+    size_bytes: Annotated[int, Field(ge=1, le=2**53)]
+    rows: Count
+    tokens: Count
+
+
 class Measured(Body):
     """A trusted node's judgement of one file, with what it measured in the file itself: the credit of an accepted
     file is these rows and tokens, never the node's claim."""

@@ -232,6 +232,8 @@ class MemberClient(RoleClient):
 class NodeClient(MemberClient):
     """A worker node: lease units of the open step, upload each unit's rollout file, submit it."""
 
+    direct_uploads = False  # set once the coordinator says its storage takes files from nodes directly
+
     def lease_work(
         self, run_id: str, *, max_units: int | None = None, policy_step: int | None = None
     ) -> WorkLease:
@@ -270,9 +272,24 @@ class NodeClient(MemberClient):
     def upload_and_submit(
         self, run_id: str, step: int, batch_index: int, file: str | Path | bytes, rows: int, tokens: int
     ) -> SubmissionInfo:
-        """Slot → upload → submit for the rollout file (a path or its bytes) of a leased unit."""
+        """The rollout file (a path or its bytes) of a leased unit, uploaded and submitted in one request; where
+        the coordinator's storage takes files straight from nodes, slot → upload → submit (remembered)."""
         data = file if isinstance(file, bytes) else Path(file).read_bytes()
         sha256 = hashlib.sha256(data).hexdigest()
+        if not self.direct_uploads:
+            claim = {"step": step, "batch_index": batch_index, "sha256": sha256, "size_bytes": len(data)}
+            try:
+                return self.transport.call(
+                    SubmissionInfo,
+                    "PUT",
+                    f"/v1/uploads/runs/{run_id}/submissions",
+                    params={**claim, "rows": rows, "tokens": tokens},
+                    content=data,
+                )
+            except CoordinatorError as exc:
+                if exc.kind != "direct_upload":
+                    raise
+                self.direct_uploads = True
         slot = self.request_upload(run_id, step, batch_index, sha256, len(data))
         self.upload(slot, data)
         return self.submit(run_id, slot.slot_id, sha256, step, rows, tokens)

@@ -78,6 +78,23 @@ def test_worker_uploads_to_the_bucket_and_the_validator_reads_it_back(swarm):
     assert validator.fetch_submission(validator.pending_submissions("s3-run")[0]) == data
 
 
+def test_a_node_sending_file_and_submission_in_one_request_is_sent_to_the_bucket_and_remembers(swarm):
+    worker, validator, s3 = swarm
+    sent = []
+    worker.transport.http.event_hooks["request"].append(lambda request: sent.append(request.url.path))
+    files = [b"first rollout" * 40, b"second rollout" * 40]
+    for data in files:
+        unit = worker.lease_work("s3-run", max_units=1).units[0]
+        worker.upload_and_submit("s3-run", 0, unit.batch_index, data, rows=8, tokens=64)
+    one_request = "/v1/uploads/runs/s3-run/submissions"
+    assert sent.count(one_request) == 1 and sent[1] == one_request  # refused (direct_upload) once, not again
+    assert sent.count("/v1/runs/s3-run/uploads") == 2 and sent.count("/v1/runs/s3-run/submissions") == 2
+    stored = s3.list_objects_v2(Bucket="rollouts", Prefix=f"runs/s3-run/step_0/{worker.node_id}/")
+    assert stored["KeyCount"] == 2  # the bytes went to the store, not through the coordinator
+    pending = validator.pending_submissions("s3-run")
+    assert sorted(validator.fetch_submission(s) for s in pending) == sorted(files)
+
+
 def test_submit_before_the_upload_is_refused_and_other_bytes_never_pass_as_the_claimed_file(swarm):
     worker, validator, _ = swarm
     data = b"honest rollout file" * 20

@@ -2,15 +2,26 @@
 
 import hashlib
 import itertools
+import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlencode
 
 import httpx
 import pytest
 
 from swarmrl.configs.coordinator import CoordinatorConfig
+from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.seeds import task_seed
+from swarmrl.coordinator.signing import (
+    NODE_HEADER,
+    NONCE_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    canonical_message,
+)
 from swarmrl.coordinator.testing import (
     POSTGRES_SKIP_REASON,
     accept,
@@ -128,6 +139,84 @@ def test_upload_cap_mismatch_and_duplicates(coordinator):
     _refused(lambda: worker.submit(swarm.run_id, slot.slot_id, sha, 0, 1, 1), 409, "duplicate_submission")
     other = swarm.worker()
     _refused(lambda: other.upload(slot, data), 404, "unknown_slot")
+
+
+def _file_request(
+    identity, run_id, unit_step, batch_index, declared, size, *, rows=1, tokens=1, signed_sha=None
+):
+    """A one-request upload-and-submit's target and signed headers, built by hand so a test can make them lie:
+    the query declares `declared` (sha256) and `size`; the signature covers `signed_sha` (default: declared)."""
+    query = urlencode(
+        {"step": unit_step, "batch_index": batch_index, "sha256": declared, "size_bytes": size}
+        | {"rows": rows, "tokens": tokens}
+    )
+    target = f"/v1/uploads/runs/{run_id}/submissions?{query}"
+    timestamp, nonce = f"{time.time():.6f}", secrets.token_hex(16)
+    message = canonical_message("PUT", target, signed_sha or declared, timestamp, nonce)
+    headers = {
+        NODE_HEADER: identity.node_id,
+        TIMESTAMP_HEADER: timestamp,
+        NONCE_HEADER: nonce,
+        SIGNATURE_HEADER: identity.sign_hex(message),
+    }
+    return target, headers
+
+
+def test_a_file_uploaded_and_submitted_in_one_request_is_checked_like_the_slot_flow(coordinator):
+    swarm = Swarm(coordinator.url)
+    identity = Identity.generate()
+    worker = NodeClient.at(coordinator.url, identity, retry=NO_RETRY)
+    worker.register({})
+    worker.join(swarm.run_id)
+    data = b"rollout file " * 20
+    sha = hashlib.sha256(data).hexdigest()
+
+    def put(body, target, headers):
+        return httpx.put(coordinator.url + target, content=body, headers=headers, timeout=30)
+
+    _refused(lambda: worker.upload_and_submit(swarm.run_id, 0, 0, data, 2, 20), 409, "not_leased")
+    unit = worker.lease_work(swarm.run_id, max_units=1).units[0]
+    # A signer declaring one file and sending another: refused once the bytes are in, nothing submitted.
+    forged = b"x" * len(data)
+    target, headers = _file_request(identity, swarm.run_id, 0, unit.batch_index, sha, len(data))
+    answer = put(forged, target, headers)
+    assert (answer.status_code, answer.json()["error"]) == (422, "sha256_mismatch")
+    # A signature over the bytes sent but a query declaring other ones does not verify: refused unread.
+    target, headers = _file_request(
+        identity,
+        swarm.run_id,
+        0,
+        unit.batch_index,
+        sha,
+        len(data),
+        signed_sha=hashlib.sha256(forged).hexdigest(),
+    )
+    assert put(forged, target, headers).json()["error"] == "bad_signature"
+    # The query is signed: claims changed in transit do not verify either.
+    target, headers = _file_request(identity, swarm.run_id, 0, unit.batch_index, sha, len(data), rows=2)
+    assert put(data, target.replace("rows=2", "rows=3"), headers).json()["error"] == "bad_signature"
+    answer = put(data + b"!", *_file_request(identity, swarm.run_id, 0, unit.batch_index, sha, len(data)))
+    assert (answer.status_code, answer.json()["error"]) == (413, "too_large")
+    target, headers = _file_request(
+        identity, swarm.run_id, 0, unit.batch_index, sha, len(data), rows=2, tokens=20
+    )
+    answer = put(data, target, headers)
+    assert answer.status_code == 201, answer.text
+    assert put(data, target, headers).json()["error"] == "replayed_nonce"
+    submitted = SubmissionInfo.model_validate(answer.json())
+    assert (submitted.node_id, submitted.step, submitted.batch_index) == (
+        identity.node_id,
+        0,
+        unit.batch_index,
+    )
+    assert (submitted.sha256, submitted.rows, submitted.tokens, submitted.status) == (sha, 2, 20, "pending")
+    assert swarm.validator.fetch_submission(submitted) == data
+    _refused(
+        lambda: worker.upload_and_submit(swarm.run_id, 0, unit.batch_index, data, 2, 20), 409, "not_leased"
+    )
+    assert [s.id for s in swarm.admin.reads.submissions(swarm.run_id)] == [submitted.id]
+    answer = put(data, f"/v1/uploads/runs/{swarm.run_id}/submissions?step=0&batch_index=0&sha256={sha}", {})
+    assert answer.status_code == 422  # rows, tokens and size missing: refused before anything else
 
 
 def test_upload_slots_are_rate_limited_per_node(coordinator):

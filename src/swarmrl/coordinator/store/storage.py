@@ -27,6 +27,10 @@ def validate_key(key: str) -> list[str]:
 
 
 class Storage(ABC):
+    takes_direct_uploads = (
+        False  # nodes put files straight into the store (upload_url), not through the coordinator
+    )
+
     @abstractmethod
     def put(self, key: str, source: Path) -> None:
         """Store the file at `source` under `key` (moving it when it can), atomically."""
@@ -93,6 +97,8 @@ class S3Storage(Storage):
     that binds the object's size and SHA-256 (the store refuses other bytes); the coordinator only checks the
     object is there with the declared size before it accepts the submission, and validators re-hash what they
     download. Reads go through a local cache, so the coordinator can serve files to validators."""
+
+    takes_direct_uploads = True
 
     def __init__(
         self,

@@ -79,8 +79,11 @@ def submit(run_id: RunId, body: SubmitWork, request: Request, who: SignedCaller)
     """Claim an uploaded file as the work of its leased unit: (sha256, rows, tokens). The file waits for a
     validator, or, in spot-check mode, goes to the trainer's feed unjudged when the draw skips it; either way
     it is credited only with what its judge measures."""
-    node_id = who.require_node()
-    state = state_of(request)
+    return record_submission(state_of(request), run_id, who.require_node(), body)
+
+
+def record_submission(state: ServiceState, run_id: str, node_id: str, body: SubmitWork) -> SubmissionInfo:
+    """The submission of the file in the node's slot `body.slot_id` (uploaded), filling the slot's live unit."""
     config, now = state.config, state.clock()
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
