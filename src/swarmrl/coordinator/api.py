@@ -167,12 +167,22 @@ class JoinRun(Body):
     )
 
 
+MAX_LEASE_WAIT_S = 20.0
+
+
 class LeaseRequest(Body):
     max_units: Units | None = Field(None, description="ask for at most this many units")
     policy_step: Step | None = Field(
         None,
         description="the newest checkpoint the node holds: units of a step past the open one go only to a node "
         "that holds the open step's (their files then train at most one step old at their own step)",
+    )
+    wait_s: float = Field(
+        0.0,
+        ge=0,
+        le=MAX_LEASE_WAIT_S,
+        description="when every step is full, how long the coordinator may hold the request for room (a step "
+        "opening, its demand growing) before it answers step_full: the node hears at once, not at its next poll",
     )
 
 

@@ -235,12 +235,18 @@ class NodeClient(MemberClient):
     direct_uploads = False  # set once the coordinator says its storage takes files from nodes directly
 
     def lease_work(
-        self, run_id: str, *, max_units: int | None = None, policy_step: int | None = None
+        self,
+        run_id: str,
+        *,
+        max_units: int | None = None,
+        policy_step: int | None = None,
+        wait_s: float = 0.0,
     ) -> WorkLease:
         """The units this node holds, or new ones of the open step (or, for a node holding its policy,
         `policy_step`, of the step after it once the open step's are all out); refused with step_full,
-        run_draining or poor_standing when there is no work for it."""
-        body = {"max_units": max_units, "policy_step": policy_step}
+        run_draining or poor_standing when there is no work for it (step_full after up to `wait_s` seconds of
+        waiting for room at the coordinator)."""
+        body = {"max_units": max_units, "policy_step": policy_step, "wait_s": wait_s}
         return self.transport.call(WorkLease, "POST", f"/v1/runs/{run_id}/leases", json_body=body)
 
     def request_upload(

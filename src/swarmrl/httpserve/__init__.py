@@ -1,7 +1,8 @@
 """What every HTTP server of swarmrl puts in front of its application: limits on slow and numerous clients.
 
 `ConnectionLimits` (the knobs), `ConnectionGuard` (one server's open connections, caps and read deadlines),
-`guarded_uvicorn_config` (the coordinator) and `GuardedAppRunner` (the shardcast origin and relays).
+`guarded_uvicorn_config` (the coordinator) and `GuardedAppRunner` (the shardcast origin and relays); `Notifier`
+wakes their long polls.
 
 Names are imported on first use (`swarmrl.lazy_exports`): importing the
 package must not load the rest of it.
@@ -19,12 +20,14 @@ _EXPORTS = {
     "GuardedProtocol": "swarmrl.httpserve.guard",
     "raise_open_file_limit": "swarmrl.httpserve.guard",
     "guarded_uvicorn_config": "swarmrl.httpserve.uvicorn_config",
+    "Notifier": "swarmrl.httpserve.notify",
 }
 
 __all__ = [
     "ConnectionGuard",
     "GuardedAppRunner",
     "GuardedProtocol",
+    "Notifier",
     "guarded_uvicorn_config",
     "raise_open_file_limit",
 ]
@@ -32,6 +35,7 @@ __all__ = [
 if TYPE_CHECKING:
     from swarmrl.httpserve.aiohttp_runner import GuardedAppRunner
     from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, raise_open_file_limit
+    from swarmrl.httpserve.notify import Notifier
     from swarmrl.httpserve.uvicorn_config import guarded_uvicorn_config
 
 

@@ -17,13 +17,14 @@ from pathlib import Path
 from aiohttp import web
 
 from swarmrl.configs.shardcast import OriginConfig
+from swarmrl.httpserve import Notifier
 from swarmrl.identity import Identity
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.shardcast.fsutil import resolve_inside
 from swarmrl.shardcast.layout import manifest_path
 from swarmrl.shardcast.manifest import Manifest, parse_signed_manifest
 from swarmrl.shardcast.publish import publish_checkpoint
-from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app, start_site
+from swarmrl.shardcast.server import ServerMetrics, ServerThread, build_app, start_site
 from swarmrl.steps import parse_step_dir_name, step_dir_name
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class Origin:
         self.identity = identity
         self.run_id = run_id
         self.store = OriginStore(Path(checkpoint_root), identity.node_id)
-        self.notifier = VersionNotifier()
+        self.notifier = Notifier()
         self.metrics = ServerMetrics("origin")
         self._publish_lock = threading.Lock()
         self.store.rescan()

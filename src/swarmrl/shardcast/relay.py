@@ -31,6 +31,7 @@ import aiohttp
 from aiohttp import web
 
 from swarmrl.configs.shardcast import ClientConfig, RelayConfig
+from swarmrl.httpserve import Notifier
 from swarmrl.shardcast.delta import rebuild_file
 from swarmrl.shardcast.discovery import as_version, claimed_shards, enclosed_manifest
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError
@@ -42,7 +43,7 @@ from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manife
 from swarmrl.shardcast.parking import ParkedRanges
 from swarmrl.shardcast.range_get import IdleConnections
 from swarmrl.shardcast.selection import source_policy
-from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app, start_site
+from swarmrl.shardcast.server import ServerMetrics, ServerThread, build_app, start_site
 from swarmrl.shardcast.streaming import InFlight, InFlightShards
 from swarmrl.shardcast.transfer import (
     ShardDownloader,
@@ -159,7 +160,7 @@ class Relay:
         self.client_config = client_config or ClientConfig(
             concurrency=config.concurrency, selection=config.selection
         )
-        self.notifier = VersionNotifier()
+        self.notifier = Notifier()
         self.store = RelayStore(config.data_dir, self.notifier.notify)
         self.metrics = ServerMetrics("relay")
         self.selector = source_policy(self.upstreams, self.client_config)

@@ -36,7 +36,7 @@ from prometheus_client.core import Metric
 
 from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.errors import listen_error
-from swarmrl.httpserve import ConnectionGuard, GuardedAppRunner
+from swarmrl.httpserve import ConnectionGuard, GuardedAppRunner, Notifier
 from swarmrl.shardcast.streaming import InFlight
 
 log = logging.getLogger(__name__)
@@ -65,46 +65,6 @@ class VersionStore(Protocol):
 
     def touch(self, version: int, reading: int) -> None:
         """A read of `version` starts (+1) or ends (-1); garbage collection spares versions being read."""
-
-
-class VersionNotifier:
-    """Wakes long-polls when a version or a shard appears; `notify` is safe from any thread."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._event: asyncio.Event | None = None
-
-    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._event = asyncio.Event()
-
-    def notify(self) -> None:
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            self._fire()
-        else:
-            loop.call_soon_threadsafe(self._fire)
-
-    def _fire(self) -> None:
-        if self._event is not None:
-            self._event.set()
-        self._event = asyncio.Event()
-
-    async def wait(self, timeout: float) -> None:
-        event = self._event
-        if event is None:
-            await asyncio.sleep(timeout)
-            return
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            pass
 
 
 class ServerMetrics:
@@ -149,7 +109,7 @@ class ServerMetrics:
             yield from self.connections.collect("shardcast")
 
 
-def build_app(store: VersionStore, notifier: VersionNotifier, metrics: ServerMetrics) -> web.Application:
+def build_app(store: VersionStore, notifier: Notifier, metrics: ServerMetrics) -> web.Application:
     routes = ReadRoutes(store, notifier, metrics)
     app = web.Application()
     app.add_routes(
@@ -173,7 +133,7 @@ def build_app(store: VersionStore, notifier: VersionNotifier, metrics: ServerMet
 class ReadRoutes:
     """The handlers of the routes above, over one store; each counts its answers by endpoint and code."""
 
-    def __init__(self, store: VersionStore, notifier: VersionNotifier, metrics: ServerMetrics) -> None:
+    def __init__(self, store: VersionStore, notifier: Notifier, metrics: ServerMetrics) -> None:
         self.store, self.notifier, self.metrics = store, notifier, metrics
 
     def count(self, endpoint: str, code: int) -> None:

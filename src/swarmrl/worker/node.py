@@ -56,6 +56,9 @@ _FATAL = {"banned", "unknown_run", "poor_standing"}
 # Refusals an honest node can meet (missed heartbeats while starved of CPU, a coordinator restart): join again.
 _REJOIN = {"ejected", "not_member"}
 MAX_BACKOFF = 4  # most poll intervals between lease requests while the step is full
+# How long the coordinator may hold a lease request while every step is full: the node hears of a step opening
+# at once rather than at its next poll; a stopping node waits for its answer at most this long.
+LEASE_WAIT_S = 5.0
 PREFETCH_JOIN_S = 15.0  # how long a stopping node lets a download in flight finish
 
 
@@ -103,6 +106,14 @@ def worth_waiting(held: int, ceiling: int, async_level: int, fetching: int | Non
     read by the next step (a late file is), while a newer one in flight would keep it usable."""
     at_edge = async_level > 0 and held <= ceiling - async_level
     return at_edge and fetching is not None and held < fetching <= ceiling
+
+
+def refusal_pause(poll_seconds: float, full_streak: int, waited_s: float) -> float:
+    """Seconds before the next lease request after a refusal, `full_streak` of them in a row for full steps: the
+    poll interval, doubled per refusal up to MAX_BACKOFF intervals, less what the refused request already waited
+    for room at the coordinator."""
+    backoff = poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1))
+    return max(0.0, backoff - waited_s)
 
 
 def left_window(step: int, opened: int | None, async_level: int) -> bool:
@@ -312,8 +323,11 @@ class WorkerNode:
 
     def lease(self) -> WorkLease | None:
         """Units to generate, or None after waiting out a refusal (step full, not a member any more)."""
+        asked = time.monotonic()
         try:
-            lease = self.client.lease_work(self.options.run_id, policy_step=self.policy.newest())
+            lease = self.client.lease_work(
+                self.options.run_id, policy_step=self.policy.newest(), wait_s=LEASE_WAIT_S
+            )
         except CoordinatorError as exc:
             if exc.kind == "run_draining":
                 log.info("the run is draining: no more work")
@@ -328,7 +342,7 @@ class WorkerNode:
             else:
                 self.notices.failure(exc.kind, f"no lease: {exc}")
             self.full_streak = self.full_streak + 1 if exc.kind == "step_full" else 0
-            pause = self.options.poll_seconds * min(MAX_BACKOFF, 2 ** max(0, self.full_streak - 1))
+            pause = refusal_pause(self.options.poll_seconds, self.full_streak, time.monotonic() - asked)
             if self.full_streak == 1 or self.full_streak % 10 == 0:
                 log.info("no lease: the step is full (%d refusals in a row); asking again in %.1fs",
                          self.full_streak, pause)  # fmt: skip

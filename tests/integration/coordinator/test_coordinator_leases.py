@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
+from swarmrl.coordinator.api import MAX_LEASE_WAIT_S
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.server.routes import leases as lease_routes
 from swarmrl.coordinator.testing import accept, leased_submit
 from swarmrl.rundir import RunDir
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
@@ -121,6 +124,42 @@ def test_no_step_is_leased_ahead_that_the_async_window_could_not_train(make):
         1
     ]  # async_level 2: one ahead, not 3
     assert _kind(lambda: world.node().lease_work("r", policy_step=0)) == "step_full"
+
+
+def test_a_node_waiting_for_room_is_answered_the_moment_the_trainer_opens_a_step_or_drains(make, monkeypatch):
+    """A lease request may wait at the coordinator while every step is full (`wait_s`). The trainer opening a
+    step answers it with that step's unit and draining with run_draining, at once: the periodic look again
+    is put out of reach here, so only the wake-up answers before the wait ends."""
+    monkeypatch.setattr(lease_routes, "LEASE_RECHECK_S", 60.0)
+    world = make(default_step_units=1, lease_slack_units=0)
+    world.node().lease_work("r")  # step 0's one unit
+    waiting, late = world.node(), world.node()
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(waiting.lease_work, "r", wait_s=15.0)
+        time.sleep(0.5)
+        assert not answer.done()  # held, not refused with step_full
+        world.trainer.publish_step("r", 1, units=1)
+        assert [(u.step, u.batch_index) for u in answer.result(timeout=10).units] == [(1, 0)]
+        refusal = pool.submit(_kind, lambda: late.lease_work("r", wait_s=15.0))
+        time.sleep(0.5)
+        assert not refusal.done()
+        world.trainer.drain("r")
+        assert refusal.result(timeout=10) == "run_draining"
+
+
+def test_a_waiting_node_gets_a_lapsed_unit_and_every_wait_ends_in_time(make):
+    world = make(default_step_units=1, lease_slack_units=0)
+    world.node().lease_work("r")
+    waiting = world.node()
+    started = time.monotonic()
+    assert _kind(lambda: waiting.lease_work("r", wait_s=1.0)) == "step_full"
+    assert time.monotonic() - started >= 1.0
+    assert _kind(lambda: waiting.lease_work("r", wait_s=MAX_LEASE_WAIT_S + 1)) == "invalid_request"
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(waiting.lease_work, "r", wait_s=15.0)
+        time.sleep(0.5)
+        world.wait(60.0, waiting)  # the holder's unit lapses (25 s deadline); a look again finds it free
+        assert [(u.step, u.batch_index) for u in answer.result(timeout=10).units] == [(0, 0)]
 
 
 def test_an_expired_unit_is_reissued_to_another_node(make):

@@ -18,13 +18,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from swarmrl.httpserve import Notifier
 from swarmrl.identity import Identity
 from swarmrl.shardcast.hashing import new_hasher
 from swarmrl.shardcast.manifest import parse_signed_manifest
 from swarmrl.shardcast.publish import publish_checkpoint
 from swarmrl.shardcast.range_get import RangeSink
 from swarmrl.shardcast.relay import Relay, RelayStore
-from swarmrl.shardcast.server import ServerMetrics, ServerThread, VersionNotifier, build_app
+from swarmrl.shardcast.server import ServerMetrics, ServerThread, build_app
 
 TRAINER = Identity.from_seed(b"c" * 32)
 SHARD = 64 * 1024
@@ -40,7 +41,7 @@ def mirror(tmp_path):
     (source / "model.safetensors").write_bytes(model)
     raw = publish_checkpoint(source, 1, TRAINER, "run", SHARD).to_bytes()
     manifest = parse_signed_manifest(raw, TRAINER.node_id, expected_version=1)
-    notifier = VersionNotifier()
+    notifier = Notifier()
     store = RelayStore(tmp_path / "relay", notifier.notify)
     directory = store.data_dir / "step_1"
     Relay._prepare_directory(directory, manifest, raw)

@@ -1,12 +1,12 @@
 """Which policy a swarm worker generates a unit with: it waits for a download in flight only when the policy it
 holds is the oldest the async window allows (issue 35: asia's files generated at the edge, read one step late,
-were refused as stale)."""
+were refused as stale), and how long it pauses after a refused lease."""
 
 from __future__ import annotations
 
 import pytest
 
-from swarmrl.worker.node import can_finish, left_window, worth_waiting
+from swarmrl.worker.node import can_finish, left_window, refusal_pause, worth_waiting
 
 
 @pytest.mark.parametrize(
@@ -50,3 +50,19 @@ def test_a_unit_whose_step_left_the_window_is_not_generated(step, opened, async_
 )
 def test_a_unit_is_started_only_with_time_left_to_finish_it(expires_at, now, unit_seconds, starts):
     assert can_finish(expires_at, now, unit_seconds) is starts
+
+
+@pytest.mark.parametrize(
+    ("full_streak", "waited_s", "pause"),
+    [
+        (0, 0.0, 0.5),  # another refusal: one poll interval
+        (1, 0.0, 0.5),
+        (2, 0.0, 1.0),  # the step stays full: the interval doubles
+        (3, 0.0, 2.0),
+        (12, 0.0, 2.0),  # up to MAX_BACKOFF intervals
+        (3, 0.5, 1.5),  # a refusal the coordinator held for room counts against the pause
+        (3, 5.0, 0.0),  # held longer than the pause: ask again at once
+    ],
+)
+def test_a_refused_worker_pauses_its_backoff_less_what_the_coordinator_held_it(full_streak, waited_s, pause):
+    assert refusal_pause(0.5, full_streak, waited_s) == pytest.approx(pause)

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.server.ratelimit import TokenBuckets
 from swarmrl.coordinator.store.storage import Storage
+from swarmrl.httpserve.notify import Notifier
 from swarmrl.httpserve.streams import StreamBudget
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -81,6 +82,8 @@ class ServiceState:
     # units guards against a second coordinator process; its IntegrityError is retried).
     lease_lock: threading.Lock = field(default_factory=threading.Lock)
     units_swept_at: dict[str, float] = field(default_factory=dict)  # run id → last sweep of lapsed units
+    # Wakes lease requests waiting for room: a step opened, its demand changed, a run drains.
+    work_changed: Notifier = field(default_factory=Notifier)
     # run id → step → (read at, (open step, demand) then, StepRoom): the rooms a refusal may stand on
     step_rooms: dict[str, dict[int, tuple[float, Any, Any]]] = field(default_factory=dict)
     # run id → (monotonic time, summary): every open dashboard stream of a run shares one read per second

@@ -67,7 +67,9 @@ def set_step(run_id: RunId, body: SetStep, request: Request, _: AdminCaller) -> 
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
         run.current_step = body.step
-        return run_state(run, session.get(Step, (run_id, body.step)))
+        answer = run_state(run, session.get(Step, (run_id, body.step)))
+    state.work_changed.notify()
+    return answer
 
 
 @router.post("/v1/admin/bans", response_model=Ok, tags=["admin"])
@@ -121,4 +123,6 @@ def publish_step(run_id: RunId, body: PublishStep, request: Request, who: Signed
         run.current_step = body.step
         run.step_units = body.units
         spot_checks.requeue_unmeasured(session, run)
-        return step_info(step)
+        answer = step_info(step)
+    state.work_changed.notify()  # nodes waiting for room lease the new step's units now
+    return answer

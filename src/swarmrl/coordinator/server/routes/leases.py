@@ -9,12 +9,14 @@ any number of validators judge every file exactly once, and a killed validator's
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import (
@@ -43,13 +45,29 @@ SWEEP_EVERY_S = 1.0
 # A refusal may stand on the open step's room as read this long ago: a hundred polling keys then cost one
 # count of the step's units per interval, not one each. A grant always reads the room afresh.
 ROOM_FRESH_S = 0.5
+LEASE_RECHECK_S = 1.0
 
 
 @router.post("/v1/runs/{run_id}/leases", response_model=WorkLease, tags=["work"])
-def lease_work(run_id: RunId, body: LeaseRequest, request: Request, who: SignedCaller) -> WorkLease:
-    """The units this node holds, or a new lease on units of the open step."""
+async def lease_work(run_id: RunId, body: LeaseRequest, request: Request, who: SignedCaller) -> WorkLease:
+    """The units this node holds, or a new lease on units of the open step. With `wait_s`, a node every step
+    is full for waits here for room, woken when the trainer opens a step or changes its demand and looking again
+    every LEASE_RECHECK_S (units a lapse frees, another coordinator process's step), instead of asking again at
+    its next poll, a round trip and up to a backed-off poll later."""
     node_id = who.require_node()
     state = state_of(request)
+    deadline = time.monotonic() + body.wait_s  # real time: the service's clock may be a test's
+    while True:
+        try:
+            return await run_in_threadpool(_lease, state, run_id, node_id, body)
+        except ConflictError as refusal:
+            left = deadline - time.monotonic()
+            if refusal.kind != "step_full" or left <= 0:
+                raise
+        await state.work_changed.wait(min(left, LEASE_RECHECK_S))
+
+
+def _lease(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -> WorkLease:
     held = _held(state, run_id, node_id, body.policy_step)
     if held is not None:  # the common answer, read-only: no lock, no write
         return held

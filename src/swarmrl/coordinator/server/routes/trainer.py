@@ -117,7 +117,9 @@ def set_demand(run_id: RunId, body: StepDemand, request: Request, who: SignedCal
             )
         run.step_units = body.units
         leases.expire_lapsed(session, run_id, state.config, now)
-        return step_work(session, run, body.step, state.config, now)
+        answer = step_work(session, run, body.step, state.config, now)
+    state.work_changed.notify()
+    return answer
 
 
 @router.post("/v1/runs/{run_id}/steps/{step}/outcomes", response_model=OutcomeReceipt)
@@ -186,7 +188,9 @@ def drain(run_id: RunId, request: Request, who: SignedCaller) -> RunState:
     with state.sessions() as session, session.begin():
         run = _trainer_run(session, run_id, who)
         run.status = "draining"
-        return current_state(session, run, state.config, state.clock())
+        answer = current_state(session, run, state.config, state.clock())
+    state.work_changed.notify()  # nodes waiting for room hear the run drains
+    return answer
 
 
 def _trainer_run(session: Session, run_id: str, who) -> Run:

@@ -1,0 +1,49 @@
+"""Wake-ups for long polls: a request that waits for something to happen (a version published, a step opened)
+sleeps on a `Notifier` and is woken the moment whoever makes it happen calls `notify`, from any thread."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class Notifier:
+    """Wakes every waiter at once; `notify` is safe from any thread. Bound to the server's event loop at its
+    start (`bind`), or by the first `wait`."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._fire()
+        else:
+            loop.call_soon_threadsafe(self._fire)
+
+    def _fire(self) -> None:
+        if self._event is not None:
+            self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float) -> None:
+        if self._loop is None:
+            self.bind(asyncio.get_running_loop())
+        event = self._event
+        if event is None:
+            await asyncio.sleep(timeout)
+            return
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
