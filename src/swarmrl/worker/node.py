@@ -55,10 +55,9 @@ log = logging.getLogger(__name__)
 _FATAL = {"banned", "unknown_run", "poor_standing"}
 # Refusals an honest node can meet (missed heartbeats while starved of CPU, a coordinator restart): join again.
 _REJOIN = {"ejected", "not_member"}
-MAX_BACKOFF = 4  # most poll intervals between lease requests while the step is full
-# How long the coordinator may hold a lease request while every step is full: the node hears of a step opening
-# at once rather than at its next poll; a stopping node waits for its answer at most this long.
-LEASE_WAIT_S = 5.0
+# Most poll intervals between lease requests while the step is full; also how long the coordinator may hold
+# one for room (the node hears of a step opening at once, not at its next poll).
+MAX_BACKOFF = 4
 PREFETCH_JOIN_S = 15.0  # how long a stopping node lets a download in flight finish
 
 
@@ -108,10 +107,12 @@ def worth_waiting(held: int, ceiling: int, async_level: int, fetching: int | Non
     return at_edge and fetching is not None and held < fetching <= ceiling
 
 
-def refusal_pause(poll_seconds: float, full_streak: int, waited_s: float) -> float:
-    """Seconds before the next lease request after a refusal, `full_streak` of them in a row for full steps: the
-    poll interval, doubled per refusal up to MAX_BACKOFF intervals, less what the refused request already waited
-    for room at the coordinator."""
+def refusal_pause(poll_seconds: float, full_streak: int, waited_s: float, wait_s: float) -> float:
+    """Seconds before the next lease request after a refusal, `full_streak` of them in a row for full steps: none
+    when the coordinator held the request for room all the `wait_s` it asked (the coordinator did the waiting),
+    else the poll interval doubled per refusal up to MAX_BACKOFF intervals, less the `waited_s` it took."""
+    if wait_s > 0 and waited_s >= wait_s:
+        return 0.0
     backoff = poll_seconds * min(MAX_BACKOFF, 2 ** max(0, full_streak - 1))
     return max(0.0, backoff - waited_s)
 
@@ -324,9 +325,12 @@ class WorkerNode:
     def lease(self) -> WorkLease | None:
         """Units to generate, or None after waiting out a refusal (step full, not a member any more)."""
         asked = time.monotonic()
+        # Held at most a backed-off poll interval: a policy installed meanwhile (the next step's units need the
+        # open step's) is in the next request no later than polling would have put it there.
+        wait_s = self.options.poll_seconds * MAX_BACKOFF
         try:
             lease = self.client.lease_work(
-                self.options.run_id, policy_step=self.policy.newest(), wait_s=LEASE_WAIT_S
+                self.options.run_id, policy_step=self.policy.newest(), wait_s=wait_s
             )
         except CoordinatorError as exc:
             if exc.kind == "run_draining":
@@ -342,7 +346,9 @@ class WorkerNode:
             else:
                 self.notices.failure(exc.kind, f"no lease: {exc}")
             self.full_streak = self.full_streak + 1 if exc.kind == "step_full" else 0
-            pause = refusal_pause(self.options.poll_seconds, self.full_streak, time.monotonic() - asked)
+            pause = refusal_pause(
+                self.options.poll_seconds, self.full_streak, time.monotonic() - asked, wait_s
+            )
             if self.full_streak == 1 or self.full_streak % 10 == 0:
                 log.info("no lease: the step is full (%d refusals in a row); asking again in %.1fs",
                          self.full_streak, pause)  # fmt: skip

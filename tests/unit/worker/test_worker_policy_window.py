@@ -53,16 +53,20 @@ def test_a_unit_is_started_only_with_time_left_to_finish_it(expires_at, now, uni
 
 
 @pytest.mark.parametrize(
-    ("full_streak", "waited_s", "pause"),
+    ("full_streak", "waited_s", "wait_s", "pause"),
     [
-        (0, 0.0, 0.5),  # another refusal: one poll interval
-        (1, 0.0, 0.5),
-        (2, 0.0, 1.0),  # the step stays full: the interval doubles
-        (3, 0.0, 2.0),
-        (12, 0.0, 2.0),  # up to MAX_BACKOFF intervals
-        (3, 0.5, 1.5),  # a refusal the coordinator held for room counts against the pause
-        (3, 5.0, 0.0),  # held longer than the pause: ask again at once
+        (0, 0.0, 0.0, 0.5),  # another refusal: one poll interval
+        (1, 0.0, 0.0, 0.5),
+        (2, 0.0, 0.0, 1.0),  # the step stays full: the interval doubles
+        (3, 0.0, 0.0, 2.0),
+        (12, 0.0, 0.0, 2.0),  # up to MAX_BACKOFF intervals
+        (3, 0.5, 0.0, 1.5),  # the time the refusal took counts against the pause
+        (3, 0.1, 5.0, 1.9),  # refused before the wait asked for (a coordinator that holds nothing): backoff
+        (3, 1.0, 1.0, 0.0),  # held for room all the wait asked for: ask again at once
+        (3, 5.2, 5.0, 0.0),
     ],
 )
-def test_a_refused_worker_pauses_its_backoff_less_what_the_coordinator_held_it(full_streak, waited_s, pause):
-    assert refusal_pause(0.5, full_streak, waited_s) == pytest.approx(pause)
+def test_a_refused_worker_pauses_only_when_the_coordinator_did_not_wait_for_it(
+    full_streak, waited_s, wait_s, pause
+):
+    assert refusal_pause(0.5, full_streak, waited_s, wait_s) == pytest.approx(pause)
