@@ -413,6 +413,15 @@ class SubmissionInfo(Row):
         return f"/v1/submissions/{self.id}/file"
 
 
+class ValidationLeaseRequest(Body):
+    wait_s: float = Field(
+        0.0,
+        ge=0,
+        le=MAX_LEASE_WAIT_S,
+        description="when no file waits to be judged, how long the coordinator may hold the request for one",
+    )
+
+
 class ValidationLease(BaseModel):
     submission: SubmissionInfo | None = Field(description="the file to judge; null: nothing is waiting")
     expires_at: float | None = None

@@ -304,10 +304,11 @@ class NodeClient(MemberClient):
 class ValidatorClient(MemberClient):
     """A validator: take the oldest pending file on a validation lease, judge it, post the verdict."""
 
-    def lease_validation(self, run_id: str) -> ValidationLease:
-        """The file this validator holds (renewed), or the oldest unheld pending one; `submission` None: none."""
+    def lease_validation(self, run_id: str, *, wait_s: float = 0.0) -> ValidationLease:
+        """The file this validator holds (renewed), or the oldest unheld pending one; `submission` None: none
+        (after up to `wait_s` seconds of waiting for one at the coordinator)."""
         return self.transport.call(
-            ValidationLease, "POST", f"/v1/runs/{run_id}/validation-leases", json_body={}
+            ValidationLease, "POST", f"/v1/runs/{run_id}/validation-leases", json_body={"wait_s": wait_s}
         )
 
     def pending_submissions(

@@ -1,7 +1,8 @@
 """`swarmrl validator --coordinator URL`: the trusted validator of a swarm.
 
 Takes a validation lease on the oldest pending submission (no other validator judges that file while the
-lease lives; any number of validators run side by side), downloads the file (checked against the sha256 the
+lease lives; any number of validators run side by side; with none pending, the request waits at the
+coordinator for the next file submitted), downloads the file (checked against the sha256 the
 worker committed to), runs every check of `rollout_checks` with the policy of the file's step (fetched through
 shardcast like any node) and the seed of the unit the file was leased for, and posts the verdict with a
 summary of the trusted rewards. It stops when the run has drained (every submitted file judged).
@@ -58,6 +59,9 @@ _MOOT = {"already_decided", "voided", "lease_held"}
 # that has finished may wait for it to notice (a worker's prefetch waits 10 s; a validator drains and exits).
 PREFETCH_POLL_S = 2.0
 PREFETCH_JOIN_S = 15.0  # how long a stopping validator lets a download in flight finish
+# Poll intervals the coordinator may hold a lease request while no file waits: a file is judged the moment it
+# arrives, not at the next poll.
+LEASE_WAIT_POLLS = 4
 
 
 class ValidatorStopped(Exception):
@@ -249,12 +253,14 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     metrics = serve_metrics(config.metrics, validator_collector(tally, timing), options.work_dir)
     try:
         while not options.stop.is_set():
-            submission = client.lease_validation(options.run_id).submission
+            asked, wait_s = time.monotonic(), options.poll_seconds * LEASE_WAIT_POLLS
+            submission = client.lease_validation(options.run_id, wait_s=wait_s).submission
             if submission is None:
                 if client.reads.run_state(options.run_id).status == "drained":
                     log.info("the run has drained: every submitted file has its verdict")
                     break
-                options.stop.wait(options.poll_seconds)
+                if time.monotonic() - asked < wait_s:  # not held for a file (a coordinator that holds none)
+                    options.stop.wait(options.poll_seconds)
                 continue
             started = time.monotonic()
             record = judge(client, submission, context, options.work_dir)

@@ -233,6 +233,24 @@ def test_a_draining_run_leases_nothing_new_but_takes_and_judges_what_was_leased(
 
 
 # --- validation leases -----------------------------------------------------------------------------------------
+def test_a_validator_waiting_for_a_file_gets_it_the_moment_it_is_submitted(make, monkeypatch):
+    monkeypatch.setattr(
+        lease_routes, "LEASE_RECHECK_S", 60.0
+    )  # only the submission's wake-up answers in time
+    world = make(default_step_units=10)
+    node = world.node()
+    started = time.monotonic()
+    assert world.validator.lease_validation("r", wait_s=1.0).submission is None
+    assert time.monotonic() - started >= 1.0  # nothing came: held the whole wait
+    (unit,) = node.lease_work("r", max_units=1).units
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(world.validator.lease_validation, "r", wait_s=15.0)
+        time.sleep(0.5)
+        assert not answer.done()
+        submitted = node.upload_and_submit("r", 0, unit.batch_index, b"judge me", 1, 1)
+        assert answer.result(timeout=10).submission.id == submitted.id
+
+
 def test_validators_side_by_side_judge_every_file_exactly_once(make):
     world = make(default_step_units=100)
     nodes = [world.node() for _ in range(3)]

@@ -125,4 +125,5 @@ def publish_step(run_id: RunId, body: PublishStep, request: Request, who: Signed
         spot_checks.requeue_unmeasured(session, run)
         answer = step_info(step)
     state.work_changed.notify()  # nodes waiting for room lease the new step's units now
+    state.files_pending.notify()  # and validators take the unjudged files it sent back to them
     return answer

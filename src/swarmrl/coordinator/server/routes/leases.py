@@ -23,6 +23,7 @@ from swarmrl.coordinator.api import (
     LeaseRequest,
     RunId,
     ValidationLease,
+    ValidationLeaseRequest,
     WorkLease,
     WorkUnitInfo,
 )
@@ -30,7 +31,7 @@ from swarmrl.coordinator.errors import ConflictError, ForbiddenError
 from swarmrl.coordinator.rules import leases
 from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.server.access import active_member, get_run, require_validator
-from swarmrl.coordinator.server.auth import SignedCaller, state_of
+from swarmrl.coordinator.server.auth import Caller, SignedCaller, state_of
 from swarmrl.coordinator.server.state import ServiceState
 from swarmrl.coordinator.server.views import submission_info
 from swarmrl.coordinator.store.db import Membership, Run, Submission
@@ -235,9 +236,23 @@ def _room(member: Membership, room: leases.StepRoom, config: CoordinatorConfig) 
 
 
 @router.post("/v1/runs/{run_id}/validation-leases", response_model=ValidationLease, tags=["validator"])
-def lease_validation(run_id: RunId, request: Request, who: SignedCaller) -> ValidationLease:
-    """The file this validator holds (its lease renewed), or the oldest unheld pending file, or none."""
+async def lease_validation(
+    run_id: RunId, body: ValidationLeaseRequest, request: Request, who: SignedCaller
+) -> ValidationLease:
+    """The file this validator holds (its lease renewed), or the oldest unheld pending file, or none: with
+    `wait_s`, none only once that long passed with nothing to judge (woken by each file submitted, looking
+    again every LEASE_RECHECK_S for lapsed validation leases), so a file is judged as soon as it arrives."""
     state = state_of(request)
+    deadline = time.monotonic() + body.wait_s
+    while True:
+        lease = await run_in_threadpool(_lease_validation, state, run_id, who)
+        left = deadline - time.monotonic()
+        if lease.submission is not None or left <= 0:
+            return lease
+        await state.files_pending.wait(min(left, LEASE_RECHECK_S))
+
+
+def _lease_validation(state: ServiceState, run_id: str, who: Caller) -> ValidationLease:
     now = state.clock()
     until = now + state.config.validation_lease_s
     with state.sessions() as session, session.begin():

@@ -127,6 +127,8 @@ def record_submission(state: ServiceState, run_id: str, node_id: str, body: Subm
             submission.checked, submission.status, unit.status = False, "accepted", "accepted"
         info = submission_info(submission)
     state.metrics.submissions.inc()
+    if info.status == "pending":
+        state.files_pending.notify()
     if lie is not None:  # recorded and penalised above; the node hears why
         raise ApiError(lie, kind="claims_out_of_bounds", status=422)
     return info
