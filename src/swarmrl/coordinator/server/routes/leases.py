@@ -46,6 +46,8 @@ SWEEP_EVERY_S = 1.0
 # A refusal may stand on the open step's room as read this long ago: a hundred polling keys then cost one
 # count of the step's units per interval, not one each. A grant always reads the room afresh.
 ROOM_FRESH_S = 0.5
+# A request held for room or for a file looks again this often: what no wake-up announces (a unit whose lease
+# lapsed, a node found dead, a step opened by another coordinator process) reaches it within a second.
 LEASE_RECHECK_S = 1.0
 
 
