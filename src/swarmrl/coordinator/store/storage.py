@@ -27,9 +27,8 @@ def validate_key(key: str) -> list[str]:
 
 
 class Storage(ABC):
-    takes_direct_uploads = (
-        False  # nodes put files straight into the store (upload_url), not through the coordinator
-    )
+    # Nodes put files straight into the store (`upload_url`), not through the coordinator.
+    takes_direct_uploads = False
 
     @abstractmethod
     def put(self, key: str, source: Path) -> None:
