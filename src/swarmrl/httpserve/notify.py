@@ -4,6 +4,9 @@ sleeps on a `Notifier` and is woken the moment whoever makes it happen calls `no
 from __future__ import annotations
 
 import asyncio
+import math
+import time
+from collections.abc import AsyncIterator
 
 
 class Notifier:
@@ -47,3 +50,17 @@ class Notifier:
             await asyncio.wait_for(event.wait(), timeout)
         except TimeoutError:
             pass
+
+    async def looks(self, seconds: float, recheck: float = math.inf) -> AsyncIterator[bool]:
+        """A long poll's rounds: yields before each look whether it is the last (`seconds` are up: answer with
+        what it finds); between looks, sleeps until notified, and at most `recheck` seconds when something no
+        `notify` announces (a lease lapsing) may change the answer. The caller answers on the last look."""
+        deadline = time.monotonic() + seconds  # real time: the service's clock may be a test's
+        while True:
+            if deadline - time.monotonic() <= 0:
+                yield True
+                return
+            yield False
+            left = deadline - time.monotonic()
+            if left > 0:
+                await self.wait(min(left, recheck))

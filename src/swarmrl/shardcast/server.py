@@ -25,7 +25,6 @@ import os
 import re
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
@@ -157,12 +156,10 @@ class ReadRoutes:
         except ValueError:
             self.count("latest", 400)
             raise web.HTTPBadRequest(text="after must be an integer") from None
-        deadline = time.monotonic() + self._wait_arg(request, "latest")
-        while True:
+        async for last in self.notifier.looks(self._wait_arg(request, "latest")):
             found = self.refresh_gauges()
             newest = found[-1] if found else None
-            remaining = deadline - time.monotonic()
-            if (newest is not None and newest > after) or remaining <= 0:
+            if (newest is not None and newest > after) or last:
                 self.count("latest", 200)
                 answer: dict = {"latest": newest}
                 if request.query.get("manifest") == "1" and newest is not None:
@@ -171,7 +168,7 @@ class ReadRoutes:
                         answer["manifest"] = raw.decode("utf-8")
                         answer["shards"] = self.store.available_shards(newest)
                 return web.json_response(answer)
-            await self.notifier.wait(remaining)
+        raise AssertionError("a long poll's last look answers")
 
     def _wait_arg(self, request: web.Request, endpoint: str) -> float:
         """`?wait=S`: how long a long-poll may hold the answer, in [0, MAX_LONG_POLL_S]."""
@@ -200,24 +197,22 @@ class ReadRoutes:
         except ValueError:
             self.count("availability", 400)
             raise web.HTTPBadRequest(text="known must be an integer") from None
-        deadline = time.monotonic() + self._wait_arg(request, "availability")
-        while True:
+        async for last in self.notifier.looks(self._wait_arg(request, "availability")):
             shards = self.store.available_shards(version)
             if shards is None:
                 self.count("availability", 404)
                 raise web.HTTPNotFound(text="no such version")
-            remaining = deadline - time.monotonic()
-            if len(shards) > known or remaining <= 0:
+            if len(shards) > known or last:
                 self.count("availability", 200)
                 return web.json_response({"version": version, "shards": shards})
-            await self.notifier.wait(remaining)
+        raise AssertionError("a long poll's last look answers")
 
     async def data(self, request: web.Request) -> web.StreamResponse:
         version = _version_arg(request)
         path = request.match_info["path"]
-        deadline = time.monotonic() + self._wait_arg(request, "data")
-        while self.store.manifest_bytes(version) is None and (remaining := deadline - time.monotonic()) > 0:
-            await self.notifier.wait(remaining)
+        async for last in self.notifier.looks(self._wait_arg(request, "data")):
+            if last or self.store.manifest_bytes(version) is not None:
+                break
         size = self.store.file_size(version, path)
         if size is None:
             self.count("data", 404)

@@ -9,7 +9,6 @@ any number of validators judge every file exactly once, and a killed validator's
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
@@ -59,15 +58,13 @@ async def lease_work(run_id: RunId, body: LeaseRequest, request: Request, who: S
     its next poll, a round trip and up to a backed-off poll later."""
     node_id = who.require_node()
     state = state_of(request)
-    deadline = time.monotonic() + body.wait_s  # real time: the service's clock may be a test's
-    while True:
+    async for last in state.work_changed.looks(body.wait_s, recheck=LEASE_RECHECK_S):
         try:
             return await run_in_threadpool(_lease, state, run_id, node_id, body)
         except ConflictError as refusal:
-            left = deadline - time.monotonic()
-            if refusal.kind != "step_full" or left <= 0:
+            if refusal.kind != "step_full" or last:
                 raise
-        await state.work_changed.wait(min(left, LEASE_RECHECK_S))
+    raise AssertionError("a long poll's last look answers")
 
 
 def _lease(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -> WorkLease:
@@ -245,13 +242,11 @@ async def lease_validation(
     `wait_s`, none only once that long passed with nothing to judge (woken by each file submitted, looking
     again every LEASE_RECHECK_S for lapsed validation leases), so a file is judged as soon as it arrives."""
     state = state_of(request)
-    deadline = time.monotonic() + body.wait_s
-    while True:
+    async for last in state.files_pending.looks(body.wait_s, recheck=LEASE_RECHECK_S):
         lease = await run_in_threadpool(_lease_validation, state, run_id, who)
-        left = deadline - time.monotonic()
-        if lease.submission is not None or left <= 0:
+        if lease.submission is not None or last:
             return lease
-        await state.files_pending.wait(min(left, LEASE_RECHECK_S))
+    raise AssertionError("a long poll's last look answers")
 
 
 def _lease_validation(state: ServiceState, run_id: str, who: Caller) -> ValidationLease:
