@@ -193,6 +193,74 @@ def test_a_dead_nodes_units_return_before_their_deadline(make):
     assert world.admin.reads.submissions("r")[0].status == "pending"
 
 
+def test_a_silent_nodes_units_are_leased_over_before_it_is_dead_and_its_late_file_still_counts(make):
+    """A worker that misses a heartbeat (killed, or cut off) holds its units until it is found dead, but its
+    step stops counting on them: a node still beating leases a fresh unit in their place at once. Should the
+    silent node come back and deliver, its file is taken (it carries over); once dead, its unit expires."""
+    world = make(default_step_units=1, lease_slack_units=0, lease_initial_unit_s=150.0)
+    silent, other = world.node(), world.node()
+    (held,) = silent.lease_work("r").units
+    world.wait(9.0, silent, other)
+    assert _kind(lambda: other.lease_work("r")) == "step_full"  # it beats: its unit is counted on
+    world.wait(13.0, other)  # one heartbeat of 10 s (+ 2 s grace) missed: unhealthy, not dead
+    (cover,) = other.lease_work("r").units
+    assert (cover.step, cover.batch_index) == (0, held.batch_index + 1)  # a fresh unit, not the silent one's
+    late = silent.upload_and_submit("r", 0, held.batch_index, b"delivered after a gap", 1, 1)
+    assert late.status == "pending"
+    world.wait(9.0, silent, other)
+    work = {w.node_id: w for w in world.admin.reads.work("r")}
+    assert (work[silent.node_id].expired, work[other.node_id].leased) == (0, 1)
+
+
+def test_a_silent_nodes_units_expire_when_it_is_dead(make):
+    world = make(default_step_units=1, lease_slack_units=0, lease_initial_unit_s=150.0)
+    silent, other = world.node(), world.node()
+    silent.lease_work("r")
+    world.wait(13.0, other)
+    other.lease_work("r")  # in its place
+    world.wait(30.0, other)  # 3 missed heartbeats: dead
+    (silent_work,) = world.admin.reads.work("r", node_id=silent.node_id)
+    assert (silent_work.leased, silent_work.expired) == (1, 1)
+
+
+def test_a_node_that_hung_up_while_held_is_granted_nothing(make, monkeypatch):
+    """A lease request held for room whose node hangs up (a worker killed mid-wait) is not granted the units
+    the next step opens: they would wait for its death. The next node to ask gets them."""
+    from swarmrl.identity import Identity
+
+    monkeypatch.setattr(lease_routes, "LEASE_RECHECK_S", 60.0)  # only the step opening wakes it
+    world = make(default_step_units=1, lease_slack_units=0)
+    world.node().lease_work("r")  # step 0's one unit
+    gone = world.client(Identity.generate(), timeout_s=0.5)
+    gone.register()
+    gone.join("r")
+    with pytest.raises(CoordinatorError):  # its client gives up and closes the connection; the request waits
+        gone.lease_work("r", wait_s=15.0)
+    time.sleep(0.5)
+    world.trainer.publish_step("r", 1, units=1)
+    time.sleep(0.5)  # the held request looks again, finds its node gone, grants nothing
+    assert [w.leased for w in world.admin.reads.work("r", node_id=gone.node_id)] in ([], [0])
+    assert [(u.step, u.batch_index) for u in world.node().lease_work("r").units] == [(1, 0)]
+
+
+def test_a_validator_that_hung_up_while_held_leases_no_file(make, monkeypatch):
+    from swarmrl.coordinator.client import ValidatorClient
+    from swarmrl.identity import Identity
+
+    monkeypatch.setattr(lease_routes, "LEASE_RECHECK_S", 60.0)
+    world = make(default_step_units=10)
+    gone = world.as_(ValidatorClient, Identity.generate(), timeout_s=0.5)
+    world.admin.add_validator("r", gone.node_id)
+    with pytest.raises(CoordinatorError):
+        gone.lease_validation("r", wait_s=15.0)
+    time.sleep(0.5)
+    node = world.node()
+    (unit,) = node.lease_work("r", max_units=1).units
+    submitted = node.upload_and_submit("r", 0, unit.batch_index, b"judge me", 1, 1)
+    time.sleep(0.5)
+    assert world.validator.lease_validation("r").submission.id == submitted.id  # not held by the one gone
+
+
 def test_lease_size_and_deadlines_follow_each_nodes_measured_speed(make):
     world = make(
         default_step_units=100,

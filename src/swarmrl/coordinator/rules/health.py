@@ -34,3 +34,8 @@ def health_of(last_seen: float, now: float, config: CoordinatorConfig) -> Health
 def dead_cutoff(now: float, config: CoordinatorConfig) -> float:
     """The last heartbeat time at or before which a node is DEAD by `health_of`, for queries over many rows."""
     return now - config.heartbeat_grace_s - config.dead_after_missed * config.heartbeat_interval_s
+
+
+def unhealthy_cutoff(now: float, config: CoordinatorConfig) -> float:
+    """The last heartbeat time at or before which a node is at least UNHEALTHY by `health_of`."""
+    return now - config.heartbeat_grace_s - config.unhealthy_after_missed * config.heartbeat_interval_s

@@ -20,13 +20,14 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 from sqlalchemy import and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.rules.health import dead_cutoff
+from swarmrl.coordinator.rules.health import dead_cutoff, unhealthy_cutoff
 from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, WorkUnit
 
 
@@ -97,9 +98,6 @@ def live_members(
 ) -> int:
     """Active workers of the run (members that joined as relays generate nothing) that are not yet unhealthy
     (heartbeat within the grace); with `proven`, only the proven ones."""
-    unhealthy_before = (
-        now - config.heartbeat_grace_s - config.unhealthy_after_missed * config.heartbeat_interval_s
-    )
     query = (
         select(func.count())
         .select_from(Membership)
@@ -107,7 +105,7 @@ def live_members(
             Membership.run_id == run_id,
             Membership.status == "active",
             Membership.role == "worker",
-            Membership.last_seen > unhealthy_before,
+            Membership.last_seen > unhealthy_cutoff(now, config),
         )
     )
     if proven:
@@ -126,6 +124,20 @@ def unproven_units(
 def unproven_leased(session: Session, run: Run, config: CoordinatorConfig, step: int | None = None) -> int:
     """Units of `step` (default: the open one) leased to unproven nodes, waiting for their file."""
     return unproven_units(session, run, config, ("leased",), step=step)
+
+
+def silent_leased(
+    session: Session, run: Run, config: CoordinatorConfig, now: float, *, step: int, proven_only: bool
+) -> int:
+    """Units of `step` leased to nodes that missed a heartbeat (killed, or cut off): they hold them until they
+    are dead, but the step does not wait on them (with `proven_only`, of proven nodes alone: an unproven node's
+    lease never counts before its file)."""
+    silent = select(Membership.node_id).where(
+        Membership.run_id == run.run_id, Membership.last_seen <= unhealthy_cutoff(now, config)
+    )
+    if proven_only:
+        silent = silent.where(Membership.judged_accepted >= config.lease_proven_files)
+    return step_units(session, run, WorkUnit.status == "leased", WorkUnit.node_id.in_(silent), step=step)
 
 
 def ahead_steps(run: Run, config: CoordinatorConfig) -> int:
@@ -150,7 +162,11 @@ class StepRoom:
     the step's demand (`open_units` does not count them until they deliver), so what a pool of idle keys holds
     no proven node waits for. While none is, they are the step's only producers and what they hold counts: else
     each file delivered reopened a unit under leases still in flight, and a run's first steps, when no node is
-    proven yet, were leased up to twice over with the first policy, more than the async window can train."""
+    proven yet, were leased up to twice over with the first policy, more than the async window can train.
+
+    A node that missed a heartbeat is as good as gone for the step: its leases count only once their file
+    arrives, so nodes still beating lease fresh units in their place at once, not when it is found dead seconds
+    later (its units then expire and are re-issued; should it deliver meanwhile, its files carry over)."""
 
     step: int
     demand: int  # the units the trainer wanted for the step when this was read
@@ -171,10 +187,11 @@ def step_room(
     unproven_held = unproven_leased(session, run, config, step)
     proven_alive = live_members(session, run.run_id, config, now, proven=True)
     pool = units if proven_alive == 0 else max(1, math.floor(units * config.lease_unproven_fraction))
-    extra = unproven_held if proven_alive else 0
-    room = open_units(session, run, config, unproven_held=extra, step=step)
+    uncounted = unproven_held if proven_alive else 0
+    silent = partial(silent_leased, session, run, config, now, proven_only=proven_alive > 0)
+    room = open_units(session, run, config, uncounted=uncounted + silent(step=step), step=step)
     if step > run.current_step:
-        room = max(0, room - carried_over(session, run, config))
+        room = max(0, room - carried_over(session, run, config, uncounted=silent(step=run.current_step)))
     return StepRoom(
         step=step,
         demand=demand,
@@ -259,11 +276,11 @@ def held_units(
     return [HeldUnit(*row) for row in session.connection().execute(_HELD, parameters)]
 
 
-def carried_over(session: Session, run: Run, config: CoordinatorConfig) -> int:
-    """Active units of the open step beyond its demand: the step fills without some of them, and their files
-    train in the next one."""
+def carried_over(session: Session, run: Run, config: CoordinatorConfig, *, uncounted: int = 0) -> int:
+    """Active units of the open step, less `uncounted` leases its room does not count, beyond its demand: the
+    step fills without some of them, and their files train in the next one."""
     active = step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES))
-    return max(0, active - step_demand(run, config))
+    return max(0, active - uncounted - step_demand(run, config))
 
 
 def step_demand(run: Run, config: CoordinatorConfig) -> int:
@@ -283,13 +300,13 @@ def open_units(
     run: Run,
     config: CoordinatorConfig,
     *,
-    unproven_held: int,
+    uncounted: int,
     step: int | None = None,
 ) -> int:
     """Units of `step` (default: the open one) that may still be leased: demand + slack minus those delivered or
-    leased, less `unproven_held` leases of unproven nodes that count only once their file arrives."""
+    leased, less `uncounted` leases that count only once their file arrives (unproven or silent nodes')."""
     active = step_units(session, run, WorkUnit.status.in_(ACTIVE_UNIT_STATES), step=step)
-    return max(0, step_demand(run, config) + config.lease_slack_units - active + unproven_held)
+    return max(0, step_demand(run, config) + config.lease_slack_units - active + uncounted)
 
 
 def free_batch_indices(session: Session, run_id: str, step: int, node_id: str, count: int) -> list[int]:

@@ -58,12 +58,16 @@ async def lease_work(run_id: RunId, body: LeaseRequest, request: Request, who: S
     its next poll, a round trip and up to a backed-off poll later."""
     node_id = who.require_node()
     state = state_of(request)
+    refused: ConflictError | None = None
     async for last in state.work_changed.looks(body.wait_s, recheck=LEASE_RECHECK_S):
+        if refused is not None and await request.is_disconnected():
+            raise refused  # it hung up while held (killed, say): units it cannot receive would wait for its death
         try:
             return await run_in_threadpool(_lease, state, run_id, node_id, body)
         except ConflictError as refusal:
             if refusal.kind != "step_full" or last:
                 raise
+            refused = refusal
     raise AssertionError("a long poll's last look answers")
 
 
@@ -242,7 +246,10 @@ async def lease_validation(
     `wait_s`, none only once that long passed with nothing to judge (woken by each file submitted, looking
     again every LEASE_RECHECK_S for lapsed validation leases), so a file is judged as soon as it arrives."""
     state = state_of(request)
+    lease: ValidationLease | None = None
     async for last in state.files_pending.looks(body.wait_s, recheck=LEASE_RECHECK_S):
+        if lease is not None and await request.is_disconnected():
+            return lease  # it hung up while held: a file leased to it would wait for its lease to lapse
         lease = await run_in_threadpool(_lease_validation, state, run_id, who)
         if lease.submission is not None or last:
             return lease
