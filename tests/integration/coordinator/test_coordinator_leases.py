@@ -126,6 +126,23 @@ def test_no_step_is_leased_ahead_that_the_async_window_could_not_train(make):
     assert _kind(lambda: world.node().lease_work("r", policy_step=0)) == "step_full"
 
 
+def test_with_a_wider_window_a_node_one_policy_behind_leases_ahead_and_two_behind_does_not(make):
+    """async_level 3: a file of step k + 1 generated with policy k - 1 trains two steps old at its own step and
+    three (still inside the window) should it carry over, so a node that has not yet installed the open step's
+    policy (a distant one, say) may lease ahead; with policy k - 2 it could go stale, so it may not."""
+    world = make(default_step_units=1, lease_slack_units=0, lease_ahead_steps=1)
+    world.admin.create_run("wide", world.trainer.node_id, async_level=3)
+    nodes = [world.node() for _ in range(3)]
+    for node in nodes:
+        node.join("wide")
+    world.trainer.publish_step("wide", 1, units=1)
+    world.trainer.publish_step("wide", 2, units=1)
+    assert [u.step for u in nodes[0].lease_work("wide", policy_step=0).units] == [2]  # the open step: any
+    assert _kind(lambda: nodes[1].lease_work("wide", policy_step=0)) == "step_full"  # 3 - 0 > 2
+    ahead = nodes[1].lease_work("wide", policy_step=1)
+    assert [u.step for u in ahead.units] == [3] and ahead.min_policy_step == 0
+
+
 def test_a_node_waiting_for_room_is_answered_the_moment_the_trainer_opens_a_step_or_drains(make, monkeypatch):
     """A lease request may wait at the coordinator while every step is full (`wait_s`). The trainer opening a
     step answers it with that step's unit and draining with run_draining, at once: the periodic look again

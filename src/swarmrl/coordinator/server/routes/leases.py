@@ -203,13 +203,16 @@ def _first_room(
     config: CoordinatorConfig,
 ) -> tuple[leases.StepRoom, int]:
     """The first step with room for the node and the most units it may take there; `step_full` (naming the open
-    step) when no step has any. Steps past the open one only for a node that holds the open step's policy
-    (`policy_step`): a file generated ahead with an older one would train at the window's edge at its own step,
-    and be refused as stale should it carry over to the next (a node that claims a policy it lacks wastes only
-    its own work: its file is refused as stale). A step's room is read only when the steps before it are full."""
-    steps = leases.lease_steps(run, config)
-    if policy_step is None or policy_step < run.current_step:
-        steps = steps[:1]
+    step) when no step has any. A step past the open one only for a node whose policy (`policy_step`) is at
+    most async_level - 1 steps older than it (the open step's own with async_level 2): a file generated ahead
+    with an older one would train at the window's edge at its own step, and be refused as stale should it carry
+    over to the next (a node that claims a policy it lacks wastes only its own work: its file is refused as
+    stale). A step's room is read only when the steps before it are full."""
+    steps = [
+        step
+        for step in leases.lease_steps(run, config)
+        if step == run.current_step or (policy_step is not None and step - policy_step < run.async_level)
+    ]
     rooms = []
     for step in steps:
         rooms.append(room := room_of(step))
