@@ -1,7 +1,7 @@
 """Leases: units of work for nodes (`leases.py`), files to judge for validators.
 
 A node asks before it spends compute: it gets the units it already holds, or new ones of the open step (once
-those are all out, of the step after it: `lease_ahead_steps`, for a node that holds the open step's policy),
+those are all out, of the step after it: `lease_ahead_steps`, for a node whose policy the window allows there),
 or a refusal naming why (the steps are full, the run is draining, its standing is lost). A validator takes one
 pending file at a time, oldest first; its lease lets no other validator judge that file until it lapses, so
 any number of validators judge every file exactly once, and a killed validator's file returns to the pool.
