@@ -170,20 +170,24 @@ def test_an_honest_island_joining_late_still_heals_from_its_peer(tmp_path):
     leader_out, late_out = tmp_path / "leader.jsonl", tmp_path / "late.jsonl"
     settings = SETTINGS.model_dump_json()
     targets = [
-        (leader_main, (settings, str(leader_out), str(tmp_path), 2, 5)),
+        (leader_main, (settings, str(leader_out), str(tmp_path), 2, 6)),
         (late_island_main, (settings, str(late_out), str(tmp_path))),
     ]
     assert run_islands(targets, min_replicas=1, wait=2) == [0, 0]
     leader = [json.loads(line) for line in leader_out.read_text().splitlines()]
     late = [json.loads(line) for line in late_out.read_text().splitlines()]
-    assert [r["participants"] for r in leader[:2]] == [1, 1]
-    first, together = late[0], leader[2:]
+    first = late[0]
     assert first["healed"] and not first["heal_refused"] and first["committed"], first
     assert first["participants"] == 2 and first["contributors"] == 1
+    # The leader merges alone until the late island's first request reaches the quorum (on a loaded machine,
+    # one round more than the two it waits for), then together with it from that round on.
+    alone = [r for r in leader if r["round"] < first["round"]]
+    together = [r for r in leader if r["round"] >= first["round"]]
+    assert len(alone) >= 2 and all(r["participants"] == 1 for r in alone), (leader, late)
     assert together[0]["participants"] == 2 and together[0]["round"] == first["round"], (leader, late)
     assert together[0]["global_digest"] == first["global_digest"]
     # From then on both contribute, and their merged policies stay bit-identical.
-    assert len(late) >= len(together) == 3
+    assert len(late) >= len(together) >= 2
     for mine, theirs in zip(late[1:], together[1:], strict=False):
         assert mine["contributors"] == theirs["contributors"] == 2 and mine["dropped"] == 0
         assert mine["global_digest"] == theirs["global_digest"]
