@@ -147,19 +147,27 @@ def test_a_peers_state_cannot_run_code_in_the_island_that_heals_from_it(duel):
     assert not record["committed"] and record["max_abs"] < 1.0, record
 
 
-@pytest.mark.parametrize("attack", ["oversize", "truncate"])
+SIZE_ATTACKS = ("oversize", "truncate")
+
+
+@pytest.mark.parametrize("attack", SIZE_ATTACKS)
 def test_a_message_of_another_size_fails_the_round_not_the_island(duel, attack):
-    # A collective cannot carry messages of two sizes: the round is lost for everyone in it (gloo aborts the
-    # process that receives too many bytes, here its child process), and the honest island goes on.
+    # A collective cannot carry messages of two sizes: gloo aborts the process that receives too many bytes
+    # (here the peer's child process), which fails the round for everyone in it. A short message may instead
+    # land in the honest island's zeroed buffer before the peer aborts; then it fails the checks (its int8
+    # scales are zeros) and the honest island merges alone. Either way nothing of the peer's reaches it.
     (record,) = _rounds(duel, attack)
-    assert not record["committed"] and record["max_abs"] < 1.0, record
+    assert record["max_abs"] < 1.0, record
+    if record["committed"]:
+        assert record["contributors"] == 1, record
+        assert record["participants"] == 1 or record["drops"][0].startswith("rank 1"), record
 
 
 def test_after_every_attack_the_islands_merge_together_again(duel):
     *_, last = _rounds(duel, "honest")
     assert last is duel["records"][-1]
     assert last["committed"] and last["contributors"] == 2 and last["dropped"] == 0, last
-    assert sum(r["committed"] for r in duel["records"]) == len(PLAN) - 3  # all but pickle, oversize, truncate
+    assert all(r["committed"] for r in duel["records"] if r["attack"] not in ("pickle", *SIZE_ATTACKS))
 
 
 def test_an_honest_island_joining_late_still_heals_from_its_peer(tmp_path):

@@ -72,6 +72,17 @@ def test_a_bad_int8_scale_is_refused(scale):
         decode_contribution(message, KEY, codec)
 
 
+def test_a_short_int8_message_in_a_zeroed_buffer_is_refused():
+    # gloo may deliver a peer's short all-gather message into the receiver's zeroed buffer before the peer
+    # aborts: the header reads well, but the missing rows' scales are zeros.
+    codec = make_codec("int8")
+    message = encode_contribution(_delta(), KEY, codec)
+    received = torch.zeros_like(message)
+    received[: message.numel() // 2] = message[: message.numel() // 2]
+    with pytest.raises(ContributionError, match="scales must be finite and positive"):
+        decode_contribution(received, KEY, codec)
+
+
 def test_non_finite_values_and_garbage_are_refused():
     codec = make_codec("fp32")
     message = encode_contribution(_delta(), KEY, codec)
