@@ -350,6 +350,11 @@ class StepWork(BaseModel):
         "garbage) and their leases are extra to the demand; 0 while no such node is alive, when they are the "
         "step's only producers and count like any",
     )
+    silent: int = Field(
+        0,
+        description="of the leased, those of nodes that missed a heartbeat (of proven nodes alone while "
+        "`unproven` counts the others): they hold them until found dead, but the step does not wait for them",
+    )
 
 
 class NodeWork(BaseModel):

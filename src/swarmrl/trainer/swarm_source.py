@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarmrl.coordinator.api import SubmissionInfo
+from swarmrl.coordinator.api import StepWork, SubmissionInfo
 from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.rollouts import RolloutHeader, RolloutRow
@@ -51,6 +51,13 @@ def submission_id(name: str) -> int:
 def next_demand(files_per_step: float, waiting: int) -> int:
     """Units to lease for the next step: what a step uses, less files already accepted or in flight for it."""
     return max(1, math.ceil(files_per_step) - waiting)
+
+
+def counted_in_flight(work: StepWork) -> int:
+    """Units of a step leased or submitted that are waited for: not a fresh key's (any number of them may hold,
+    drop or fill such units with garbage) nor a silent node's (it missed a heartbeat), as the coordinator's
+    room counts them."""
+    return work.leased + work.submitted - work.unproven - work.silent
 
 
 FileChecks = Callable[[RolloutHeader, list[RolloutRow], FileOrigin], None]
@@ -90,13 +97,14 @@ class AcceptedSubmissions:
 
     def _demand(self, step: int) -> int:
         """Units `step` should lease: a step's worth of files, less accepted files of earlier steps waiting for
-        it and units of those steps still in flight (they carry over when they land). The step's own units,
-        leased ahead while the step before it was open, are the coordinator's to count against this demand."""
+        it and units of those steps in flight and waited for (they carry over when they land). The step's own
+        units, leased ahead while the step before it was open, are the coordinator's to count against this
+        demand."""
         feed = self.client.training_feed(self.run_id, step)
         waiting = sum(1 for submission in feed if submission.step < step)
         for earlier in range(max(0, step - self.async_level), step):
             work = self.client.reads.step_work(self.run_id, earlier)
-            waiting += work.leased + work.submitted - work.unproven  # fresh keys' work is not counted on
+            waiting += counted_in_flight(work)
         return next_demand(self._estimate(), waiting)
 
     def new_files(self, step: int, seen: set[str], prompts_wanted: int) -> list[Path]:
@@ -133,8 +141,7 @@ class AcceptedSubmissions:
     def _top_up(self, step: int) -> None:
         """Nothing new, nothing in flight, nothing left to lease, and the step is not full: ask for one more."""
         work = self.client.reads.step_work(self.run_id, step)
-        # Units of nodes with no accepted work yet are not waited for: any number of fresh keys may hold them.
-        if work.open_units == 0 and work.leased + work.submitted == work.unproven:
+        if work.open_units == 0 and counted_in_flight(work) == 0:
             try:
                 self.client.set_demand(self.run_id, step, work.demand + 1)
             except CoordinatorError as exc:

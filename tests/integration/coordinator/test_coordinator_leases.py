@@ -109,6 +109,23 @@ def test_the_trainer_opening_a_step_counts_its_work_done_ahead_once(make, tmp_pa
     assert (work.demand, work.open_units) == (2, 1)  # 3 - 1 in flight; 2 - the 1 already there
 
 
+def test_the_trainer_opening_a_step_does_not_count_on_a_silent_nodes_units_of_the_step_before(make, tmp_path):
+    """As the coordinator's room does not: a straggler that missed a heartbeat holds its unit of step 0 until
+    it is found dead, but the demand for step 1 is not lowered by it."""
+    world = make(default_step_units=1, lease_slack_units=0, lease_ahead_steps=1, lease_initial_unit_s=150.0)
+    straggler, ahead = world.node(), world.node()
+    straggler.lease_work("r")
+    (unit,) = ahead.lease_work("r", policy_step=0).units
+    accept(world.validator, ahead.upload_and_submit("r", 1, unit.batch_index, b"ahead", 1, 1))
+    world.wait(13.0, ahead)  # the straggler misses a heartbeat of 10 s (+ 2 s grace)
+    work = world.admin.reads.step_work("r", 0)
+    assert (work.leased, work.silent) == (1, 1)
+    source = AcceptedSubmissions(world.trainer, "r", RunDir(tmp_path / "trainer"), units_per_step=3)
+    source.open_step(1)
+    work = world.admin.reads.step_work("r", 1)
+    assert (work.demand, work.open_units) == (3, 2)  # nothing in flight is waited for; 1 already there
+
+
 def test_no_step_is_leased_ahead_that_the_async_window_could_not_train(make):
     """With async_level 1 a unit of step k + 1 would need policy k, which the trainer has not written while it
     collects step k: nothing is leased ahead whatever `lease_ahead_steps` says."""

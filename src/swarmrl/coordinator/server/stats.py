@@ -40,6 +40,9 @@ def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig, 
         expired=counts.get("expired", 0),
         voided=counts.get("voided", 0),
         unproven=leases.unproven_units(session, run, config, ("leased", "submitted"), step) if apart else 0,
+        silent=leases.silent_leased(session, run, config, now, step=step, proven_only=apart)
+        if in_flight
+        else 0,
     )
 
 
