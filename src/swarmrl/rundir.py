@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,9 @@ class RunDirSource:
     def _request(self, step: int, request: FileRequest) -> None:
         self._requested[step] = request
         self.rundir.request_files(step, request)
+
+    def wait_for_files(self, step: int, seconds: float) -> None:
+        time.sleep(seconds)  # workers write files without telling
 
     def should_stop(self) -> bool:
         return self.rundir.should_stop()

@@ -372,12 +372,16 @@ class TrainerClient(RoleClient):
             StepWork, "PUT", f"/v1/runs/{run_id}/demand", json_body={"step": step, "units": units}
         )
 
-    def training_feed(self, run_id: str, step: int, *, after_id: int = 0) -> list[SubmissionInfo]:
+    def training_feed(
+        self, run_id: str, step: int, *, after_id: int = 0, wait_s: float = 0.0
+    ) -> list[SubmissionInfo]:
+        """A page of the files step `step` may train on, after `after_id`; with `wait_s`, an empty page is held
+        at the coordinator until a file is decided (or the time is up)."""
         return self.transport.call(
             list[SubmissionInfo],
             "GET",
             f"/v1/runs/{run_id}/feed",
-            params={"step": step, "after_id": after_id or None},
+            params={"step": step, "after_id": after_id or None, "wait_s": wait_s or None},
         )
 
     def report_outcomes(

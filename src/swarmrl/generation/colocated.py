@@ -77,6 +77,9 @@ class ColocatedSource:
         prompts = self.files.file_prompts(prompts_wanted)
         return [self.writer.write(self.engine, step, batch_index, prompts=prompts)]
 
+    def wait_for_files(self, step: int, seconds: float) -> None:
+        self.files.wait_for_files(step, seconds)
+
     def close_step(self, step: int, summary: dict[str, Any], next_prompts: int) -> None:
         self.files.close_step(step, summary, next_prompts)
 

@@ -79,6 +79,10 @@ class RolloutSource(Protocol):
         """Files for `step` whose names are not in `seen`, in a stable order; the step still wants about
         `prompts_wanted` prompts' groups (an estimate a source may use to size what it asks producers for)."""
 
+    def wait_for_files(self, step: int, seconds: float) -> None:
+        """Return once new files for `step` may be there (at once if the source can tell), after at most
+        `seconds`."""
+
     def close_step(self, step: int, summary: dict[str, Any], next_prompts: int) -> None:
         """`step` has all the data it will use: producers move on; the next step is expected to want about
         `next_prompts` prompts."""
@@ -153,7 +157,7 @@ class RolloutFeed:
                     f"step {step}: {len(accumulator.groups)}/{num_groups} informative groups after waiting "
                     f"{max_wait_seconds:.0f}s with no new rollout file"
                 )
-            time.sleep(self.poll_seconds)
+            self.source.wait_for_files(step, self.poll_seconds)
         stats.wait_seconds = time.monotonic() - start
         stats.groups_seen, stats.groups_dropped = accumulator.seen, accumulator.dropped
         self.source.close_step(

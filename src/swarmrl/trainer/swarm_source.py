@@ -78,6 +78,7 @@ class AcceptedSubmissions:
     _demanded: set[int] = field(default_factory=set, init=False)  # steps whose demand this trainer set
     # file name → its submission record, for the trainer's checks and its report of them
     _submissions: dict[str, SubmissionInfo] = field(default_factory=dict, init=False)
+    _listed: int = field(default=0, init=False)  # the newest submission id the last look at the feed listed
 
     def directory(self, step: int) -> Path:
         return self.rundir.root / "accepted" / f"step_{step}"
@@ -122,9 +123,15 @@ class AcceptedSubmissions:
                 if path.exists() or self._download(submission, path):
                     paths.append(path)
             after_id = page[-1].id
+        self._listed = after_id
         if not paths:
             self._top_up(step)
         return paths
+
+    def wait_for_files(self, step: int, seconds: float) -> None:
+        """Held at the coordinator until a file is decided (or `seconds` are up): the feed past the files just
+        listed may have grown, or a verdict let files through that waited behind a file still being judged."""
+        self.client.training_feed(self.run_id, step, after_id=self._listed, wait_s=seconds)
 
     def _download(self, submission: SubmissionInfo, path: Path) -> bool:
         try:

@@ -407,6 +407,33 @@ def test_accepted_files_reach_the_trainer_in_submission_order_per_step(make):
     assert [s.id for s in world.trainer.training_feed("r", 0)] == [f.id for f in files]
 
 
+def test_a_trainer_waiting_on_the_feed_hears_of_a_file_the_moment_it_may_train_on_it(make):
+    """A held feed request (`wait_s`) is answered by the verdict that lets files through, also when that
+    verdict's file is older than the files it was waiting behind; with nothing decided it is held to the end."""
+    world = make(default_step_units=10)
+    node = world.node()
+    files = [leased_submit(node, "r", f"file {i}".encode()) for i in range(2)]
+    first, second = world.validator, world.added_validator()
+    assert [first.lease_validation("r").submission.id, second.lease_validation("r").submission.id] == [
+        f.id for f in files
+    ]
+    started = time.monotonic()
+    assert world.trainer.training_feed("r", 0, wait_s=1.0) == []
+    assert time.monotonic() - started >= 1.0
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(world.trainer.training_feed, "r", 0, wait_s=15.0)
+        time.sleep(0.5)
+        accept(second, files[1])  # decided, but waits behind file 0: the held request looks and answers
+        assert answer.result(timeout=10) == []
+        answer = pool.submit(world.trainer.training_feed, "r", 0, after_id=files[1].id, wait_s=15.0)
+        time.sleep(0.5)
+        assert not answer.done()
+        started = time.monotonic()
+        accept(first, files[0])
+        assert answer.result(timeout=10) == [] and time.monotonic() - started < 5.0
+    assert [s.id for s in world.trainer.training_feed("r", 0)] == [f.id for f in files]
+
+
 # --- the feed, what each step used, and the counts -----------------------------------------------------------
 def test_each_step_reports_what_it_used_and_unused_work_carries_over(make):
     world = make(default_step_units=10)

@@ -85,6 +85,7 @@ class ServiceState:
     # Wakes lease requests waiting for room: a step opened, its demand changed, a run drains.
     work_changed: Notifier = field(default_factory=Notifier)
     files_pending: Notifier = field(default_factory=Notifier)  # wakes validation leases: a file was submitted
+    files_decided: Notifier = field(default_factory=Notifier)  # wakes the trainer's feed: a file was decided
     # run id → step → (read at, (open step, demand) then, StepRoom): the rooms a refusal may stand on
     step_rooms: dict[str, dict[int, tuple[float, Any, Any]]] = field(default_factory=dict)
     # run id → (monotonic time, summary): every open dashboard stream of a run shares one read per second

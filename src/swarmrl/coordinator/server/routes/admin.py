@@ -78,6 +78,7 @@ def ban(body: BanRequest, request: Request, _: AdminCaller) -> Ok:
     state = state_of(request)
     with state.sessions() as session, session.begin():
         ban_node(session, body.node_id, body.reason, state.clock())
+    state.files_decided.notify()  # its voided pending files no longer hold back the files behind them
     return Ok()
 
 

@@ -12,9 +12,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import exists, or_, select, update
 from sqlalchemy.orm import Session, aliased
+from starlette.concurrency import run_in_threadpool
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import (
+    MAX_LEASE_WAIT_S,
     FileAudit,
     OutcomeReceipt,
     RowId,
@@ -31,7 +33,8 @@ from swarmrl.coordinator.errors import ConflictError, ForbiddenError, NotFoundEr
 from swarmrl.coordinator.rules import leases
 from swarmrl.coordinator.rules.judgement import judge
 from swarmrl.coordinator.server.access import get_run, require_privileged, require_trainer_or_admin
-from swarmrl.coordinator.server.auth import SignedCaller, state_of
+from swarmrl.coordinator.server.auth import Caller, SignedCaller, state_of
+from swarmrl.coordinator.server.state import ServiceState
 from swarmrl.coordinator.server.stats import is_drained, step_work
 from swarmrl.coordinator.server.views import run_state, submission_info, verdict_info
 from swarmrl.coordinator.store.db import Run, Submission, Verdict
@@ -77,13 +80,34 @@ def accepted_for_step(
 
 
 @router.get("/v1/runs/{run_id}/feed", response_model=list[SubmissionInfo])
-def training_feed(
-    run_id: RunId, request: Request, who: SignedCaller, step: Annotated[Step, Query()], after_id: AfterId = 0
+async def training_feed(
+    run_id: RunId,
+    request: Request,
+    who: SignedCaller,
+    step: Annotated[Step, Query()],
+    after_id: AfterId = 0,
+    wait_s: Annotated[float, Query(ge=0, le=MAX_LEASE_WAIT_S)] = 0.0,
 ) -> list[SubmissionInfo]:
     """What training step `step` may read: accepted files of steps `step - async_level .. step` that no other
     step used, oldest first. Work of an earlier step that arrived after that step filled is not wasted while
-    its policy is recent enough (the trainer checks the policy step of every file)."""
+    its policy is recent enough (the trainer checks the policy step of every file).
+
+    With `wait_s`, an empty page is held until a file is decided (any verdict may let files behind it in
+    submission order through) or the time is up: the trainer hears of a file the moment it can train on it,
+    not at its next poll."""
     state = state_of(request)
+    woken = False
+    async for last in state.files_decided.looks(wait_s):
+        page = await run_in_threadpool(_feed_page, state, run_id, who, step, after_id)
+        if page or last or woken:
+            return page
+        woken = True  # the next look comes after a decision (or at the end): it answers
+    raise AssertionError("a long poll's last look answers")
+
+
+def _feed_page(
+    state: ServiceState, run_id: str, who: Caller, step: int, after_id: int
+) -> list[SubmissionInfo]:
     with state.sessions() as session:
         run = get_run(session, run_id)
         require_privileged(session, run, who)

@@ -129,6 +129,8 @@ def record_submission(state: ServiceState, run_id: str, node_id: str, body: Subm
     state.metrics.submissions.inc()
     if info.status == "pending":
         state.files_pending.notify()
+    else:  # accepted unjudged (spot checks) or refused for its claims: decided already
+        state.files_decided.notify()
     if lie is not None:  # recorded and penalised above; the node hears why
         raise ApiError(lie, kind="claims_out_of_bounds", status=422)
     return info
@@ -201,5 +203,6 @@ def post_verdict(
             )
         verdict = judge(session, submission, validator_key, body, state.config, now, body.rewards_summary)
         info = verdict_info(verdict, submission)
+    state.files_decided.notify()
     state.metrics.verdicts.labels(outcome="accept" if body.accept else f"reject_{verdict.severity}").inc()
     return info
