@@ -291,6 +291,30 @@ def test_a_worker_installs_each_version_in_the_background(tmp_path, servers, cap
     assert re.search(line, caplog.text), caplog.text
 
 
+def test_a_node_two_versions_behind_catches_up_through_the_deltas(tmp_path, servers, caplog):
+    root = tmp_path / "ckpt"
+    origin, server = start_origin(root, delta=True)
+    servers.append(server)
+    origin.publish(write_checkpoint(root, 0, 300_000), 0)
+    fetcher = CheckpointFetcher([server.url], TRAINER.node_id, tmp_path / "worker", run_id="test-run")
+    fetcher.fetch(0)
+    for version in (1, 2):  # published while the node was busy: it holds step 0, two behind
+        origin.publish(next_version(root, version, 300_000), version)
+    stop = threading.Event()
+    prefetch = Prefetch(fetcher, stop, poll_s=2.0)
+    with caplog.at_level(logging.INFO, logger="swarmrl.shardcast.prefetch"):
+        prefetch.start()
+        try:
+            wait_until(lambda: "policy step 2 installed" in caplog.text, timeout=20)
+        finally:
+            stop.set()
+            prefetch.join(timeout=10)
+    assert local_versions(tmp_path / "worker") == [0, 1, 2]
+    on_the_way = rf"policy step 1 installed [0-9.]+s after step 2's announcement \(0\.0 MB from {server.url}, a delta\)"
+    assert re.search(on_the_way, caplog.text), caplog.text
+    assert fetcher.last_stats.used_delta  # and step 2 from step 1's, not whole
+
+
 def test_a_validator_installs_each_version_before_a_file_asks_for_it(tmp_path, servers):
     root = tmp_path / "ckpt"
     origin, server = start_origin(root, delta=True)
