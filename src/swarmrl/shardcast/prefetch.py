@@ -22,13 +22,15 @@ def transfer_summary(stats: TransferStats) -> str:
 
 def next_in_line(held: int, newest: int, whole_bytes: int, delta_bytes: int | None) -> int:
     """The version to install next for a node holding `held` (-1: none) when `newest` is announced (whole
-    `whole_bytes`, a delta from the version before it `delta_bytes`; None: no delta): the one right after `held`
-    when the deltas from there to `newest` cost at most one delta more than `newest` whole, else `newest`.
+    `whole_bytes`, a delta from the version before it `delta_bytes`; None: no delta): the one right after
+    `held` when the deltas from there to `newest` cost at most one delta more than `newest` whole, else
+    `newest`.
 
-    A node whose link carries a delta in less time than the trainer takes for a step, but not a whole checkpoint
-    (on a narrow link the delta is the difference), falls behind for good by jumping to the newest version
-    whole: by the time it holds it the next one is out, and jumping again costs a whole one again. Following the
-    deltas, it gains on the trainer with each one, and holds a newer policy one delta after it started."""
+    A node whose link carries a delta in less time than the trainer takes for a step, but not a whole
+    checkpoint (on a narrow link the delta is the difference), falls behind for good by jumping to the newest
+    version whole: by the time it holds it the next one is out, and jumping again costs a whole one again.
+    Following the deltas, it gains on the trainer with each one, and holds a newer policy one delta after it
+    started."""
     behind = newest - held
     if held < 0 or delta_bytes is None or behind < 2:
         return newest
@@ -86,7 +88,7 @@ class Prefetch(threading.Thread):
                 self.fetching = None
 
     def _install_on_the_way(self, version: int, newest: int) -> bool:
-        """Install `version`, a step on the way to `newest` (its delta); False when no source still backs it."""
+        """Install `version`, on the way to `newest` (from its delta); False when no source still backs it."""
         self.fetching = version
         try:
             self.fetcher.fetch(version)

@@ -181,6 +181,27 @@ def test_a_node_waiting_for_room_is_answered_the_moment_the_trainer_opens_a_step
         assert refusal.result(timeout=10) == "run_draining"
 
 
+def test_when_a_step_opens_its_units_go_first_to_the_waiting_node_that_returns_them_soonest(make):
+    """Both wait for room; the slow node asked first. The step that opens has one unit: the node measured at
+    1 s a unit takes it, not the one at 5 s (woken together, the slower one looks a moment later)."""
+    world = make(default_step_units=2, lease_slack_units=0)
+    fast, slow = world.node(), world.node()
+    (fast_unit,) = fast.lease_work("r", max_units=1).units
+    (slow_unit,) = slow.lease_work("r", max_units=1).units
+    world.wait(1.0, fast, slow)
+    fast.upload_and_submit("r", 0, fast_unit.batch_index, b"fast", 1, 1)
+    world.wait(4.0, fast, slow)
+    slow.upload_and_submit("r", 0, slow_unit.batch_index, b"slow", 1, 1)
+    with ThreadPoolExecutor(2) as pool:
+        slow_answer = pool.submit(_kind, lambda: slow.lease_work("r", wait_s=3.0))
+        time.sleep(0.3)
+        fast_answer = pool.submit(fast.lease_work, "r", wait_s=15.0)
+        time.sleep(0.3)
+        world.trainer.publish_step("r", 1, units=1)
+        assert [(u.step, u.batch_index) for u in fast_answer.result(timeout=10).units] == [(1, 0)]
+        assert slow_answer.result(timeout=10) == "step_full"
+
+
 def test_a_waiting_node_gets_a_lapsed_unit_and_every_wait_ends_in_time(make):
     world = make(default_step_units=1, lease_slack_units=0)
     world.node().lease_work("r")

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from swarmrl.configs.coordinator import CoordinatorConfig
+from swarmrl.coordinator.server.held import HeldLeases
 from swarmrl.coordinator.server.ratelimit import TokenBuckets
 from swarmrl.coordinator.store.storage import Storage
 from swarmrl.httpserve.notify import Notifier
@@ -84,6 +85,7 @@ class ServiceState:
     units_swept_at: dict[str, float] = field(default_factory=dict)  # run id → last sweep of lapsed units
     # Wakes lease requests waiting for room: a step opened, its demand changed, a run drains.
     work_changed: Notifier = field(default_factory=Notifier)
+    held_leases: HeldLeases = field(default_factory=HeldLeases)  # who waits for room, and how fast it works
     files_pending: Notifier = field(default_factory=Notifier)  # wakes validation leases: a file was submitted
     files_decided: Notifier = field(default_factory=Notifier)  # wakes the trainer's feed: a file was decided
     # run id → step → (read at, (open step, demand) then, StepRoom): the rooms a refusal may stand on

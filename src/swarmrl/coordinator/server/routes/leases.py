@@ -9,6 +9,7 @@ any number of validators judge every file exactly once, and a killed validator's
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
@@ -59,16 +60,33 @@ async def lease_work(run_id: RunId, body: LeaseRequest, request: Request, who: S
     node_id = who.require_node()
     state = state_of(request)
     refused: ConflictError | None = None
-    async for last in state.work_changed.looks(body.wait_s, recheck=LEASE_RECHECK_S):
-        if refused is not None and await request.is_disconnected():
-            raise refused  # it hung up while held (killed, say): units it cannot receive would wait for its death
-        try:
-            return await run_in_threadpool(_lease, state, run_id, node_id, body)
-        except ConflictError as refusal:
-            if refusal.kind != "step_full" or last:
-                raise
-            refused = refusal
-    raise AssertionError("a long poll's last look answers")
+    try:
+        async for last in state.work_changed.looks(body.wait_s, recheck=LEASE_RECHECK_S):
+            if refused is not None:
+                if await request.is_disconnected():
+                    # It hung up while held (killed, say): units it cannot receive would wait for its death.
+                    raise refused
+                await asyncio.sleep(state.held_leases.delay(run_id, node_id))  # a faster node first
+            try:
+                return await run_in_threadpool(_lease, state, run_id, node_id, body)
+            except ConflictError as refusal:
+                if refusal.kind != "step_full" or last:
+                    raise
+                if refused is None:
+                    seconds = await run_in_threadpool(_unit_seconds, state, run_id, node_id)
+                    state.held_leases.hold(run_id, node_id, seconds)
+                refused = refusal
+        raise AssertionError("a long poll's last look answers")
+    finally:
+        if refused is not None:
+            state.held_leases.release(run_id, node_id)
+
+
+def _unit_seconds(state: ServiceState, run_id: str, node_id: str) -> float | None:
+    with state.sessions() as session:
+        return session.scalar(
+            select(Membership.unit_seconds).where(Membership.run_id == run_id, Membership.node_id == node_id)
+        )
 
 
 def _lease(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -> WorkLease:
