@@ -150,21 +150,27 @@ class ShardcastClient:
         it cannot back is demoted there and, while it backs off, not listened to."""
         deadline = time.monotonic() + timeout_s
         bounds = Bounds(floor=after, ceiling=ceiling)
-        # Which source is near decides where the download goes; asking every source for its versions measured
-        # that, so a source not measured yet is measured while the announcement is awaited.
-        probes = [
-            asyncio.create_task(self._measure_round_trip(url))
+        # Which source is near decides where the download goes; asking every source for its versions measures
+        # that, so each source is asked again while the announcement is awaited until its window of round trips
+        # is full: a node's first samples, taken while it starts and downloads its first policy over a narrow
+        # link, can be a second long for every source, and the minimum of one sample made a distant relay look
+        # as near as the node's own (its shards then crossed the narrow link twice).
+        unmeasured = [url for url in self.sources if self.selector.stats[url].round_trip is None]
+        probes = {
+            url: asyncio.create_task(self._measure_round_trip(url))
             for url in self.sources
-            if self.selector.stats[url].round_trip is None
-        ]
+            if self.selector.stats[url].measuring
+        }
         try:
             while (remaining := deadline - time.monotonic()) > 0:
                 announced = await self._announcement(bounds, remaining)
                 if announced is False:
                     return None
                 if announced is not True:
-                    if probes:
-                        await asyncio.wait(probes, timeout=self.config.hedge_after_s)
+                    if unmeasured:  # the first choice of sources needs a round trip of each
+                        await asyncio.wait(
+                            [probes[url] for url in unmeasured], timeout=self.config.hedge_after_s
+                        )
                     return announced
                 found = await self.newest_verified(ceiling, after)
                 if found is not None:
@@ -172,9 +178,9 @@ class ShardcastClient:
                 await asyncio.sleep(min(self.config.backoff_base_s, max(deadline - time.monotonic(), 0)))
             return None
         finally:
-            for probe in probes:
+            for probe in probes.values():
                 probe.cancel()
-            await asyncio.gather(*probes, return_exceptions=True)
+            await asyncio.gather(*probes.values(), return_exceptions=True)
 
     async def _measure_round_trip(self, url: str) -> None:
         with contextlib.suppress(SourceFailure):  # measured on a later call, once it answers

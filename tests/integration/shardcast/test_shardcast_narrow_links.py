@@ -168,6 +168,31 @@ def _next_version_fetched(root, origin, node, links: list[SlowLink]) -> float:
     return took
 
 
+def test_a_node_whose_first_round_trips_were_slow_measures_its_sources_again(tmp_path, servers):
+    """Samples taken while a node starts (importing, downloading its first policy over a narrow link) can be a
+    second long for every source, near or far. Waiting for the next version, the node asks its sources again,
+    and its own relay is near again: the distant one is not."""
+    root, origin, far, relay_link, relay_url, node = _near_relay_and_far_origin(tmp_path, servers)
+    sources = [far.url, relay_url]
+    selector = source_policy(sources, ClientConfig())
+    selector.observe_round_trip(far.url, 1.2)
+    selector.observe_round_trip(relay_url, 1.0)
+    assert selector.near(sources) == sources
+
+    async def wait_for_the_next_version():
+        async with ShardcastClient(
+            sources, TRAINER.node_id, tmp_path / "restarted", ClientConfig(), selector=selector
+        ) as client:
+            return await client.next_verified(after=1, timeout_s=1.5)
+
+    try:
+        assert asyncio.run(wait_for_the_next_version()) is None  # nothing newer than version 1 comes
+    finally:
+        far.close()
+        relay_link.close()
+    assert selector.near(sources) == [relay_url]
+
+
 def test_a_client_stops_waiting_for_a_near_relay_that_makes_no_progress(tmp_path, servers):
     root, origin, far, relay_link, relay_url, node = _near_relay_and_far_origin(tmp_path, servers)
     relay_link.close()  # the relay's upstream is gone: it will not get version 2

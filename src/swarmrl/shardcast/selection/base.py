@@ -43,6 +43,11 @@ class SourceStats:
     def round_trip(self) -> float | None:
         return min(self.round_trips, default=None)
 
+    @property
+    def measuring(self) -> bool:
+        """Its window of round trips is not full yet: worth another sample."""
+        return len(self.round_trips) < ROUND_TRIP_WINDOW
+
     def success_rate(self) -> float:
         """Smoothed with a Beta(1,1) prior: (ok + 1) / (ok + failed + 2)."""
         return (self.successes + 1) / (self.successes + self.failures + 2)
