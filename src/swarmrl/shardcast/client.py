@@ -52,6 +52,8 @@ from swarmrl.steps import parse_step_dir_name, step_dir_name
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# While a node waits for a version, it samples each source's round trip this often until its window is full.
+ROUND_TRIP_PROBE_S = 1.0
 
 
 def local_versions(dest_root: Path) -> list[int]:
@@ -151,16 +153,17 @@ class ShardcastClient:
         deadline = time.monotonic() + timeout_s
         bounds = Bounds(floor=after, ceiling=ceiling)
         # Which source is near decides where the download goes; asking every source for its versions measures
-        # that, so each source is asked again while the announcement is awaited until its window of round trips
-        # is full: a node's first samples, taken while it starts and downloads its first policy over a narrow
-        # link, can be a second long for every source, and the minimum of one sample made a distant relay look
-        # as near as the node's own (its shards then crossed the narrow link twice).
-        unmeasured = [url for url in self.sources if self.selector.stats[url].round_trip is None]
-        probes = {
-            url: asyncio.create_task(self._measure_round_trip(url))
-            for url in self.sources
-            if self.selector.stats[url].measuring
-        }
+        # that, so each source is asked again (every ROUND_TRIP_PROBE_S) while the announcement is awaited, until
+        # its window of round trips is full: a node's first samples, taken while it starts and downloads its
+        # first policy over a narrow link, can be a second long for every source, and the minimum of one sample
+        # made a distant relay look as near as the node's own (its shards then crossed the narrow link twice).
+        first: dict[str, asyncio.Future[None]] = {}
+        probes = []
+        for url in self.sources:
+            if self.selector.stats[url].measuring:
+                first[url] = asyncio.get_running_loop().create_future()
+                probes.append(asyncio.create_task(self._sample_round_trips(url, first[url])))
+        unmeasured = [first[url] for url in self.sources if self.selector.stats[url].round_trip is None]
         try:
             while (remaining := deadline - time.monotonic()) > 0:
                 announced = await self._announcement(bounds, remaining)
@@ -168,9 +171,7 @@ class ShardcastClient:
                     return None
                 if announced is not True:
                     if unmeasured:  # the first choice of sources needs a round trip of each
-                        await asyncio.wait(
-                            [probes[url] for url in unmeasured], timeout=self.config.hedge_after_s
-                        )
+                        await asyncio.wait(unmeasured, timeout=self.config.hedge_after_s)
                     return announced
                 found = await self.newest_verified(ceiling, after)
                 if found is not None:
@@ -178,13 +179,22 @@ class ShardcastClient:
                 await asyncio.sleep(min(self.config.backoff_base_s, max(deadline - time.monotonic(), 0)))
             return None
         finally:
-            for probe in probes.values():
+            for probe in probes:
                 probe.cancel()
-            await asyncio.gather(*probes.values(), return_exceptions=True)
+            await asyncio.gather(*probes, return_exceptions=True)
 
     async def _measure_round_trip(self, url: str) -> None:
         with contextlib.suppress(SourceFailure):  # measured on a later call, once it answers
             await ask_versions(self.session, url, self.selector, self.config)
+
+    async def _sample_round_trips(self, url: str, first: asyncio.Future[None]) -> None:
+        """Ask `url` for its versions every ROUND_TRIP_PROBE_S until its window of round trips is full;
+        `first` is done once the first answer (or failure) is in."""
+        await self._measure_round_trip(url)
+        first.set_result(None)
+        while self.selector.stats[url].measuring:
+            await asyncio.sleep(ROUND_TRIP_PROBE_S)
+            await self._measure_round_trip(url)
 
     async def _announcement(self, bounds: Bounds, timeout_s: float) -> tuple[Manifest, bytes] | bool:
         """As soon as a source (not backing off) announces a version within bounds: the verified manifest the
