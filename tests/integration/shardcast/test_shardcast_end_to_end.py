@@ -5,6 +5,7 @@ background."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import threading
@@ -265,52 +266,55 @@ def test_a_relay_mirrors_the_delta_before_the_full_copy(tmp_path, servers):
     assert all(seen_in[i] >= last_delta for i in range(full)), seen_in
 
 
-def test_a_worker_installs_each_version_in_the_background(tmp_path, servers, caplog):
+def _delta_origin_with_version_0(tmp_path, servers):
+    """An origin publishing deltas, holding version 0, and a worker's fetcher of it: (root, origin, url, fetcher)."""
     root = tmp_path / "ckpt"
     origin, server = start_origin(root, delta=True)
     servers.append(server)
     origin.publish(write_checkpoint(root, 0, 300_000), 0)
     fetcher = CheckpointFetcher([server.url], TRAINER.node_id, tmp_path / "worker", run_id="test-run")
+    return root, origin, server.url, fetcher
+
+
+@contextlib.contextmanager
+def _prefetching(fetcher):
+    """A worker's background installs of each announced version, stopped (and checked stopped) at the end."""
     stop = threading.Event()
     prefetch = Prefetch(fetcher, stop, poll_s=2.0)
     prefetch.start()
     try:
-        with caplog.at_level(logging.INFO, logger="swarmrl.shardcast.prefetch"):
-            wait_until(lambda: local_versions(tmp_path / "worker") == [0])
-            origin.publish(next_version(root, 1, 300_000), 1)
-            # No unit asked for it: the announcement alone brings it in.
-            wait_until(lambda: 1 in local_versions(tmp_path / "worker"), timeout=10)
-            wait_until(lambda: "policy step 1 installed" in caplog.text, timeout=5)
+        yield
     finally:
         stop.set()
         prefetch.join(timeout=10)
     assert not prefetch.is_alive()
+
+
+def test_a_worker_installs_each_version_in_the_background(tmp_path, servers, caplog):
+    root, origin, url, fetcher = _delta_origin_with_version_0(tmp_path, servers)
+    with caplog.at_level(logging.INFO, logger="swarmrl.shardcast.prefetch"), _prefetching(fetcher):
+        wait_until(lambda: local_versions(tmp_path / "worker") == [0])
+        origin.publish(next_version(root, 1, 300_000), 1)
+        # No unit asked for it: the announcement alone brings it in.
+        wait_until(lambda: 1 in local_versions(tmp_path / "worker"), timeout=10)
+        wait_until(lambda: "policy step 1 installed" in caplog.text, timeout=5)
     # The log line says what the install took and where its bytes came from: the delta, from the origin.
-    assert fetcher.last_stats.used_delta and set(fetcher.last_stats.bytes_by_source) == {server.url}
-    line = rf"policy step 1 installed [0-9.]+s after its announcement \(0\.\d MB from {server.url}, a delta\)"
+    assert fetcher.last_stats.used_delta and set(fetcher.last_stats.bytes_by_source) == {url}
+    line = rf"policy step 1 installed [0-9.]+s after its announcement \(0\.\d MB from {url}, a delta\)"
     assert re.search(line, caplog.text), caplog.text
 
 
 def test_a_node_two_versions_behind_catches_up_through_the_deltas(tmp_path, servers, caplog):
-    root = tmp_path / "ckpt"
-    origin, server = start_origin(root, delta=True)
-    servers.append(server)
-    origin.publish(write_checkpoint(root, 0, 300_000), 0)
-    fetcher = CheckpointFetcher([server.url], TRAINER.node_id, tmp_path / "worker", run_id="test-run")
+    root, origin, url, fetcher = _delta_origin_with_version_0(tmp_path, servers)
     fetcher.fetch(0)
     for version in (1, 2):  # published while the node was busy: it holds step 0, two behind
         origin.publish(next_version(root, version, 300_000), version)
-    stop = threading.Event()
-    prefetch = Prefetch(fetcher, stop, poll_s=2.0)
-    with caplog.at_level(logging.INFO, logger="swarmrl.shardcast.prefetch"):
-        prefetch.start()
-        try:
-            wait_until(lambda: "policy step 2 installed" in caplog.text, timeout=20)
-        finally:
-            stop.set()
-            prefetch.join(timeout=10)
+    with caplog.at_level(logging.INFO, logger="swarmrl.shardcast.prefetch"), _prefetching(fetcher):
+        wait_until(lambda: "policy step 2 installed" in caplog.text, timeout=20)
     assert local_versions(tmp_path / "worker") == [0, 1, 2]
-    on_the_way = rf"policy step 1 installed [0-9.]+s after step 2's announcement \(0\.0 MB from {server.url}, a delta\)"
+    on_the_way = (
+        rf"policy step 1 installed [0-9.]+s after step 2's announcement \(0\.0 MB from {url}, a delta\)"
+    )
     assert re.search(on_the_way, caplog.text), caplog.text
     assert fetcher.last_stats.used_delta  # and step 2 from step 1's, not whole
 
