@@ -12,6 +12,7 @@ import collections
 import contextlib
 import http.client
 import os
+import select
 import socket
 import threading
 import time
@@ -49,9 +50,19 @@ class IdleConnections:
         self._lock = threading.Lock()
 
     def pop(self, key: tuple[str, str]) -> http.client.HTTPConnection | None:
-        with self._lock:
-            idle = self._idle[key]
-            return idle.pop() if idle else None
+        """The most recently used idle connection the server has not closed; closed ones are dropped. A server
+        closes a keep-alive connection idle past its own limit (the shardcast servers: `header_timeout_s`),
+        so after a pause longer than that, between two versions, every kept connection is dead: reusing one
+        would fail the request, and the source would look out of reach."""
+        while True:
+            with self._lock:
+                idle = self._idle[key]
+                if not idle:
+                    return None
+                connection = idle.pop()
+            if not _closed_by_peer(connection):
+                return connection
+            connection.close()
 
     def push(self, key: tuple[str, str], connection: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -67,6 +78,19 @@ class IdleConnections:
             self._idle.clear()
         for connection in idle:
             connection.close()
+
+
+def _closed_by_peer(connection: http.client.HTTPConnection) -> bool:
+    """An idle connection whose socket reads as ready: the server closed it (or sent bytes nobody asked
+    for, which makes it unusable too)."""
+    if connection.sock is None:
+        return True
+    poller = select.poll()
+    try:
+        poller.register(connection.sock, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):  # a socket already closed
+        return True
 
 
 class ConnectionPool:
@@ -88,9 +112,10 @@ class ConnectionPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def take(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, bool]:
-        """A connection to the origin and whether it was reused (a reused one may have been closed idle)."""
-        connection = self._idle.pop((scheme, netloc))
+    def take(self, scheme: str, netloc: str, reuse: bool = True) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection to the origin (an idle one if `reuse` and there is one) and whether it was reused: the
+        server may close a reused one just as the request goes out."""
+        connection = self._idle.pop((scheme, netloc)) if reuse else None
         if connection is not None:
             with self._lock:
                 self._busy.add(connection)
@@ -225,7 +250,7 @@ def request_range(
     parts = urlsplit(url)
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     for attempt in range(2):
-        connection, reused = pool.take(parts.scheme, parts.netloc)
+        connection, reused = pool.take(parts.scheme, parts.netloc, reuse=attempt == 0)
         try:
             with _discarded_on_failure(pool, connection):
                 if sink is not None:
@@ -234,7 +259,7 @@ def request_range(
             return RangeAnswer(pool, (parts.scheme, parts.netloc), connection, response)
         except SourceFailure as failure:
             if reused and attempt == 0 and isinstance(failure.__cause__, _STALE_CONNECTION):
-                continue  # the server closed an idle keep-alive connection: one retry on a fresh one
+                continue  # the server closed the idle connection as the request went out: retry on a new one
             raise
     raise AssertionError("unreachable: the second attempt returns or raises")
 

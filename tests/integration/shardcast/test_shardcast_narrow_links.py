@@ -25,8 +25,9 @@ from shardcast_testkit import (
     write_checkpoint,
 )
 
-from swarmrl.configs.shardcast import ClientConfig, RelayConfig
-from swarmrl.shardcast import Relay, ShardcastClient
+from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.configs.shardcast import ClientConfig, OriginConfig, RelayConfig
+from swarmrl.shardcast import Origin, Relay, ShardcastClient
 from swarmrl.shardcast.range_get import ConnectionPool, IdleConnections
 from swarmrl.shardcast.selection import SourcePolicy, source_policy
 
@@ -270,8 +271,8 @@ def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, ser
         opened.append(self.port)
         connect(self)
 
-    def watched(self, scheme: str, netloc: str):
-        connection, reused = take(self, scheme, netloc)
+    def watched(self, scheme: str, netloc: str, reuse: bool = True):
+        connection, reused = take(self, scheme, netloc, reuse)
         taken.append(reused)
         return connection, reused
 
@@ -289,6 +290,28 @@ def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, ser
     # up to the concurrency (under load version 1 may have needed fewer at once), never four more.
     assert 1 <= first <= 4 and len(opened) <= 4, opened
     assert taken[taken_first], taken
+
+
+def test_after_a_pause_past_the_servers_keep_alive_no_request_fails_on_a_dead_connection(tmp_path, servers):
+    """Training steps take longer than a server keeps an idle connection open, so by the next version every
+    connection the last one kept is closed. Reusing one failed the request, marked the source out of reach,
+    and a node then fetched from across the world instead of waiting for its own region's relay."""
+    root = tmp_path / "ckpt"
+    config = OriginConfig(delta=True, connections=ConnectionLimits(max_per_address=512, header_timeout_s=0.3))
+    origin = Origin(root, TRAINER, "test-run", config)
+    origin_server = origin.serve_in_thread()
+    servers.append(origin_server)
+    origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
+    node = Node([origin_server.url], tmp_path / "worker", ClientConfig(concurrency=4))
+    try:
+        assert node.refresh()[0] == 1
+        time.sleep(1.0)  # past the origin's keep-alive: it closes the connections the node keeps
+        origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)
+        assert node.refresh()[0] == 2
+    finally:
+        node.idle.close()
+    stats = node.selector.stats[origin_server.url]
+    assert (stats.failures, stats.unreachable) == (0, False)
 
 
 @pytest.mark.parametrize("cut_through", [True, False])

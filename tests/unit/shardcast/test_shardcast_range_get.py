@@ -11,6 +11,7 @@ import pytest
 from swarmrl.shardcast.range_get import (
     ConnectionPool,
     CorruptShard,
+    IdleConnections,
     RangeSink,
     SourceFailure,
     fetch_range_into,
@@ -24,9 +25,15 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
     connections: list[int] = []
     extra = b""  # bytes appended past the requested range (a lying source)
 
+    closed: list[int] = []
+
     def setup(self) -> None:
         super().setup()
         type(self).connections.append(self.client_address[1])
+
+    def finish(self) -> None:
+        super().finish()
+        type(self).closed.append(self.client_address[1])
 
     def do_GET(self) -> None:
         first, last = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers["Range"]).groups())
@@ -44,7 +51,9 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     _RangeHandler.connections = []
+    _RangeHandler.closed = []
     _RangeHandler.extra = b""
+    _RangeHandler.timeout = None
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RangeHandler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -79,6 +88,27 @@ def test_ranges_land_at_their_offsets_hashed_and_counted_over_one_kept_alive_con
     assert second_digest == hashlib.sha256(BODY[half:]).hexdigest()
     assert (first_count, second_count) == (half, len(BODY) - half)
     assert len(_RangeHandler.connections) == 1
+
+
+def test_connections_the_server_closed_while_idle_are_not_reused(server, tmp_path):
+    """A server drops keep-alive connections idle past its limit (aiohttp's keepalive_timeout), so after a
+    pause between two versions every kept connection is dead: the next request must not fail on them (a
+    failed request marks its source out of reach, and the download goes to a distant one)."""
+    _RangeHandler.timeout = 0.3  # the handler closes a connection whose next request has not come by then
+    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=5, idle=IdleConnections())
+    host = server.split("/")[2]
+    kept = [pool.take("http", host)[0] for _ in range(3)]
+    for connection in kept:
+        pool.give_back("http", host, connection)
+    deadline = time.monotonic() + 30
+    while len(_RangeHandler.closed) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_RangeHandler.closed) == 3, "the server did not close its idle connections"
+    time.sleep(0.2)  # the socket itself closes just after the handler's finish
+    digest, count, _ = _fetch(pool, server, tmp_path, 0, 1000)
+    pool.close()
+    assert digest == hashlib.sha256(BODY[:1000]).hexdigest() and count == 1000
+    assert len(_RangeHandler.connections) == 4
 
 
 def test_a_body_longer_than_the_range_is_corrupt_and_not_written_past_it(server, tmp_path):
