@@ -343,6 +343,26 @@ def test_lease_size_and_deadlines_follow_each_nodes_measured_speed(make):
     )  # ... and time for it
 
 
+def test_a_node_behind_the_newest_policy_leases_only_what_it_returns_before_the_window_leaves_it(make):
+    """Run 101 of the WAN demo: an asia worker two versions behind took two units of a step at once; the second
+    reached the trainer two steps later, when its policy was out of the window, and was refused as stale."""
+    world = make(default_step_units=100, lease_initial_unit_s=30.0, lease_target_s=60.0, lease_max_units=4)
+    nodes = [world.node() for _ in range(4)]
+    first = [node.lease_work("r", max_units=1).units[0] for node in nodes]
+    world.wait(8.0, *nodes)  # each node returns a unit in 8 s
+    for node, unit in zip(nodes, first, strict=True):
+        node.upload_and_submit("r", 0, unit.batch_index, f"measured {unit.batch_index}".encode(), 1, 1)
+    for step in (1, 2, 3):  # a step every 10 s
+        world.wait(10.0, *nodes)
+        world.trainer.publish_step("r", step, units=100)
+    # async_level 2: policy 3 may train two steps past step 3 (20 s: two units), policy 2 one (10 s: one), and
+    # policy 1 only step 3 itself; a node that names no policy gets its lease by speed alone (60 s / 8 s, max 4).
+    sizes = [
+        len(node.lease_work("r", policy_step=p).units) for node, p in zip(nodes, (None, 3, 2, 1), strict=True)
+    ]
+    assert sizes == [4, 2, 1, 1]
+
+
 def test_a_draining_run_leases_nothing_new_but_takes_and_judges_what_was_leased(make):
     world = make(default_step_units=10)
     node, late = world.node(), world.node()

@@ -10,6 +10,7 @@ from swarmrl.coordinator.rules.leases import (
     free_batch_indices,
     lease_size,
     unit_deadlines,
+    units_in_window,
     updated_speed,
 )
 from swarmrl.coordinator.store.db import Run, WorkUnit, make_engine, migrate
@@ -33,6 +34,15 @@ def test_lease_size_is_what_the_node_finishes_in_the_target_time():
     assert lease_size(25.0, GOOD, CONFIG) == 2
     assert lease_size(500.0, GOOD, CONFIG) == 1  # a slow node still gets one unit
     assert lease_size(0.0, GOOD, CONFIG) == 4  # a zero measurement is timer noise, floored
+
+
+def test_a_lease_holds_what_the_node_returns_while_its_policy_may_still_train():
+    assert units_in_window(4, 7.0, 2, 10.0, CONFIG) == 2  # 20 s of window, 7 s a unit
+    assert units_in_window(4, 7.0, 1, 10.0, CONFIG) == 1
+    assert units_in_window(4, 7.0, 0, 10.0, CONFIG) == 1  # at the window's edge: still one unit
+    assert units_in_window(3, 2.0, 5, 10.0, CONFIG) == 3  # the window is no limit to a fast node
+    assert units_in_window(3, None, 2, 30.0, CONFIG) == 3  # unmeasured: 20 s assumed, 60 s of window
+    assert units_in_window(4, 7.0, 1, None, CONFIG) == 4  # no step period yet: no limit
 
 
 def test_a_step_is_shared_among_the_live_nodes():

@@ -17,6 +17,7 @@ polling can neither dilute nor take what proven nodes get, nor make the trainer 
 
 from __future__ import annotations
 
+import itertools
 import math
 import secrets
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.rules.health import dead_cutoff, unhealthy_cutoff
-from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, WorkUnit
+from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, Step, WorkUnit
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,33 @@ def lease_size(unit_seconds: float | None, standing: Standing, config: Coordinat
     if standing.counts_against(config):
         units = math.floor(units * (1.0 - standing.drop_fraction))
     return max(1, units)
+
+
+def units_in_window(
+    units: int,
+    unit_seconds: float | None,
+    carry_steps: int,
+    step_seconds: float | None,
+    config: CoordinatorConfig,
+) -> int:
+    """At most the units a node returns within `carry_steps` step periods (at least one; all of `units` while
+    the step period is unknown). `carry_steps`: how many steps after the unit's own its policy still lets its
+    file train (policy step + async_level - unit step). A node behind the newest policy that takes a whole
+    lease generates its last units a step or two after its first, and they reach the trainer once the window
+    has left its policy behind: refused as stale, honest work lost."""
+    if step_seconds is None:
+        return units
+    fits = math.floor(carry_steps * step_seconds / expected_seconds(unit_seconds, config))
+    return max(1, min(units, fits))
+
+
+def step_seconds(session: Session, run_id: str, steps: int = 5) -> float | None:
+    """The run's step period: the median interval between its last `steps` + 1 step openings; None before two."""
+    opened = session.scalars(
+        select(Step.published_at).where(Step.run_id == run_id).order_by(Step.step.desc()).limit(steps + 1)
+    ).all()
+    intervals = sorted(later - earlier for later, earlier in itertools.pairwise(opened))
+    return intervals[len(intervals) // 2] if intervals else None
 
 
 def fair_share(step_units: int, live_members: int) -> int:

@@ -184,6 +184,10 @@ def _grant(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -
         )
         size = min(room_size, body.max_units or config.lease_max_units)
         size = min(size, leases.lease_size(member.unit_seconds, standing, config))
+        if body.policy_step is not None and size > 1:
+            carry_steps = body.policy_step + run.async_level - room.step
+            period = leases.step_seconds(session, run_id)
+            size = leases.units_in_window(size, member.unit_seconds, carry_steps, period, config)
         held = leases.grant(
             session,
             run,
