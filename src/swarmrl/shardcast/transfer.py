@@ -536,19 +536,22 @@ class ShardDownloader:
         it, so a node whose regional relay died fetches from the next region at once, not from across the
         world."""
         # A near source backing off after a failed request is still waited for while it makes progress: a
-        # quarter-second back-off must not send the shard across the narrow link.
+        # quarter-second back-off must not send the shard across the narrow link. One out of reach is neither
+        # waited for nor asked while another source holds the shard: the shards it listed before it went down
+        # would otherwise wait for it to come back.
         near = [
             url for url in self.selector.near(self.sources) if url not in self._bad_for_shard[shard.index]
         ]
-        close = [url for url in candidates if url in near]
+        reachable = [url for url in near if not self.selector.stats[url].unreachable]
+        close = [url for url in candidates if url in reachable]
         if close or not near:
             return close or candidates
         mirroring = any(
-            now - self._grew_at.get(url, float("-inf")) < self.config.near_wait_s
-            for url in near
-            if not self.selector.stats[url].unreachable
+            now - self._grew_at.get(url, float("-inf")) < self.config.near_wait_s for url in reachable
         )
-        return [] if mirroring else self.selector.near(candidates)
+        if mirroring:
+            return []
+        return self.selector.near([url for url in candidates if url not in near] or candidates)
 
     def _parked_at(self, shard: ShardEntry, candidates: list[str]) -> str | None:
         """The candidate holding a request for this shard parked before the version existed: its bytes may be

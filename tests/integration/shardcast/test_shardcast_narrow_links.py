@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -241,6 +242,36 @@ def test_a_near_relay_that_is_down_is_not_waited_for(tmp_path, servers, relay_do
     took = _next_version_fetched(root, origin, node, [next_region, near])
     assert node.bytes_by_source[next_region.url] > 0
     assert (took < 3.0) if relay_down else (took >= 5.0), took
+
+
+def test_a_near_relay_that_dies_holding_the_version_is_not_waited_for(tmp_path, servers):
+    """WAN run 103: the us relay was killed for 10 s just after it had mirrored a version; a us worker fetching
+    from it kept asking it for the shards it had listed and held the version 21 s after its announcement. The
+    shards left come from the next region at once."""
+    root, origin, origin_server, relay, relay_server, _ = origin_and_relay(tmp_path, servers)
+    near = SlowLink(relay_server.url, 200e3).start()  # slow: the fetch is under way when the relay dies
+    next_region = SlowLink(origin_server.url, 50e6, delay_s=0.08).start()
+    # One request at a time, each held to the slow link (not cut for it), so the fetch is under way at the kill.
+    config = ClientConfig(near_wait_s=5.0, concurrency=1, min_throughput_bytes_s=50e3)
+    node = Node([near.url, next_region.url], tmp_path / "worker", config)
+    assert node.refresh() is not None  # version 1; both round trips measured
+    origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)
+    wait_until(lambda: relay_holds(relay, 2))
+    fetched: list = []
+    fetch = threading.Thread(target=lambda: fetched.append(node.refresh()), daemon=True)
+    fetch.start()
+    time.sleep(1.0)
+    near.close()
+    died = time.monotonic()
+    fetch.join(timeout=30)
+    took = time.monotonic() - died
+    next_region.close()
+    assert fetched, "the node still waits for its dead relay"
+    ((version, path),) = fetched
+    assert version == 2
+    assert_same_tree(root / "step_2", path)
+    assert node.bytes_by_source[near.url] > 0 and node.bytes_by_source[next_region.url] > 0
+    assert took < 4.0, took
 
 
 def test_a_near_relay_back_from_an_outage_serves_at_once_not_after_its_back_off(tmp_path, servers):
