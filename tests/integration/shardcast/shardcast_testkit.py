@@ -44,8 +44,15 @@ def _seeded(n: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
-def start_origin(root: Path, shard_size: int = SHARD, delta: bool = False) -> tuple[Origin, ServerThread]:
-    origin = Origin(root, TRAINER, "test-run", OriginConfig(shard_size=shard_size, delta=delta))
+def start_origin(
+    root: Path, shard_size: int = SHARD, delta: bool = False, header_timeout_s: float | None = None
+) -> tuple[Origin, ServerThread]:
+    """`header_timeout_s`: the server's own limit instead of the default (it also closes an idle keep-alive
+    connection after that long)."""
+    config = OriginConfig(shard_size=shard_size, delta=delta)
+    if header_timeout_s is not None:
+        config.connections = config.connections.model_copy(update={"header_timeout_s": header_timeout_s})
+    origin = Origin(root, TRAINER, "test-run", config)
     return origin, origin.serve_in_thread()
 
 

@@ -26,9 +26,8 @@ from shardcast_testkit import (
     write_checkpoint,
 )
 
-from swarmrl.configs.connections import ConnectionLimits
-from swarmrl.configs.shardcast import ClientConfig, OriginConfig, RelayConfig
-from swarmrl.shardcast import Origin, Relay, ShardcastClient
+from swarmrl.configs.shardcast import ClientConfig, RelayConfig
+from swarmrl.shardcast import Relay, ShardcastClient
 from swarmrl.shardcast.range_get import ConnectionPool, IdleConnections
 from swarmrl.shardcast.selection import SourcePolicy, source_policy
 
@@ -328,9 +327,7 @@ def test_after_a_pause_past_the_servers_keep_alive_no_request_fails_on_a_dead_co
     connection the last one kept is closed. Reusing one failed the request, marked the source out of reach,
     and a node then fetched from across the world instead of waiting for its own region's relay."""
     root = tmp_path / "ckpt"
-    config = OriginConfig(delta=True, connections=ConnectionLimits(max_per_address=512, header_timeout_s=0.3))
-    origin = Origin(root, TRAINER, "test-run", config)
-    origin_server = origin.serve_in_thread()
+    origin, origin_server = start_origin(root, delta=True, header_timeout_s=0.3)
     servers.append(origin_server)
     origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
     node = Node([origin_server.url], tmp_path / "worker", ClientConfig(concurrency=4))
