@@ -443,13 +443,14 @@ class ShardDownloader:
                 pending.append(shard)
                 await self._wait_for_change(0.1)
                 continue
-            if self._only_slow(shard, candidates, now):
+            parked_at = self._parked_at(shard, candidates)
+            if parked_at is None and self._only_slow(shard, candidates, now):
                 # Only sources measured below the floor hold it (a liar claims everything at once, an honest
                 # relay is still mirroring): wait a little for a better one before trying them.
                 pending.append(shard)
                 await self._wait_for_change(0.1)
                 continue
-            url = self._parked_at(shard, candidates) or self.selector.choose(candidates, now)
+            url = parked_at or self.selector.choose(candidates, now)
             if url is None:
                 pending.append(shard)
                 await self._wait_for_change(min(self.selector.earliest_ready(candidates) - now, 0.5))
@@ -562,12 +563,35 @@ class ShardDownloader:
         return next((url for url in candidates if self.parked.has(url, version, shard)), None)
 
     def _only_slow(self, shard: ShardEntry, candidates: list[str], now: float) -> bool:
-        """True while every candidate is measured below the floor, for up to `hedge_after_s` per shard."""
-        if any(self.selector.throughput(url) >= self.config.min_throughput_bytes_s for url in candidates):
+        """True while every candidate is measured below the floor and a source that may be faster could still
+        list the shard, for up to `hedge_after_s` per shard.
+
+        Over a narrow link the requests a download runs at once share it, so each may measure below the floor
+        while the source is as fast as the link allows: waiting then only delays the shard. A source worth the
+        wait does not hold the shard yet, is neither out of reach nor corrupt for it, is not measured below the
+        floor, and is near when the candidates are (a distant one would not be asked while a near one holds
+        the shard)."""
+        floor = self.config.min_throughput_bytes_s
+        if any(self.selector.throughput(url) >= floor for url in candidates):
             self._slow_only_since.pop(shard.index, None)
+            return False
+        near = self.selector.near(self.sources)
+        eligible = near if any(url in near for url in candidates) else self.sources
+        awaited = [url for url in eligible if self._may_offer_faster(shard, url)]
+        if not awaited:
             return False
         since = self._slow_only_since.setdefault(shard.index, now)
         return now - since < self.config.hedge_after_s
+
+    def _may_offer_faster(self, shard: ShardEntry, url: str) -> bool:
+        """`url` may still list the shard and serve it above the floor (unmeasured: it may)."""
+        stats = self.selector.stats[url]
+        return (
+            shard.index not in self.available[url]
+            and url not in self._bad_for_shard[shard.index]
+            and not stats.unreachable
+            and (stats.throughput is None or stats.throughput >= self.config.min_throughput_bytes_s)
+        )
 
     def _below_floor(self, transfer: _Transfer, now: float) -> bool:
         late = now - transfer.started - self.config.throughput_grace_s

@@ -288,6 +288,29 @@ def test_a_near_relay_back_from_an_outage_serves_at_once_not_after_its_back_off(
     assert took < 5.0
 
 
+@pytest.mark.parametrize("another_source_may_be_faster", [False, True])
+def test_a_shard_only_slow_sources_hold_waits_only_for_a_source_that_may_be_faster(
+    tmp_path, servers, another_source_may_be_faster
+):
+    """Over a narrow link a download's requests share it, so each can measure below the throughput floor while
+    the source serves as fast as the link allows (WAN runs 109-111: the asia relay, whose one upstream is the
+    origin, waited a second before fetching a version, every few versions). A shard only slow sources hold
+    waits (`hedge_after_s`, 4 s here) for a better one only when another source may yet offer it faster: here
+    a relay not measured yet that does not hold the version (its upstream is gone). Every measured source is
+    below this floor; no request is cut for it (the grace outlasts the test)."""
+    root, origin, origin_server, _, relay_server, relay_upstream = origin_and_relay(tmp_path, servers, 50e6)
+    config = ClientConfig(min_throughput_bytes_s=1e12, throughput_grace_s=60.0, hedge_after_s=4.0)
+    sources = [origin_server.url, relay_server.url] if another_source_may_be_faster else [origin_server.url]
+    node = Node(sources, tmp_path / "worker", config)
+    assert node.refresh() is not None  # version 1
+    relay_upstream.close()  # the relay will not get version 2
+    if another_source_may_be_faster:
+        node.selector.stats[relay_server.url].throughput = None  # not measured yet: it may be fast
+    took = _next_version_fetched(root, origin, node, [])
+    assert node.bytes_by_source[origin_server.url] > 0
+    assert (took >= 4.0) if another_source_may_be_faster else (took < 2.0), took
+
+
 def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, servers, monkeypatch):
     root = tmp_path / "ckpt"
     origin, origin_server = start_origin(root, delta=True)
