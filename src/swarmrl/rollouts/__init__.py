@@ -1,7 +1,7 @@
 """Rollout files: the schema workers write, and the checked reader for untrusted ones."""
 
 from swarmrl.rollouts.errors import RolloutError
-from swarmrl.rollouts.io import RolloutLimits, read_rollouts, write_rollouts
+from swarmrl.rollouts.io import RolloutLimits, read_header, read_rollouts, write_rollouts
 from swarmrl.rollouts.schema import (
     PROOF_BYTES,
     PROOF_CHUNK_TOKENS,
@@ -24,6 +24,7 @@ __all__ = [
     "RolloutLimits",
     "RolloutRow",
     "ScoredRow",
+    "read_header",
     "read_rollouts",
     "write_rollouts",
 ]

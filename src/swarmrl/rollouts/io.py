@@ -162,6 +162,17 @@ def read_rollouts(
     return header, rows
 
 
+def read_header(path: str | Path) -> RolloutHeader:
+    """The header of a rollout file from its footer alone, unverified (the signature covers the rows as well):
+    for ordering files before `read_rollouts` checks each; raises `RolloutError` naming the problem."""
+    path = Path(path)
+    try:
+        metadata = pq.read_schema(path).metadata
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise RolloutError(f"{path.name}: not a parquet file ({exc})") from exc
+    return _parse_header(path.name, metadata or {})
+
+
 def _schema_diff(actual: pa.Schema, expected: pa.Schema) -> str:
     for field in expected:
         if field.name not in actual.names:

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from swarmrl.errors import UserError
-from swarmrl.rollouts import RolloutError, RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, read_rollouts
+from swarmrl.rollouts import (
+    RolloutError,
+    RolloutHeader,
+    RolloutLimits,
+    RolloutRow,
+    ScoredRow,
+    read_header,
+    read_rollouts,
+)
 from swarmrl.rollouts.advantages import OnlineFilter
 from swarmrl.rollouts.checks import CheckFailed
 
@@ -69,6 +77,22 @@ def group_rows(rows: list[ScoredRow], group_size: int) -> list[list[ScoredRow]]:
         if len({(m.task_id, m.prompt_index) for m in members}) != 1:
             raise RolloutError(f"group {group_id} mixes prompts")
     return [groups[g] for g in sorted(groups)]
+
+
+def expiring_first(paths: list[Path]) -> list[Path]:
+    """Files whose policy leaves the async window soonest first (a file's policy step, from its header; given
+    order among equals). A step takes files until it has enough groups and the rest wait for the next step,
+    where a file of the oldest policy still allowed now would be too old: taking files in arrival order, a
+    step could leave that one behind and train on a newer one that would still be in the window later. A
+    file whose header cannot be read goes first; reading it in full names its problem."""
+
+    def policy_step(path: Path) -> int:
+        try:
+            return read_header(path).policy_step
+        except RolloutError:
+            return -1
+
+    return sorted(paths, key=policy_step)
 
 
 class RolloutSource(Protocol):
@@ -136,7 +160,7 @@ class RolloutFeed:
         start = last_progress = time.monotonic()
         self.source.open_step(step)
         while not accumulator.full:
-            for path in self.source.new_files(step, seen, accumulator.prompts_to_fill()):
+            for path in expiring_first(self.source.new_files(step, seen, accumulator.prompts_to_fill())):
                 if len(seen) >= self.max_files:
                     raise NotEnoughRollouts(
                         f"step {step}: only {len(accumulator.groups)}/{num_groups} informative groups in "

@@ -7,10 +7,18 @@ import logging
 import pytest
 
 from swarmrl.identity import Identity
-from swarmrl.rollouts import RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, write_rollouts
+from swarmrl.rollouts import (
+    RolloutError,
+    RolloutHeader,
+    RolloutLimits,
+    RolloutRow,
+    ScoredRow,
+    read_header,
+    write_rollouts,
+)
 from swarmrl.rollouts.advantages import prompts_for_groups
 from swarmrl.rundir import FileRequest, RunDir, RunDirSource
-from swarmrl.trainer.data import NotEnoughRollouts, RolloutFeed
+from swarmrl.trainer.data import NotEnoughRollouts, RolloutFeed, expiring_first
 
 NODE = Identity.from_seed(b"\x09" * 32)
 G = 2
@@ -125,3 +133,29 @@ def test_workers_are_asked_for_the_prompts_of_the_groups_still_missing_and_the_n
     summary = json.loads(rundir.complete_marker(1).read_text())
     assert (summary["groups_seen"], summary["groups_dropped"]) == (4, 1)
     assert rundir.file_request(2) == FileRequest.for_prompts(prompts_for_groups(3, 4, 3), per_file=4)
+
+
+def test_of_the_files_a_step_does_not_all_need_it_takes_the_oldest_policy_first(tmp_path):
+    """A step takes files until it has its groups and leaves the rest for the next step, where a file of the
+    oldest policy the window allows now would be too old (WAN run 110: a policy-0 file left behind at step 3
+    by the files that arrived before it was refused as stale at step 4). The newer one trains later."""
+    put(tmp_path, 3, "a-newer.parquet", 2, [1, 0])
+    put(tmp_path, 3, "b-oldest.parquet", 1, [0, 1])  # 3 - async_level 2 = 1: its last step
+    rows, stats = feed(tmp_path, async_level=2).collect(3, num_groups=1, max_wait_seconds=5)
+    assert {r.policy_step for r in rows} == {1}
+    assert stats.outcomes == {"b-oldest.parquet": "trained"}
+
+
+def test_a_file_whose_header_cannot_be_read_goes_first_and_is_refused_by_name(tmp_path, caplog):
+    put(tmp_path, 3, "a-fresh.parquet", 3, [1, 0])
+    (RunDir(tmp_path).rollouts(3) / "b-garbage.parquet").write_bytes(b"not parquet at all")
+    assert [p.name for p in expiring_first(sorted(RunDir(tmp_path).rollouts(3).iterdir()))] == [
+        "b-garbage.parquet",
+        "a-fresh.parquet",
+    ]
+    with pytest.raises(RolloutError, match="b-garbage.parquet: not a parquet file"):
+        read_header(RunDir(tmp_path).rollouts(3) / "b-garbage.parquet")
+    with caplog.at_level(logging.WARNING):
+        rows, stats = feed(tmp_path).collect(3, num_groups=1, max_wait_seconds=5)
+    assert stats.outcomes == {"b-garbage.parquet": "refused", "a-fresh.parquet": "trained"}
+    assert "b-garbage.parquet: not a parquet file" in caplog.text
