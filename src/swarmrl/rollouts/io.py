@@ -113,12 +113,7 @@ def read_rollouts(
     """Read an untrusted rollout file; raise `RolloutError` naming the first problem found."""
     limits = limits or RolloutLimits()
     path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise RolloutError(f"{path}: cannot stat ({exc.strerror})") from exc
-    if size > limits.max_file_bytes:
-        raise RolloutError(f"{path.name}: {size} bytes exceeds the {limits.max_file_bytes}-byte cap")
+    _check_size(path, limits)
     try:
         parquet_file = pq.ParquetFile(path)
         file_meta = parquet_file.metadata
@@ -162,15 +157,25 @@ def read_rollouts(
     return header, rows
 
 
-def read_header(path: str | Path) -> RolloutHeader:
+def read_header(path: str | Path, limits: RolloutLimits | None = None) -> RolloutHeader:
     """The header of a rollout file from its footer alone, unverified (the signature covers the rows as well):
     for ordering files before `read_rollouts` checks each; raises `RolloutError` naming the problem."""
     path = Path(path)
+    _check_size(path, limits or RolloutLimits())
     try:
         metadata = pq.read_schema(path).metadata
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise RolloutError(f"{path.name}: not a parquet file ({exc})") from exc
     return _parse_header(path.name, metadata or {})
+
+
+def _check_size(path: Path, limits: RolloutLimits) -> None:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise RolloutError(f"{path}: cannot stat ({exc.strerror})") from exc
+    if size > limits.max_file_bytes:
+        raise RolloutError(f"{path.name}: {size} bytes exceeds the {limits.max_file_bytes}-byte cap")
 
 
 def _schema_diff(actual: pa.Schema, expected: pa.Schema) -> str:

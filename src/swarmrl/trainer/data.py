@@ -79,7 +79,7 @@ def group_rows(rows: list[ScoredRow], group_size: int) -> list[list[ScoredRow]]:
     return [groups[g] for g in sorted(groups)]
 
 
-def expiring_first(paths: list[Path]) -> list[Path]:
+def expiring_first(paths: list[Path], limits: RolloutLimits) -> list[Path]:
     """Files whose policy leaves the async window soonest first (a file's policy step, from its header; given
     order among equals). A step takes files until it has enough groups and the rest wait for the next step,
     where a file of the oldest policy still allowed now would be too old: taking files in arrival order, a
@@ -88,7 +88,7 @@ def expiring_first(paths: list[Path]) -> list[Path]:
 
     def policy_step(path: Path) -> int:
         try:
-            return read_header(path).policy_step
+            return read_header(path, limits).policy_step
         except RolloutError:
             return -1
 
@@ -160,7 +160,8 @@ class RolloutFeed:
         start = last_progress = time.monotonic()
         self.source.open_step(step)
         while not accumulator.full:
-            for path in expiring_first(self.source.new_files(step, seen, accumulator.prompts_to_fill())):
+            new = self.source.new_files(step, seen, accumulator.prompts_to_fill())
+            for path in expiring_first(new, self.limits):
                 if len(seen) >= self.max_files:
                     raise NotEnoughRollouts(
                         f"step {step}: only {len(accumulator.groups)}/{num_groups} informative groups in "
