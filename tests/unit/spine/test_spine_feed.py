@@ -7,16 +7,10 @@ import logging
 import pytest
 
 from swarmrl.identity import Identity
-from swarmrl.rollouts import (
-    RolloutError,
-    RolloutHeader,
-    RolloutLimits,
-    RolloutRow,
-    ScoredRow,
-    read_header,
-    write_rollouts,
-)
+from swarmrl.rollouts import RolloutHeader, RolloutLimits, RolloutRow, ScoredRow, write_rollouts
 from swarmrl.rollouts.advantages import prompts_for_groups
+from swarmrl.rollouts.errors import RolloutError
+from swarmrl.rollouts.io import read_header
 from swarmrl.rundir import FileRequest, RunDir, RunDirSource
 from swarmrl.trainer.data import NotEnoughRollouts, RolloutFeed, expiring_first
 
