@@ -143,12 +143,8 @@ def test_of_the_files_a_step_does_not_all_need_it_takes_the_oldest_policy_first(
 def test_a_file_whose_header_cannot_be_read_goes_first_and_is_refused_by_name(tmp_path, caplog):
     put(tmp_path, 3, "a-fresh.parquet", 3, [1, 0])
     (RunDir(tmp_path).rollouts(3) / "b-garbage.parquet").write_bytes(b"not parquet at all")
-    assert [
-        p.name for p in expiring_first(sorted(RunDir(tmp_path).rollouts(3).iterdir()), RolloutLimits())
-    ] == [
-        "b-garbage.parquet",
-        "a-fresh.parquet",
-    ]
+    ordered = expiring_first(sorted(RunDir(tmp_path).rollouts(3).iterdir()), RolloutLimits())
+    assert [p.name for p in ordered] == ["b-garbage.parquet", "a-fresh.parquet"]
     with pytest.raises(RolloutError, match="b-garbage.parquet: not a parquet file"):
         read_header(RunDir(tmp_path).rollouts(3) / "b-garbage.parquet")
     with pytest.raises(RolloutError, match="a-fresh.parquet: [0-9]+ bytes exceeds the 100-byte cap"):
