@@ -16,7 +16,7 @@ import resource
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -243,8 +243,9 @@ class GuardedProtocol(asyncio.Protocol):
         self._carry = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # An event loop's own transports need not subclass asyncio's (uvloop's do not, and uvicorn picks
+        # uvloop whenever it is installed): what the guard calls, every stream transport has.
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
         port = int(peer[1]) if isinstance(peer, tuple) and len(peer) > 1 else 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.httpserve.guard import ConnectionGuard, GuardedProtocol, _Connection
 
@@ -80,10 +82,12 @@ def test_phase_changes_restart_the_clock_and_prove_the_connection():
     assert conn.phase_since == 5.0
 
 
-def test_without_a_probe_the_end_of_a_request_head_proves_a_connection_across_reads():
+# uvloop's transports (which uvicorn uses whenever uvloop is installed) do not subclass asyncio.Transport.
+@pytest.mark.parametrize("transport_base", [asyncio.Transport, object], ids=["asyncio", "duck-typed"])
+def test_without_a_probe_the_end_of_a_request_head_proves_a_connection_across_reads(transport_base):
     guard = ConnectionGuard(LIMITS)
 
-    class Transport(asyncio.Transport):
+    class Transport(transport_base):
         def get_extra_info(self, name, default=None):
             return ("10.0.0.1", 4242) if name == "peername" else default
 
