@@ -116,7 +116,11 @@ def run_wan_demo(config: RunConfig, console: Console | None = None) -> dict:
     machines, services = wan_machines(config)
     with World(config.wan, machines, services, root / "wan-net") as world:
         wan = arm_config(config, "wan", world)
-        watch = SwarmWatch(churn=config.wan.churn)
+        links = {
+            proxy.pid: f"link-{region.name}"
+            for proxy, region in zip(world.proxies, config.wan.regions, strict=True)
+        }
+        watch = SwarmWatch(churn=config.wan.churn, links=links)
         load = os.getloadavg()[0]
         with world.operator():
             run_swarm_demo(wan, console, network=WanNetwork(world), observer=watch)
@@ -193,6 +197,16 @@ def result_table(result: dict) -> Table:
     ]
     for label, key in rows:
         table.add_row(label, table_cell(lan.get(key)), table_cell(wan.get(key)))
+    cpu = [arm.get("cpu") for arm in (lan, wan)]
+    table.add_row(
+        f"CPU used, core-s (share of {os.cpu_count()} cores)",
+        *(f"{table_cell(c['core_s'], 1)} ({table_cell(c['cores_busy'])})" if c else "-" for c in cpu),
+    )
+    table.add_row(
+        "of which link proxies, core-s",
+        "-",
+        table_cell((cpu[1] or {}).get("by_role", {}).get("link proxies"), 1),
+    )
     churn = wan["churn"]
     back = [s for s in churn["back_to_work_s"].values() if s is not None]
     table.add_row("nodes killed / back", "-", f"{churn['nodes_killed']} / {churn['nodes_rejoined']}")

@@ -14,18 +14,22 @@
   trainer as stale, or accepted and never trained though the run went past their window;
   units_trained_twice: units whose files more than one step trained on;
 - churn: nodes killed, nodes back (a worker leasing a unit, a relay holding a version it did not hold
-  before), and how long each took after its restart.
+  before), and how long each took after its restart;
+- cpu: CPU seconds the arm's processes used over the window steps_per_min measures, by role, and the share of
+  the machine's cores that was (`swarmrl.launch.cpu_use`): every node shares this machine's cores.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import statistics
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from swarmrl.launch.cpu_use import cpu_figures
 from swarmrl.launch.wan_watch import Outage, SwarmWatch
 from swarmrl.rundir import RunDir
 
@@ -39,12 +43,19 @@ def _trained_steps(rundir: RunDir) -> list[dict]:
     return [m for m in rundir.read_metrics() if "train_seconds" in m]
 
 
-def steps_per_min(rundir: RunDir) -> float | None:
+def step_window(rundir: RunDir) -> tuple[tuple[int, float], tuple[int, float]] | None:
+    """(step, unix time) of the first trained step from 1 on and of the last; None before two."""
     times = sorted((m["step"], m["time"]) for m in _trained_steps(rundir))
     times = [(step, t) for step, t in times if step >= 1]
-    if len(times) < 2:
+    return (times[0], times[-1]) if len(times) >= 2 else None
+
+
+def steps_per_min(rundir: RunDir) -> float | None:
+    window = step_window(rundir)
+    if window is None:
         return None
-    return 60 * (times[-1][0] - times[0][0]) / (times[-1][1] - times[0][1])
+    (first_step, first), (last_step, last) = window
+    return 60 * (last_step - first_step) / (last - first)
 
 
 def policy_lag_mean(rundir: RunDir) -> float | None:
@@ -254,6 +265,9 @@ def arm_figures(
     if bound is not None:
         bounds = broadcast_bounds(watch, bound)
         figures["broadcast_bound_s"] = median(list(bounds.values()))
+    window = step_window(rundir)
+    if watch.cpu is not None and window is not None:
+        figures["cpu"] = cpu_figures(watch.cpu, window[0][1], window[1][1], os.cpu_count() or 1)
     return figures
 
 

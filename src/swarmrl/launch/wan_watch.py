@@ -4,8 +4,8 @@
 the trainer published each checkpoint (its signed manifest's `created_at`, and how many bytes a full copy and
 a delta are), and when each worker and relay first held each version. `Churn` kills (SIGKILL) and restarts
 the workers and relays its seeded draw picked, each once the run reaches its drawn step, down for a drawn
-time. `SwarmWatch` is the `SwarmObserver` of one arm of the demo: it runs both and, once the run has drained,
-reads from the coordinator what became of each file.
+time. `SwarmWatch` is the `SwarmObserver` of one arm of the demo: it runs both, samples the CPU its processes use
+(`CpuUse`) and, once the run has drained, reads from the coordinator what became of each file.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from swarmrl.configs.wan import ChurnConfig
 from swarmrl.coordinator.api import SubmissionInfo
+from swarmrl.launch.cpu_use import CpuUse
 from swarmrl.launch.swarm import Swarm, SwarmSnapshot
 from swarmrl.shardcast.layout import META_DIR, manifest_path
 from swarmrl.shardcast.manifest import SignedManifest
@@ -138,7 +139,9 @@ class SwarmWatch:
     """The observer of one arm of `demo --wan` (see the module docstring); churn only where asked."""
 
     churn: ChurnConfig | None = None
+    links: dict[int, str] = field(default_factory=dict)  # pid → name of each link proxy (the WAN arm's)
     holdings: Holdings | None = None
+    cpu: CpuUse | None = None
     outages: list[Outage] = field(default_factory=list)
     submissions: list[SubmissionInfo] = field(default_factory=list)
     node_ids: dict[str, str] = field(default_factory=dict)  # role → node id
@@ -153,6 +156,10 @@ class SwarmWatch:
             {name: swarm.swarm_dir / name for name in relays},
         )
         self.holdings.start()
+        self.cpu = CpuUse(
+            lambda: {**self.links, **{r.popen.pid: name for name, r in list(swarm.roles.items())}}
+        )
+        self.cpu.start()
         if self.churn is not None:
             self.outages = churn_plan(self.churn, workers, relays, swarm.config.trainer.steps)
 
@@ -171,9 +178,11 @@ class SwarmWatch:
                     outage.restarted_at = time.time()
 
     def finished(self, swarm: Swarm, state: SwarmSnapshot) -> None:
-        assert self.holdings is not None
+        assert self.holdings is not None and self.cpu is not None
         self.holdings.stop.set()
         self.holdings.scan()
+        self.cpu.stop.set()
+        self.cpu.sample()
         run_id = swarm.config.run.id
         with swarm.admin() as client:
             self.submissions = client.reads.every_page("submissions", run_id)

@@ -65,6 +65,10 @@ def test_the_swarm_trains_across_two_emulated_regions(tmp_path, emulator_availab
     assert wan["units_trained_twice"] == 0
     assert wan["churn"]["nodes_killed"] == 1
     assert wan["broadcast_s"] is not None and wan["broadcast_bound_s"] > 0
+    cpu = wan["cpu"]["by_role"]  # every role charged, the link proxies that carried its traffic included
+    assert {"trainer", "coordinator", "workers", "relays", "link proxies"} <= set(cpu), cpu
+    assert all(cpu[role] > 0 for role in ("trainer", "coordinator", "workers", "link proxies")), cpu
+    assert 0 < wan["cpu"]["cores_busy"] <= 1.05
     assert "steps per minute" in done.stdout
     # Every role really ran in its region: the eu relay mirrored the checkpoints across the link.
     assert any(path.is_dir() for path in (tmp_path / "toy" / "wan" / "swarm" / "relay-1").glob("step_*"))

@@ -1,0 +1,144 @@
+"""How much CPU the processes of one arm of `demo --wan` used, by role.
+
+Every node of the demo runs on this one machine, so an arm's steps per minute follow the CPU its processes
+need per step as much as its network: a WAN arm that spends more CPU (the link proxies that emulate the paths,
+the churned nodes starting again) runs slower on a machine whose cores are all busy, whatever its links. The
+report puts each arm's CPU beside its throughput so a reader can tell the two apart.
+
+`CpuUse` samples, about once a second, the CPU time (user + system) of every process descended from the demo,
+and charges each to the role it descends from: a role's process (restarted ones included), a link proxy, or
+the demo itself. `used_between` then gives what each role used over the window steps_per_min measures.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SAMPLE_S = 1.0
+DEMO = "demo"  # the demo's own process and whatever it runs that no role started (ip, nft)
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class ProcessTimes:
+    parent: int
+    cpu_s: float  # user + system since the process started
+
+
+def read_stat(text: str, ticks_per_s: float) -> ProcessTimes:
+    """Parent pid and CPU seconds from the text of /proc/<pid>/stat (the command name, in parentheses, may
+    hold spaces and parentheses: the fields are counted after its last ')')."""
+    fields = text.rsplit(")", 1)[1].split()
+    user, system = int(fields[11]), int(fields[12])
+    return ProcessTimes(parent=int(fields[1]), cpu_s=(user + system) / ticks_per_s)
+
+
+def process_table(proc: Path = PROC) -> dict[int, ProcessTimes]:
+    """Every process of the machine now (one that exits while it is read is left out)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    table = {}
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            try:
+                table[int(entry.name)] = read_stat((entry / "stat").read_text(), ticks)
+            except (OSError, IndexError, ValueError):
+                continue
+    return table
+
+
+def role_of(pid: int, table: dict[int, ProcessTimes], roots: dict[int, str], demo_pid: int) -> str | None:
+    """The role `pid` runs for: the first of its ancestors (itself included) that is a role's process, else
+    the demo when it descends from the demo, else None (not the demo's)."""
+    seen = set()
+    while pid not in seen:
+        if pid in roots:
+            return roots[pid]
+        if pid == demo_pid:
+            return DEMO
+        seen.add(pid)
+        parent = table.get(pid)
+        if parent is None:
+            return None
+        pid = parent.parent
+    return None
+
+
+def cpu_at(samples: list[tuple[float, float]], at: float) -> float:
+    """CPU seconds a process had used at `at`: its last sample then, or 0 before its first (a process first
+    seen later was started later, within one sample period)."""
+    used = 0.0
+    for when, cpu_s in samples:
+        if when > at:
+            break
+        used = cpu_s
+    return used
+
+
+@dataclass
+class CpuUse:
+    """Samples the CPU time of the demo's processes in a thread; `roots` gives, at each sample, the pid of
+    each role's process (a restarted role has a new one)."""
+
+    roots: Callable[[], dict[int, str]]
+    demo_pid: int = field(default_factory=os.getpid)
+    period_s: float = SAMPLE_S
+    samples: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # pid → (unix time, cpu s)
+    roles: dict[int, str] = field(default_factory=dict)  # pid → its role, as first seen
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="cpu-use", daemon=True)
+        thread.start()
+        return thread
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self.stop.wait(self.period_s):
+                return
+
+    def sample(self) -> None:
+        now, table, roots = time.time(), process_table(), self.roots()
+        for pid, times in table.items():
+            role = self.roles.get(pid) or role_of(pid, table, roots, self.demo_pid)
+            if role is None:
+                continue
+            self.roles[pid] = role
+            self.samples.setdefault(pid, []).append((now, times.cpu_s))
+
+    def used_between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds each role's processes used from `start` to `end` (unix times)."""
+        used: Counter[str] = Counter()
+        for pid, samples in self.samples.items():
+            used[self.roles[pid]] += max(0.0, cpu_at(samples, end) - cpu_at(samples, start))
+        return dict(used)
+
+
+def role_group(role: str) -> str:
+    """worker-3 → workers, validator-0 → validators, link-us → link proxies; trainer, coordinator, demo as
+    they are."""
+    if role.startswith("link"):
+        return "link proxies"
+    base = role.split("-", 1)[0]
+    return base + "s" if base in ("worker", "relay", "validator", "cheater") else base
+
+
+def cpu_figures(use: CpuUse, start: float, end: float, cores: int) -> dict:
+    """core_s: CPU seconds every process of the arm used over [start, end]; by_role: the same per role group;
+    cores_busy: core_s over the window and the machine's cores (1.0: every core busy all the time)."""
+    by_role: Counter[str] = Counter()
+    for role, seconds in use.used_between(start, end).items():
+        by_role[role_group(role)] += seconds
+    total = sum(by_role.values())
+    window = end - start
+    return {
+        "core_s": total,
+        "by_role": dict(sorted(by_role.items(), key=lambda kv: -kv[1])),
+        "cores_busy": total / (window * cores) if window > 0 and cores > 0 else None,
+    }

@@ -1,0 +1,87 @@
+"""CPU by role for `demo --wan`: /proc/<pid>/stat parsing, charging a process to its role, window sums."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from swarmrl.launch.cpu_use import CpuUse, ProcessTimes, cpu_at, cpu_figures, read_stat, role_group, role_of
+
+
+def test_stat_fields_are_counted_after_the_last_parenthesis_of_the_command_name():
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
+    text = "4242 (python (odd) name) S 77 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0"
+    assert read_stat(text, ticks_per_s=100) == ProcessTimes(parent=77, cpu_s=3.0)
+
+
+def test_a_process_is_charged_to_the_nearest_role_it_descends_from_else_the_demo():
+    table = {
+        10: ProcessTimes(1, 0.0),  # the demo
+        11: ProcessTimes(10, 0.0),  # a worker it started
+        12: ProcessTimes(11, 0.0),  # the worker's own child (a sandbox)
+        13: ProcessTimes(10, 0.0),  # `ip`, run by the demo itself
+        14: ProcessTimes(99, 0.0),  # someone else's
+        20: ProcessTimes(21, 0.0),  # a loop in a stale table
+        21: ProcessTimes(20, 0.0),
+    }
+    roots = {11: "worker-0"}
+    assert [role_of(pid, table, roots, demo_pid=10) for pid in (11, 12, 13, 10, 14, 20)] == [
+        "worker-0",
+        "worker-0",
+        "demo",
+        "demo",
+        None,
+        None,
+    ]
+
+
+def test_window_sums_count_a_process_started_inside_it_from_zero_and_one_gone_until_its_last_sample():
+    use = CpuUse(roots=dict)
+    use.samples = {
+        1: [(0.0, 1.0), (1.0, 1.5), (2.0, 2.5), (3.0, 3.0), (4.0, 9.0)],  # up all along
+        2: [(2.0, 0.8), (3.0, 1.2)],  # started after the window opened
+        3: [(0.0, 5.0), (1.5, 6.0)],  # killed inside the window
+        4: [(3.5, 7.0)],  # started after the window closed
+    }
+    use.roles = {1: "worker-0", 2: "worker-3", 3: "worker-3", 4: "relay-0"}
+    assert cpu_at(use.samples[1], 0.5) == 1.0 and cpu_at(use.samples[2], 1.0) == 0.0
+    assert use.used_between(1.0, 3.0) == pytest.approx(
+        {"worker-0": 1.5, "worker-3": 1.2 + 1.0, "relay-0": 0.0}
+    )
+    figures = cpu_figures(use, 1.0, 3.0, cores=2)
+    assert figures["core_s"] == pytest.approx(3.7)
+    assert figures["by_role"] == pytest.approx({"workers": 3.7, "relays": 0.0})
+    assert figures["cores_busy"] == pytest.approx(3.7 / 4)
+
+
+def test_role_groups():
+    names = ["worker-3", "validator-1", "relay-0", "link-asia", "trainer", "coordinator", "demo"]
+    assert [role_group(n) for n in names] == [
+        "workers",
+        "validators",
+        "relays",
+        "link proxies",
+        "trainer",
+        "coordinator",
+        "demo",
+    ]
+
+
+def test_a_live_child_is_sampled_from_proc_and_charged_to_its_role():
+    burn = "import time\nwhile time.process_time() < 0.4: pass\nprint('done', flush=True)\ntime.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    try:
+        use = CpuUse(roots=lambda: {child.pid: "worker-0"})
+        started = time.time()
+        use.sample()
+        assert child.stdout is not None and child.stdout.readline() == "done\n"
+        use.sample()
+        used = use.used_between(started - 1.0, time.time() + 1.0)
+        assert used["worker-0"] >= 0.35, used
+        assert use.roles[child.pid] == "worker-0"
+    finally:
+        child.kill()
+        child.wait(timeout=10)
