@@ -91,11 +91,18 @@ class CpuUse:
     samples: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # pid → (unix time, cpu s)
     roles: dict[int, str] = field(default_factory=dict)  # pid → its role, as first seen
     stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
 
-    def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self._run, name="cpu-use", daemon=True)
-        thread.start()
-        return thread
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="cpu-use", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stop sampling (the thread first: nothing changes the samples after this) and take a last sample."""
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+        self.sample()
 
     def _run(self) -> None:
         while True:

@@ -181,8 +181,7 @@ class SwarmWatch:
         assert self.holdings is not None and self.cpu is not None
         self.holdings.stop.set()
         self.holdings.scan()
-        self.cpu.stop.set()
-        self.cpu.sample()
+        self.cpu.close()
         run_id = swarm.config.run.id
         with swarm.admin() as client:
             self.submissions = client.reads.every_page("submissions", run_id)

@@ -74,11 +74,12 @@ def test_a_live_child_is_sampled_from_proc_and_charged_to_its_role():
     burn = "import time\nwhile time.process_time() < 0.4: pass\nprint('done', flush=True)\ntime.sleep(30)"
     child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
     try:
-        use = CpuUse(roots=lambda: {child.pid: "worker-0"})
+        use = CpuUse(roots=lambda: {child.pid: "worker-0"}, period_s=60.0)
         started = time.time()
-        use.sample()
+        use.start()  # samples once at once, then waits out its period
         assert child.stdout is not None and child.stdout.readline() == "done\n"
-        use.sample()
+        use.close()  # the thread stopped, one last sample
+        assert use.thread is not None and not use.thread.is_alive()
         used = use.used_between(started - 1.0, time.time() + 1.0)
         assert used["worker-0"] >= 0.35, used
         assert use.roles[child.pid] == "worker-0"
