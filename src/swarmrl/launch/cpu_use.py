@@ -7,7 +7,10 @@ report puts each arm's CPU beside its throughput so a reader can tell the two ap
 
 `CpuUse` samples, about once a second, the CPU time (user + system) of every process descended from the demo,
 and charges each to the role it descends from: a role's process (restarted ones included), a link proxy, or
-the demo itself. `used_between` then gives what each role used over the window steps_per_min measures.
+the demo itself. `used_between` then gives what each role used over the window steps_per_min measures. It
+also samples the machine's steal time (a hypervisor running other guests on these CPUs). The trainer and the
+validators do the same work in both arms, so their CPU on one arm over the other (`same_work_ratio`) is how
+much slower the machine itself ran it: a ratio of steps/min is comparable only where that is near 1.
 """
 
 from __future__ import annotations
@@ -37,6 +40,15 @@ def read_stat(text: str, ticks_per_s: float) -> ProcessTimes:
     fields = text.rsplit(")", 1)[1].split()
     user, system = int(fields[11]), int(fields[12])
     return ProcessTimes(parent=int(fields[1]), cpu_s=(user + system) / ticks_per_s)
+
+
+def read_steal(text: str, ticks_per_s: float) -> float:
+    """Seconds of steal time summed over every CPU, from the text of /proc/stat (its first line: "cpu user
+    nice system idle iowait irq softirq steal ...")."""
+    fields = text.split("\n", 1)[0].split()
+    if len(fields) < 9 or fields[0] != "cpu":
+        raise ValueError(f"/proc/stat does not start with a cpu line of 8 counters: {fields[:9]}")
+    return int(fields[8]) / ticks_per_s
 
 
 def process_table(proc: Path = PROC) -> dict[int, ProcessTimes]:
@@ -90,6 +102,7 @@ class CpuUse:
     period_s: float = SAMPLE_S
     samples: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # pid → (unix time, cpu s)
     roles: dict[int, str] = field(default_factory=dict)  # pid → its role, as first seen
+    steal: list[tuple[float, float]] = field(default_factory=list)  # (unix time, the machine's steal s)
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
@@ -118,6 +131,10 @@ class CpuUse:
                 continue
             self.roles[pid] = role
             self.samples.setdefault(pid, []).append((now, times.cpu_s))
+        try:
+            self.steal.append((now, read_steal((PROC / "stat").read_text(), os.sysconf("SC_CLK_TCK"))))
+        except (OSError, ValueError):
+            pass  # no /proc/stat to read: the figure is left out
 
     def used_between(self, start: float, end: float) -> dict[str, float]:
         """CPU seconds each role's processes used from `start` to `end` (unix times)."""
@@ -138,7 +155,8 @@ def role_group(role: str) -> str:
 
 def cpu_figures(use: CpuUse, start: float, end: float, cores: int) -> dict:
     """core_s: CPU seconds every process of the arm used over [start, end]; by_role: the same per role group;
-    cores_busy: core_s over the window and the machine's cores (1.0: every core busy all the time)."""
+    cores_busy: core_s over the window and the machine's cores (1.0: every core busy all the time); steal_s:
+    the machine's steal time over the window (None without samples of it)."""
     by_role: Counter[str] = Counter()
     for role, seconds in use.used_between(start, end).items():
         by_role[role_group(role)] += seconds
@@ -148,4 +166,18 @@ def cpu_figures(use: CpuUse, start: float, end: float, cores: int) -> dict:
         "core_s": total,
         "by_role": dict(sorted(by_role.items(), key=lambda kv: -kv[1])),
         "cores_busy": total / (window * cores) if window > 0 and cores > 0 else None,
+        "steal_s": cpu_at(use.steal, end) - cpu_at(use.steal, start)
+        if use.steal and use.steal[0][0] <= start
+        else None,
+        "same_work_s": same_work_s(by_role),
     }
+
+
+def same_work_s(by_role: dict[str, float]) -> float:
+    """CPU seconds of the trainer and the validators: the same steps trained and files judged in either arm."""
+    return by_role.get("trainer", 0.0) + by_role.get("validators", 0.0)
+
+
+def same_work_ratio(arm: dict, baseline: dict) -> float | None:
+    """`same_work_s` of one arm's `cpu` figures over another's: above 1, the machine ran `arm` slower."""
+    return arm["same_work_s"] / baseline["same_work_s"] if baseline["same_work_s"] > 0 else None

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
+from swarmrl.launch.cpu_use import same_work_ratio
 from swarmrl.launch.swarm import SwarmNetwork, run_swarm_demo, validator_names
 from swarmrl.launch.wan_report import arm_figures
 from swarmrl.launch.wan_watch import SwarmWatch
@@ -132,6 +133,10 @@ def run_wan_demo(config: RunConfig, console: Console | None = None) -> dict:
         )
         result["wan"]["load_1min"] = [load, os.getloadavg()[0]]
     result["wan"]["lease_period_s"] = config.coordinator.lease_target_s + config.coordinator.lease_grace_s
+    if "cpu" in result.get("lan", {}) and "cpu" in result["wan"]:
+        result["wan"]["cpu"]["same_work_vs_loopback"] = same_work_ratio(
+            result["wan"]["cpu"], result["lan"]["cpu"]
+        )
     result["goals"] = goals(result)
     write_json_atomic(root / "wan_result.json", result)
     console.print(result_table(result))
@@ -207,6 +212,11 @@ def result_table(result: dict) -> Table:
         "-",
         table_cell((cpu[1] or {}).get("by_role", {}).get("link proxies"), 1),
     )
+    table.add_row(
+        "trainer + validators, core-s (the same work)",
+        *(table_cell((c or {}).get("same_work_s"), 1) for c in cpu),
+    )
+    table.add_row("machine steal time (s)", *(table_cell((c or {}).get("steal_s"), 1) for c in cpu))
     churn = wan["churn"]
     back = [s for s in churn["back_to_work_s"].values() if s is not None]
     table.add_row("nodes killed / back", "-", f"{churn['nodes_killed']} / {churn['nodes_rejoined']}")

@@ -69,6 +69,8 @@ def test_the_swarm_trains_across_two_emulated_regions(tmp_path, emulator_availab
     assert {"trainer", "coordinator", "workers", "relays", "link proxies"} <= set(cpu), cpu
     assert all(cpu[role] > 0 for role in ("trainer", "coordinator", "workers", "link proxies")), cpu
     assert 0 < wan["cpu"]["cores_busy"] <= 1.05
+    assert wan["cpu"]["same_work_s"] == pytest.approx(cpu["trainer"] + cpu.get("validators", 0.0))
+    assert wan["cpu"]["steal_s"] is not None and wan["cpu"]["steal_s"] >= 0
     assert "steps per minute" in done.stdout
     # Every role really ran in its region: the eu relay mirrored the checkpoints across the link.
     assert any(path.is_dir() for path in (tmp_path / "toy" / "wan" / "swarm" / "relay-1").glob("step_*"))

@@ -8,7 +8,17 @@ import time
 
 import pytest
 
-from swarmrl.launch.cpu_use import CpuUse, ProcessTimes, cpu_at, cpu_figures, read_stat, role_group, role_of
+from swarmrl.launch.cpu_use import (
+    CpuUse,
+    ProcessTimes,
+    cpu_at,
+    cpu_figures,
+    read_stat,
+    read_steal,
+    role_group,
+    role_of,
+    same_work_ratio,
+)
 
 
 def test_stat_fields_are_counted_after_the_last_parenthesis_of_the_command_name():
@@ -51,10 +61,30 @@ def test_window_sums_count_a_process_started_inside_it_from_zero_and_one_gone_un
     assert use.used_between(1.0, 3.0) == pytest.approx(
         {"worker-0": 1.5, "worker-3": 1.2 + 1.0, "relay-0": 0.0}
     )
+    use.steal = [(0.5, 100.0), (2.0, 100.5), (3.0, 101.25)]
     figures = cpu_figures(use, 1.0, 3.0, cores=2)
     assert figures["core_s"] == pytest.approx(3.7)
     assert figures["by_role"] == pytest.approx({"workers": 3.7, "relays": 0.0})
     assert figures["cores_busy"] == pytest.approx(3.7 / 4)
+    assert figures["steal_s"] == pytest.approx(1.25)
+    assert figures["same_work_s"] == 0.0  # no trainer or validator among these processes
+    # steal first read inside the window: its count since boot is no figure for the window
+    use.steal = use.steal[1:]
+    assert cpu_figures(use, 1.0, 3.0, cores=2)["steal_s"] is None
+
+
+def test_steal_is_the_eighth_counter_of_the_first_line_of_proc_stat():
+    text = "cpu  4580671 2440 785229 3842664 29975 0 31100 20262 0 0\ncpu0 1996927 1386 359016 2255683 7851 0 0 0 0 0\n"
+    assert read_steal(text, ticks_per_s=100) == pytest.approx(202.62)
+    with pytest.raises(ValueError, match="cpu line"):
+        read_steal("intr 1 2 3\n", ticks_per_s=100)
+
+
+def test_the_same_work_ratio_reads_the_trainer_and_validators_only():
+    wan = {"same_work_s": 31.0, "by_role": {"trainer": 12.8, "validators": 18.2, "workers": 22.7}}
+    lan = {"same_work_s": 24.2, "by_role": {"trainer": 9.9, "validators": 14.3, "workers": 14.2}}
+    assert same_work_ratio(wan, lan) == pytest.approx(31.0 / 24.2)
+    assert same_work_ratio(wan, {"same_work_s": 0.0}) is None
 
 
 def test_role_groups():
