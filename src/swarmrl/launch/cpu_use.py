@@ -156,7 +156,8 @@ def role_group(role: str) -> str:
 def cpu_figures(use: CpuUse, start: float, end: float, cores: int) -> dict:
     """core_s: CPU seconds every process of the arm used over [start, end]; by_role: the same per role group;
     cores_busy: core_s over the window and the machine's cores (1.0: every core busy all the time); steal_s:
-    the machine's steal time over the window (None without samples of it)."""
+    the machine's steal time over the window (None unless it was sampled before the window opened); same_work_s:
+    the trainer's and validators' share of core_s."""
     by_role: Counter[str] = Counter()
     for role, seconds in use.used_between(start, end).items():
         by_role[role_group(role)] += seconds
