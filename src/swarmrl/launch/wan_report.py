@@ -51,7 +51,11 @@ def step_window(rundir: RunDir) -> tuple[tuple[int, float], tuple[int, float]] |
 
 
 def steps_per_min(rundir: RunDir) -> float | None:
-    window = step_window(rundir)
+    return per_minute(step_window(rundir))
+
+
+def per_minute(window: tuple[tuple[int, float], tuple[int, float]] | None) -> float | None:
+    """Steps per minute of wall clock over a `step_window`."""
     if window is None:
         return None
     (first_step, first), (last_step, last) = window
@@ -248,8 +252,11 @@ def arm_figures(
     lost = honest_files_lost(watch, last_step(rundir), async_level)
     joined = joined_outages(watch, rundir.root / "swarm")
     broadcasts = broadcast_times(watch, joined)
+    window = step_window(
+        rundir
+    )  # the trainer's metrics, read once for steps/min and the CPU over the same span
     figures = {
-        "steps_per_min": steps_per_min(rundir),
+        "steps_per_min": per_minute(window),
         "broadcast_s": median(list(broadcasts.values())),
         "broadcast_by_step_s": broadcasts,
         "broadcast_by_worker_s": broadcast_by_worker(watch, joined),
@@ -265,7 +272,6 @@ def arm_figures(
     if bound is not None:
         bounds = broadcast_bounds(watch, bound)
         figures["broadcast_bound_s"] = median(list(bounds.values()))
-    window = step_window(rundir)
     if watch.cpu is not None and window is not None:
         figures["cpu"] = cpu_figures(watch.cpu, window[0][1], window[1][1], os.cpu_count() or 1)
     return figures
