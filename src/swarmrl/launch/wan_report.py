@@ -252,9 +252,8 @@ def arm_figures(
     lost = honest_files_lost(watch, last_step(rundir), async_level)
     joined = joined_outages(watch, rundir.root / "swarm")
     broadcasts = broadcast_times(watch, joined)
-    window = step_window(
-        rundir
-    )  # the trainer's metrics, read once for steps/min and the CPU over the same span
+    # The trainer's metrics, read once: steps/min and the CPU figures cover the same span.
+    window = step_window(rundir)
     figures = {
         "steps_per_min": per_minute(window),
         "broadcast_s": median(list(broadcasts.values())),
