@@ -32,7 +32,7 @@ def run_variant(root: Path, name: str, async_level: int, steps: int, start: Path
             f"run.root='{root}'",
             f"run.name='{name}'",
             "worker.num_workers=1",
-            f"worker.async_level={async_level}",
+            f"contract.async_level={async_level}",
             f"trainer.steps={steps}",
         ],
     )

@@ -86,7 +86,7 @@ WORKLOADS = {
         "model.tiny.intermediate_size=1024",
         "model.tiny.max_position_embeddings=256",
         "sft.steps=0",
-        "worker.max_new_tokens=64",
+        "contract.max_new_tokens=64",
         "tasks.length.mode='exact'",
         f"tasks.length.targets=[{LONG_TARGET}]",
         # Small steps keep the workload what it is: at the demo's 5e-4 the policy learns to stop early within
@@ -111,10 +111,10 @@ SMOKE = [
     "model.tiny.head_dim=16",
     "model.tiny.intermediate_size=128",
     "model.tiny.vocab_size=4096",
-    "worker.max_new_tokens=16",
+    "contract.max_new_tokens=16",
     "trainer.prompts_per_step=4",
-    "worker.prompts_per_batch=4",
-    "worker.group_size=4",
+    "contract.prompts_per_batch=4",
+    "contract.group_size=4",
     "trainer.micro_batch_tokens=2048",
     "trainer.precision='fp32'",
     "trainer.device='cpu'",
@@ -181,7 +181,7 @@ def trl_run(config: RunConfig, start: Path, steps: int, output: Path, *, gpu: bo
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    prompts_per_step, group = config.trainer.prompts_per_step, config.worker.group_size
+    prompts_per_step, group = config.trainer.prompts_per_step, config.contract.group_size
     tokenizer = load_tokenizer(start)
     tokenizer.padding_side = "left"
     model = load_model(start)
@@ -207,7 +207,7 @@ def trl_run(config: RunConfig, start: Path, steps: int, output: Path, *, gpu: bo
         num_generations=group,
         per_device_train_batch_size=batch,
         gradient_accumulation_steps=prompts_per_step * group // batch,
-        max_completion_length=config.worker.max_new_tokens,
+        max_completion_length=config.contract.max_new_tokens,
         temperature=1.0,
         top_p=1.0,
         beta=0.0,
@@ -279,7 +279,9 @@ def cpu_runs(args: argparse.Namespace, config: RunConfig, start: Path, console: 
 
 def gpu_run(args: argparse.Namespace, config: RunConfig, start: Path, console: Console) -> dict:
     """TRL, then swarmrl colocated and with one worker process, once each (the GPU arm and its smoke test)."""
-    trl = trl_run(config, start, args.steps, args.root / "trl", gpu=args.gpu, batch=config.worker.group_size)
+    trl = trl_run(
+        config, start, args.steps, args.root / "trl", gpu=args.gpu, batch=config.contract.group_size
+    )
     console.print(f"TRL GRPOTrainer: {trl:.1f} samples/s")
     ours = {}
     for name in ("colocated", "1 worker"):

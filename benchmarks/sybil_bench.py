@@ -259,7 +259,7 @@ def run_arm(
         shutil.rmtree(config.run.directory)
     swarm = start_swarm(config, prepare_run(config))
     sybils = Sybils(
-        swarm.coordinator_url, config.run.id, sybil_count, poll_s, UnitBounds.of_worker(config.worker)
+        swarm.coordinator_url, config.run.id, sybil_count, poll_s, UnitBounds.of_contract(config.contract)
     )
     spawn = multiprocessing.get_context("spawn")
     stop_apart, outcome_apart = spawn.Event(), spawn.Queue()

@@ -6,7 +6,7 @@ rewards). Both on one thread.
 
     python benchmarks/validation_throughput.py [--batches 8] [section.field=value ...]
 
-Overrides apply to configs/demo.toml, e.g. `sft.steps=0 worker.max_new_tokens=256` for long completions
+Overrides apply to configs/demo.toml, e.g. `sft.steps=0 contract.max_new_tokens=256` for long completions
 from an untrained policy (which rarely picks EOS), where decoding dominates generation as it does in real runs.
 """
 
@@ -46,13 +46,13 @@ def main() -> None:
     node = Identity.generate()
     with tempfile.TemporaryDirectory(prefix="swarmrl-validation-") as tmp:
         config = load_config(
-            REPO / "configs" / "demo.toml", [f"run.root='{tmp}'", "worker.async_level=0", *args.overrides]
+            REPO / "configs" / "demo.toml", [f"run.root='{tmp}'", "contract.async_level=0", *args.overrides]
         )
         rundir = prepare_run(config)
         context = local_context(rundir.root)
         engine = TorchEngine(load_model(rundir.checkpoints / "step_0"), policy_step=0)
-        worker = config.worker
-        params = SamplingParams(max_new_tokens=worker.max_new_tokens, temperature=worker.temperature)
+        contract = config.contract
+        params = SamplingParams(max_new_tokens=contract.max_new_tokens, temperature=contract.temperature)
         generated_tokens, generate_seconds, files = 0, 0.0, []
         for batch in range(args.batches):
             spec = BatchSpec.local(
@@ -60,9 +60,9 @@ def main() -> None:
                 node.node_id,
                 0,
                 batch,
-                worker.prompts_per_batch,
-                worker.group_size,
-                config.run.seed,
+                contract.prompts_per_batch,
+                contract.group_size,
+                contract.seed,
             )
             prompts = assigned_prompts(
                 spec, context.tasks, prompt_format(context.tokenizer, config.prompt), config.tasks

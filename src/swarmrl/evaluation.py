@@ -100,9 +100,9 @@ class HeldOutEval:
             prompts=self.prompts,
             tasks_config=self.config.tasks,
             params=SamplingParams(
-                max_new_tokens=self.config.worker.max_new_tokens,
+                max_new_tokens=self.config.contract.max_new_tokens,
                 temperature=self.config.eval.temperature,
-                top_p=self.config.worker.top_p,
+                top_p=self.config.contract.top_p,
             ),
             samples_per_task=self.config.eval.samples_per_task,
         )

@@ -28,7 +28,7 @@ from swarmrl.errors import writing
 @dataclass(frozen=True)
 class FileRequest:
     """What the trainer asks of step k's directory: `files` rollout files in all, the last of them holding
-    `last_file_prompts` prompts (None: as many as the others, `worker.prompts_per_batch`)."""
+    `last_file_prompts` prompts (None: as many as the others, `contract.prompts_per_batch`)."""
 
     files: int
     last_file_prompts: int | None = None
@@ -149,7 +149,7 @@ class RunDirSource:
     with a smaller last one: the feed's estimate for the next step, asked for as soon as a step closes so they
     generate it while the trainer trains; when the trainer has read every file and still lacks groups, its
     estimate for those. Before any estimate, a step asks for `groups_per_step` prompts (every group informative).
-    `whole_files`: every file holds `prompts_per_file` (files a validator will judge: `worker.local_proofs`,
+    `whole_files`: every file holds `prompts_per_file` (files a validator will judge: `contract.local_proofs`,
     whose assignment check knows whole batches only).
     """
 

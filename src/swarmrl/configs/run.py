@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from swarmrl.configs.base import ConfigError, Section, validation_problems
+from swarmrl.configs.contract import ContractSection, refuse_moved_fields
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.configs.engine import EngineConfig, PagedEngineConfig
 from swarmrl.configs.envs import EnvConfig
@@ -39,7 +40,6 @@ from swarmrl.configs.worker import WorkerSection
 class RunSection(Section):
     name: str = Field("demo", description="run name; the run directory is <root>/<name>")
     root: Path = Field(Path("runs"), description="directory that holds run directories")
-    seed: int = Field(0, description="seed for every random choice of the run")
     run_id: str = Field("", description="identifier bound into seeds and signatures; defaults to the name")
 
     @property
@@ -53,6 +53,10 @@ class RunSection(Section):
 
 class RunConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
+    contract: ContractSection = Field(
+        default_factory=ContractSection,
+        description="what every role of the run must agree on; checked at join against the coordinator's",
+    )
     model: ModelSection = Field(default_factory=ModelSection)
     prompt: PromptSection = Field(default_factory=PromptSection)
     sft: SFTSection = Field(default_factory=SFTSection)
@@ -82,18 +86,24 @@ class RunConfig(Section):
 
     wan: WanConfig = Field(default_factory=WanConfig, description="the emulated internet of `demo --wan`")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_moved_fields(cls, data: Any) -> Any:
+        refuse_moved_fields(data)
+        return data
+
     @model_validator(mode="after")
     def _check_across_sections(self) -> RunConfig:
         # A multi-turn row's completion (model and environment tokens) is bounded like a single-turn one.
-        if self.env is not None and self.env.max_tokens > self.worker.max_new_tokens:
+        if self.env is not None and self.env.max_tokens > self.contract.max_new_tokens:
             raise ConfigError(
-                f"env.max_tokens {self.env.max_tokens} exceeds worker.max_new_tokens "
-                f"{self.worker.max_new_tokens}, the longest completion a rollout file may hold"
+                f"env.max_tokens {self.env.max_tokens} exceeds contract.max_new_tokens "
+                f"{self.contract.max_new_tokens}, the longest completion a rollout file may hold"
             )
-        if self.trainer.pack_length and self.trainer.pack_length <= self.worker.max_new_tokens:
+        if self.trainer.pack_length and self.trainer.pack_length <= self.contract.max_new_tokens:
             raise ConfigError(
                 f"trainer.pack_length {self.trainer.pack_length} cannot hold a prompt and a completion of "
-                f"worker.max_new_tokens {self.worker.max_new_tokens} tokens"
+                f"contract.max_new_tokens {self.contract.max_new_tokens} tokens"
             )
         self._check_online_eval()
         prompts = any(isinstance(source, PromptsSourceConfig) for source in self.tasks.sources)
@@ -104,7 +114,7 @@ class RunConfig(Section):
             )
         if self.loss.max_tokens is None:
             # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
-            self.loss.max_tokens = self.worker.max_new_tokens
+            self.loss.max_tokens = self.contract.max_new_tokens
         return self
 
     def _check_online_eval(self) -> None:

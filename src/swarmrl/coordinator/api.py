@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, computed_field, model_validator
 
-from swarmrl.configs.worker import WorkerSection
+from swarmrl.configs.contract import ContractSection
 
 HexKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$", min_length=64, max_length=64)]
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$", min_length=64, max_length=64)]
@@ -44,7 +44,7 @@ class ErrorBody(BaseModel):
 
 # --- admin / trainer ---------------------------------------------------------------------------------------
 class UnitBounds(Body):
-    """What one unit's file holds, as the run's [worker] settings fix it: a claim outside is refused."""
+    """What one unit's file holds, as the run's [contract] fixes it: a claim outside is refused."""
 
     rows: Annotated[int, Field(ge=1, le=2**31 - 1)] = Field(
         description="completions in one unit's file: prompts per batch × group size"
@@ -54,10 +54,8 @@ class UnitBounds(Body):
     )
 
     @classmethod
-    def of_worker(cls, worker: WorkerSection) -> UnitBounds:
-        return cls(
-            rows=worker.prompts_per_batch * worker.group_size, max_tokens_per_row=worker.max_new_tokens
-        )
+    def of_contract(cls, contract: ContractSection) -> UnitBounds:
+        return cls(rows=contract.rows_per_batch, max_tokens_per_row=contract.max_new_tokens)
 
 
 class CreateRun(Body):

@@ -134,7 +134,9 @@ def _admin_call(coordinator_url: str, token: str, call) -> None:
 
 RunConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", help="the run config: its run id (run.run_id, else run.name), its async_level"),
+    typer.Option(
+        "--config", help="the run config: its run id (run.run_id, else run.name), its contract.async_level"
+    ),
 ]
 RunIdOption = Annotated[str | None, typer.Option(help="the run (default: the run config's run id)")]
 
@@ -170,10 +172,10 @@ def create_run(
 
     run, settings = _run_of(config, run_id)
     if async_level is None:
-        async_level = settings.worker.async_level if settings is not None else 2
-    # The run config's [worker] section bounds the rows and tokens a unit's file may claim; without it,
+        async_level = settings.contract.async_level if settings is not None else 2
+    # The run config's [contract] bounds the rows and tokens a unit's file may claim; without it,
     # claims are unbounded (each file's credit is still what a trusted node measured in it).
-    unit = UnitBounds.of_worker(settings.worker) if settings is not None else None
+    unit = UnitBounds.of_contract(settings.contract) if settings is not None else None
     key = _public_key(trainer_key, "--trainer-key")
     _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, async_level=async_level, unit=unit))
 

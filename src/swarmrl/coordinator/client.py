@@ -448,7 +448,7 @@ class AdminClient(RoleClient):
         run_secret: str | None = None,
         unit: UnitBounds | None = None,
     ) -> RunCreated:
-        """`unit`: the bounds of a unit's file (claims outside are refused; `UnitBounds.of_worker(config.worker)`)."""
+        """`unit`: the bounds of a unit's file, claims outside refused (`UnitBounds.of_contract(contract)`)."""
         body = {
             "run_id": run_id,
             "trainer_public_key": trainer_public_key,

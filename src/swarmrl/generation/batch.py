@@ -1,6 +1,6 @@
 """One rollout batch: the assigned prompts, G seeded completions each, TOPLOC proofs, as rollout rows.
 
-A local run, whose files no validator reads, may leave the proofs out (`worker.local_proofs = false`): the
+A local run, whose files no validator reads, may leave the proofs out (`contract.local_proofs = false`): the
 file's header then says so, and every validator refuses it.
 """
 

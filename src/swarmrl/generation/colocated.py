@@ -114,8 +114,8 @@ def colocated_source(config: RunConfig, device: torch.device, *, index: int = 0)
     return ColocatedSource(
         writer,
         engine,
-        config.worker.async_level,
+        config.contract.async_level,
         groups_per_step=config.trainer.prompts_per_step,
-        prompts_per_file=config.worker.prompts_per_batch,
-        whole_files=config.worker.local_proofs,
+        prompts_per_file=config.contract.prompts_per_batch,
+        whole_files=config.contract.local_proofs,
     )

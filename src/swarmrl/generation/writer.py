@@ -48,9 +48,9 @@ class BatchWriter:
             prompt_format(tokenizer, config.prompt).stop_token_ids,
             build_tasks(config.tasks),
             SamplingParams(
-                max_new_tokens=config.worker.max_new_tokens,
-                temperature=config.worker.temperature,
-                top_p=config.worker.top_p,
+                max_new_tokens=config.contract.max_new_tokens,
+                temperature=config.contract.temperature,
+                top_p=config.contract.top_p,
             ),
         )
 
@@ -58,16 +58,16 @@ class BatchWriter:
         return self.rundir.rollouts(step) / f"w{self.index}-b{batch_index:04d}.parquet"
 
     def write(self, engine: InferenceEngine, step: int, batch_index: int, prompts: int | None = None) -> Path:
-        """The file of (step, batch index): `prompts` prompts (default `worker.prompts_per_batch`)."""
+        """The file of (step, batch index): `prompts` prompts (default `contract.prompts_per_batch`)."""
         config = self.config
         spec = BatchSpec.local(
             config.run.id,
             self.identity.node_id,
             step,
             batch_index,
-            prompts or config.worker.prompts_per_batch,
-            config.worker.group_size,
-            config.run.seed,
+            prompts or config.contract.prompts_per_batch,
+            config.contract.group_size,
+            config.contract.seed,
         )
         path = self.path(step, batch_index)
         write_batch(
@@ -79,7 +79,7 @@ class BatchWriter:
             self.params,
             path,
             self.identity,
-            proofs=config.worker.local_proofs,
+            proofs=config.contract.local_proofs,
         )
         return path
 

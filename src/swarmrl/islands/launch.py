@@ -34,9 +34,9 @@ def island_config(config: RunConfig, island: int) -> RunConfig:
     data["run"].update(
         root=str(config.run.directory / "islands"),
         name=f"island-{island}",
-        seed=config.run.seed + 1009 * island,
         run_id=f"{config.run.id}.island-{island}",
     )
+    data["contract"]["seed"] = config.contract.seed + 1009 * island
     return RunConfig.model_validate(data)
 
 

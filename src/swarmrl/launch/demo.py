@@ -38,9 +38,9 @@ def _evaluate_env(config: RunConfig, engine, prompts: PromptFormat, tasks: list[
 
     k = config.eval.samples_per_task
     params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens,
+        max_new_tokens=config.contract.max_new_tokens,
         temperature=config.eval.temperature,
-        top_p=config.worker.top_p,
+        top_p=config.contract.top_p,
     )
     repeated = [task for task in tasks for _ in range(k)]
     result = env_accuracy(

@@ -40,9 +40,9 @@ def measure_solve_rates(config: RunConfig, checkpoint: Path, num_tasks: int, k: 
         for sample in range(k)
     ]
     params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens,
-        temperature=config.worker.temperature,
-        top_p=config.worker.top_p,
+        max_new_tokens=config.contract.max_new_tokens,
+        temperature=config.contract.temperature,
+        top_p=config.contract.top_p,
     )
     generations = engine.generate(requests, params)
     computer = RewardComputer(config.tasks)

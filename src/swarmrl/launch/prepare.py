@@ -56,7 +56,7 @@ def sft_cache_key(config: RunConfig) -> str:
         "prompt": config.prompt.model_dump(mode="json"),
         "sft": config.sft.model_dump(mode="json", exclude={"cache"}),
         "sources": config.tasks.model_dump(mode="json")["sources"],
-        "seed": config.run.seed,
+        "seed": config.contract.seed,
     }
     if config.env is not None:  # its demonstrations are played through the environment (tool or none)
         # How many tool runs are in flight changes no demonstration, so it keeps the cached start.
@@ -70,7 +70,7 @@ def build_start_policy(config: RunConfig, destination: Path, progress: Progress 
     if config.sft.cache and (cache / "config.json").is_file():
         log.info("reusing the SFT model cached at %s", cache)
     else:
-        torch.manual_seed(config.run.seed)
+        torch.manual_seed(config.contract.seed)
         tokenizer, model = _sft_start_policy(config, progress)
         save_pretrained_atomic(model, tokenizer, cache)
     if destination.exists():
@@ -139,7 +139,7 @@ def _sft(config: RunConfig, model, fmt, examples, progress: Progress | None) -> 
             lr=config.sft.lr,
             weight_decay=config.sft.weight_decay,
             warmup_steps=config.sft.warmup_steps,
-            seed=config.run.seed,
+            seed=config.contract.seed,
             progress=progress,
         )
 

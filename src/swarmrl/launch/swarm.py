@@ -250,8 +250,8 @@ def _open_run(swarm: Swarm, trainer_key: str, validators: list[str]) -> None:
             admin.create_run(
                 config.run.id,
                 trainer_key,
-                async_level=config.worker.async_level,
-                unit=UnitBounds.of_worker(config.worker),
+                async_level=config.contract.async_level,
+                unit=UnitBounds.of_contract(config.contract),
             )
         except CoordinatorError as exc:
             if exc.status != 409:

@@ -111,7 +111,7 @@ def run_wan_demo(config: RunConfig, console: Console | None = None) -> dict:
         watch = SwarmWatch()
         load = os.getloadavg()[0]
         run_swarm_demo(lan, console, observer=watch)
-        result["lan"] = arm_figures(watch, RunDir(lan.run.directory), lan.worker.async_level, None)
+        result["lan"] = arm_figures(watch, RunDir(lan.run.directory), lan.contract.async_level, None)
         result["lan"]["load_1min"] = [load, os.getloadavg()[0]]  # a shared machine: what else ran
     console.rule(f"emulated WAN: {', '.join(result['regions'])}")
     machines, services = wan_machines(config)
@@ -128,7 +128,7 @@ def run_wan_demo(config: RunConfig, console: Console | None = None) -> dict:
         result["wan"] = arm_figures(
             watch,
             RunDir(wan.run.directory),
-            wan.worker.async_level,
+            wan.contract.async_level,
             functools.partial(physical_bound, world),
         )
         result["wan"]["load_1min"] = [load, os.getloadavg()[0]]

@@ -67,7 +67,7 @@ def check_assigned_prompts(
     rows: list[RolloutRow], spec: BatchSpec, config: RunConfig, tasks: TaskSource, prompts: PromptFormat
 ) -> None:
     """The prompts, target lengths and sampling seeds the unit's seed fixes, one group of `group_size` each."""
-    group_size = config.worker.group_size
+    group_size = config.contract.group_size
     assigned = assigned_prompts(spec, tasks, prompts, config.tasks)
     if len(rows) != len(assigned) * group_size:
         raise CheckFailed(
@@ -138,15 +138,15 @@ def _last_model_turn(row: RolloutRow) -> list[int]:
 
 def batch_spec(header: RolloutHeader, step: int, config: RunConfig, seed: int) -> BatchSpec:
     """The batch a file for training step `step` had to answer, from its header and its unit's seed."""
-    worker = config.worker
+    contract = config.contract
     return BatchSpec(
         config.run.id,
         header.node_id,
         step,
         header.batch_index,
-        worker.prompts_per_batch,
-        worker.group_size,
-        config.run.seed,
+        contract.prompts_per_batch,
+        contract.group_size,
+        contract.seed,
         seed,
     )
 
@@ -161,7 +161,7 @@ def structural_checks(
 ) -> None:
     """Every check above, cheapest first, for a file submitted as `origin`'s unit (the trainer's checks)."""
     check_origin(header, origin)
-    check_async_window(header, origin.step, config.worker.async_level)
+    check_async_window(header, origin.step, config.contract.async_level)
     check_assigned_prompts(rows, batch_spec(header, origin.step, config, origin.seed), config, tasks, prompts)
-    check_sampling_params(rows, config.worker.temperature, config.validator.temperature_tolerance)
-    check_termination_format(rows, set(prompts.stop_token_ids), config.worker.max_new_tokens)
+    check_sampling_params(rows, config.contract.temperature, config.validator.temperature_tolerance)
+    check_termination_format(rows, set(prompts.stop_token_ids), config.contract.max_new_tokens)

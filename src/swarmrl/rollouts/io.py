@@ -34,7 +34,7 @@ from swarmrl.rollouts.schema import (
 )
 
 if TYPE_CHECKING:
-    from swarmrl.configs.worker import WorkerSection
+    from swarmrl.configs.contract import ContractSection
 
 _META_HEADER = b"swarmrl.header"
 _META_SIGNATURE = b"swarmrl.signature"
@@ -55,12 +55,12 @@ class RolloutLimits(BaseModel):
     )
 
     @classmethod
-    def for_worker(cls, worker: WorkerSection, vocab_size: int) -> RolloutLimits:
-        """Bounds a rollout file of a run with these [worker] settings must respect; `vocab_size` is the policy
+    def for_contract(cls, contract: ContractSection, vocab_size: int) -> RolloutLimits:
+        """Bounds a rollout file of a run with this [contract] must respect; `vocab_size` is the policy
         model's, not the tokenizer's."""
         return cls(
-            max_rows=worker.prompts_per_batch * worker.group_size,
-            max_completion_tokens=worker.max_new_tokens,
+            max_rows=contract.rows_per_batch,
+            max_completion_tokens=contract.max_new_tokens,
             vocab_size=vocab_size,
         )
 
@@ -130,7 +130,7 @@ def read_rollouts(
     header = _parse_header(path.name, schema.metadata or {})
     if limits.require_proofs and not header.proofs:
         raise RolloutError(
-            f"{path.name}: written without TOPLOC proofs (a local run's file, worker.local_proofs = false); "
+            f"{path.name}: written without TOPLOC proofs (a local run's file, contract.local_proofs off); "
             "this reader requires them"
         )
     try:

@@ -95,5 +95,5 @@ class RolloutHeader:
     batch_index: int
     schema_version: int = SCHEMA_VERSION
     # False: a local run's file, written without TOPLOC proofs because no validator reads it (the run's
-    # `worker.local_proofs`); every reader that requires proofs, a validator's, refuses it.
+    # `contract.local_proofs`); every reader that requires proofs, a validator's, refuses it.
     proofs: bool = True

@@ -126,8 +126,8 @@ def _rollout_endpoints(
         source = RunDirSource(
             rundir,
             groups_per_step=config.trainer.prompts_per_step,
-            prompts_per_file=config.worker.prompts_per_batch,
-            whole_files=config.worker.local_proofs,
+            prompts_per_file=config.contract.prompts_per_batch,
+            whole_files=config.contract.local_proofs,
         )
         return source, None, None
     shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
@@ -145,14 +145,16 @@ def _core_share(config: RunConfig, source) -> CoreShare | None:
 
 def files_per_step(config: RunConfig) -> int:
     """Rollout files a step needs when every group is informative."""
-    return -(-config.trainer.prompts_per_step // config.worker.prompts_per_batch)
+    return -(-config.trainer.prompts_per_step // config.contract.prompts_per_batch)
 
 
 def _rollout_limits(config: RunConfig, rundir: RunDir, *, swarm: bool) -> RolloutLimits:
     """Bounds on every rollout file the trainer reads. A swarm's files passed a validator, so they carry
-    proofs; a local run's carry them only with `worker.local_proofs`, and no validator reads them."""
-    limits = RolloutLimits.for_worker(config.worker, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0)))
-    return limits if swarm else limits.model_copy(update={"require_proofs": config.worker.local_proofs})
+    proofs; a local run's carry them only with `contract.local_proofs`, and no validator reads them."""
+    limits = RolloutLimits.for_contract(
+        config.contract, policy_vocab_size(checkpoint_dir(rundir.checkpoints, 0))
+    )
+    return limits if swarm else limits.model_copy(update={"require_proofs": config.contract.local_proofs})
 
 
 def trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase):
@@ -164,7 +166,7 @@ def trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTo
         tasks=tasks,
         tokenizer=tokenizer,
         tasks_config=config.tasks,
-        group_size=config.worker.group_size,
+        group_size=config.contract.group_size,
         advantage=config.trainer.advantage,
     )
     if config.env is not None:  # multi-turn rows are scored by replaying their environment
@@ -180,8 +182,8 @@ def _feed(config: RunConfig, rundir: RunDir, source, scorer) -> RolloutFeed:
     return RolloutFeed(
         source,
         scorer,
-        async_level=config.worker.async_level,
-        group_size=config.worker.group_size,
+        async_level=config.contract.async_level,
+        group_size=config.contract.group_size,
         limits=_rollout_limits(config, rundir, swarm=swarm),
         max_files=config.trainer.max_files_per_step,
         poll_seconds=config.swarm.poll_seconds if swarm else 0.1,
@@ -241,7 +243,7 @@ def _swarm_endpoints(
         rundir,
         units_per_step=files_per_step(config),
         last_step=config.trainer.steps - 1,
-        async_level=config.worker.async_level,
+        async_level=config.contract.async_level,
         checks=checks,
     )
     return (

@@ -267,7 +267,7 @@ def run_trainer(
         )
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
-    torch.manual_seed(config.run.seed)
+    torch.manual_seed(config.contract.seed)
     if latest_checkpoint(rundir.checkpoints) is None:
         raise FileNotFoundError(f"{rundir.checkpoints}: no step_0 checkpoint to start from")
     # Probe the saved state first: the model must come from the checkpoint the state belongs to.

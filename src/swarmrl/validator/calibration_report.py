@@ -25,9 +25,9 @@ def run_calibration(
 ) -> Calibration:
     policy = starting_policy(config)
     params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens,
-        temperature=config.worker.temperature,
-        top_p=config.worker.top_p,
+        max_new_tokens=config.contract.max_new_tokens,
+        temperature=config.contract.temperature,
+        top_p=config.contract.top_p,
     )
     result = calibrate(
         policy,

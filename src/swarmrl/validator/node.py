@@ -139,7 +139,7 @@ def swarm_context(
         options,
         trainer_key,
         config.model.dtype,
-        keep=config.worker.async_level + 1,
+        keep=config.contract.async_level + 1,
         fetching=config.shardcast.client,
         device=device,
         lora=config.trainer.lora.enabled,
@@ -162,7 +162,7 @@ def swarm_context(
         policy=policies,
         task_seed=lambda node, step, batch: client.task_seed(options.run_id, step, batch, node_id=node),
         seen=SeenFiles(options.work_dir / "seen.sqlite"),
-        limits=RolloutLimits.for_worker(config.worker, policy_vocab_size(start)),
+        limits=RolloutLimits.for_contract(config.contract, policy_vocab_size(start)),
         env_replay=env_replay(config, tasks, tokenizer),
     )
 

@@ -198,12 +198,12 @@ def _stages(seeded: bool) -> list[tuple[str, Stage]]:
         ("schema_and_signature", _schema_and_signature),
         ("node", _node),
         ("duplicate", _duplicate),
-        ("async_window", lambda f, c, _: check_async_window(f.signed, f.step, c.config.worker.async_level)),
+        ("async_window", lambda f, c, _: check_async_window(f.signed, f.step, c.config.contract.async_level)),
         ("assigned_prompts", _assigned_prompts),
         (
             "sampling_params",
             lambda f, c, _: check_sampling_params(
-                f.rows, c.config.worker.temperature, c.settings.temperature_tolerance
+                f.rows, c.config.contract.temperature, c.settings.temperature_tolerance
             ),
         ),
         ("termination_format", _termination_format_stage),
@@ -251,7 +251,7 @@ def _assigned_prompts(f: _File, context: ValidationContext, _: _Budget) -> None:
 
 def _termination_format_stage(f: _File, context: ValidationContext, _: _Budget) -> None:
     stops = set(prompt_format(context.tokenizer, context.config.prompt).stop_token_ids)
-    check_termination_format(f.rows, stops, context.config.worker.max_new_tokens)
+    check_termination_format(f.rows, stops, context.config.contract.max_new_tokens)
 
 
 def _prefill(f: _File, context: ValidationContext, _: _Budget) -> None:
@@ -263,8 +263,8 @@ def _prefill(f: _File, context: ValidationContext, _: _Budget) -> None:
                 context.policy(f.signed.policy_step),
                 prompts,
                 completions,
-                temperature=context.config.worker.temperature,
-                top_p=context.config.worker.top_p,
+                temperature=context.config.contract.temperature,
+                top_p=context.config.contract.top_p,
                 seeds=seeds if context.settings.seeded_replay else None,
                 batch_size=context.settings.prefill_batch_size,
             ),
@@ -404,7 +404,7 @@ def _rewards(f: _File, context: ValidationContext, _: _Budget) -> None:
             tasks=context.tasks,
             tokenizer=context.tokenizer,
             tasks_config=context.config.tasks,
-            group_size=context.config.worker.group_size,
+            group_size=context.config.contract.group_size,
             advantage=context.config.trainer.advantage,
             env_rewards=env_rewards,
         )

@@ -61,7 +61,7 @@ def local_context(
     config = load_run_config(run_dir)
     checkpoints = run_dir / "checkpoints"
     tokenizer = load_tokenizer(checkpoint_dir(checkpoints, 0))
-    policy = PolicyCache(checkpoints, config.model.dtype, keep=config.worker.async_level + 1, device=device)
+    policy = PolicyCache(checkpoints, config.model.dtype, keep=config.contract.async_level + 1, device=device)
     tasks = build_tasks(config.tasks)
     reward_computer(config.tasks)  # reward functions other than the run pinned are refused before any judging
     return ValidationContext(
@@ -72,7 +72,7 @@ def local_context(
         policy=policy,
         task_seed=lambda node, step, batch: batch_seed(config.run.id, node, step, batch),
         seen=SeenFiles(run_dir / "validator" / "seen.sqlite"),
-        limits=RolloutLimits.for_worker(config.worker, policy(0).config.vocab_size),
+        limits=RolloutLimits.for_contract(config.contract, policy(0).config.vocab_size),
         env_replay=env_replay(config, tasks, tokenizer),
     )
 

@@ -53,7 +53,7 @@ def run_local_worker(config: RunConfig, index: int) -> int:
     step = _first_open_step(rundir, config.trainer.steps)
     try:
         while step < config.trainer.steps:
-            policy = wait_for_policy(rundir, step - config.worker.async_level)
+            policy = wait_for_policy(rundir, step - config.contract.async_level)
             if engine is None:
                 engine = build_engine(
                     config.engine,
@@ -67,7 +67,7 @@ def run_local_worker(config: RunConfig, index: int) -> int:
             # Keep producing until the trainer has enough informative groups for this step (it gives up, and
             # says why, when a step needs more files than it allows), but no file it has not asked for.
             while not rundir.is_complete(step) and not rundir.should_stop():
-                prompts = rundir.next_file_prompts(step, full=config.worker.prompts_per_batch)
+                prompts = rundir.next_file_prompts(step, full=config.contract.prompts_per_batch)
                 if prompts is not None:
                     writer.write(engine, step, batch_index, prompts=prompts)
                     files += 1

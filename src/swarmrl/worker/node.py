@@ -299,9 +299,9 @@ class WorkerNode:
         heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
         heartbeat.start()
         params = SamplingParams(
-            max_new_tokens=config.worker.max_new_tokens,
-            temperature=config.worker.temperature,
-            top_p=config.worker.top_p,
+            max_new_tokens=config.contract.max_new_tokens,
+            temperature=config.contract.temperature,
+            top_p=config.contract.top_p,
         )
         return cls(
             config,
@@ -379,9 +379,10 @@ class WorkerNode:
             options.stop.wait(options.poll_seconds)
             return False
         self.heartbeat.policy_step = self.policy.step
+        contract = config.contract
         spec = BatchSpec(
-            options.run_id, self.identity.node_id, unit.step, unit.batch_index, config.worker.prompts_per_batch,
-            config.worker.group_size, config.run.seed, unit.seed,
+            options.run_id, self.identity.node_id, unit.step, unit.batch_index, contract.prompts_per_batch,
+            contract.group_size, contract.seed, unit.seed,
         )  # fmt: skip
         path = options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
         started, started_at = time.monotonic(), time.time()

@@ -348,7 +348,7 @@ def mutate_proof_count(draw, header, rows, world):
 def mutate_temperature(draw, header, rows, world):
     i = _row(draw, rows)
     new = draw(st.one_of(st.floats(0.125, 10.0, width=32), st.floats(width=32)))
-    assume(not (math.isfinite(new) and abs(new - world[0].worker.temperature) <= 1e-3))
+    assume(not (math.isfinite(new) and abs(new - world[0].contract.temperature) <= 1e-3))
     return header, _replace(rows, i, temperature=new)
 
 

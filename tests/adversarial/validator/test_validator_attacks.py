@@ -30,7 +30,7 @@ MODEL_MISMATCH = {"toploc", "seeded_sampling", "logprobs"}
 def world(tmp_path_factory):
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("validator")
-    config = tiny_config(root, "v", "sft.steps=80", "worker.async_level=1", "worker.prompts_per_batch=4")
+    config = tiny_config(root, "v", "sft.steps=80", "contract.async_level=1", "contract.prompts_per_batch=4")
     rundir = prepare_run(config)
     start = rundir.checkpoints / "step_0"
     tokenizer, model = load_tokenizer(start), load_model(start)
@@ -49,26 +49,26 @@ def context(world, tmp_path):
         task_seed=lambda node, step, batch: batch_seed(config.run.id, node, step, batch),
         seen=SeenFiles(tmp_path / "seen.sqlite"),
         limits=RolloutLimits(
-            max_completion_tokens=config.worker.max_new_tokens, vocab_size=model.config.vocab_size
+            max_completion_tokens=config.contract.max_new_tokens, vocab_size=model.config.vocab_size
         ),
     )
 
 
 def honest_rows(world, *, step=0, batch=0, model=None, temperature=None, assigned_batch=None):
     config, tokenizer, policy, tasks, _ = world
-    worker = config.worker
+    contract = config.contract
     spec = BatchSpec.local(
         config.run.id,
         NODE.node_id,
         step,
         batch if assigned_batch is None else assigned_batch,
-        worker.prompts_per_batch,
-        worker.group_size,
-        config.run.seed,
+        contract.prompts_per_batch,
+        contract.group_size,
+        contract.seed,
     )
     prompts = assigned_prompts(spec, tasks, prompt_format(tokenizer, config.prompt), config.tasks)
     params = SamplingParams(
-        max_new_tokens=worker.max_new_tokens, temperature=temperature or worker.temperature
+        max_new_tokens=contract.max_new_tokens, temperature=temperature or contract.temperature
     )
     return generate_batch(TorchEngine(model or policy, policy_step=0), spec, prompts, params)
 
@@ -86,7 +86,7 @@ def reprove(world, rows):
         model,
         [r.prompt_ids for r in rows],
         [r.completion_ids for r in rows],
-        temperature=config.worker.temperature,
+        temperature=config.contract.temperature,
     )
     proofs = build_proofs_batch([res.hidden_states for res in results])
     return [
@@ -98,7 +98,7 @@ def reprove(world, rows):
 def test_honest_file_is_accepted_with_trusted_rewards(world, context, tmp_path):
     verdict = validate_file(submit(world, tmp_path, honest_rows(world)), 0, context, node_id=NODE.node_id)
     assert verdict.accepted, verdict.reason
-    assert len(verdict.scored_rows) == 4 * world[0].worker.group_size
+    assert len(verdict.scored_rows) == 4 * world[0].contract.group_size
 
 
 def same_vocabulary(world) -> Vocabulary:
@@ -226,7 +226,7 @@ def test_sign_flipped_activations(world, context, tmp_path):
         model,
         [r.prompt_ids for r in rows],
         [r.completion_ids for r in rows],
-        temperature=config.worker.temperature,
+        temperature=config.contract.temperature,
     )
     flipped = build_proofs_batch([-res.hidden_states for res in results])
     rows = [dataclasses.replace(r, proofs=p) for r, p in zip(rows, flipped, strict=True)]
@@ -252,8 +252,8 @@ def test_tokens_outside_the_policy_vocabulary(world, context, tmp_path):
 def test_no_false_rejects_over_512_honest_rollouts(world, context, tmp_path):
     """Workers differ in batch size and thread count; the validator runs its own prefill: all accepted."""
     config, tokenizer, model, tasks, _ = world
-    worker = config.worker
-    params = SamplingParams(max_new_tokens=worker.max_new_tokens, temperature=worker.temperature)
+    contract = config.contract
+    params = SamplingParams(max_new_tokens=contract.max_new_tokens, temperature=contract.temperature)
     accepted = 0
     threads_before = torch.get_num_threads()
     try:
@@ -267,9 +267,9 @@ def test_no_false_rejects_over_512_honest_rollouts(world, context, tmp_path):
                 NODE.node_id,
                 0,
                 batch,
-                worker.prompts_per_batch,
-                worker.group_size,
-                config.run.seed,
+                contract.prompts_per_batch,
+                contract.group_size,
+                contract.seed,
             )
             prompts = assigned_prompts(spec, tasks, prompt_format(tokenizer, config.prompt), config.tasks)
             rows = generate_batch(engine, spec, prompts, params)
@@ -285,7 +285,7 @@ def test_no_false_rejects_over_512_honest_rollouts(world, context, tmp_path):
 
 
 def test_a_local_runs_proofless_file_is_refused(world, context, tmp_path):
-    """A file written the way a local run writes it (`worker.local_proofs = false`): no proofs, and the signed
+    """A file written the way a local run writes it (`contract.local_proofs` off): no proofs, and the signed
     header says so. A validator refuses it before any compute."""
     rows = [dataclasses.replace(r, proofs=[]) for r in honest_rows(world)]
     header = RolloutHeader(world[0].run.id, NODE.node_id, 0, 0, proofs=False)

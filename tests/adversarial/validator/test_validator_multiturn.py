@@ -33,7 +33,7 @@ def as_multi_turn(kit, rows):
         model,
         [r.prompt_ids for r in rows],
         [r.completion_ids for r in rows],
-        temperature=config.worker.temperature,
+        temperature=config.contract.temperature,
     )
     proofs = build_proofs_batch(
         [
@@ -100,15 +100,15 @@ def engine_multi_turn_rows(kit, env=Again, replayed=Again):
     environment turns from `env` (the real one, `Again`, unless a forger's); and the validator's replay of the
     real environment (`replayed`: `Again` or a subclass that watches it)."""
     config, tokenizer, model, tasks, _ = kit
-    worker = config.worker
+    contract = config.contract
     spec = BatchSpec.local(
-        config.run.id, NODE.node_id, 0, 0, worker.prompts_per_batch, worker.group_size, config.run.seed
+        config.run.id, NODE.node_id, 0, 0, contract.prompts_per_batch, contract.group_size, contract.seed
     )
     fmt = prompt_format(tokenizer, config.prompt)
     prompts = assigned_prompts(spec, tasks, fmt, config.tasks)
     codec = RowCodec(tokenizer, {p.task.task_id: p.prompt_ids for p in prompts}, fmt.stop_token_ids)
-    params = SamplingParams(max_new_tokens=worker.max_new_tokens, temperature=worker.temperature)
-    limits = EnvLimits(max_turns=2, max_tokens=worker.max_new_tokens)
+    params = SamplingParams(max_new_tokens=contract.max_new_tokens, temperature=contract.temperature)
+    limits = EnvLimits(max_turns=2, max_tokens=contract.max_new_tokens)
     rows = generate_env_batch(TorchEngine(model, policy_step=0), spec, prompts, params, env, codec, limits)
     assert any(0 in r.completion_mask for r in rows)
 

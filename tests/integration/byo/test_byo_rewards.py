@@ -66,8 +66,8 @@ def test_a_local_run_trains_on_the_users_rewards_and_the_validator_agrees(tmp_pa
         tmp_path,
         "byo-local",
         "trainer.steps=3",
-        "worker.async_level=1",
-        "worker.local_proofs=true",  # a validator reads these files, and it requires proofs
+        "contract.async_level=1",
+        "contract.local_proofs=true",  # a validator reads these files, and it requires proofs
         *byo_overrides("local_rewards", dataset, chat=True),
     )
     rundir = prepare_run(config)

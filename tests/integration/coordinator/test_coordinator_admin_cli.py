@@ -64,7 +64,7 @@ def test_a_wrong_token_is_refused_with_a_clear_error(coordinator):
 def test_a_run_is_opened_from_the_run_config_and_a_keygen_key_file(coordinator, tmp_path):
     made = CliRunner().invoke(app, ["keygen", "--out", str(tmp_path / "trainer.pem")])
     trainer_key = made.stdout.strip().splitlines()[-1]
-    (tmp_path / "run.toml").write_text("[run]\nname = 'R'\n[worker]\nasync_level = 1\n")
+    (tmp_path / "run.toml").write_text("[run]\nname = 'R'\n[contract]\nasync_level = 1\n")
     created = admin(
         coordinator,
         "create-run",
@@ -90,7 +90,7 @@ def test_a_key_that_is_neither_a_file_nor_hex_is_refused_before_the_coordinator_
 
 
 def test_a_run_created_from_its_config_bounds_what_a_unit_may_claim(coordinator, tmp_path):
-    """configs/demo-swarm.toml: 8 prompts × group 8 = 64 rows of at most 8 tokens (its [worker] section)."""
+    """configs/demo-swarm.toml: 8 prompts × group 8 = 64 rows of at most 8 tokens (its [contract])."""
     config = Path(__file__).resolve().parents[3] / "configs" / "demo-swarm.toml"
     created = admin(coordinator, "create-run", "--trainer-key", "ab" * 32, "--config", str(config))
     assert created.exit_code == 0, created.output

@@ -30,9 +30,9 @@ def test_the_trainer_trains_on_env_rows_it_replays(tmp_path):
         "trainer.prompts_per_step=2",
         "trainer.max_wait_seconds=10",
         "trainer.optimizer_steps_per_policy_step=1",
-        "worker.prompts_per_batch=4",
-        "worker.async_level=4",
-        "worker.max_new_tokens=16",
+        "contract.prompts_per_batch=4",
+        "contract.async_level=4",
+        "contract.max_new_tokens=16",
         'env={kind="python_tool",max_turns=2,max_tokens=16}',
     )
     prepare_run(config)

@@ -36,7 +36,7 @@ def test_swarm_islands_publish_the_merged_policy_through_shardcast(tmp_path):
         "run.name='isl'",
         "trainer.steps=4",
         "trainer.prompts_per_step=8",
-        "worker.prompts_per_batch=8",
+        "contract.prompts_per_batch=8",
         "sft.steps=20",
         "islands.workers='swarm'",
         "islands.merge_every=2",

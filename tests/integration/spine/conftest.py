@@ -19,7 +19,7 @@ def pregenerated_run(tmp_path_factory):
         root,
         "template",
         f"trainer.steps={STEPS}",
-        "worker.async_level=8",
+        "contract.async_level=8",
         "trainer.prompts_per_step=4",
         "trainer.max_wait_seconds=10",
         "trainer.optimizer_steps_per_policy_step=1",

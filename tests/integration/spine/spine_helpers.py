@@ -36,9 +36,9 @@ def tiny_config(root: Path, name: str, *overrides: str) -> RunConfig:
             'tasks.sources=[{type="reasoning_gym",generator="spell_backward",size=2000,eval_size=50,'
             "generator_kwargs={min_word_len=3,max_word_len=5}}]",
             "trainer.prompts_per_step=8",
-            "worker.prompts_per_batch=8",
-            "worker.group_size=4",
-            "worker.max_new_tokens=8",
+            "contract.prompts_per_batch=8",
+            "contract.group_size=4",
+            "contract.max_new_tokens=8",
             "trainer.max_wait_seconds=60",
             *overrides,
         ],
@@ -54,7 +54,7 @@ def pregenerate(config: RunConfig, steps: int, batches: int) -> None:
     identity = Identity.from_seed(b"\x05" * 32)
     tasks = build_tasks(config.tasks)
     params = SamplingParams(
-        max_new_tokens=config.worker.max_new_tokens, temperature=config.worker.temperature
+        max_new_tokens=config.contract.max_new_tokens, temperature=config.contract.temperature
     )
     for step in range(steps):
         for batch in range(batches):
@@ -63,9 +63,9 @@ def pregenerate(config: RunConfig, steps: int, batches: int) -> None:
                 identity.node_id,
                 step,
                 batch,
-                config.worker.prompts_per_batch,
-                config.worker.group_size,
-                config.run.seed,
+                config.contract.prompts_per_batch,
+                config.contract.group_size,
+                config.contract.seed,
             )
             path = rundir.rollouts(step) / f"pre-b{batch:04d}.parquet"
             write_batch(engine, spec, tasks, tokenizer, config, params, path, identity)

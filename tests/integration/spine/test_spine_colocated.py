@@ -61,7 +61,7 @@ def colocated_config(request, tmp_path_factory):
         "trainer.optimizer_steps_per_policy_step=1",
         "trainer.keep_checkpoints=1",
         "trainer.max_files_per_step=40",
-        "worker.async_level=0",
+        "contract.async_level=0",
         "engine.kind='paged'",
     )
     prepare_run(config)
@@ -107,7 +107,7 @@ def test_a_colocated_run_trains_resumes_and_never_reads_a_checkpoint_into_its_en
     assert [r["step"] for r in records] == [1, 2, 3]
     assert all(r["policy_lag"] == 0 and r["refused_files"] == 0 and r["stale_rows"] == 0 for r in records)
     # A local run's files carry no TOPLOC proofs (no validator reads them) and say so.
-    limits = RolloutLimits.for_worker(config.worker, 10**6).model_copy(update={"require_proofs": False})
+    limits = RolloutLimits.for_contract(config.contract, 10**6).model_copy(update={"require_proofs": False})
     for step in range(STEPS):
         assert rundir.is_complete(step)
         files = sorted(rundir.rollouts(step).glob("*.parquet"))

@@ -28,7 +28,7 @@ def local_loop(run_copy, name: str, trainer_device: str, worker_device: str) -> 
     )
     config.trainer.device = trainer_device
     config.worker.device = "cpu"
-    config.worker.local_proofs = True  # the files are judged below, and a validator requires proofs
+    config.contract.local_proofs = True  # the files are judged below, and a validator requires proofs
     rundir = RunDir(config.run.directory)
     shutil.rmtree(rundir.root / "rollouts")  # the worker has to produce every file the trainer uses
     (rundir.root / "config.json").write_text(config.model_dump_json(indent=2))

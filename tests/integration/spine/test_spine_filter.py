@@ -38,7 +38,7 @@ def uninformative_fraction(config: RunConfig, checkpoint, tasks) -> float:
         for slot, t in enumerate(tasks)
         for i in range(G)
     ]
-    generations = engine.generate(requests, SamplingParams(max_new_tokens=config.worker.max_new_tokens))
+    generations = engine.generate(requests, SamplingParams(max_new_tokens=config.contract.max_new_tokens))
     computer = RewardComputer(config.tasks)
     rewards = [
         r.task_reward

@@ -37,10 +37,10 @@ def test_async_rl_raises_reward(tmp_path, monkeypatch):
         "trainer.steps=12",
         "trainer.lr=1e-2",
         "trainer.warmup_steps=0",
-        "worker.async_level=1",
+        "contract.async_level=1",
         "trainer.prompts_per_step=16",
-        "worker.prompts_per_batch=8",
-        "worker.group_size=8",
+        "contract.prompts_per_batch=8",
+        "contract.group_size=8",
     )
     rundir = prepare_run(config)
     # The worker never scores anything, so it runs as its own process; only the trainer needs the verifier.

@@ -35,8 +35,8 @@ def test_lora_run_publishes_adapters_that_workers_and_validators_merge_alike(tmp
         "trainer.lora.enabled=true",
         "trainer.lora.r=4",
         # Step 1's rollouts must come from policy 1: the worker has to merge the first adapter.
-        "worker.async_level=0",
-        "worker.local_proofs=true",  # validators judge the files below, and they require proofs
+        "contract.async_level=0",
+        "contract.local_proofs=true",  # validators judge the files below, and they require proofs
     )
     rundir = prepare_run(config)
     assert train_beside_a_worker(rundir, tmp_path / "worker.log") == 2

@@ -123,9 +123,8 @@ def test_trains_on_accepted_work_only_and_bans_the_cheater(root):
 def test_lora_run_broadcasts_adapters_that_workers_and_validators_merge(root):
     # Seven steps: more than a worker (3) or a relay (5) keeps, so only pinning keeps the base step 0.
     steps = 7
-    swarm = launch(
-        root, "lora", steps, 2, 0, 1, "trainer.lora.enabled=true", "trainer.lora.r=4", "worker.async_level=1"
-    )
+    lora = ["trainer.lora.enabled=true", "trainer.lora.r=4", "contract.async_level=1"]
+    swarm = launch(root, "lora", steps, 2, 0, 1, *lora)
     try:
         supervise(swarm, quiet(), timeout_s=550, interval_s=1.0)
         state = snapshot(swarm)

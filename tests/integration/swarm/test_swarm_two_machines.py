@@ -72,7 +72,7 @@ steps = {STEPS}
 prompts_per_step = 8
 max_wait_seconds = 600
 
-[worker]
+[contract]
 prompts_per_batch = 8
 group_size = 4
 max_new_tokens = 8

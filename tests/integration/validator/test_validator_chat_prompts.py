@@ -34,22 +34,22 @@ def run(tmp_path_factory):
         "prompt.system='Reverse the word.'",
         "prompt.enable_thinking=false",
         "sft.steps=120",
-        "worker.prompts_per_batch=4",
-        "worker.max_new_tokens=12",
+        "contract.prompts_per_batch=4",
+        "contract.max_new_tokens=12",
     )
     rundir = prepare_run(config)
     start = rundir.checkpoints / "step_0"
     tokenizer = load_tokenizer(start)
     prompts = prompt_format(tokenizer, config.prompt)
     engine = TorchEngine(load_model(start), eos_token_id=prompts.stop_token_ids, policy_step=0)
-    params = SamplingParams(max_new_tokens=config.worker.max_new_tokens, temperature=1.0)
+    params = SamplingParams(max_new_tokens=config.contract.max_new_tokens, temperature=1.0)
     return config, rundir, tokenizer, engine, params
 
 
 def spec_of(config, batch=0):
-    worker = config.worker
+    contract = config.contract
     return BatchSpec.local(
-        config.run.id, NODE.node_id, 0, batch, worker.prompts_per_batch, worker.group_size, config.run.seed
+        config.run.id, NODE.node_id, 0, batch, contract.prompts_per_batch, contract.group_size, contract.seed
     )
 
 
@@ -92,7 +92,7 @@ def test_a_length_row_that_holds_the_end_of_turn_is_refused(run, tmp_path):
     # Claim to have run on past <|im_end|>, as a worker that ignores the chat stop would.
     first = rows[0]
     padded = [*first.completion_ids[:1], im_end]
-    padded += [first.completion_ids[0]] * (config.worker.max_new_tokens - len(padded))
+    padded += [first.completion_ids[0]] * (config.contract.max_new_tokens - len(padded))
     rows[0] = dataclasses.replace(
         first, completion_ids=padded, logprobs=[0.0] * len(padded), finish_reason="length"
     )

@@ -15,7 +15,7 @@ from swarmrl.validator.service import verdict_of
 
 @pytest.mark.slow
 def test_directory_is_judged_once_and_tampering_is_named(tmp_path):
-    config = tiny_config(tmp_path, "run", "worker.async_level=4")
+    config = tiny_config(tmp_path, "run", "contract.async_level=4")
     rundir = prepare_run(config)
     pregenerate(config, steps=2, batches=2)
     tampered = rundir.rollouts(1) / "pre-b0001.parquet"
@@ -43,7 +43,8 @@ def test_directory_is_judged_once_and_tampering_is_named(tmp_path):
         rundir.root / "accepted" / "step_0" / good.name, scored=True, require_signature=False
     )
     assert (
-        header.policy_step == 0 and len(scored) == config.worker.prompts_per_batch * config.worker.group_size
+        header.policy_step == 0
+        and len(scored) == config.contract.prompts_per_batch * config.contract.group_size
     )
     assert not (rundir.root / "accepted" / "step_1" / tampered.name).exists()
 

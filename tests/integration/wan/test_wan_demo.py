@@ -27,7 +27,7 @@ OVERRIDES = [
     # the unit it held in the window: a restart takes ~8 s (process, policy over the link) while toy steps take
     # ~2 s, and a unit that went stale, or a run that ended first, made its file count as lost.
     "trainer.steps=16",
-    "worker.async_level=8",
+    "contract.async_level=8",
     "trainer.prompts_per_step=8",
     "swarm.honest_workers=2",
     "swarm.slow_workers=0",

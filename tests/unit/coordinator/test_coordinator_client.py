@@ -168,7 +168,7 @@ def test_cli_config_reads_a_coordinator_table_or_top_level_fields(tmp_path):
 def test_cli_config_takes_a_run_config_as_it_is(tmp_path):
     # The cross-machine recipe hands the coordinator the run's own TOML, which need not hold [coordinator].
     run_config = tmp_path / "run.toml"
-    run_config.write_text("[run]\nname = 'R'\n[trainer]\nsteps = 3\n[worker]\ngroup_size = 4\n")
+    run_config.write_text("[run]\nname = 'R'\n[trainer]\nsteps = 3\n[contract]\ngroup_size = 4\n")
     assert load_config(run_config).heartbeat_interval_s == 10.0
     run_config.write_text("[run]\nname = 'R'\n[coordinator]\nheartbeat_interval_s = 3.0\n")
     assert load_config(run_config).heartbeat_interval_s == 3.0

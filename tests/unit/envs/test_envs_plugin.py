@@ -38,7 +38,7 @@ def guess_config(entry: str = "byo_example.guess:GuessTheNumber", **env) -> RunC
                 "sources": [{"type": "prompts", "name": "sums", "path": str(EXAMPLE / "data" / "sums.jsonl")}]
             },
             "prompt": {"format": "plain"},
-            "worker": {"max_new_tokens": 24},
+            "contract": {"max_new_tokens": 24},
         }
     )
     pin_run_code(config)

@@ -27,16 +27,16 @@ def test_a_run_without_an_env_section_stays_single_turn():
 
 def test_the_env_section_is_validated_and_named():
     config = RunConfig.model_validate(
-        {"env": {"kind": "python_tool", "max_turns": 2, "max_tokens": 64}, "worker": {"max_new_tokens": 64}}
+        {"env": {"kind": "python_tool", "max_turns": 2, "max_tokens": 64}, "contract": {"max_new_tokens": 64}}
     )
     assert isinstance(config.env, PythonToolEnvConfig) and config.env.max_turns == 2
     with pytest.raises(ConfigError, match=r"^env: .*'kind'"):
         load_config(None, ["env.kind='shell'"])
     with pytest.raises(ConfigError, match=r"env\.python_tool\.max_turns"):
         load_config(None, ["env.kind='python_tool'", "env.max_turns=0"])
-    with pytest.raises(ConfigError, match="env.max_tokens 600 exceeds worker.max_new_tokens 64"):
+    with pytest.raises(ConfigError, match="env.max_tokens 600 exceeds contract.max_new_tokens 64"):
         RunConfig.model_validate(
-            {"env": {"kind": "python_tool", "max_tokens": 600}, "worker": {"max_new_tokens": 64}}
+            {"env": {"kind": "python_tool", "max_tokens": 600}, "contract": {"max_new_tokens": 64}}
         )
 
 
@@ -44,7 +44,7 @@ CONFIG = RunConfig.model_validate(
     {
         "env": {"kind": "python_tool", "max_turns": 2, "max_tokens": 24},
         "prompt": {"format": "plain"},
-        "worker": {"max_new_tokens": 24},
+        "contract": {"max_new_tokens": 24},
     }
 )
 TASKS = ArithmeticSource(seed=3, size=4, digits=3)

@@ -18,7 +18,7 @@ def test_demo_islands_config_and_island_configs(tmp_path):
     )
     first, second = island_config(config, 0), island_config(config, 1)
     assert first.run.directory == tmp_path / "demo-islands" / "islands" / "island-0"
-    assert first.run.seed != second.run.seed and first.run.id != second.run.id
+    assert first.contract.seed != second.contract.seed and first.run.id != second.run.id
     assert first.islands == second.islands == config.islands
     assert first.trainer == config.trainer
     assert "/" not in first.run.id  # a swarm island's coordinator routes by it (one URL path segment)

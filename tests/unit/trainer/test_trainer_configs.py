@@ -24,7 +24,7 @@ def dry_run(name: str, exit_code: int = 0) -> dict:
 
 def test_qwen3_0_6b_config_builds_the_published_shape() -> None:
     resolved = dry_run("qwen3-0.6b-math.toml")
-    assert resolved["trainer"]["precision"] == "bf16" and resolved["worker"]["group_size"] == 16
+    assert resolved["trainer"]["precision"] == "bf16" and resolved["contract"]["group_size"] == 16
     config = load_config(CONFIGS / "qwen3-0.6b-math.toml")
     with torch.device("meta"):
         model = build_tiny_model(config.model.tiny, Vocabulary(size=config.model.tokenizer_vocab_size))
@@ -46,19 +46,19 @@ def test_one_gpu_config_colocates_the_qwen3_0_6b_run() -> None:
 def test_intellect2_config_carries_the_paper_recipe() -> None:
     # Its model and dataset are local files this checkout lacks: the preflight says so and exits 2.
     resolved = dry_run("intellect2-qwq32b.toml", exit_code=2)
-    trainer, loss, worker, tasks = (resolved[k] for k in ("trainer", "loss", "worker", "tasks"))
-    assert (trainer["prompts_per_step"], worker["group_size"]) == (256, 16)
+    trainer, loss, contract, tasks = (resolved[k] for k in ("trainer", "loss", "contract", "tasks"))
+    assert (trainer["prompts_per_step"], contract["group_size"]) == (256, 16)
     assert trainer["optimizer_steps_per_policy_step"] == 8  # 512 samples per optimizer step
     assert (trainer["lr"], trainer["warmup_steps"], trainer["max_grad_norm"]) == (3e-7, 25, 0.1)
     assert (trainer["weight_decay"], trainer["betas"]) == (0.01, [0.9, 0.99])
-    assert worker["async_level"] == 2
+    assert contract["async_level"] == 2
     assert loss["objective"] == {
         "kind": "grpo_two_sided",
         "epsilon_low": 0.2,
         "epsilon_high": 0.2,
         "delta": 4.0,
     }
-    assert loss["normalisation"] == "constant" and loss["max_tokens"] == worker["max_new_tokens"]
+    assert loss["normalisation"] == "constant" and loss["max_tokens"] == contract["max_new_tokens"]
     assert tasks["solve_rate_band"] == [0.1, 0.8]
     assert tasks["length"]["mode"] == "exact" and tasks["length"]["alpha"] == 0.0003
     assert tasks["length"]["targets"] == [1000, 2000, 3000, 4000, 5000]
@@ -72,4 +72,4 @@ def test_a_row_longer_than_a_micro_batch_is_refused_when_the_config_loads() -> N
 
 def test_packed_rows_too_short_for_a_completion_are_refused_when_the_config_loads() -> None:
     with pytest.raises(ConfigError, match="pack_length 16 cannot hold"):
-        load_config(None, ["trainer.pack_length=16", "worker.max_new_tokens=16"])
+        load_config(None, ["trainer.pack_length=16", "contract.max_new_tokens=16"])

@@ -23,7 +23,7 @@ def test_a_preset_in_toml_is_the_published_recipe(tmp_path):
     config = _load(tmp_path, '[loss]\npreset = "gspo"\n')
     assert isinstance(config.loss.objective, GSPOClip)
     assert config.loss.normalisation == "sequence"
-    expected = loss_preset("gspo", max_tokens=config.worker.max_new_tokens)
+    expected = loss_preset("gspo", max_tokens=config.contract.max_new_tokens)
     assert config.loss.model_dump(exclude={"preset"}) == expected.model_dump(exclude={"preset"})
 
 
