@@ -36,6 +36,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
@@ -102,12 +103,12 @@ def anchor_part(args: argparse.Namespace) -> None:
     try:
         trainer, validator_key = Identity.generate(), Identity.generate()
         admin = AdminClient.at(coordinator.url, admin_token="bench")
-        admin.create_run("bench", trainer.node_id)
+        admin.create_run("bench", trainer.node_id, ContractSection(), bound_claims=False)
         admin.add_validator("bench", validator_key.node_id)
         workers = [NodeClient.at(coordinator.url, Identity.generate()) for _ in range(8)]
         for worker in workers:
             worker.register()
-            worker.join("bench")
+            worker.join("bench", ContractSection())
         validator = ValidatorClient.at(coordinator.url, validator_key)
         plain = httpx.Client(base_url=anchor_url)
         plain_clients = [httpx.Client(base_url=anchor_url) for _ in range(8)]
@@ -300,14 +301,14 @@ def swarm_part(args: argparse.Namespace) -> None:
         transport = httpx.HTTPTransport(limits=httpx.Limits(max_connections=args.threads))
         try:
             admin = AdminClient.at(coordinator.url, admin_token="bench")
-            admin.create_run("swarm", Identity.generate().node_id)
+            admin.create_run("swarm", Identity.generate().node_id, ContractSection(), bound_claims=False)
             nodes = [
                 NodeClient.at(coordinator.url, Identity.generate(), transport=transport, retry=NO_RETRY)
                 for _ in range(args.nodes)
             ]
             setup = time.monotonic()
             with ThreadPoolExecutor(args.threads) as pool:
-                list(pool.map(lambda n: (n.register(), n.join("swarm")), nodes))
+                list(pool.map(lambda n: (n.register(), n.join("swarm", ContractSection())), nodes))
             setup = time.monotonic() - setup
             cpu_before = (_cpu_seconds(coordinator.process.pid), _postgres_cpu_seconds(), time.process_time())
             server_before = _server_histograms(coordinator.url)

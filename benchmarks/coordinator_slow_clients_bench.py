@@ -34,6 +34,7 @@ from pathlib import Path
 
 import httpx
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.testing import start_coordinator
@@ -248,14 +249,14 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, own_limit)
     try:
         admin = AdminClient.at(coordinator.url, admin_token="bench")
-        admin.create_run("bench", Identity.generate().node_id)
+        admin.create_run("bench", Identity.generate().node_id, ContractSection())
         clients = [
             NodeClient.at(coordinator.url, Identity.generate(), retry=NO_RETRY) for _ in range(args.threads)
         ]
         newcomer = Identity.generate()
         for client in [*clients, NodeClient.at(coordinator.url, newcomer)]:
             client.register()
-            client.join("bench")
+            client.join("bench", ContractSection())
         print(
             f"coordinator {coordinator.url} (open-file limit {args.server_fd_limit}); {args.threads} kept-alive "
             f"signed clients, a heartbeat every {args.gap:g} s each; one reconnecting client, a heartbeat on a "

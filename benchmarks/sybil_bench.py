@@ -47,7 +47,7 @@ from pathlib import Path
 from rich.console import Console
 
 from swarmrl.configs import RunConfig, load_config
-from swarmrl.coordinator.api import UnitBounds
+from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.client import NodeClient, PublicReads
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.transport import SHORT_RETRY
@@ -69,7 +69,7 @@ class Sybils:
     run_id: str
     count: int
     poll_s: float
-    unit: UnitBounds
+    contract: ContractSection  # the run's: sybils join with it (a free identity knows the run's config)
     stop: threading.Event = field(default_factory=threading.Event)
     node_ids: list[str] = field(default_factory=list)
     units_held: int = 0
@@ -86,7 +86,7 @@ class Sybils:
         with NodeClient.at(self.url, identity, retry=NO_RETRY, timeout_s=10.0) as client:
             try:
                 client.register({"role": "sybil"})
-                client.join(self.run_id)
+                client.join(self.run_id, self.contract)
             except CoordinatorError as exc:
                 self.count_refusal(exc.kind)
                 return
@@ -117,7 +117,7 @@ class Sybils:
         if how == 0:  # hoard: promise 100 MiB, send nothing
             client.request_upload(self.run_id, unit.step, unit.batch_index, "ab" * 32, 100 * MIB)
         elif how == 1:  # plausible claims, garbage bytes
-            rows = self.unit.rows
+            rows = self.contract.rows_per_batch
             client.upload_and_submit(self.run_id, unit.step, unit.batch_index, garbage, rows, rows)
         else:  # absurd claims
             client.upload_and_submit(self.run_id, unit.step, unit.batch_index, garbage, HUGE, HUGE)
@@ -133,10 +133,12 @@ class Sybils:
             return list(self.node_ids), self.units_held, self.polls, dict(self.refusals)
 
 
-def attack_apart(url: str, run_id: str, count: int, poll_s: float, unit: UnitBounds, stop, outcome) -> None:
+def attack_apart(
+    url: str, run_id: str, count: int, poll_s: float, contract: ContractSection, stop, outcome
+) -> None:
     """The sybils in a process of their own, at the idle scheduling class, until `stop` is set."""
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    sybils = Sybils(url, run_id, count, poll_s, unit)
+    sybils = Sybils(url, run_id, count, poll_s, contract)
     pool = sybils.attack()
     stop.wait()
     sybils.stop.set()
@@ -258,14 +260,12 @@ def run_arm(
     if config.run.directory.exists():
         shutil.rmtree(config.run.directory)
     swarm = start_swarm(config, prepare_run(config))
-    sybils = Sybils(
-        swarm.coordinator_url, config.run.id, sybil_count, poll_s, UnitBounds.of_contract(config.contract)
-    )
+    sybils = Sybils(swarm.coordinator_url, config.run.id, sybil_count, poll_s, config.contract)
     spawn = multiprocessing.get_context("spawn")
     stop_apart, outcome_apart = spawn.Event(), spawn.Queue()
     attacker = spawn.Process(
         target=attack_apart,
-        args=(sybils.url, sybils.run_id, sybils.count, poll_s, sybils.unit, stop_apart, outcome_apart),
+        args=(sybils.url, sybils.run_id, sybils.count, poll_s, sybils.contract, stop_apart, outcome_apart),
         daemon=True,
     )
     pool: ThreadPoolExecutor | None = None

@@ -100,6 +100,12 @@ def node_args(run_id, config_file, key, relays, work_dir) -> tuple[RunConfig, st
     ]
     if missing:
         raise typer.BadParameter(f"a swarm node also needs {', '.join(missing)}", param_hint="--coordinator")
+    return run_config_of(config_file, run_id)
+
+
+def run_config_of(config_file: Path, run_id: str | None) -> tuple[RunConfig, str]:
+    """The run config a swarm node was given and its run id (`run.run_id`, else its name), which `--run-id`,
+    when given, must equal."""
     config = load_config(str(config_file), [])
     if run_id is not None and run_id != config.run.id:
         # Seeds and signatures bind the config's run id: a node of another id would have all its work rejected.

@@ -43,30 +43,27 @@ class ErrorBody(BaseModel):
 
 
 # --- admin / trainer ---------------------------------------------------------------------------------------
-class UnitBounds(Body):
-    """What one unit's file holds, as the run's [contract] fixes it: a claim outside is refused."""
-
-    rows: Annotated[int, Field(ge=1, le=2**31 - 1)] = Field(
-        description="completions in one unit's file: prompts per batch × group size"
-    )
-    max_tokens_per_row: Annotated[int, Field(ge=1, le=2**31 - 1)] = Field(
-        description="most completion tokens one row may hold: max_new_tokens (a multi-turn env's are fewer)"
-    )
-
-    @classmethod
-    def of_contract(cls, contract: ContractSection) -> UnitBounds:
-        return cls(rows=contract.rows_per_batch, max_tokens_per_row=contract.max_new_tokens)
-
-
 class CreateRun(Body):
     run_id: RunId
     trainer_public_key: HexKey
-    async_level: Annotated[int, Field(ge=0, le=1000)] = 2
+    contract: ContractSection = Field(
+        description="the run config's [contract]: stored, and every trainer, validator, worker and relay "
+        "must present its sha256 (it also fixes the policy window and the bounds of a unit's file)"
+    )
     run_secret: Annotated[str, StringConstraints(max_length=128)] | None = Field(
         None, description="keys the task seeds; generated when absent, never shown to nodes"
     )
-    unit: UnitBounds | None = Field(
-        None, description="bounds of a unit's file; without them a submission's claims are not bounded"
+    bound_claims: bool = Field(
+        True,
+        description="refuse at submit a file whose claimed rows and tokens cannot be a unit's of the "
+        "contract (rows ≠ prompts_per_batch × group_size, tokens outside [rows, rows × max_new_tokens]); "
+        "off: claims are not bounded (a file's credit is still what a trusted node measured in it)",
+    )
+
+
+class ContractCheck(Body):
+    contract_sha256: Sha256Hex = Field(
+        description="sha256 of the caller's [contract] (`ContractSection.sha256`)"
     )
 
 
@@ -158,7 +155,7 @@ class Heartbeat(Body):
 MemberRole = Literal["worker", "relay"]
 
 
-class JoinRun(Body):
+class JoinRun(ContractCheck):
     role: MemberRole = Field(
         "worker",
         description="relay: a SHARDCAST relay, which reports its place in the tree and leases no work",

@@ -134,21 +134,24 @@ def _admin_call(coordinator_url: str, token: str, call) -> None:
 
 RunConfigOption = Annotated[
     Path | None,
-    typer.Option(
-        "--config", help="the run config: its run id (run.run_id, else run.name), its contract.async_level"
-    ),
+    typer.Option("--config", help="the run config: its run id (run.run_id, else run.name)"),
 ]
 RunIdOption = Annotated[str | None, typer.Option(help="the run (default: the run config's run id)")]
 
 
-def _run_of(config: Path | None, run_id: str | None) -> tuple[str, RunConfig | None]:
+def _run_of(config: Path | None, run_id: str | None) -> str:
     """The run an operator command is about: --run-id, else the run config's id (they must agree)."""
-    settings = load_run_config_file(str(config), []) if config is not None else None
-    if settings is None and run_id is None:
-        raise typer.BadParameter("give --config (the run config) or --run-id", param_hint="--run-id")
-    if settings is not None and run_id is not None and run_id != settings.run.id:
+    if config is None:
+        if run_id is None:
+            raise typer.BadParameter("give --config (the run config) or --run-id", param_hint="--run-id")
+        return run_id
+    return _named_run(load_run_config_file(str(config), []), run_id)
+
+
+def _named_run(settings: RunConfig, run_id: str | None) -> str:
+    if run_id is not None and run_id != settings.run.id:
         raise typer.BadParameter(f"--run-id {run_id!r} differs from the config's run id {settings.run.id!r}")
-    return run_id or settings.run.id, settings
+    return settings.run.id
 
 
 @admin.command("create-run")
@@ -156,28 +159,24 @@ def create_run(
     trainer_key: Annotated[
         str, typer.Option(help="trainer's key file (`swarmrl keygen --out FILE`) or its hex public key")
     ],
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--config",
+            help="the run config: its run id (run.run_id, else run.name) and its [contract], which every "
+            "trainer, validator, worker and relay must then present",
+        ),
+    ],
     coordinator_url: CoordinatorUrl,
     token: AdminToken,
-    config: RunConfigOption = None,
     run_id: RunIdOption = None,
-    async_level: Annotated[
-        int | None,
-        typer.Option(
-            help="oldest policy a submission may use: step - async_level (default: the config's, or 2)"
-        ),
-    ] = None,
 ) -> None:
-    """Open a run for a trainer; prints its state, including the run secret that keys task seeds."""
-    from swarmrl.coordinator.api import UnitBounds
-
-    run, settings = _run_of(config, run_id)
-    if async_level is None:
-        async_level = settings.contract.async_level if settings is not None else 2
-    # The run config's [contract] bounds the rows and tokens a unit's file may claim; without it,
-    # claims are unbounded (each file's credit is still what a trusted node measured in it).
-    unit = UnitBounds.of_contract(settings.contract) if settings is not None else None
+    """Open a run for a trainer with the config's contract; prints its state, including the run secret that
+    keys task seeds."""
+    settings = load_run_config_file(str(config), [])
+    run = _named_run(settings, run_id)
     key = _public_key(trainer_key, "--trainer-key")
-    _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, async_level=async_level, unit=unit))
+    _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, settings.contract))
 
 
 @admin.command("add-validator")
@@ -191,7 +190,7 @@ def add_validator(
     run_id: RunIdOption = None,
 ) -> None:
     """Let a validator key post verdicts for a run."""
-    run, _ = _run_of(config, run_id)
+    run = _run_of(config, run_id)
     key = _public_key(validator_key, "--validator-key")
     _admin_call(coordinator_url, token, lambda c: c.add_validator(run, key))
 

@@ -1,9 +1,12 @@
 """Coordinator clients, one per kind of caller, over one `SignedTransport` (signing, retries, back-off).
 
-    PublicReads       anyone: runs, steps, nodes, submissions, verdicts, ledger, work, the dashboard summary
-    NodeClient        a worker node: register, join, heartbeat, lease work, upload and submit rollout files
-    ValidatorClient   a validator: the member calls, validation leases, files, verdicts
-    TrainerClient     the run's trainer: steps, demand, its feed of accepted files, outcomes, metrics, drain
+    PublicReads       anyone: runs and their contracts, steps, nodes, submissions, verdicts, ledger, work, the
+                      dashboard summary
+    NodeClient        a worker node: register, join (with the run's contract), heartbeat, lease work, upload and
+                      submit rollout files
+    ValidatorClient   a validator: the member calls, its contract checked, validation leases, files, verdicts
+    TrainerClient     the run's trainer: its contract checked, steps, demand, its feed of accepted files,
+                      outcomes, metrics, drain
     AdminClient       the operator (admin token): runs, validators, bans
 
 Every client reads through `.reads` (the public endpoints, unsigned) on the same connection. Which identity
@@ -19,6 +22,7 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
+from swarmrl.configs.contract import ContractMismatch, ContractSection
 from swarmrl.coordinator.api import (
     HeartbeatAck,
     LedgerView,
@@ -35,7 +39,6 @@ from swarmrl.coordinator.api import (
     StepInfo,
     StepWork,
     SubmissionInfo,
-    UnitBounds,
     UnitInfo,
     UploadReceipt,
     UploadSlotInfo,
@@ -122,6 +125,10 @@ class PublicReads(RoleClient):
     def run_state(self, run_id: str) -> RunState:
         return self._get(RunState, f"/v1/runs/{run_id}")
 
+    def contract(self, run_id: str) -> ContractSection:
+        """The [contract] the run was created with."""
+        return self._get(ContractSection, f"/v1/runs/{run_id}/contract")
+
     def step(self, run_id: str, step: int) -> StepInfo:
         return self._get(StepInfo, f"/v1/runs/{run_id}/steps/{step}")
 
@@ -204,6 +211,20 @@ class PublicReads(RoleClient):
         return self._get(RunSummary, f"/v1/runs/{run_id}/summary")
 
 
+def _present_contract(
+    client: RoleClient, model: Any, run_id: str, contract: ContractSection, action: str, **body: Any
+) -> Any:
+    """POST the run's `action` with `body` and the sha256 of `contract`; a refusal for another contract becomes
+    ContractMismatch, naming every field that differs and both values (read from the run's contract)."""
+    body["contract_sha256"] = contract.sha256()
+    try:
+        return client.transport.call(model, "POST", f"/v1/runs/{run_id}/{action}", json_body=body)
+    except CoordinatorError as exc:
+        if exc.kind != "contract_mismatch":
+            raise
+        raise ContractMismatch(run_id, contract, client.reads.contract(run_id)) from exc
+
+
 class MemberClient(RoleClient):
     """A node's membership of a run (signed): what workers, validators and reporting relays all do."""
 
@@ -212,9 +233,15 @@ class MemberClient(RoleClient):
             NodeInfo, "POST", "/v1/nodes/register", json_body={"hardware": hardware or {}}
         )
 
-    def join(self, run_id: str, *, role: str = "worker") -> MemberInfo:
-        """`role="relay"`: a SHARDCAST relay, which may report relays and leases no work."""
-        return self.transport.call(MemberInfo, "POST", f"/v1/runs/{run_id}/join", json_body={"role": role})
+    def join(self, run_id: str, contract: ContractSection, *, role: str = "worker") -> MemberInfo:
+        """Join with this node's [contract] (ContractMismatch when it is not the run's); `role="relay"`: a
+        SHARDCAST relay, which may report relays and leases no work."""
+        return _present_contract(self, MemberInfo, run_id, contract, "join", role=role)
+
+    def check_contract(self, run_id: str, contract: ContractSection) -> None:
+        """A validator's start (it takes part without joining): ContractMismatch when `contract` is not the
+        one the run was created with."""
+        _present_contract(self, Ok, run_id, contract, "contract")
 
     def heartbeat(
         self, run_id: str, policy_step: int | None = None, *, relay: dict[str, Any] | None = None
@@ -344,6 +371,10 @@ class ValidatorClient(MemberClient):
 class TrainerClient(RoleClient):
     """The run's trainer (signed with the key the run was created with)."""
 
+    def check_contract(self, run_id: str, contract: ContractSection) -> None:
+        """The trainer's start: ContractMismatch when `contract` is not the one the run was created with."""
+        _present_contract(self, Ok, run_id, contract, "contract")
+
     def publish_step(
         self,
         run_id: str,
@@ -443,18 +474,19 @@ class AdminClient(RoleClient):
         self,
         run_id: str,
         trainer_public_key: str,
+        contract: ContractSection,
         *,
-        async_level: int = 2,
         run_secret: str | None = None,
-        unit: UnitBounds | None = None,
+        bound_claims: bool = True,
     ) -> RunCreated:
-        """`unit`: the bounds of a unit's file, claims outside refused (`UnitBounds.of_contract(contract)`)."""
+        """A run of the config whose [contract] is `contract`: every role must present the same to take part,
+        and (`bound_claims`) a file's claimed rows and tokens must fit the contract's unit."""
         body = {
             "run_id": run_id,
             "trainer_public_key": trainer_public_key,
-            "async_level": async_level,
+            "contract": contract.model_dump(mode="json"),
             "run_secret": run_secret,
-            "unit": unit.model_dump() if unit is not None else None,
+            "bound_claims": bound_claims,
         }
         return self._admin(RunCreated, "POST", "/v1/admin/runs", body)
 

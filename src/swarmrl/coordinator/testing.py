@@ -23,6 +23,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.httpserve.guard import ConnectionGuard
 
@@ -309,6 +310,7 @@ class ClockedCoordinator:
 
         workdir.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id
+        self.contract = ContractSection()
         self.clock = FakeClock()
         self.storage = workdir / "store"
         self.app = create_app(
@@ -325,7 +327,8 @@ class ClockedCoordinator:
         self.admin = self.as_(AdminClient, admin_token=self.ADMIN)
         self.trainer = self.as_(TrainerClient, Identity.generate())
         self.validator = self.as_(ValidatorClient, Identity.generate())
-        self.admin.create_run(run_id, self.trainer.node_id)
+        # Tests claim whatever rows and tokens they like: the run's claims are not bounded by its contract.
+        self.admin.create_run(run_id, self.trainer.node_id, self.contract, bound_claims=False)
         self.admin.add_validator(run_id, self.validator.node_id)
 
     def client(self, identity=None, **kw):
@@ -345,7 +348,7 @@ class ClockedCoordinator:
 
         node = self.client(Identity.generate())
         node.register()
-        node.join(self.run_id, role=role)
+        node.join(self.run_id, self.contract, role=role)
         return node
 
     def added_validator(self):

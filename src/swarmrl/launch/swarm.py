@@ -29,7 +29,6 @@ from rich.console import Console
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
-from swarmrl.coordinator.api import UnitBounds
 from swarmrl.coordinator.cli import ADMIN_TOKEN_ENV
 from swarmrl.coordinator.client import AdminClient, PublicReads
 from swarmrl.coordinator.errors import CoordinatorError
@@ -231,8 +230,8 @@ def _start_relays(swarm: Swarm, origin_url: str, trainer_key: str) -> None:
         relay_args += [
             "--coordinator",
             swarm.coordinator_url,
-            "--run-id",
-            config.run.id,
+            "--config",
+            str(swarm.rundir.root / "config.json"),
             "--key",
             str(swarm.key(name)),
         ]
@@ -242,17 +241,12 @@ def _start_relays(swarm: Swarm, origin_url: str, trainer_key: str) -> None:
 
 
 def _open_run(swarm: Swarm, trainer_key: str, validators: list[str]) -> None:
-    """The run on the coordinator (kept as it is when it exists: a restarted demo), its unit bounds and
-    validators."""
+    """The run on the coordinator with the config's contract (kept as it is when it exists: a restarted demo)
+    and its validators."""
     config = swarm.config
     with swarm.admin() as admin:
         try:
-            admin.create_run(
-                config.run.id,
-                trainer_key,
-                async_level=config.contract.async_level,
-                unit=UnitBounds.of_contract(config.contract),
-            )
+            admin.create_run(config.run.id, trainer_key, config.contract)
         except CoordinatorError as exc:
             if exc.status != 409:
                 raise

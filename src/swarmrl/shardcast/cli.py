@@ -14,7 +14,13 @@ from typing import Annotated, Any
 import typer
 from aiohttp import web
 
-from swarmrl.cli_options import ADVERTISE_HELP, advertise_url_option, public_key_option
+from swarmrl.cli_options import (
+    ADVERTISE_HELP,
+    RunConfigFile,
+    advertise_url_option,
+    public_key_option,
+    run_config_of,
+)
 from swarmrl.configs.shardcast import DEFAULT_SHARD_SIZE, ClientConfig, OriginConfig, RelayConfig
 from swarmrl.httpserve import raise_open_file_limit
 from swarmrl.httpserve.reach import loopback_warning
@@ -35,8 +41,9 @@ async def _serve_until_signalled(
     beside: Callable[[str], Coroutine[Any, Any, None]] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; the URL peers are to open (`advertise`, else the bound one) is printed and
-    written to `url_file`, and `beside(that url)` runs alongside (cancelled at the end). A URL that only this
-    machine can open, on a server bound for others, is warned about."""
+    written to `url_file`, and `beside(that url)` runs alongside (cancelled at the end; its failure ends the
+    serving and is raised). A URL that only this machine can open, on a server bound for others, is warned
+    about."""
     raise_open_file_limit()
     runner: web.AppRunner
     runner, url = await start()
@@ -50,15 +57,18 @@ async def _serve_until_signalled(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    task = asyncio.create_task(beside(public)) if beside is not None else None
+    waits = [asyncio.create_task(stop.wait())]
+    if beside is not None:
+        waits.append(asyncio.create_task(beside(public)))
     try:
-        await stop.wait()
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for waiting in waits:
+            waiting.cancel()
         await runner.cleanup()
+        for waiting in waits:
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
 
 
 def relay(
@@ -87,9 +97,12 @@ def relay(
         ),
     ] = None,
     coordinator: Annotated[
-        str | None, typer.Option(help="report to this coordinator's dashboard (with --run-id and --key)")
+        str | None, typer.Option(help="report to this coordinator's dashboard (with --config and --key)")
     ] = None,
-    run_id: Annotated[str | None, typer.Option(help="the run whose dashboard shows this relay")] = None,
+    run_config: RunConfigFile = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="the run whose dashboard shows this relay (default: the config's)")
+    ] = None,
     key: Annotated[Path | None, typer.Option(help="this relay's node key (created if missing)")] = None,
     cut_through: Annotated[
         bool,
@@ -105,7 +118,9 @@ def relay(
         ),
     ] = True,
 ) -> None:
-    """Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them."""
+    """Mirror checkpoints from upstream, verify every shard against the trainer's signature, serve them.
+
+    With --coordinator it joins the run, presenting the run config's [contract], and reports to its dashboard."""
     logging.basicConfig(level=logging.INFO)
     config = RelayConfig(
         upstreams=upstream,
@@ -121,12 +136,14 @@ def relay(
     server = Relay(config, trainer_public_key)
     beside = None
     if coordinator is not None:
-        if run_id is None or key is None:
-            raise typer.BadParameter("--coordinator needs --run-id and --key", param_hint="--coordinator")
+        if run_config is None or key is None:
+            raise typer.BadParameter("--coordinator needs --config and --key", param_hint="--coordinator")
         from swarmrl.shardcast.coordinator_report import report_forever
 
+        run, run_name = run_config_of(run_config, run_id)
+
         def beside(url: str):
-            return report_forever(server, url, coordinator, run_id, key)
+            return report_forever(server, url, coordinator, run_name, key, run.contract)
 
     asyncio.run(_serve_until_signalled(server.start, "relay", host, url_file, advertise, beside))
 

@@ -225,6 +225,7 @@ def _swarm_endpoints(
     identity = Identity.load(key)
     retry = node_retry(config.swarm.coordinator_retry_s)
     client = stack.enter_context(TrainerClient.at(coordinator_url, identity, retry=retry))
+    client.check_contract(config.run.id, config.contract)  # training by another contract is refused here
     origin = Origin(rundir.checkpoints, identity, config.run.id, shardcast.origin_config())
     server = origin.serve_in_thread()
     stack.callback(server.stop)

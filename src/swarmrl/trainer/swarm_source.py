@@ -68,9 +68,9 @@ class AcceptedSubmissions:
     client: TrainerClient
     run_id: str
     rundir: RunDir
+    async_level: int  # the run's contract.async_level
     units_per_step: int = 8  # first guess of the files a step uses; each closed step refines it
     last_step: int | None = None  # closing this step drains the run instead of opening the next
-    async_level: int = 2
     # The trainer's checks of a file against its submission (`rollouts.checks.structural_checks`, bound to the
     # run's config, tasks and prompt format); None: only schema, policy age and the trusted scorer.
     checks: FileChecks | None = None

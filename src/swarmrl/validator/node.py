@@ -245,6 +245,7 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     client = ValidatorClient.at(options.coordinator_url, identity, retry=retry, stop=options.stop)
     # Registering is not needed to judge; it declares the validator's hardware to the coordinator's node info.
     client.register(hardware_of(device, config.worker.torch_threads))
+    client.check_contract(options.run_id, config.contract)  # judging by another contract is refused here
     trainer_key = client.reads.run_state(options.run_id).trainer_public_key
     context = swarm_context(config, client, options, trainer_key, device)
     posted = 0

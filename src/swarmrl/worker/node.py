@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from swarmrl.configs import RunConfig
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.engine import EngineConfig
 from swarmrl.coordinator.api import UnitInfo, WorkLease
 from swarmrl.coordinator.client import NodeClient
@@ -68,10 +69,12 @@ class NodeEjected(Exception):
 class Heartbeat(threading.Thread):
     """Beats every `interval` seconds with its own client; remembers the last answer or the fatal refusal."""
 
-    def __init__(self, url: str, identity: Identity, run_id: str, stop: threading.Event) -> None:
+    def __init__(
+        self, url: str, identity: Identity, run_id: str, contract: ContractSection, stop: threading.Event
+    ) -> None:
         super().__init__(name="heartbeat", daemon=True)
         self.client = NodeClient.at(url, identity, retry=SHORT_RETRY, stop=stop)
-        self.run_id, self.stop = run_id, stop
+        self.run_id, self.contract, self.stop = run_id, contract, stop
         self.policy_step: int | None = None
         self.current_step: int | None = None  # the run's step, as of the last answer
         self.interval = 1.0
@@ -79,7 +82,7 @@ class Heartbeat(threading.Thread):
 
     def _rejoin(self) -> None:
         try:
-            self.client.join(self.run_id)
+            self.client.join(self.run_id, self.contract)
         except CoordinatorError as exc:
             if exc.kind in _FATAL:
                 self.fatal = exc
@@ -295,8 +298,10 @@ class WorkerNode:
         retry = node_retry(config.swarm.coordinator_retry_s)
         client = NodeClient.at(options.coordinator_url, identity, retry=retry, stop=options.stop)
         client.register(hardware_of(device, config.worker.torch_threads))
-        client.join(options.run_id)
-        heartbeat = Heartbeat(options.coordinator_url, identity, options.run_id, options.stop)
+        client.join(options.run_id, config.contract)  # another contract than the run's is refused here
+        heartbeat = Heartbeat(
+            options.coordinator_url, identity, options.run_id, config.contract, options.stop
+        )
         heartbeat.start()
         params = SamplingParams(
             max_new_tokens=config.contract.max_new_tokens,
@@ -340,7 +345,7 @@ class WorkerNode:
             if exc.kind in _FATAL:
                 raise
             if exc.kind in _REJOIN:
-                self.client.join(self.options.run_id)
+                self.client.join(self.options.run_id, self.config.contract)
             elif exc.kind == "step_full":
                 self.log_book.count("lease_refused_step_full")  # a node that never gets work can tell why
             else:
@@ -422,7 +427,7 @@ class WorkerNode:
             self.log_book.count(f"refused_{exc.kind}")
             self.log_book.unit(**timing, submitted=time.time(), outcome=exc.kind)
             if exc.kind in _REJOIN:
-                self.client.join(self.options.run_id)
+                self.client.join(self.options.run_id, self.config.contract)
             return
         self.notices.success()
         self.submitted += 1

@@ -7,6 +7,7 @@ import time
 import httpx
 import pytest
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.signing import NODE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_request
@@ -26,7 +27,9 @@ def service(request, tmp_path_factory):
         request.param, tmp_path_factory.mktemp(f"auth-{request.param}"), config=CONFIG, admin_token=ADMIN
     ) as process:
         trainer = Identity.generate()
-        AdminClient.at(process.url, admin_token=ADMIN).create_run("r", trainer.node_id)
+        AdminClient.at(process.url, admin_token=ADMIN).create_run(
+            "r", trainer.node_id, ContractSection(), bound_claims=False
+        )
         yield process
 
 
@@ -111,7 +114,7 @@ def test_banned_node_is_refused_everywhere(service):
     identity = Identity.generate()
     node = NodeClient.at(service.url, identity, retry=NO_RETRY)
     node.register()
-    node.join("r")
+    node.join("r", ContractSection())
     AdminClient.at(service.url, admin_token=ADMIN).ban(identity.node_id, "sybil")
     for method, path in [
         ("POST", "/v1/runs/r/heartbeat"),
@@ -123,7 +126,12 @@ def test_banned_node_is_refused_everywhere(service):
 
 
 def test_admin_endpoints_need_the_right_bearer_token(service):
-    payload = json.dumps({"run_id": "admin-test", "trainer_public_key": "ab" * 32}).encode()
+    run = {
+        "run_id": "admin-test",
+        "trainer_public_key": "ab" * 32,
+        "contract": ContractSection().model_dump(),
+    }
+    payload = json.dumps(run).encode()
     base = {"content-type": "application/json"}
     _expect(_send(service.url, "POST", "/v1/admin/runs", payload, base), 401, "admin_token_required")
     _expect(
@@ -140,7 +148,7 @@ def test_admin_endpoints_need_the_right_bearer_token(service):
         Identity.generate(),
         "POST",
         "/v1/admin/runs",
-        {"run_id": "admin-test", "trainer_public_key": "ab" * 32},
+        run,
     )
     _expect(_send(service.url, "POST", "/v1/admin/runs", body, headers), 401, "admin_token_required")
     ok = _send(service.url, "POST", "/v1/admin/runs", payload, {**base, "authorization": f"Bearer {ADMIN}"})
@@ -173,7 +181,7 @@ def test_upload_signature_covers_the_file_bytes(service):
     identity = Identity.generate()
     node = NodeClient.at(service.url, identity, retry=NO_RETRY)
     node.register()
-    node.join("r")
+    node.join("r", ContractSection())
     data = b"rollout" * 10
     unit = node.lease_work("r", max_units=1).units[0]
     slot = node.request_upload("r", 0, unit.batch_index, hashlib.sha256(data).hexdigest(), len(data))

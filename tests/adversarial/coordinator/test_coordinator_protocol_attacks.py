@@ -15,6 +15,7 @@ import time
 import httpx
 import pytest
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.signing import sign_request
@@ -63,10 +64,10 @@ def test_a_hard_rejection_voids_the_nodes_pending_and_unpaid_work(make_world):
 
 def test_an_admin_ban_voids_pending_and_unpaid_work_in_every_run(make_world):
     world = make_world()
-    world.admin.create_run("other", world.trainer.node_id)
+    world.admin.create_run("other", world.trainer.node_id, ContractSection(), bound_claims=False)
     world.admin.add_validator("other", world.validator.node_id)
     node = world.node()
-    node.join("other")
+    node.join("other", ContractSection())
     elsewhere = leased_submit(node, "other", b"pending in another run")
     unpaid = leased_submit(node, "r", b"accepted, unpaid", tokens=7)
     accept(world.validator, unpaid)
@@ -124,7 +125,7 @@ def test_a_signed_upload_trickled_past_its_deadline_is_refused(make_world):
     identity = Identity.generate()
     node = world.client(identity)
     node.register()
-    node.join("r")
+    node.join("r", ContractSection())
     data = b"x" * 300
     unit = node.lease_work("r", max_units=1).units[0]
     slot = node.request_upload("r", 0, unit.batch_index, hashlib.sha256(data).hexdigest(), len(data))

@@ -11,6 +11,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.signing import sign_request
@@ -29,11 +30,11 @@ def fuzz_target(tmp_path_factory):
         "sqlite", tmp_path_factory.mktemp("fuzz"), config=config, admin_token=ADMIN
     ) as proc:
         admin = AdminClient.at(proc.url, admin_token=ADMIN)
-        admin.create_run("r", MEMBER.node_id)
+        admin.create_run("r", MEMBER.node_id, ContractSection(), bound_claims=False)
         admin.add_validator("r", MEMBER.node_id)
         member = NodeClient.at(proc.url, MEMBER)
         member.register()
-        member.join("r")
+        member.join("r", ContractSection())
         leased_submit(member, "r", b"seed file")
         yield proc
 

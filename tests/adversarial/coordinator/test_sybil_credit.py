@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.api import UnitBounds
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
 from swarmrl.rollouts import RolloutLimits
@@ -54,10 +54,11 @@ def test_forty_throwaway_identities_claiming_2_53_tokens_earn_nothing_and_feed_n
 
 def test_claims_outside_the_units_bounds_are_hard_rejected_at_submit(make_world):
     world = make_world(spot_check_fraction=0.1)
-    world.admin.create_run("bounded", world.trainer.node_id, unit=UnitBounds(rows=8, max_tokens_per_row=16))
+    contract = ContractSection(prompts_per_batch=4, group_size=2, max_new_tokens=16)  # 8 rows of ≤ 16 tokens
+    world.admin.create_run("bounded", world.trainer.node_id, contract)
     honest, liar, greedy = world.node(), world.node(), world.node()
     for node in (honest, liar, greedy):
-        node.join("bounded")
+        node.join("bounded", contract)
     assert leased_submit(honest, "bounded", b"eight rows", rows=8, tokens=8 * 16).status == "pending"
     for node, rows, tokens in ((liar, HUGE, HUGE), (greedy, 8, 8 * 16 + 1)):
         with pytest.raises(CoordinatorError) as refused:
@@ -94,7 +95,9 @@ def test_a_proven_identity_that_turns_to_garbage_never_trains_and_loses_its_cred
     assert skipped.id in {s.id for s in world.trainer.training_feed("r", skipped.step)}
     assert _earned(world, {node.node_id}) == 40
 
-    source = AcceptedSubmissions(world.trainer, "r", RunDir(tmp_path / "trainer"), checks=lambda *_: None)
+    source = AcceptedSubmissions(
+        world.trainer, "r", RunDir(tmp_path / "trainer"), world.contract.async_level, checks=lambda *_: None
+    )
     feed = RolloutFeed(
         source,
         scorer=lambda rows: pytest.fail("garbage reached the scorer"),

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import event
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.routes.leases import ROOM_FRESH_S
 from swarmrl.coordinator.signing import sign_request
@@ -201,7 +202,7 @@ def test_a_unit_lives_while_its_bytes_arrive_and_lapses_under_a_trickle(make_wor
         identity = Identity.generate()
         node = world.client(identity)
         node.register()
-        node.join("r")
+        node.join("r", ContractSection())
         (unit,) = node.lease_work("r", max_units=1).units
         slot = node.request_upload("r", 0, unit.batch_index, sha, len(data))
         response = _put(world, identity, slot, data, chunk=4096, seconds_per_chunk=pace)

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.server.app import create_app
@@ -42,7 +43,9 @@ def coordinator(tmp_path):
         db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=tmp_path / "store", admin_token="t", config=config
     )
     server, guard = serve_guarded_in_thread(app)
-    AdminClient.at(server.url, admin_token="t", retry=NO_RETRY).create_run("r", Identity.generate().node_id)
+    AdminClient.at(server.url, admin_token="t", retry=NO_RETRY).create_run(
+        "r", Identity.generate().node_id, ContractSection()
+    )
     try:
         yield server.url, guard
     finally:
@@ -84,7 +87,7 @@ def test_dashboard_streams_from_many_addresses_leave_node_traffic_its_slots(coor
                 assert fresh.get(f"{url}/healthz", timeout=5).status_code == 200
         node = NodeClient.at(url, Identity.generate(), retry=NO_RETRY)
         node.register()
-        assert node.join("r").status == "active"
+        assert node.join("r", ContractSection()).status == "active"
         refused = httpx.get(f"{url}/v1/runs/r/summary/stream", timeout=5)
         assert (refused.status_code, refused.json()["error"]) == (503, "stream_budget")
         assert httpx.get(f"{url}/v1/runs/r/summary", timeout=5).status_code == 200  # what the page polls

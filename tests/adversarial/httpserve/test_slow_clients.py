@@ -14,6 +14,7 @@ import time
 import pytest
 
 from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.shardcast import OriginConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.server.app import create_app
@@ -35,9 +36,9 @@ def coordinator(tmp_path):
     url = server.url
     admin = AdminClient.at(url, admin_token="t", retry=NO_RETRY)
     trainer, worker = Identity.generate(), NodeClient.at(url, Identity.generate(), retry=NO_RETRY)
-    admin.create_run("r", trainer.node_id)
+    admin.create_run("r", trainer.node_id, ContractSection())
     worker.register()
-    worker.join("r")
+    worker.join("r", ContractSection())
     try:
         yield url, guard, worker
     finally:

@@ -3,6 +3,7 @@
 import pytest
 from sqlalchemy import func, select
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
@@ -43,10 +44,10 @@ def world(tmp_path):
         trainer = Identity.generate()
         validator = client(ValidatorClient, Identity.generate())
         worker = client(NodeClient, Identity.generate())
-        admin.create_run("r", trainer.node_id)
+        admin.create_run("r", trainer.node_id, ContractSection(), bound_claims=False)
         admin.add_validator("r", validator.node_id)
         worker.register()
-        worker.join("r")
+        worker.join("r", ContractSection())
         yield clock, admin, validator, worker, app
     finally:
         server.stop()
@@ -72,7 +73,7 @@ def test_missed_heartbeats_make_a_node_unhealthy_then_dead_and_ejected(world):
         worker.heartbeat("r")
     assert (info.value.status, info.value.kind) == (409, "ejected")
     assert admin.reads.nodes("r", health="dead")[0].status == "ejected"
-    worker.join("r")
+    worker.join("r", ContractSection())
     assert _health(admin, worker.node_id) == "healthy"
 
 
@@ -93,7 +94,7 @@ def test_unlocked_credit_survives_a_later_hard_reject(world):
     old = leased_submit(worker, "r", b"old", rows=1, tokens=10)
     accept(validator, old)
     clock.advance(3600.0)  # past the unlock window and the hourly upload limit
-    worker.join("r")  # the node went silent meanwhile; join again
+    worker.join("r", ContractSection())  # the node went silent meanwhile; join again
     fresh = leased_submit(worker, "r", b"fresh", rows=1, tokens=5)
     accept(validator, fresh)
     bad = leased_submit(worker, "r", b"bad", rows=1, tokens=7)
@@ -115,7 +116,7 @@ def test_upload_slots_expire_and_the_hourly_limit_rolls(world):
     with pytest.raises(CoordinatorError, match="slot_expired"):
         worker.upload(slot, b"\x00")
     clock.advance(3600.0)
-    worker.join("r")
+    worker.join("r", ContractSection())
     unit = worker.lease_work("r", max_units=1).units[0]  # the old unit lapsed with its node's silence
     worker.request_upload("r", 0, unit.batch_index, "22" * 32, 1)
 

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.api import MAX_LEASE_WAIT_S
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.routes import leases as lease_routes
@@ -103,7 +104,9 @@ def test_the_trainer_opening_a_step_counts_its_work_done_ahead_once(make, tmp_pa
     straggler.lease_work("r")
     (unit,) = ahead.lease_work("r", policy_step=0).units
     accept(world.validator, ahead.upload_and_submit("r", 1, unit.batch_index, b"ahead", 1, 1))
-    source = AcceptedSubmissions(world.trainer, "r", RunDir(tmp_path / "trainer"), units_per_step=3)
+    source = AcceptedSubmissions(
+        world.trainer, "r", RunDir(tmp_path / "trainer"), world.contract.async_level, units_per_step=3
+    )
     source.open_step(1)
     work = world.admin.reads.step_work("r", 1)
     assert (work.demand, work.open_units) == (2, 1)  # 3 - 1 in flight; 2 - the 1 already there
@@ -120,7 +123,9 @@ def test_the_trainer_opening_a_step_does_not_count_on_a_silent_nodes_units_of_th
     world.wait(13.0, ahead)  # the straggler misses a heartbeat of 10 s (+ 2 s grace)
     work = world.admin.reads.step_work("r", 0)
     assert (work.leased, work.silent) == (1, 1)
-    source = AcceptedSubmissions(world.trainer, "r", RunDir(tmp_path / "trainer"), units_per_step=3)
+    source = AcceptedSubmissions(
+        world.trainer, "r", RunDir(tmp_path / "trainer"), world.contract.async_level, units_per_step=3
+    )
     source.open_step(1)
     work = world.admin.reads.step_work("r", 1)
     assert (work.demand, work.open_units) == (3, 2)  # nothing in flight is waited for; 1 already there
@@ -130,10 +135,11 @@ def test_no_step_is_leased_ahead_that_the_async_window_could_not_train(make):
     """With async_level 1 a unit of step k + 1 would need policy k, which the trainer has not written while it
     collects step k: nothing is leased ahead whatever `lease_ahead_steps` says."""
     world = make(default_step_units=1, lease_slack_units=0, lease_ahead_steps=3)
-    world.admin.create_run("tight", world.trainer.node_id, async_level=1)
+    tight = ContractSection(async_level=1)
+    world.admin.create_run("tight", world.trainer.node_id, tight, bound_claims=False)
     first, second = world.node(), world.node()
     for node in (first, second):
-        node.join("tight")
+        node.join("tight", tight)
     assert [u.step for u in first.lease_work("tight", policy_step=0).units] == [0]
     assert _kind(lambda: second.lease_work("tight", policy_step=0)) == "step_full"
     assert [u.step for u in second.lease_work("r", policy_step=0).units] == [0]
@@ -148,10 +154,11 @@ def test_with_a_wider_window_a_node_one_policy_behind_leases_ahead_and_two_behin
     three (still inside the window) should it carry over, so a node that has not yet installed the open step's
     policy (a distant one, say) may lease ahead; with policy k - 2 it could go stale, so it may not."""
     world = make(default_step_units=1, lease_slack_units=0, lease_ahead_steps=1)
-    world.admin.create_run("wide", world.trainer.node_id, async_level=3)
+    wide = ContractSection(async_level=3)
+    world.admin.create_run("wide", world.trainer.node_id, wide, bound_claims=False)
     nodes = [world.node() for _ in range(3)]
     for node in nodes:
-        node.join("wide")
+        node.join("wide", wide)
     world.trainer.publish_step("wide", 1, units=1)
     world.trainer.publish_step("wide", 2, units=1)
     assert [u.step for u in nodes[0].lease_work("wide", policy_step=0).units] == [2]  # the open step: any
@@ -288,7 +295,7 @@ def test_a_node_that_hung_up_while_held_is_granted_nothing(make, monkeypatch):
     world.node().lease_work("r")  # step 0's one unit
     gone = world.client(Identity.generate(), timeout_s=0.5)
     gone.register()
-    gone.join("r")
+    gone.join("r", ContractSection())
     with pytest.raises(CoordinatorError):  # its client gives up and closes the connection; the request waits
         gone.lease_work("r", wait_s=15.0)
     time.sleep(0.5)

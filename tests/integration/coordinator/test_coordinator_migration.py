@@ -120,13 +120,13 @@ def test_a_v1_database_upgrades_in_place_and_keeps_its_work(db_url):
     try:
         _write_v1(engine)
         assert current_version(engine) == 1
-        assert migrate(engine) == SCHEMA_VERSION == 4
-        assert migrate(engine) == 4  # again: a no-op
+        assert migrate(engine) == SCHEMA_VERSION == 5
+        assert migrate(engine) == 5  # again: a no-op
         assert {"trainer_metrics", "relay_reports"} <= set(inspect(engine).get_table_names())
         with Session(engine) as session:
             run = session.get(Run, "r")
             assert (run.status, run.step_units, run.current_step) == ("open", None, 3)
-            assert (run.unit_rows, run.unit_max_tokens) == (None, None)
+            assert (run.unit_rows, run.unit_max_tokens, run.contract) == (None, None, None)
             member = session.get(Membership, ("r", NODE))
             assert (member.role, member.judged_accepted) == ("worker", 1)  # its accepted file counts
             submissions = list(session.scalars(select(Submission).order_by(Submission.id)))

@@ -1,6 +1,7 @@
 """A worker node and a validator register the device they run on; the coordinator's node info, the run summary
 and `swarmrl status` show it. A GPU the machine lacks is refused before the node registers at all. A worker
-asks for work only once it holds a policy."""
+asks for work only once it holds a policy. A worker or validator whose [contract] is not the run's is refused
+when it starts, with the fields that differ and both values named."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from swarmrl.configs import load_config
+from swarmrl.configs.contract import ContractMismatch
 from swarmrl.coordinator.client import AdminClient
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.status import summary_view
@@ -35,7 +37,7 @@ def coordinator(tmp_path):
     server = serve_in_thread(app)
     admin = AdminClient.at(server.url, admin_token=ADMIN, retry=NO_RETRY)
     validator_key = tmp_path / "validator.pem"
-    admin.create_run(RUN, Identity.generate().node_id)
+    admin.create_run(RUN, Identity.generate().node_id, node_config().contract)  # the nodes' own
     admin.add_validator(RUN, Identity.load_or_create(validator_key).node_id)
     try:
         yield server.url, admin, validator_key
@@ -103,6 +105,22 @@ def test_a_validator_registers_its_device_and_the_summary_shows_it(coordinator, 
     assert admin.reads.node(node_id).hardware["device"] == "cpu"
     [validator] = admin.reads.summary(RUN).backlog.validators
     assert (validator.node_id, validator.device) == (node_id, "cpu")
+
+
+def test_a_worker_with_another_contract_is_refused_at_join(coordinator, tmp_path):
+    url, admin, _ = coordinator
+    options = stopped_node(url, tmp_path, "worker")
+    with pytest.raises(ContractMismatch, match="contract.async_level is 8 here, 2 in the run"):
+        run_node(node_config("contract.async_level=8"), options)
+    assert admin.reads.nodes(RUN) == []  # registered, never a member: it leases nothing
+
+
+def test_a_validator_with_another_contract_is_refused_before_it_judges(coordinator, tmp_path):
+    url, admin, validator_key = coordinator
+    options = ValidatorOptions(url, RUN, validator_key, [url], tmp_path / "validator", device="cpu")
+    options.stop.set()  # were it let through, it would stop before judging (ValidatorStopped)
+    with pytest.raises(ContractMismatch, match="contract.temperature is 0.7 here, 1.0 in the run"):
+        run_validator_node(node_config("contract.temperature=0.7"), options)
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ from hashlib import sha256
 
 import pytest
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.seeds import task_seed
@@ -22,7 +23,7 @@ def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
     first = start_coordinator(tmp_path, config=config, admin_token=ADMIN)
     try:
         admin = AdminClient.at(first.url, admin_token=ADMIN, retry=NO_RETRY)
-        run = admin.create_run("r", trainer.node_id)
+        run = admin.create_run("r", trainer.node_id, ContractSection(), bound_claims=False)
         admin.add_validator("r", validator_key.node_id)
         TrainerClient.at(first.url, trainer).publish_step("r", 0, "ab" * 32, "http://relay/0")
         validator = ValidatorClient.at(first.url, validator_key, retry=NO_RETRY)
@@ -30,7 +31,7 @@ def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
         for i, identity in enumerate(workers):
             worker = NodeClient.at(first.url, identity, retry=NO_RETRY)
             worker.register({"index": i})
-            worker.join("r")
+            worker.join("r", ContractSection())
             worker.heartbeat("r", policy_step=0)
             submissions += [
                 leased_submit(worker, "r", f"w{i}-{j}".encode() * 50, rows=2, tokens=100 + j)
@@ -84,7 +85,9 @@ def test_accepted_work_leases_and_ledger_survive_a_crash(tmp_path):
         assert validator.task_seed("r", 0, 0, node_id=workers[0].node_id) == seed_before
         assert task_seed("r", workers[0].node_id, 0, 0, run.run_secret) == seed_before
         late = NodeClient.at(second.url, workers[2], retry=NO_RETRY)
-        late.join("r")  # idempotent; keeps the test independent of how long the restart took
+        late.join(
+            "r", ContractSection()
+        )  # idempotent; keeps the test independent of how long the restart took
         # The work lease survived: the same unit and seed (its deadline was extended by the upload slot).
         (unit,) = late.lease_work("r").units
         assert (unit.step, unit.batch_index, unit.seed) == (0, held.units[0].batch_index, held.units[0].seed)

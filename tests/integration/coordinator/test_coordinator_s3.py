@@ -9,6 +9,7 @@ import pytest
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.client import AdminClient, NodeClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.app import create_app
@@ -52,10 +53,10 @@ def swarm(s3, tmp_path):
     trainer = Identity.generate()
     validator = ValidatorClient.at(server.url, Identity.generate(), retry=NO_RETRY)
     worker = NodeClient.at(server.url, Identity.generate(), retry=NO_RETRY)
-    admin.create_run("s3-run", trainer.node_id)
+    admin.create_run("s3-run", trainer.node_id, ContractSection(), bound_claims=False)
     admin.add_validator("s3-run", validator.node_id)
     worker.register({})
-    worker.join("s3-run")
+    worker.join("s3-run", ContractSection())
     try:
         yield worker, validator, client
     finally:

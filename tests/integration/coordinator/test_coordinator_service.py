@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
@@ -61,16 +62,17 @@ class Swarm:
     def __init__(self, url: str, async_level: int = 2) -> None:
         self.url = url
         self.run_id = f"run-{next(_run_ids)}"
+        self.contract = ContractSection(async_level=async_level)
         self.admin = AdminClient.at(url, admin_token=ADMIN, retry=NO_RETRY)
         self.trainer = TrainerClient.at(url, Identity.generate(), retry=NO_RETRY)
         self.validator = ValidatorClient.at(url, Identity.generate(), retry=NO_RETRY)
-        self.run = self.admin.create_run(self.run_id, self.trainer.node_id, async_level=async_level)
+        self.run = self.admin.create_run(self.run_id, self.trainer.node_id, self.contract, bound_claims=False)
         self.admin.add_validator(self.run_id, self.validator.node_id)
 
     def worker(self) -> NodeClient:
         client = NodeClient.at(self.url, Identity.generate(), retry=NO_RETRY)
         client.register({"gpu": "none", "cpus": 2})
-        client.join(self.run_id)
+        client.join(self.run_id, self.contract)
         return client
 
 
@@ -167,7 +169,7 @@ def test_a_file_uploaded_and_submitted_in_one_request_is_checked_like_the_slot_f
     identity = Identity.generate()
     worker = NodeClient.at(coordinator.url, identity, retry=NO_RETRY)
     worker.register({})
-    worker.join(swarm.run_id)
+    worker.join(swarm.run_id, swarm.contract)
     data = b"rollout file " * 20
     sha = hashlib.sha256(data).hexdigest()
 
@@ -265,14 +267,16 @@ def test_hard_rejects_wipe_eject_and_then_ban(coordinator):
     _refused(lambda: cheat.heartbeat(swarm.run_id), 409, "ejected")
     assert not swarm.admin.reads.node(cheat.node_id).banned
 
-    cheat.join(swarm.run_id)  # below the ban threshold a node may come back, with its credit gone
+    cheat.join(
+        swarm.run_id, swarm.contract
+    )  # below the ban threshold a node may come back, with its credit gone
     again = leased_submit(cheat, swarm.run_id, b"forged again", rows=4, tokens=40)
     swarm.validator.post_verdict(again.id, accept=False, check="sampling")
     node = swarm.admin.reads.node(cheat.node_id)
     assert (node.banned, node.hard_rejects) == (True, 2)
-    _refused(lambda: cheat.join(swarm.run_id), 403, "banned")
+    _refused(lambda: cheat.join(swarm.run_id, swarm.contract), 403, "banned")
     swarm.admin.unban(cheat.node_id)
-    cheat.join(swarm.run_id)
+    cheat.join(swarm.run_id, swarm.contract)
 
 
 def test_step_window_and_trainer_publication(coordinator):
@@ -312,10 +316,10 @@ def test_roles_guard_files_seeds_and_verdicts(coordinator):
         lambda: TrainerClient(worker.transport).accepted_submissions(swarm.run_id, 0), 403, "not_privileged"
     )
     stranger = NodeClient.at(coordinator.url, Identity.generate(), retry=NO_RETRY)
-    _refused(lambda: stranger.join(swarm.run_id), 403, "not_registered")
+    _refused(lambda: stranger.join(swarm.run_id, swarm.contract), 403, "not_registered")
     stranger.register()
     _refused(lambda: stranger.heartbeat(swarm.run_id), 403, "not_member")
-    _refused(lambda: stranger.join("no-such-run"), 404, "unknown_run")
+    _refused(lambda: stranger.join("no-such-run", ContractSection()), 404, "unknown_run")
     worker.leave(swarm.run_id)
     _refused(lambda: worker.heartbeat(swarm.run_id), 403, "not_member")
 
@@ -323,10 +327,13 @@ def test_roles_guard_files_seeds_and_verdicts(coordinator):
 def test_a_run_created_without_a_secret_uses_the_public_batch_seed(coordinator):
     admin = AdminClient.at(coordinator.url, admin_token=ADMIN, retry=NO_RETRY)
     run_id = f"public-{next(_run_ids)}"
-    assert admin.create_run(run_id, "ab" * 32, run_secret="").run_secret == ""
+    assert (
+        admin.create_run(run_id, "ab" * 32, ContractSection(), run_secret="", bound_claims=False).run_secret
+        == ""
+    )
     worker = NodeClient.at(coordinator.url, Identity.generate(), retry=NO_RETRY)
     worker.register()
-    worker.join(run_id)
+    worker.join(run_id, ContractSection())
     unit = worker.lease_work(run_id, max_units=1).units[0]
     assert unit.seed == batch_seed(run_id, worker.node_id, 0, unit.batch_index)
 

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from swarmrl.configs.connections import ConnectionLimits
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.testing import coordinator_backend, leased_submit
@@ -72,7 +73,7 @@ class World:
         self.admin = AdminClient.at(url, admin_token=ADMIN, retry=NO_RETRY)
         self.trainer = TrainerClient.at(url, Identity.generate(), retry=NO_RETRY)
         self.validator = ValidatorClient.at(url, Identity.generate(), retry=NO_RETRY)
-        self.admin.create_run(RUN, self.trainer.node_id)
+        self.admin.create_run(RUN, self.trainer.node_id, ContractSection(), bound_claims=False)
         self.admin.add_validator(RUN, self.validator.node_id)
         self.honest = [self._member() for _ in range(2)]
         self.cheater = self._member()
@@ -83,7 +84,7 @@ class World:
     def _member(self, role: str = "worker") -> NodeClient:
         node = NodeClient.at(self.url, Identity.generate(), retry=NO_RETRY)
         node.register()
-        node.join(RUN, role=role)
+        node.join(RUN, ContractSection(), role=role)
         return node
 
     def honest_work(self, reward: float) -> None:

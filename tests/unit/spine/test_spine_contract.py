@@ -3,13 +3,22 @@ names each differing field with both values, and the old places of its fields re
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
 from swarmrl.configs import ConfigError, RunConfig, load_config, load_run_config
 from swarmrl.configs.contract import MOVED_FIELDS, ContractMismatch, ContractSection
+from swarmrl.coordinator.errors import ConflictError
+from swarmrl.coordinator.rules.contract import require_contract
+from swarmrl.coordinator.store.db import Run
 
+SRC = Path(__file__).resolve().parents[3] / "src" / "swarmrl"
+# Names that mean the run's contract wherever they appear (temperature, top_p, max_new_tokens and seed also name an
+# engine's neutral sampling defaults and other sections' own seeds).
+CONTRACT_ONLY = {"async_level", "prompts_per_batch", "group_size", "local_proofs"}
 CHANGED = {
     "seed": 1,
     "async_level": 3,
@@ -29,6 +38,29 @@ def test_every_contract_field_has_one_definition_and_is_gone_from_its_old_sectio
         assert not set(names) & set(type(getattr(config, section)).model_fields), section
     for name, field in ContractSection.model_fields.items():
         assert field.description and not field.is_required(), name
+
+
+def _defaults(path: Path) -> list[str]:
+    """`file:line name` for every parameter or annotated attribute named in CONTRACT_ONLY given a default."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            positional = node.args.posonlyargs + node.args.args
+            defaulted = positional[len(positional) - len(node.args.defaults) :]
+            pairs = zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)
+            defaulted += [arg for arg, default in pairs if default is not None]
+            found += [f"{path}:{node.lineno} {arg.arg}" for arg in defaulted if arg.arg in CONTRACT_ONLY]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            if node.target.id in CONTRACT_ONLY and "mapped_column" not in ast.unparse(node.value):
+                found.append(f"{path}:{node.lineno} {node.target.id}")
+    return found
+
+
+def test_no_module_but_the_contract_gives_its_fields_a_default():
+    """The five copies of `async_level = 2` (and the others like them) stay gone: one default, in the section."""
+    own = SRC / "configs" / "contract.py"
+    copies = [hit for path in SRC.rglob("*.py") if path != own for hit in _defaults(path)]
+    assert copies == []
 
 
 def test_the_digest_is_the_same_for_the_same_contract_and_changes_with_every_field():
@@ -82,3 +114,15 @@ def test_an_override_of_an_old_place_is_refused_too():
 def test_a_unit_too_large_for_the_coordinator_is_refused_when_the_config_loads():
     with pytest.raises(ConfigError, match="rows in one file"):
         load_config(None, ["contract.prompts_per_batch=2147483647", "contract.group_size=2"])
+
+
+def test_the_coordinator_refuses_another_digest_and_a_run_without_a_contract():
+    contract = ContractSection()
+    run = Run(run_id="r", contract=contract.model_dump(mode="json"))
+    require_contract(run, contract.sha256())
+    with pytest.raises(ConflictError) as refused:
+        require_contract(run, ContractSection(seed=1).sha256())
+    assert refused.value.kind == "contract_mismatch"
+    with pytest.raises(ConflictError) as refused:
+        require_contract(Run(run_id="old", contract=None), contract.sha256())
+    assert refused.value.kind == "no_contract" and "admin create-run --config" in refused.value.detail

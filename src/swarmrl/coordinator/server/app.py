@@ -21,6 +21,7 @@ from swarmrl.coordinator.server.ratelimit import TokenBuckets
 from swarmrl.coordinator.server.request_metrics import RequestMetrics
 from swarmrl.coordinator.server.routes import (
     admin,
+    contract,
     dashboard,
     leases,
     nodes,
@@ -111,7 +112,7 @@ def create_app(
         streams=StreamBudget.of(config.connections),
     )
     app.state.engine = engine
-    for module in (admin, nodes, leases, uploads, work, trainer, reports, read, dashboard):
+    for module in (admin, nodes, contract, leases, uploads, work, trainer, reports, read, dashboard):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit_bytes=config.max_request_body_bytes)

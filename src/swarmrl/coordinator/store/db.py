@@ -54,7 +54,9 @@ class Run(Base):
     __tablename__ = "runs"
     run_id: Mapped[str] = mapped_column(RUN_ID, primary_key=True)
     trainer_public_key: Mapped[str] = mapped_column(KEY)
-    async_level: Mapped[int] = mapped_column(Integer)
+    async_level: Mapped[int] = mapped_column(
+        Integer
+    )  # the contract's, kept as a column for the SQL of leases
     current_step: Mapped[int] = mapped_column(Integer, default=0)
     run_secret: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[float] = mapped_column(Float)
@@ -62,10 +64,14 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(16), default="open", server_default="open")
     # Work units the trainer wants for the open step; None: the coordinator's default (v2).
     step_units: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    # The bounds of one unit's file, as the run's config fixes them (v4): its exact number of rows and the most
-    # completion tokens one row may hold. None: the run was created without them (claims are then unbounded).
+    # The bounds of one unit's file, as the run's contract fixes them (v4): its exact number of rows and the
+    # most completion tokens one row may hold. None: a run created without them (claims are then unbounded).
     unit_rows: Mapped[int | None] = mapped_column(Integer, nullable=True)
     unit_max_tokens: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # The run config's [contract] the run was created with (v5), which every role's must equal at join; it
+    # sets async_level and the unit bounds above. None: a run created before contracts were stored (none may
+    # join it).
+    contract: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
 class Validator(Base):
@@ -313,6 +319,11 @@ def _upgrade_v4(engine: Engine) -> None:
         )
 
 
+def _upgrade_v5(engine: Engine) -> None:
+    """The run's contract, checked at every join."""
+    _add_columns(engine, "runs", ["contract"])
+
+
 V2_INDEXES = (
     Index("ix_submissions_run_step_status", Submission.run_id, Submission.step, Submission.status),
     Index("ix_upload_slots_expires_at", UploadSlot.expires_at),
@@ -324,6 +335,7 @@ MIGRATIONS: dict[int, Callable[[Engine], None]] = {
     2: _upgrade_v2,
     3: _upgrade_v3,
     4: _upgrade_v4,
+    5: _upgrade_v5,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -36,16 +36,18 @@ def create_run(body: CreateRun, request: Request, _: AdminCaller) -> RunCreated:
     with state.sessions() as session, session.begin():
         if session.get(Run, body.run_id) is not None:
             raise ConflictError(f"run {body.run_id!r} exists", kind="run_exists")
+        contract = body.contract
         run = Run(
             run_id=body.run_id,
             trainer_public_key=body.trainer_public_key,
-            async_level=body.async_level,
+            async_level=contract.async_level,
             current_step=0,
             run_secret=body.run_secret if body.run_secret is not None else secrets.token_hex(32),
             created_at=state.clock(),
             status="open",
-            unit_rows=body.unit.rows if body.unit else None,
-            unit_max_tokens=body.unit.max_tokens_per_row if body.unit else None,
+            unit_rows=contract.rows_per_batch if body.bound_claims else None,
+            unit_max_tokens=contract.max_new_tokens if body.bound_claims else None,
+            contract=contract.model_dump(mode="json"),
         )
         session.add(run)
     return RunCreated(**run_state(run, None).model_dump(), run_secret=run.run_secret)

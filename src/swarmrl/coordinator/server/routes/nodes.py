@@ -25,6 +25,7 @@ from swarmrl.coordinator.api import (
 )
 from swarmrl.coordinator.errors import ApiError, ForbiddenError
 from swarmrl.coordinator.rules import janitor
+from swarmrl.coordinator.rules.contract import require_contract
 from swarmrl.coordinator.rules.health import Health, dead_cutoff, health_of
 from swarmrl.coordinator.rules.leases import ever_leased
 from swarmrl.coordinator.seeds import task_seed
@@ -62,15 +63,15 @@ def register(body: RegisterNode, request: Request, who: SignedCaller) -> NodeInf
 
 
 @router.post("/v1/runs/{run_id}/join", response_model=MemberInfo)
-def join(run_id: RunId, request: Request, who: SignedCaller, body: JoinRun | None = None) -> MemberInfo:
-    """Join as a worker, or as a relay (which may report its place in the SHARDCAST tree and leases no work);
-    joining again may change the role."""
+def join(run_id: RunId, body: JoinRun, request: Request, who: SignedCaller) -> MemberInfo:
+    """Join as a worker, or as a relay (which may report its place in the SHARDCAST tree and leases no work),
+    with the sha256 of the node's [contract], which must be the run's; joining again may change the role."""
     node_id = who.require_node()
-    role = body.role if body is not None else "worker"
+    role = body.role
     state = state_of(request)
     now = state.clock()
     with state.sessions() as session, session.begin():
-        get_run(session, run_id)
+        require_contract(get_run(session, run_id), body.contract_sha256)
         require_registered(session, node_id)
         member = session.get(Membership, (run_id, node_id))
         if member is None:
