@@ -211,6 +211,8 @@ def test_the_cross_machine_recipe_runs_as_written(tmp_path):
         summary = json.loads(status.stdout)
         assert summary["run"]["status"] in ("draining", "drained"), summary["run"]
         assert summary["submissions"]["accepted"] >= STEPS  # B's files, judged on A
+        # B's relay and worker joined with the contract of run.toml, the one the run was created with.
+        assert {"relay", "worker"} <= {node["role"] for node in summary["nodes"]}
         # B's worker fetched every policy through B's relay, which mirrored them from A's origin.
         assert (machines.dirs["B"] / "relay" / "step_0" / "model.safetensors").is_file()
         assert "policy step 0 loaded" in machines.log("B-worker")
