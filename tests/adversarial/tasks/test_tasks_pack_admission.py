@@ -77,11 +77,11 @@ def test_prompts_of_held_out_evals_or_admitted_packs_are_refused(tmp_path):
 
 
 HOSTILE_VERIFIERS = {
-    "hangs": ("def reward(prompts, completions, **kw):\n    while True:\n        pass\n", "timed out"),
+    "hangs": ("def reward(prompts, completions, **kw):\n    while True:\n        pass\n", "fell behind"),
     "hangs_after_the_probe": (
         "import time\nCALLS = [0]\ndef reward(prompts, completions, **kw):\n    CALLS[0] += 1\n"
         "    if CALLS[0] > 2:\n        time.sleep(60)\n    return [0.0] * len(completions)\n",
-        "timed out",
+        "fell behind 20 ms per completion",
     ),
     "fails_at_import": (
         "raise ValueError('boom')\ndef reward(prompts, completions, **kw):\n    return []\n",

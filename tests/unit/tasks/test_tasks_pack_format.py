@@ -320,6 +320,6 @@ def test_decompression_bombs_and_oversized_archives_stop_at_the_caps(tmp_path):
 
 def test_the_default_caps_are_in_the_run_config():
     admission = TasksConfig().community.admission
-    assert admission.limits.max_rows == 1000 and admission.verifier.memory_mb == 512
+    assert admission.limits.max_rows == 1000 and admission.verifier.memory_mb == 1024
     with pytest.raises(ValueError):
         TasksConfig.model_validate({"community": {"admission": {"limits": {"max_rowz": 5}}}})

@@ -100,8 +100,11 @@ def check_pack(pack: TaskPack, context: AdmissionContext, started: float | None 
 def _leaking(pack: TaskPack, context: AdmissionContext) -> CheckResult:
     leaks = [answer_in_prompt(row, pack.manifest) for row in pack.rows]
     prompts = [row.prompt_text for row in pack.rows]
-    matches = context.held_out.matches(prompts) if context.held_out is not None else [None] * len(prompts)
-    return checks.leaking(pack, leaks, matches, context.config.thresholds)
+    index = context.held_out
+    matches = index.matches(prompts) if index is not None else [None] * len(prompts)
+    return checks.leaking(
+        pack, leaks, matches, context.config.thresholds, len(index) if index is not None else 0
+    )
 
 
 def _verifier_checks(

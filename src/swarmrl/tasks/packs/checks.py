@@ -107,6 +107,7 @@ def leaking(
     answer_leaks: Sequence[bool],
     matches: Sequence[Match | None],
     thresholds: AdmissionThresholdsConfig,
+    compared: int = 0,
 ) -> CheckResult:
     rows = len(pack.rows)
     leaked = [pack.rows[index].row_id for index, leak in enumerate(answer_leaks) if leak]
@@ -135,7 +136,10 @@ def leaking(
             f"row {row_id} ~ {match.label} (Jaccard {match.similarity:.2f})"
             for row_id, match in overlapping[:EXAMPLES]
         ]
-    summary = f"answer in prompt on {len(leaked)} of {rows} rows; {len(overlapping)} rows near-duplicate the held-out/admitted prompts"
+    summary = (
+        f"answer in prompt on {len(leaked)} of {rows} rows; {len(overlapping)} rows near-duplicate one of "
+        f"{compared} held-out or admitted prompts"
+    )
     return CheckResult.from_figures("leaking", summary, figures, details)
 
 

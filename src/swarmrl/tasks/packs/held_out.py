@@ -20,17 +20,24 @@ def held_out_index(
     tasks: TasksConfig | None = None,
     eval_files: Sequence[Path] = (),
     admitted: Sequence[TaskPack] = (),
-) -> NearDuplicateIndex:
-    index = NearDuplicateIndex(threshold)
+) -> NearDuplicateIndex | None:
+    """An index of every prompt given, one collection per source; None when there is none to compare with."""
+    collections: list[tuple[str, list[str]]] = []
     if tasks is not None:
         for source in heldout_sources(tasks):
-            index.add(f"held-out {source.name}", [prompt_text(source[i]) for i in range(len(source))])
+            collections.append(
+                (f"held-out {source.name}", [prompt_text(source[i]) for i in range(len(source))])
+            )
     for path in eval_files:
-        index.add(
-            f"eval {path}", [_row_text(row, path, line) for line, row in enumerate(read_rows(path), start=1)]
-        )
+        rows = enumerate(read_rows(path), start=1)
+        collections.append((f"eval {path}", [_row_text(row, path, line) for line, row in rows]))
     for pack in admitted:
-        index.add(f"pack {pack.manifest.label}", [row.prompt_text for row in pack.rows])
+        collections.append((f"pack {pack.manifest.label}", [row.prompt_text for row in pack.rows]))
+    if not collections:
+        return None
+    index = NearDuplicateIndex(threshold)
+    for name, texts in collections:
+        index.add(name, texts)
     return index
 
 

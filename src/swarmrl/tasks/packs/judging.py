@@ -106,19 +106,42 @@ class RewardFunctionJudge:
         result = PassResult([_NOT_JUDGED] * len(items))
         started = time.monotonic()
         assert self.pack.verifier_source is not None
-        with SandboxSession(
-            self.plan, self.limits(len(order), remaining), self.pack.verifier_source
-        ) as session:
-            for batch in self._batches(items, order):
-                try:
-                    self._call(session, items, batch, result)
-                except SessionBroken as exc:
-                    result.broken = str(exc)[:300]
-                    break
+        limits = self.limits(len(order), remaining)
+        with SandboxSession(self.plan, limits, self.pack.verifier_source) as session:
+            self._score_batches(session, items, order, result, started)
         result.seconds = time.monotonic() - started
         ended = Failure(f"the session ended first: {result.broken}")
         result.outcomes = [ended if outcome is _NOT_JUDGED else outcome for outcome in result.outcomes]
         return result
+
+    def _score_batches(
+        self,
+        session: SandboxSession,
+        items: Sequence[Item],
+        order: Sequence[int],
+        result: PassResult,
+        started: float,
+    ) -> None:
+        """Every batch in turn, each due by the pace of `ms_per_item` from the session's start (and never after
+        the session's own end): a verifier that hangs or crawls ends the pass at the call where it falls
+        behind, not at the end of the pass's budget."""
+        pace = self.budget.ms_per_item / 1000
+        session_end, done = session.deadline, 0
+        for batch in self._batches(items, order):
+            due = started + self.budget.startup_seconds + (done + len(batch)) * pace
+            session.deadline = min(session_end, due)
+            try:
+                self._call(session, items, batch, result)
+            except SessionBroken as exc:
+                behind = str(exc).startswith("timed out") and due < session_end
+                result.broken = (
+                    f"fell behind {self.budget.ms_per_item:g} ms per completion ({done} of {len(order)} scored "
+                    f"in {time.monotonic() - started:.1f} s)"
+                    if behind
+                    else str(exc)[:300]
+                )
+                return
+            done += len(batch)
 
     def _batches(self, items: Sequence[Item], order: Sequence[int]) -> list[list[int]]:
         batches: list[list[int]] = [[]]

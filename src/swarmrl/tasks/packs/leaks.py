@@ -24,9 +24,21 @@ def normalised(text: str) -> str:
 
 
 def shows(prompt: str, text: str) -> bool:
-    """Whether the normalised `text` stands in the normalised `prompt` as a whole (not inside a longer word)."""
+    """Whether the normalised `text` stands in the (normalised) `prompt` as a whole, not inside a longer word."""
     needle = normalised(text)
-    return bool(needle) and re.search(rf"(?<!\w){re.escape(needle)}(?!\w)", prompt) is not None
+    start = prompt.find(needle) if needle else -1
+    while start >= 0:
+        end = start + len(needle)
+        glued_before = start > 0 and _is_word(prompt[start - 1]) and _is_word(needle[0])
+        glued_after = end < len(prompt) and _is_word(prompt[end]) and _is_word(needle[-1])
+        if not glued_before and not glued_after:
+            return True
+        start = prompt.find(needle, start + 1)
+    return False
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def answer_in_prompt(row: PackRow, manifest: Manifest) -> bool:
