@@ -323,3 +323,22 @@ def test_the_default_caps_are_in_the_run_config():
     assert admission.limits.max_rows == 1000 and admission.verifier.memory_mb == 1024
     with pytest.raises(ValueError):
         TasksConfig.model_validate({"community": {"admission": {"limits": {"max_rowz": 5}}}})
+
+
+def test_the_docs_manifest_and_rows_parse():
+    import re
+
+    from swarmrl.tasks.packs.manifest import parse_manifest
+    from swarmrl.tasks.packs.rows import parse_rows
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "task-packs.md").read_text()
+    manifest_block, code_block = re.findall(r"```toml\n(.*?)```", page, flags=re.S)[:2]
+    text_row, code_row = re.findall(r"```json\n(.*?)```", page, flags=re.S)[0].encode().splitlines()
+    manifest = parse_manifest(manifest_block, "docs")
+    assert (manifest.label, manifest.verifier.columns) == ("sort-letters@1.0.0", ["answer"])
+    (row,) = parse_rows(text_row, manifest, LIMITS, "docs")
+    assert row.task.verification_info == {"answer": "aelpp"}
+    code = parse_manifest(code_manifest(), "code")
+    assert 'kind = "code_tests"' in code_block
+    (row,) = parse_rows(code_row, code, LIMITS, "docs")
+    assert row.tests.stdio[0].output == "3\n"

@@ -62,7 +62,7 @@ def read_pack_files(path: str | Path, limits: PackLimitsConfig) -> PackFiles:
     if path.is_dir():
         return PackFiles(str(path), _read_directory(path, limits))
     if path.name.endswith(ARCHIVE_SUFFIXES):
-        return PackFiles(str(path), _read_archive(path, limits))
+        return _read_archive(path, limits)
     if not path.exists():
         raise PackError(f"{path}: no such pack (a directory or a .tar.gz archive)")
     raise PackError(f"{path}: a pack is a directory or a .tar.gz / .tgz archive")
@@ -113,22 +113,28 @@ class _CappedReader(io.RawIOBase):
         return data
 
 
-def _read_archive(path: Path, limits: PackLimitsConfig) -> dict[str, bytes]:
-    where = str(path)
+def _read_archive(path: Path, limits: PackLimitsConfig) -> PackFiles:
     size = path.stat().st_size
     if size > limits.max_archive_bytes:
         raise PackError(
-            f"{where}: {size} bytes, over the cap of {limits.max_archive_bytes} for a pack archive"
+            f"{path}: {size} bytes, over the cap of {limits.max_archive_bytes} for a pack archive"
         )
-    raw = path.read_bytes()[: limits.max_archive_bytes + 1]
+    with path.open("rb") as handle:
+        return archive_files(handle.read(limits.max_archive_bytes + 1), str(path), limits)
+
+
+def archive_files(raw: bytes, origin: str, limits: PackLimitsConfig) -> PackFiles:
+    """The files of a .tar.gz pack held in memory (as a coordinator or validator receives one)."""
+    if len(raw) > limits.max_archive_bytes:
+        raise PackError(f"{origin}: over the cap of {limits.max_archive_bytes} bytes for a pack archive")
     reader = _CappedReader(
-        gzip.GzipFile(fileobj=io.BytesIO(raw)), limits.max_unpacked_bytes + _TAR_OVERHEAD, where
+        gzip.GzipFile(fileobj=io.BytesIO(raw)), limits.max_unpacked_bytes + _TAR_OVERHEAD, origin
     )
     try:
         with tarfile.open(fileobj=reader, mode="r|") as archive:
-            return _members(archive, where, limits)
+            return PackFiles(origin, _members(archive, origin, limits))
     except (tarfile.TarError, gzip.BadGzipFile, zlib.error, EOFError, OSError, UnicodeError) as exc:
-        raise PackError(f"{where}: not a readable .tar.gz archive ({type(exc).__name__}: {exc})") from None
+        raise PackError(f"{origin}: not a readable .tar.gz archive ({type(exc).__name__}: {exc})") from None
 
 
 def _members(archive: tarfile.TarFile, where: str, limits: PackLimitsConfig) -> dict[str, bytes]:
