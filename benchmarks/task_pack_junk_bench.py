@@ -139,7 +139,7 @@ KINDS: dict[str, Callable[[Path, Identity], Path]] = {
     "copies of held-out evals": lambda f, k: pack(
         f, k, **{"prompts.jsonl": rows(prompt=lambda i: EVALS[i % 50])}
     ),
-    "verifier fails at import": lambda f, k: pack(f, k, verifier="raise SystemExit(0)\n"),
+    "verifier fails at import": lambda f, k: pack(f, k, verifier="raise SystemExit(0)\n" + HONEST),
     "verifier raises": lambda f, k: pack(
         f, k, verifier="def reward(prompts, completions, **kw):\n    raise ValueError\n"
     ),

@@ -128,36 +128,18 @@ def test_a_code_row_leaks_when_every_case_is_shown():
     assert not answer_in_prompt(row("add(4, 5) returns the sum", calls), _code_manifest())
 
 
-def _manifest(answer_columns):
+def _manifest(answer_columns=(), task_type="math", kind="reward_function"):
     from swarmrl.tasks.packs.manifest import Manifest
 
-    return Manifest.model_validate(
-        {
-            "format": 1,
-            "name": "m",
-            "version": "1.0.0",
-            "author": "0" * 64,
-            "license": "MIT",
-            "task_type": "math",
-            "verifier": {"kind": "reward_function", "columns": ["answer"], "answer_columns": answer_columns},
-        }
-    )
+    verifier = {"kind": kind}
+    if kind == "reward_function":
+        verifier.update(columns=["answer"], answer_columns=list(answer_columns))
+    fields = {"format": 1, "name": "m", "version": "1.0.0", "author": "0" * 64, "license": "MIT"}
+    return Manifest.model_validate({**fields, "task_type": task_type, "verifier": verifier})
 
 
 def _code_manifest():
-    from swarmrl.tasks.packs.manifest import Manifest
-
-    return Manifest.model_validate(
-        {
-            "format": 1,
-            "name": "m",
-            "version": "1.0.0",
-            "author": "0" * 64,
-            "license": "MIT",
-            "task_type": "code",
-            "verifier": {"kind": "code_tests"},
-        }
-    )
+    return _manifest(task_type="code", kind="code_tests")
 
 
 PROBLEM = (
@@ -257,6 +239,7 @@ def test_the_policy_seam_measures_pass_at_k_and_the_band():
     assert solvable.figures[0].value == pytest.approx((0.5 + 0 + 1 + 5 / 6) / 4)
     useful = checks.useful(policy, (0.1, 0.8), THRESHOLDS)
     assert useful.figures[0].value == pytest.approx(2 / 4) and useful.status == "pass"  # 0.25 and 0.5 inside
+    assert useful.figures[2].value == solvable.figures[0].value
     assert checks.useful(None, (0.1, 0.8), THRESHOLDS).status == "pending"
     assert checks.solvable_by_policy(None, THRESHOLDS).status == "pending"
 

@@ -173,14 +173,23 @@ def solvable_by_policy(
             status="pending",
             summary="no reference solutions: needs the run's policy pass@k on the rows (leased rollouts)",
         )
-    values = [pass_at_k(n, c, min(policy.k, n)) for n, c in policy.samples.values() if n >= 1]
-    mean = sum(values) / len(values) if values else 0.0
     figures = [
-        Figure(name=f"policy pass@{policy.k}", value=mean, limit=thresholds.min_policy_pass_at_k, bound="min")
+        Figure(
+            name=f"policy pass@{policy.k}",
+            value=_mean_pass_at_k(policy),
+            limit=thresholds.min_policy_pass_at_k,
+            bound="min",
+        )
     ]
     return CheckResult.from_figures(
-        "solvable", f"the policy's pass@{policy.k} over {len(values)} rows", figures
+        "solvable", f"the policy's pass@{policy.k} over {len(policy.samples)} rows", figures
     )
+
+
+def _mean_pass_at_k(policy: PolicyMeasurement) -> float:
+    """Mean over the rows sampled of the unbiased pass@k (k capped at a row's samples)."""
+    values = [pass_at_k(n, c, min(policy.k, n)) for n, c in policy.samples.values() if n >= 1]
+    return sum(values) / len(values) if values else 0.0
 
 
 def hackable(run: VerifierRun, thresholds: AdmissionThresholdsConfig) -> CheckResult:
@@ -223,6 +232,7 @@ def useful(
             bound="min",
         ),
         Figure(name="mean solve rate", value=sum(rates) / len(rates) if rates else 0.0),
+        Figure(name=f"policy pass@{policy.k}", value=_mean_pass_at_k(policy)),
     ]
     return CheckResult.from_figures(
         "useful", f"{inside} of {len(rates)} measured rows inside the band", figures
