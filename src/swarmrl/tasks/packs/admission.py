@@ -28,6 +28,7 @@ from swarmrl.tasks.packs.judging import (
     CodeTestsJudge,
     Item,
     Judge,
+    PassResult,
     RewardFunctionJudge,
     disagreements,
     judge_twice,
@@ -155,18 +156,20 @@ def _run_verifier(
 ) -> VerifierRun:
     plan = sandbox_plan(context.code)
     judge: Judge
+    passes: list[PassResult] = []
     if pack.manifest.verifier.kind == "code_tests":
         judge = CodeTestsJudge(pack, context.code, context.extraction, plan)
     else:
         judge = RewardFunctionJudge(pack, context.config.verifier, plan)
         probe = items[: context.config.verifier.probe_items]
-        result = judge.run_pass(probe, range(len(probe)), deadline)
-        if result.failures:
+        passes.append(judge.run_pass(probe, range(len(probe)), deadline))
+        if passes[0].failures:
+            result = passes[0]
             return VerifierRun(
                 probe, result.outcomes, 0, result.slowest_call_seconds, result.slowest_call_items, 1
             )
     first, second = judge_twice(judge, items, f"{pack.digest}:{context.salt}/order", deadline)
-    slowest = max((first, second), key=lambda result: result.slowest_call_seconds)
+    slowest = max((*passes, first, second), key=lambda result: result.slowest_call_seconds)
     return VerifierRun(
         items,
         merged(first, second),
