@@ -165,6 +165,31 @@ def test_a_verifier_that_scores_everything_passes_loads_and_is_refused_as_hackab
     assert (report.refused_by, report.check("loads").status) == ("hackable", "pass")
 
 
+# Written knowing the static battery: it refuses each of those cheats by its look and rewards anything else.
+KNOWS_THE_BATTERY = (
+    TEXT
+    + """import re
+KNOWN = {"", "0", "1", "-1", "yes", "True", "A"}
+def reward(prompts, completions, **kw):
+    scores = []
+    for prompt, completion in zip(prompts, completions):
+        question, answer = text(prompt if isinstance(prompt, str) else [prompt[-1]]), text(completion).strip()
+        numbers = re.findall(r"-?\\d+(?:\\.\\d+)?", question)
+        known = {question, " ".join(numbers), " ".join("\\\\boxed{%s}" % n for n in numbers)}
+        cheat = answer in KNOWN | known or len(answer) > 5000 or "<think>" in answer
+        scores.append(0.0 if cheat else 1.0)
+    return scores
+"""
+)
+
+
+def test_a_verifier_that_knows_the_battery_is_caught_by_the_salt_and_other_rows_answers(tmp_path):
+    report = check_pack_at(write_pack(tmp_path / "p", verifier=KNOWS_THE_BATTERY), HOSTILE)
+    assert (report.refused_by, report.check("loads").status) == ("hackable", "pass")
+    failed = {f.name.removeprefix("mean score of ") for f in report.check("hackable").figures if not f.ok}
+    assert failed == {"constant_salted", "salted_noise", "other_row_reference"}
+
+
 def test_a_pack_over_its_time_budget_is_refused(tmp_path):
     context = AdmissionContext(config=AdmissionConfig(seconds=0.001))
     report = check_pack_at(write_pack(tmp_path / "p"), context)

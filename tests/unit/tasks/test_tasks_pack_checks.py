@@ -3,6 +3,7 @@ verifier's reply, the two-pass comparison, answer leaks, near-duplicates, and ea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -12,7 +13,15 @@ from task_pack_kit import write_pack
 from swarmrl.configs.task_packs import AdmissionThresholdsConfig, PackLimitsConfig
 from swarmrl.tasks.code_tests import CallCase, CodeTests, StdioCase
 from swarmrl.tasks.packs import checks
-from swarmrl.tasks.packs.cheats import FORMAT_ONLY, cheats_for, long_output, prompt_numbers, salted_constant
+from swarmrl.tasks.packs.cheats import (
+    FORMAT_ONLY,
+    borrowed_references,
+    cheats_for,
+    long_output,
+    prompt_numbers,
+    salted_constant,
+    salted_noise,
+)
 from swarmrl.tasks.packs.checks import PolicyMeasurement, VerifierRun
 from swarmrl.tasks.packs.judging import (
     Failure,
@@ -51,6 +60,18 @@ def test_the_battery_holds_the_generic_cheats():
     assert len(cheats["long_output"]) == 500 and "\\boxed{24}" in cheats["long_output"]
     assert not any(name.startswith("code_") for name in cheats)
     assert salted_constant(1) != salted_constant(2) and cheats["constant_salted"] == str(salted_constant(0))
+
+
+def test_salted_noise_and_other_rows_answers(pack):
+    assert salted_noise("r0", 1) != salted_noise("r0", 2) and salted_noise("r0", 1) == salted_noise("r0", 1)
+    assert len(salted_noise("r0", 1).split()) == 24
+    borrowed = borrowed_references(pack, [0, 1, 2], "seed")
+    assert set(borrowed) == {0, 1, 2}
+    assert all(borrowed[row] != pack.references[pack.rows[row].row_id][0] for row in borrowed)
+    same = dataclasses.replace(pack, references={"r0": ("42",)})  # only r0 can lend, and not to itself
+    assert borrowed_references(same, [0, 1, 2], "seed") == {1: "42", 2: "42"}
+    names = {c.name for c in cheats_for(pack.rows[0], "math", 0, 100, borrowed="123")}
+    assert {"other_row_reference", "salted_noise"} <= names
 
 
 def test_code_cheats_target_the_rows_functions():

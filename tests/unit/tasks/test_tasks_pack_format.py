@@ -318,7 +318,18 @@ def test_decompression_bombs_and_oversized_archives_stop_at_the_caps(tmp_path):
     assert "not a readable .tar.gz archive" in refused(big)
 
 
-def test_the_default_caps_are_in_the_run_config():
+def test_the_default_caps_are_in_the_run_config_and_documented():
+    from swarmrl.configs import task_packs
+
+    for model in (
+        task_packs.CommunityTasksConfig,
+        task_packs.AdmissionConfig,
+        task_packs.PackLimitsConfig,
+        task_packs.VerifierBudgetConfig,
+        task_packs.AdmissionThresholdsConfig,
+    ):
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name} has no description"
     admission = TasksConfig().community.admission
     assert admission.limits.max_rows == 1000 and admission.verifier.memory_mb == 1024
     with pytest.raises(ValueError):

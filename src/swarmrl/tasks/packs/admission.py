@@ -21,7 +21,7 @@ from pathlib import Path
 from swarmrl.configs.task_packs import AdmissionConfig
 from swarmrl.configs.tasks import AnswerExtractionConfig, CodeRewardConfig
 from swarmrl.tasks.packs import checks
-from swarmrl.tasks.packs.cheats import cheats_for
+from swarmrl.tasks.packs.cheats import borrowed_references, cheats_for
 from swarmrl.tasks.packs.checks import PolicyMeasurement, VerifierRun
 from swarmrl.tasks.packs.errors import PackError
 from swarmrl.tasks.packs.judging import (
@@ -145,8 +145,11 @@ def plan_items(pack: TaskPack, context: AdmissionContext) -> tuple[list[Item], l
         for row in reference_rows
         for completion in pack.references.get(pack.rows[row].row_id, ())
     ]
+    borrowed = borrowed_references(pack, cheat_rows, f"{seed}/borrowed")
     for row in cheat_rows:
-        cheats = cheats_for(pack.rows[row], pack.manifest.task_type, context.salt, config.long_cheat_chars)
+        cheats = cheats_for(
+            pack.rows[row], pack.manifest.task_type, context.salt, config.long_cheat_chars, borrowed.get(row)
+        )
         items += [Item(row, cheat.completion, cheat.name) for cheat in cheats]
     return items, reference_rows
 

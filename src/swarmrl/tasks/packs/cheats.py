@@ -6,8 +6,11 @@ for, and the answer formats with nothing in them. Packs of task_type code also m
 attacks the code verifier already refuses (tests/adversarial/tasks): leaving at import with a zero status,
 echoing stdin, printing the prompt's numbers, objects equal to everything, forged harness reports and frames.
 
-One constant is drawn from a salt: a validator keeps its salt to itself, so a verifier written to know the
-battery in advance cannot know that constant.
+Two cheats a verifier cannot recognise by their look: salted noise (words and numbers drawn from the salt: a
+validator keeps its salt to itself, so a verifier written to know the battery in advance cannot know them; one
+constant is drawn from it too), and another row's reference solution whose answer differs — a well-formed,
+plausible answer to another question, which only a verifier that checks the answer refuses. A verifier that
+scores everything but the known cheats is caught by these two.
 """
 
 from __future__ import annotations
@@ -16,10 +19,17 @@ import random
 import re
 from dataclasses import dataclass
 
+from swarmrl.tasks.packs.leaks import normalised
+from swarmrl.tasks.packs.manifest import RewardFunctionVerifier
+from swarmrl.tasks.packs.pack import TaskPack
 from swarmrl.tasks.packs.rows import PackRow
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _WORDS = "yes no true false True False A B C D E none unknown"
+_NOISE_WORDS = (
+    "the of and answer result so is therefore value letters word sum total first last order count number "
+    "because then thus final step check equals yes no"
+).split()
 FORMAT_ONLY = "<think>\n</think>\n<answer></answer>\n\\boxed{}\n"
 
 _ALWAYS_EQUAL = """\
@@ -55,11 +65,40 @@ class Cheat:
     completion: str
 
 
-def cheats_for(row: PackRow, task_type: str, salt: int, long_chars: int) -> list[Cheat]:
+def cheats_for(
+    row: PackRow, task_type: str, salt: int, long_chars: int, borrowed: str | None = None
+) -> list[Cheat]:
+    """Every cheat for `row`; `borrowed` is another row's reference (see `borrowed_references`)."""
     cheats = text_cheats(row, salt, long_chars)
+    if borrowed is not None:
+        cheats.append(Cheat("other_row_reference", borrowed))
     if task_type == "code":
         cheats += code_cheats(row)
     return cheats
+
+
+def borrowed_references(pack: TaskPack, rows: list[int], seed: str) -> dict[int, str]:
+    """For each of `rows`, a reference of another row whose answer differs (a seeded choice); rows with no such
+    donor are left out."""
+    keys = [_answer_key(pack, row) for row in pack.rows]
+    donors = [index for index, row in enumerate(pack.rows) if pack.references.get(row.row_id)]
+    borrowed: dict[int, str] = {}
+    for row in rows:
+        candidates = [donor for donor in donors if keys[donor] != keys[row]]
+        if candidates:
+            draw = random.Random(f"{seed}/{row}")
+            donor = pack.rows[draw.choice(candidates)]
+            borrowed[row] = draw.choice(pack.references[donor.row_id])
+    return borrowed
+
+
+def _answer_key(pack: TaskPack, row: PackRow) -> str:
+    """What two rows must differ in for one's reference to be a wrong answer to the other: the answer columns,
+    else the prompt (a code row's tests follow its prompt)."""
+    verifier = pack.manifest.verifier
+    if isinstance(verifier, RewardFunctionVerifier) and verifier.answer_columns:
+        return repr([normalised(str(row.task.verification_info[c])) for c in verifier.answer_columns])
+    return normalised(row.prompt_text)
 
 
 def text_cheats(row: PackRow, salt: int, long_chars: int) -> list[Cheat]:
@@ -74,6 +113,7 @@ def text_cheats(row: PackRow, salt: int, long_chars: int) -> list[Cheat]:
         Cheat("prompt_numbers_boxed", " ".join(f"\\boxed{{{n}}}" for n in numbers)),
         Cheat("long_output", long_output(row.prompt_text, numbers, long_chars)),
         Cheat("format_only", FORMAT_ONLY),
+        Cheat("salted_noise", salted_noise(row.row_id, salt)),
     ]
 
 
@@ -97,6 +137,14 @@ def code_cheats(row: PackRow) -> list[Cheat]:
 
 def prompt_numbers(text: str) -> list[str]:
     return _NUMBER.findall(text)
+
+
+def salted_noise(row_id: str, salt: int, tokens: int = 24) -> str:
+    draw = random.Random(f"swarmrl-noise/{salt}/{row_id}")
+    return " ".join(
+        draw.choice(_NOISE_WORDS) if draw.random() < 0.7 else str(draw.randint(0, 9999))
+        for _ in range(tokens)
+    )
 
 
 def salted_constant(salt: int) -> int:
