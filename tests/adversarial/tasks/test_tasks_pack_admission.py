@@ -115,9 +115,9 @@ HOSTILE_VERIFIERS = {
         "def reward(prompts, completions, **kw):\n    return [hash('swarm') % 1000 / 1000 for c in completions]\n",
         "judged",
     ),
-    "slow_calls": (
-        "import time\ndef reward(prompts, completions, **kw):\n    time.sleep(0.6)\n    return [0.0] * len(completions)\n",
-        "",
+    "slow_calls": (  # each call longer than the pace allows a batch: the probe falls behind at its first
+        "import time\ndef reward(prompts, completions, **kw):\n    time.sleep(1.5)\n    return [0.0] * len(completions)\n",
+        "fell behind",
     ),
     "memory_hog": (
         "def reward(prompts, completions, **kw):\n    x = bytearray(3 << 30)\n    return [0.0]\n",

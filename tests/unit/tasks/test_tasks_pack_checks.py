@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from task_pack_kit import write_pack
 
-from swarmrl.configs.task_packs import AdmissionThresholdsConfig, PackLimitsConfig
+from swarmrl.configs.task_packs import AdmissionThresholdsConfig, PackLimitsConfig, VerifierBudgetConfig
 from swarmrl.tasks.code_tests import CallCase, CodeTests, StdioCase
 from swarmrl.tasks.packs import checks
 from swarmrl.tasks.packs.cheats import (
@@ -239,6 +239,23 @@ def test_hackable_is_the_mean_score_of_each_cheat(pack):
         ("mean score of constant_1", 0.5, False),
         ("mean score of empty", 0.0, True),
     ]
+
+
+def test_loads_takes_the_verifiers_figures(pack):
+    static = checks.loads_static(pack, PackLimitsConfig())
+    items = [Item(0, "42", "reference"), Item(1, "", "empty")]
+    budget = VerifierBudgetConfig(max_call_seconds=5.0)
+    slow = checks.with_verifier(static, pack, VerifierRun(items, [1.0, 0.0], 0, 6.5, 64, 2), budget)
+    assert slow.status == "fail"
+    assert [(f.name, f.ok) for f in slow.figures if not f.ok] == [("slowest call (s)", False)]
+    differing = checks.with_verifier(
+        static, pack, VerifierRun(items, [1.0, Failure("judged 0.0 then 1.0")], 1, 0.1, 2, 2), budget
+    )
+    assert {f.name: f.value for f in differing.figures if not f.ok} == {
+        "share of completions scored, alike in every pass": 0.5,
+        "completions judged differently": 1,
+    }
+    assert differing.details == {"failed": ["row r1 (empty): judged 0.0 then 1.0"]}
 
 
 def test_solvable_counts_rows_a_reference_passes(pack):
