@@ -150,11 +150,17 @@ COMMANDS = {
         one("swarmrl.diloco.cli", "diloco_replica"),
     ),
     "tasks": Command(
-        "Inspect and filter task sources.",
+        "Inspect and filter task sources; check, sign and archive community task packs.",
         group(
             "swarmrl.tasks.cli",
-            "Inspect and filter task sources.",
-            {"preview": "preview_generator", "filter-band": "filter_band"},
+            "Inspect and filter task sources; check, sign and archive community task packs.",
+            {
+                "preview": "preview_generator",
+                "filter-band": "filter_band",
+                "check": "check_pack",
+                "sign": "sign_pack",
+                "pack": "archive_pack",
+            },
         ),
     ),
 }

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from swarmrl.configs.task_packs import CommunityTasksConfig
+
 TARGET_SHORT = [1000, 2000, 3000, 4000, 5000]
 # Columns that hold a task's solve rate: ours (`swarmrl filter`), then INTELLECT-2-RL-Dataset's.
 SOLVE_RATE_FIELDS = ("solve_rate", "solve_rate_qwen_r1_distill_7b")
@@ -295,6 +297,11 @@ class TasksConfig(_Strict):
         description="sha256 of each reward function's module source, recorded when the run is prepared "
         "(`swarmrl rl`, `sft`, `demo` or `--dry-run`) and written to the run's config.json: a trainer or "
         "validator whose module differs refuses to judge. Leave it out of a TOML you write.",
+    )
+    community: CommunityTasksConfig = Field(
+        default_factory=CommunityTasksConfig,
+        description="Task packs contributed by anyone: the caps, verifier budgets and thresholds of their "
+        "admission (`swarmrl tasks check`; docs/task-packs.md).",
     )
 
     @model_validator(mode="after")

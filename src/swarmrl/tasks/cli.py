@@ -1,4 +1,5 @@
-"""Task commands: band-filter a dataset by solve rate, preview a reasoning-gym generator."""
+"""Task commands: band-filter a dataset by solve rate, preview a reasoning-gym generator; task packs' commands
+live in `tasks/packs/cli.py`."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import typer
 from swarmrl.configs.tasks import DatasetSourceConfig, ReasoningGymSourceConfig
 from swarmrl.tasks.dataset_source import load_dataset_tasks, write_tasks_jsonl
 from swarmrl.tasks.errors import TaskError
+from swarmrl.tasks.packs.cli import archive_pack, check_pack, sign_pack
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymSource
 from swarmrl.tasks.registry import filter_by_solve_rate
 from swarmrl.tasks.task import ListTaskSource
+
+__all__ = ["archive_pack", "check_pack", "filter_band", "preview_generator", "sign_pack"]
 
 
 def filter_band(
