@@ -54,6 +54,7 @@ from swarmrl.tasks.sandbox_bwrap import (
     package_entries,
 )
 from swarmrl.tasks.sandbox_cgroup import SandboxCgroup, cgroup_parents
+from swarmrl.tasks.sandbox_invoke import OPS, MalformedReply, Reply, parse_reply
 from swarmrl.tasks.sandbox_seccomp import seccomp_bpf
 
 logger = logging.getLogger(__name__)
@@ -196,6 +197,20 @@ class SandboxSession:
         if len(reply) == 3 and reply[0] == "raised" and type(reply[1]) is str and type(reply[2]) is str:
             return reply
         raise SessionBroken(_failure(reply, f"calling {name}"))
+
+    def invoke(
+        self, op: str, target: str | int | None, name: str | None = None, args: tuple = (), kwargs=None
+    ) -> Reply:
+        """One operation on the solution (`sandbox_calls`): call a global or a held object, call a method,
+        read an attribute, apply a builtin, list the solution's names. Arguments may hold `sandbox_wire.Ref`s
+        to held objects. SessionBroken when the sandbox fails, or says the operation cannot be done."""
+        if op not in OPS:
+            raise ValueError(f"unknown operation {op!r}")
+        reply = self.request(("invoke", op, target, name, tuple(args), dict(kwargs or {})))
+        try:
+            return parse_reply(reply)
+        except MalformedReply as exc:
+            raise SessionBroken(f"{op} {target!r}: {exc}") from None
 
     def request(self, message: tuple) -> tuple:
         if self._failed is not None:  # replies may be out of step now: the session stays broken

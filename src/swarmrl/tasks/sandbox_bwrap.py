@@ -29,7 +29,7 @@ from pathlib import Path
 
 from swarmrl.tasks.errors import SandboxError
 
-SCRIPTS = ("sandbox_child.py", "sandbox_wire.py")
+SCRIPTS = ("sandbox_child.py", "sandbox_wire.py", "sandbox_rich.py", "sandbox_calls.py")
 HERE = Path(__file__).resolve().parent
 SANDBOX_DIR = "/sandbox"
 SITE_DIR = "/sandbox/site"
