@@ -89,7 +89,7 @@ def parse_code_tests(task: Task) -> CodeTests:
     unknown = sorted(set(info) - KNOWN_FIELDS)
     if unknown:
         raise TaskError(
-            f"task {task_id}: verification_info field {unknown[0]!r} is not known to the code reward "
+            f"task {task_id}: field 'verification_info.{unknown[0]}' is not known to the code reward "
             "(docs/datasets.md lists the fields)"
         )
     language = info.get("language", "python")
@@ -202,8 +202,9 @@ def _settings(info: dict[str, Any], task_id: str, has_cases: bool) -> CheckerSet
     ):
         raise TaskError(f"task {task_id}: float_tolerance must be a number >= 0, got {tolerance!r}")
     case_sensitive = info.get("case_sensitive", True)
-    if not isinstance(case_sensitive, bool):
-        raise TaskError(f"task {task_id}: case_sensitive must be true or false")
+    for name in ("case_sensitive", "accept_unclosed_think"):
+        if not isinstance(info.get(name, True), bool):
+            raise TaskError(f"task {task_id}: {name} must be true or false")
     checker = _optional_code(info, "checker", task_id)
     if checker is not None:
         if not has_cases:
