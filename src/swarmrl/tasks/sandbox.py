@@ -2,9 +2,10 @@
 
 Isolation (`CodeRewardConfig.isolation`):
 - `bwrap` — the OS boundary, bubblewrap: a read-only root holding only /usr (and the /lib*, /bin links), the
-  dynamic linker cache, the base interpreter's prefix (its site-packages masked), the configured allowed
-  packages and the two sandbox scripts, laid out by `sandbox_bwrap` so that nothing there (mount table,
-  pid 1's command line, compiled files) names the venv or the project; a fresh /proc and minimal /dev; a private size-capped tmpfs /tmp (the
+  dynamic linker cache, a staged copy of the interpreter (at /opt/python, no site-packages), the configured
+  allowed packages and the sandbox scripts, laid out by `sandbox_bwrap` so that nothing there (mount table,
+  pid 1's command line, environment, compiled files, sys.prefix) names the host's install, the venv or the
+  project; a fresh /proc and minimal /dev; a private size-capped tmpfs /tmp (the
   work dir); new pid, ipc, uts, net (no network, not even the host's loopback) and cgroup namespaces; a new
   session (no terminal injection); killed with its parent; no inherited fds; a cleared environment; no
   capabilities; a seccomp filter (`sandbox_seccomp`). Run by root, bwrap keeps its privileged mode and
@@ -44,18 +45,11 @@ from prometheus_client import Gauge
 from swarmrl.configs.tasks import CodeRewardConfig
 from swarmrl.tasks import sandbox_cgroup, sandbox_wire
 from swarmrl.tasks.errors import SandboxError
-from swarmrl.tasks.sandbox_bwrap import (
-    ENV,
-    HERE,
-    SCRIPTS,
-    SERVER_MAIN,
-    WORKDIR,
-    bwrap_layout,
-    package_entries,
-)
+from swarmrl.tasks.sandbox_bwrap import ENV, HERE, SCRIPTS, SERVER_MAIN, WORKDIR, bwrap_layout
 from swarmrl.tasks.sandbox_cgroup import SandboxCgroup, cgroup_parents
 from swarmrl.tasks.sandbox_invoke import OPS, MalformedReply, Reply, parse_reply
 from swarmrl.tasks.sandbox_seccomp import seccomp_bpf
+from swarmrl.tasks.sandbox_stage import package_entries
 
 logger = logging.getLogger(__name__)
 
@@ -558,7 +552,7 @@ def _bwrap_plan(allowed: tuple[str, ...]) -> SandboxPlan:
     cgroups = cgroup_parents()
     return SandboxPlan(
         mode="bwrap",
-        command=(os.path.realpath(sys.executable), "-I", "-S", "-B", "-X", "utf8", "-c", SERVER_MAIN),
+        command=(layout.interpreter, "-I", "-S", "-B", "-X", "utf8", "-c", SERVER_MAIN),
         bwrap_args=layout.args,
         files=layout.files,
         import_paths=layout.import_paths,
