@@ -5,15 +5,17 @@ Two request forms, answered in order by the one solution process of a session:
     ("call", name, args, kwargs)
         -> ("returned", value) | ("raised", type_name, message) | ("failed", why)
     ("invoke", op, target, name, args, kwargs)
-        -> ("value", value, printed) | ("items", [value...], printed)
-         | ("object", [id, type_name, [method names]], printed)
-         | ("raised", [type_name, message, [builtin base names]], printed) | ("failed", why)
+        -> ("value", value, printed, mutated) | ("items", [value...], printed, mutated)
+         | ("object", [id, type_name, [method names]], printed, mutated)
+         | ("raised", [type_name, message, [builtin base names]], printed, mutated) | ("failed", why)
 
 `invoke` ops: "call" (the target, a global name or an object id, called), "method" (the target's attribute
 `name` called), "getattr" (the target's attribute `name`, or the global itself when `name` is null),
 "builtin" (`name` one of len, iter, next, str, repr, contains, getitem, setitem, delitem, applied to the
 object and the arguments) and "names" (what the solution's module defines: functions, classes with their
-methods and builtin exception bases, other values). `printed` is what the solution wrote to stdout meanwhile.
+methods and builtin exception bases, other values). `printed` is what the solution wrote to stdout meanwhile;
+`mutated` holds [position or keyword, value after the call] for every argument that is a list, dict or set,
+so that the caller's own object can be brought to the same state, as in-process it would be.
 
 A name the solution does not define at module level is looked up as a method of its classes, `Solution`
 first, on one instance made without arguments (LeetCode's layout, as LiveCodeBench's harness does it).
@@ -45,6 +47,11 @@ _BUILTINS = {
     "delitem": operator.delitem,
 }
 _MISSING = object()
+_MUTABLE = (list, dict, set)
+
+
+class CannotAnswer(Exception):  # noqa: N818 — a reply, not an error of this process
+    """The request names nothing the solution has, or its result cannot be sent: a "failed" reply."""
 
 
 class Printed(io.TextIOBase):
@@ -93,7 +100,7 @@ class Calls:
         """The original call form: plain values only, exceptions by name."""
         try:
             function = self.named(name)
-        except LookupError as exc:
+        except CannotAnswer as exc:
             return ("failed", str(exc))
         except BaseException as exc:  # noqa: BLE001 — making the Solution instance raised
             return ("raised", type(exc).__name__, safe_str(exc))
@@ -113,13 +120,13 @@ class Calls:
                 args, kwargs = self.resolved(args), self.resolved(kwargs)
                 value, handles = self.perform(op, target, name, args, kwargs)
                 reply = self.result(value, handles)
-            except LookupError as exc:
+            except CannotAnswer as exc:
                 return ("failed", str(exc))
             except BaseException as exc:  # noqa: BLE001 — the solution raised: reported with its type
                 reply = ("raised", [type(exc).__name__, safe_str(exc), builtin_bases(type(exc))])
         finally:
             sys.stdout = saved
-        return (*reply, printed.text())
+        return (*reply, printed.text(), mutated_arguments(args, kwargs))
 
     def perform(self, op, target, name, args, kwargs):
         """(result, whether an object id may stand for it)."""
@@ -128,7 +135,7 @@ class Calls:
         subject = self.subject(target)
         if op == "call":
             if not callable(subject):
-                raise LookupError(f"{describe_target(target)} is not callable")
+                raise CannotAnswer(f"{describe_target(target)} is not callable")
             function_result = isinstance(target, str) and not isinstance(subject, type)
             return subject(*args, **kwargs), not function_result
         if op == "method":
@@ -137,14 +144,14 @@ class Calls:
             return (subject if name is None else getattr(subject, name)), True
         if op == "builtin" and name in _BUILTINS and not isinstance(target, str):
             return _BUILTINS[name](subject, *args), True
-        raise LookupError(f"unknown operation {op!r}")
+        raise CannotAnswer(f"unknown operation {op!r}")
 
     def subject(self, target):
         if isinstance(target, str):
             return self.named(target)
         if type(target) is int and target in self.objects:
             return self.objects[target]
-        raise LookupError(f"the sandbox holds no object {target!r}")
+        raise CannotAnswer(f"the sandbox holds no object {target!r}")
 
     def named(self, name):
         """A global of the solution, else a method of its classes (LeetCode's `class Solution`)."""
@@ -157,7 +164,7 @@ class Calls:
         for class_name, candidate in list(self.namespace.items()):
             if isinstance(candidate, type) and candidate.__module__ == "solution" and name in vars(candidate):
                 return getattr(self.instance(class_name, candidate), name)
-        raise LookupError(f"the solution defines no function {name!r}")
+        raise CannotAnswer(f"the solution defines no function {name!r}")
 
     def instance(self, class_name, cls):
         if class_name not in self.instances:
@@ -173,7 +180,7 @@ class Calls:
             items = []
             for item in value:
                 if len(items) == MAX_ITEMS:
-                    raise LookupError(f"the iterator yielded more than {MAX_ITEMS} items")
+                    raise CannotAnswer(f"the iterator yielded more than {MAX_ITEMS} items")
                 items.append(item)
             return ("items", items)
         return ("value", value)
@@ -213,6 +220,19 @@ class Calls:
         if kind is dict:
             return {key: self.resolved(item) for key, item in value.items()}
         return value
+
+
+def mutated_arguments(args, kwargs):
+    """[position or keyword, value] of each list, dict or set argument that can be sent."""
+    found = []
+    for key, value in [*enumerate(args), *kwargs.items()]:
+        if type(value) in _MUTABLE:
+            try:
+                sandbox_wire.encode(value)
+            except BaseException:  # noqa: BLE001, S112 — it holds objects: the caller's copy stays as it was
+                continue
+            found.append([key, value])
+    return found
 
 
 def needs_handle(value):

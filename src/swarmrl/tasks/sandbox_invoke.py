@@ -42,6 +42,8 @@ class Reply:
     ref: ObjectRef | None = None
     raised: Raised | None = None
     printed: str = field(default="", repr=False)
+    # (position or keyword, value after the call) of the list, dict and set arguments
+    mutated: tuple[tuple[int | str, Any], ...] = field(default=(), repr=False)
 
 
 class MalformedReply(ValueError):
@@ -51,19 +53,31 @@ class MalformedReply(ValueError):
 def parse_reply(reply: tuple) -> Reply:
     if len(reply) == 2 and reply[0] == "failed" and type(reply[1]) is str:
         raise MalformedReply(reply[1][:_MAX_MESSAGE])
-    if len(reply) != 3 or type(reply[2]) is not str:
+    if len(reply) != 4 or type(reply[2]) is not str or not _is_mutated(reply[3]):
         raise MalformedReply("malformed reply")
-    kind, payload, printed = reply
+    kind, payload, printed, changed = reply
+    mutated = tuple((key, value) for key, value in changed)
     if kind == "value":
-        return Reply("value", payload, printed=printed)
+        return Reply("value", payload, printed=printed, mutated=mutated)
     if kind == "items" and type(payload) is list:
-        return Reply("items", payload, printed=printed)
+        return Reply("items", payload, printed=printed, mutated=mutated)
     if kind == "object" and _is_object(payload):
-        return Reply("object", ref=ObjectRef(payload[0], payload[1], tuple(payload[2])), printed=printed)
+        ref = ObjectRef(payload[0], payload[1], tuple(payload[2]))
+        return Reply("object", ref=ref, printed=printed, mutated=mutated)
     if kind == "raised" and _is_raised(payload):
         raised = Raised(payload[0], payload[1][:_MAX_MESSAGE], tuple(payload[2]))
-        return Reply("raised", raised=raised, printed=printed)
+        return Reply("raised", raised=raised, printed=printed, mutated=mutated)
     raise MalformedReply(f"malformed {str(kind)[:20]} reply")
+
+
+def _is_mutated(value: Any) -> bool:
+    return type(value) is list and all(
+        type(pair) is list
+        and len(pair) == 2
+        and (type(pair[0]) is int or type(pair[0]) is str)
+        and type(pair[1]) in (list, dict, set)
+        for pair in value
+    )
 
 
 def _names(value: Any) -> bool:

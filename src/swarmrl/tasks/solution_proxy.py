@@ -86,8 +86,14 @@ class Remote:
         return SolutionModule(name, self)
 
     def invoke(self, op: str, target: str | int | None, name: str | None = None, args=(), kwargs=None) -> Any:
-        """The trusted value of one operation; raises the solution's exception as its mirror."""
+        """The trusted value of one operation; raises the solution's exception as its mirror. A list, dict or
+        set argument the solution changed in place is changed the same way here, so that the test reads
+        the caller's object after the call as it would in-process."""
         reply = self._reply(op, target, name, args, kwargs)
+        for key, after in reply.mutated:
+            passed = (kwargs or {}).get(key) if isinstance(key, str) else args[key] if key < len(args) else None
+            if type(passed) is type(after):
+                bring_to(passed, after)
         if reply.kind == "raised":
             self.ledger.raised_calls += 1
             raise self.exception(reply.raised)
@@ -291,6 +297,32 @@ class SolutionModule(types.ModuleType):
         if name.startswith("__"):
             raise AttributeError(name)
         return self._swarmrl_remote.global_stand_in(name)
+
+
+def bring_to(mine: Any, after: Any) -> None:
+    """Make the list, dict or set `mine` equal to `after` in place, keeping the nested lists, dicts and sets
+    that stay where they were (a test holding `row = grid[0]` sees the row change)."""
+    if isinstance(mine, list):
+        if len(mine) != len(after):
+            mine[:] = after
+            return
+        for index, (old, new) in enumerate(zip(mine, after, strict=True)):
+            if type(old) is type(new) and type(old) in (list, dict, set):
+                bring_to(old, new)
+            elif old is not new:
+                mine[index] = new
+    elif isinstance(mine, dict):
+        for key in [key for key in mine if key not in after]:
+            del mine[key]
+        for key, new in after.items():
+            old = mine.get(key)
+            if type(old) is type(new) and type(old) in (list, dict, set):
+                bring_to(old, new)
+            else:
+                mine[key] = new
+    else:
+        mine.clear()
+        mine.update(after)
 
 
 def _refs(value: Any) -> Any:
