@@ -40,6 +40,9 @@ PASS_THROUGH = frozenset(
 )
 
 
+_TEST_MODULES = frozenset({"pytest", "numpy", "np", "solution"})
+
+
 class CandidateError(Exception):
     """The solution raised an exception that has no trusted counterpart (not derived from a builtin one)."""
 
@@ -60,8 +63,23 @@ class Remote:
         """What the solution's module defines: {name: [kind, ...]} (see `sandbox_calls`)."""
         if self._names is None:
             listed = self.invoke("names", None)
-            self._names = listed if type(listed) is dict else {}
+            entries = listed.items() if type(listed) is dict else ()
+            self._names = {name: entry for name, entry in entries if _well_formed(name, entry)}
         return self._names
+
+    def star_names(self) -> list[str]:
+        """What `from solution import *` binds: the solution's functions, classes and values, never a name
+        that would shadow a builtin or a module the tests import (a solution's `sorted` or `math` stays out
+        of the test's namespace, as issue 33 has it)."""
+        return [
+            name
+            for name, entry in self.names().items()
+            if not name.startswith("_")
+            and entry[0] != "module"
+            and name not in vars(builtins)
+            and name not in sys.stdlib_module_names
+            and name not in _TEST_MODULES
+        ]
 
     def function(self, name: str) -> Candidate:
         if name not in self._functions:
@@ -293,10 +311,24 @@ class SolutionModule(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         if name == "__all__":  # `from solution import *`
-            return [n for n in self._swarmrl_remote.names() if not n.startswith("_")]
+            return self._swarmrl_remote.star_names()
         if name.startswith("__"):
             raise AttributeError(name)
         return self._swarmrl_remote.global_stand_in(name)
+
+
+def _well_formed(name: Any, entry: Any) -> bool:
+    """An entry of the sandbox's "names" reply: ["function"], ["module"], ["value"] or
+    ["class", [method names], [builtin exception bases]]."""
+    if type(name) is not str or not name.isidentifier() or type(entry) is not list or not entry:
+        return False
+    if entry[0] in ("function", "module", "value"):
+        return len(entry) == 1
+    return (
+        entry[0] == "class"
+        and len(entry) == 3
+        and all(type(part) is list and all(type(item) is str for item in part) for part in entry[1:])
+    )
 
 
 def bring_to(mine: Any, after: Any) -> None:

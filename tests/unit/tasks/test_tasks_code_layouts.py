@@ -173,3 +173,19 @@ def test_settings_are_checked_at_parse():
     with pytest.raises(TaskError, match="must define check"):
         parse_code_tests(Task("t", "p", "code", {**cases, "checker": "def judge(i, o, e):\n    return 1\n"}))
     assert json.dumps(cases)
+
+
+def test_dry_run_names_the_row_and_field_of_a_test_format_it_cannot_run(tmp_path):
+    from swarmrl.configs.run import load_config
+    from swarmrl.launch.preflight import preflight
+
+    rows = [
+        MBPP_FULL,
+        {**LCB_STDIN, "public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "interactive"}])},
+    ]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    config = load_config(None, [f"tasks.sources=[{{type='dataset', name='mine', path='{path}'}}]"])
+    report = preflight(config)
+    failed = [check for check in report.checks if not check.ok and check.name == "tasks mine"]
+    assert len(failed) == 1 and "row 1: unknown testtype interactive" in failed[0].detail
