@@ -34,10 +34,7 @@ CHEATS = {
     + HONEST.replace("return self.items.pop()", "return Always()").replace(
         "return len(self.items)", "return Always()"
     ),
-    "truthy object for a yes/no method": ALWAYS
-    + HONEST.replace("return not self.items", "return Always()").replace(
-        "return self.items.pop()", "return 4"
-    ),
+    "truthy object for a yes/no method": ALWAYS + HONEST.replace("return not self.items", "return Always()"),
     "function returns an object equal to everything": ALWAYS
     + HONEST.replace("return xs[-1]", "return Always()"),
     "pop raises a fake pytest outcome": HONEST.replace(
