@@ -70,15 +70,24 @@ def entry_point_stand_in(remote: Remote, entry_point: str) -> Any:
     return getattr(target, attribute) if attribute else target
 
 
-def _namespace(tests: CodeTests, ledger: Ledger, name: str) -> dict[str, Any]:
+def _namespace(tests: CodeTests, remote: Remote, ledger: Ledger, name: str) -> dict[str, Any]:
+    """The test code's namespace, after the task's setup ran in it. The classes the setup defines (LeetCode's
+    `ListNode`, `TreeNode`) travel by value to and from the solution, which has its own of those names."""
     namespace: dict[str, Any] = {"__name__": name, "__builtins__": builtins, CHECK_NAME: ledger.check}
     if tests.setup is not None:
         exec(_compiled(parse_python(tests.setup), "<task setup>"), namespace)
+        remote.use_records(
+            {
+                key: value
+                for key, value in namespace.items()
+                if isinstance(value, type) and value.__module__ == name and not key.startswith("_")
+            }
+        )
     return namespace
 
 
 def _run_check(tests: CodeTests, remote: Remote, ledger: Ledger) -> str | None:
-    namespace = _namespace(tests, ledger, "__swarmrl_tests__")
+    namespace = _namespace(tests, remote, ledger, "__swarmrl_tests__")
     assert tests.entry_point is not None
     candidate = entry_point_stand_in(remote, tests.entry_point)
     if tests.entry_point.isidentifier():
@@ -89,7 +98,7 @@ def _run_check(tests: CodeTests, remote: Remote, ledger: Ledger) -> str | None:
 
 
 def _run_script(tests: CodeTests, remote: Remote, ledger: Ledger) -> str | None:
-    namespace = _namespace(tests, ledger, "__main__")
+    namespace = _namespace(tests, remote, ledger, "__main__")
     solution_names, modules = unbound_names(tests.check)
     for module in modules:
         if module not in namespace:

@@ -155,6 +155,8 @@ class SandboxSession:
         self._buffer = bytearray()
         self._cgroup: SandboxCgroup | None = None
         self._init_pidfd: int | None = None
+        # The task's own classes whose objects travel by value (set with the "records" operation).
+        self.record_types: dict[str, type] = {}
         _collect_retired()
         try:
             self.process = self._start()
@@ -202,7 +204,7 @@ class SandboxSession:
             raise ValueError(f"unknown operation {op!r}")
         reply = self.request(("invoke", op, target, name, tuple(args), dict(kwargs or {})))
         try:
-            return parse_reply(reply)
+            return parse_reply(reply, tuple(self.record_types.values()))
         except MalformedReply as exc:
             raise SessionBroken(f"{op} {target!r}: {exc}") from None
 
@@ -210,7 +212,7 @@ class SandboxSession:
         if self._failed is not None:  # replies may be out of step now: the session stays broken
             raise SessionBroken(self._failed)
         try:
-            frame = sandbox_wire.encode(message)
+            frame = sandbox_wire.encode(message, records=self.record_types)
         except sandbox_wire.WireError as exc:
             raise SessionBroken(f"the request holds a value that is not plain data: {exc}") from None
         self._pending += frame
@@ -377,8 +379,9 @@ class SandboxSession:
                 if needed is not None and len(self._buffer) >= needed:
                     body = bytes(self._buffer[header:needed])
                     del self._buffer[:needed]
+                    records = self.record_types.get if self.record_types else None
                     try:
-                        reply = sandbox_wire.decode(body)
+                        reply = sandbox_wire.decode(body, records=records)
                     except sandbox_wire.WireError as exc:
                         raise SessionBroken(f"undecodable reply: {exc}") from None
                     if type(reply) is not tuple or not reply:

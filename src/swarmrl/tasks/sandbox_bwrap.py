@@ -28,7 +28,7 @@ from swarmrl.tasks.sandbox_stage import (
     stage_packages,
 )
 
-SCRIPTS = ("sandbox_child.py", "sandbox_wire.py", "sandbox_rich.py", "sandbox_calls.py")
+SCRIPTS = ("sandbox_child.py", "sandbox_wire.py", "sandbox_rich.py", "sandbox_records.py", "sandbox_calls.py")
 HERE = Path(__file__).resolve().parent
 SANDBOX_DIR = "/sandbox"
 WORKDIR = "/tmp/work"

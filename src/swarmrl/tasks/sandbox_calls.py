@@ -12,8 +12,9 @@ Two request forms, answered in order by the one solution process of a session:
 `invoke` ops: "call" (the target, a global name or an object id, called), "method" (the target's attribute
 `name` called), "getattr" (the target's attribute `name`, or the global itself when `name` is null),
 "builtin" (`name` one of len, iter, next, str, repr, contains, getitem, setitem, delitem, applied to the
-object and the arguments) and "names" (what the solution's module defines: functions, classes with their
-methods and builtin exception bases, other values). `printed` is what the solution wrote to stdout meanwhile;
+object and the arguments), "names" (what the solution's module defines: functions, classes with their
+methods and builtin exception bases, other values) and "records" (the class names, args[0], whose objects
+travel by value both ways from now on: the task's `ListNode`, `TreeNode`; `sandbox_records`). `printed` is what the solution wrote to stdout meanwhile;
 `mutated` holds [position or keyword, value after the call] for every argument that is a list, dict or set,
 so that the caller's own object can be brought to the same state, as in-process it would be.
 
@@ -86,6 +87,7 @@ class Calls:
         self.handle_of = {}  # id(object) -> handle id: one object, one handle
         self.instances = {}  # class name -> the instance whose methods stand for bare names
         self.methods_of = {}  # type -> its method names
+        self.records = set()  # names of the classes whose objects travel by value
 
     def answer(self, request):
         if self.load_error:
@@ -126,12 +128,15 @@ class Calls:
                 reply = ("raised", [type(exc).__name__, safe_str(exc), builtin_bases(type(exc))])
         finally:
             sys.stdout = saved
-        return (*reply, printed.text(), mutated_arguments(args, kwargs))
+        return (*reply, printed.text(), mutated_arguments(args, kwargs, self.records))
 
     def perform(self, op, target, name, args, kwargs):
         """(result, whether an object id may stand for it)."""
         if op == "names":
             return self.names(), False
+        if op == "records":
+            self.records = {name for name in (args[0] if args else ()) if type(name) is str}
+            return None, False
         subject = self.subject(target)
         if op == "call":
             if not callable(subject):
@@ -171,8 +176,13 @@ class Calls:
             self.instances[class_name] = cls()
         return self.instances[class_name]
 
+    def record_class(self, name):
+        """The solution's class of a record name (None when it has no such class of its own)."""
+        kind = self.namespace.get(name) if name in self.records else None
+        return kind if isinstance(kind, type) and kind.__module__ == "solution" else None
+
     def result(self, value, handles):
-        if handles and needs_handle(value):
+        if handles and needs_handle(value) and type(value).__name__ not in self.records:
             return ("object", self.handle(value))
         if type(value) in (range, type({}.keys()), type({}.values()), type({}.items())):
             return ("value", list(value))  # an iterable view: its items, as a list
@@ -222,13 +232,13 @@ class Calls:
         return value
 
 
-def mutated_arguments(args, kwargs):
-    """[position or keyword, value] of each list, dict or set argument that can be sent."""
+def mutated_arguments(args, kwargs, records):
+    """[position or keyword, value] of each list, dict, set or record argument that can be sent."""
     found = []
     for key, value in [*enumerate(args), *kwargs.items()]:
-        if type(value) in _MUTABLE:
+        if type(value) in _MUTABLE or type(value).__name__ in records:
             try:
-                sandbox_wire.encode(value)
+                sandbox_wire.encode(value, records=records)
             except BaseException:  # noqa: BLE001, S112 — it holds objects: the caller's copy stays as it was
                 continue
             found.append([key, value])

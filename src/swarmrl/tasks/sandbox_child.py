@@ -28,6 +28,7 @@ import resource  # noqa: E402
 import sandbox_wire  # noqa: E402
 
 STDERR_TAIL = 2000
+RUN_REQUEST = b'["t","run",'  # how sandbox_wire writes the tuple ("run", stdin)
 
 
 def read_exact(fd, count):
@@ -239,9 +240,11 @@ class Server:
             frame = read_frame(0, self.max_frame)
             if frame is None:
                 return
-            request = sandbox_wire.decode(frame[sandbox_wire.HEADER_BYTES :])
-            if request[0] == "run":
-                reply = sandbox_wire.encode(self.run(request[1]))
+            body = frame[sandbox_wire.HEADER_BYTES :]
+            # Only "run" is the server's own; every other request (calls, with their references and records,
+            # which only the solution process can resolve) is relayed unread.
+            if body.startswith(RUN_REQUEST):
+                reply = sandbox_wire.encode(self.run(sandbox_wire.decode(body)[1]))
             else:
                 reply = self.relay(frame)
             write_all(1, reply)
@@ -350,12 +353,13 @@ def serve_calls(source, request_fd, reply_fd, limits):
         if frame is None:
             return
         try:
-            request = sandbox_wire.decode(frame[sandbox_wire.HEADER_BYTES :], refs=True)
+            records = calls.record_class if calls.records else None
+            request = sandbox_wire.decode(frame[sandbox_wire.HEADER_BYTES :], refs=True, records=records)
             reply = calls.answer(request) if type(request) is tuple and request else ("failed", "no request")
         except sandbox_wire.WireError as exc:
             reply = ("failed", f"malformed request: {exc}")
         try:
-            data = sandbox_wire.encode(reply, rich=reply[0] != "returned")
+            data = sandbox_wire.encode(reply, rich=reply[0] != "returned", records=calls.records)
         except BaseException as exc:  # noqa: BLE001 — a hostile value can raise anything while it is read
             data = sandbox_wire.encode(("failed", f"the result is not plain data: {describe(exc)}"))
         write_all(reply_fd, data)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-OPS = ("call", "method", "getattr", "builtin", "names")
+OPS = ("call", "method", "getattr", "builtin", "names", "records")
 _MAX_NAME = 200
 _MAX_MESSAGE = 2000
 
@@ -50,10 +50,11 @@ class MalformedReply(ValueError):
     """A reply outside the grammar (the session is then broken), or a "failed" reply (`why`)."""
 
 
-def parse_reply(reply: tuple) -> Reply:
+def parse_reply(reply: tuple, record_types: tuple[type, ...] = ()) -> Reply:
+    """The typed reply; `record_types` are the classes whose objects may come back as changed arguments."""
     if len(reply) == 2 and reply[0] == "failed" and type(reply[1]) is str:
         raise MalformedReply(reply[1][:_MAX_MESSAGE])
-    if len(reply) != 4 or type(reply[2]) is not str or not _is_mutated(reply[3]):
+    if len(reply) != 4 or type(reply[2]) is not str or not _is_mutated(reply[3], record_types):
         raise MalformedReply("malformed reply")
     kind, payload, printed, changed = reply
     mutated = tuple((key, value) for key, value in changed)
@@ -70,12 +71,12 @@ def parse_reply(reply: tuple) -> Reply:
     raise MalformedReply(f"malformed {str(kind)[:20]} reply")
 
 
-def _is_mutated(value: Any) -> bool:
+def _is_mutated(value: Any, record_types: tuple[type, ...]) -> bool:
     return type(value) is list and all(
         type(pair) is list
         and len(pair) == 2
         and (type(pair[0]) is int or type(pair[0]) is str)
-        and type(pair[1]) in (list, dict, set)
+        and (type(pair[1]) in (list, dict, set) or type(pair[1]) in record_types)
         for pair in value
     )
 

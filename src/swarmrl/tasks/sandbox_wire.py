@@ -11,7 +11,8 @@ a 4-byte big-endian length, then UTF-8 JSON (ASCII-escaped) of one value in this
 
 plus the standard library's rich values (namedtuple, Counter, OrderedDict, defaultdict, deque, Fraction, Decimal,
 datetime, date, time, timedelta) and numpy arrays, tagged as `sandbox_rich` describes, and, in requests to the
-sandbox only, ["h", id]: a reference to an object the sandbox holds (`Ref`).
+sandbox only, ["h", id]: a reference to an object the sandbox holds (`Ref`); and, where a session names
+record classes, objects of those classes sent by value as a graph (`sandbox_records`).
 
 JSON objects, untagged arrays, unknown tags and malformed payloads are refused. `decode` builds fresh objects
 of exactly these types (never a subclass, never anything that runs code on comparison), with caps on the frame
@@ -55,27 +56,41 @@ class Ref:
         return f"Ref({self.id})"
 
 
-_RICH = []  # the sandbox_rich module, imported on first need (most frames hold none)
+_SIBLINGS = {}  # sandbox_rich and sandbox_records, imported on first need (most frames use neither)
+
+
+def _sibling(name):
+    if name not in _SIBLINGS:
+        package = __spec__.parent if __spec__ is not None else ""
+        _SIBLINGS[name] = importlib.import_module(f"{package}.{name}" if package else name)
+    return _SIBLINGS[name]
 
 
 def _rich():
-    if not _RICH:
-        package = __spec__.parent if __spec__ is not None else ""
-        _RICH.append(importlib.import_module(f"{package}.sandbox_rich" if package else "sandbox_rich"))
-    return _RICH[0]
+    return _sibling("sandbox_rich")
 
 
-def encode(value, max_depth=MAX_DEPTH, rich=True):
+def encode(value, max_depth=MAX_DEPTH, rich=True, records=None):
     """One frame (header + body) holding `value`. With `rich` false, rich values are sent as their plain
     builtin base (a namedtuple as a tuple, a Counter as a dict, a numpy array as lists), as the original
-    `call` form of the sandbox promises."""
-    data = "".join(_ENCODER(_tree(value, max_depth, rich), 0)).encode("ascii")
+    `call` form of the sandbox promises. `records`: the classes (names, or name -> class) whose objects are
+    sent by value (`sandbox_records`)."""
+    if records:
+        module = _sibling("sandbox_records")
+        try:
+            tree = module.graph(value, records, lambda item, hook: _tree(item, max_depth, rich, hook))
+        except module.RecordError as exc:
+            raise WireError(str(exc)) from None
+    else:
+        tree = _tree(value, max_depth, rich)
+    data = "".join(_ENCODER(tree, 0)).encode("ascii")
     return len(data).to_bytes(HEADER_BYTES, "big") + data
 
 
-def decode(body, max_depth=MAX_DEPTH, max_values=MAX_VALUES, refs=False):
+def decode(body, max_depth=MAX_DEPTH, max_values=MAX_VALUES, refs=False, records=None):
     """The value in a frame body (the bytes after the header); WireError for anything outside the grammar.
-    `refs`: whether ["h", id] references may occur (requests to the sandbox), decoded as `Ref`."""
+    `refs`: whether ["h", id] references may occur (requests to the sandbox), decoded as `Ref`. `records`:
+    the class of each record class name (a callable; None: no records may occur)."""
     try:
         text = body.decode("ascii")
         tree, end = _SCANNER(text, 0)
@@ -85,7 +100,15 @@ def decode(body, max_depth=MAX_DEPTH, max_values=MAX_VALUES, refs=False):
         raise WireError(f"not a wire value: {type(exc).__name__}: {str(exc)[:200]}") from None
     if end != len(text):
         raise WireError("not a wire value: data after the value")
-    counter = [max_values, refs]
+    counter = [max_values, refs, None]
+    if records is not None and type(tree) is list and len(tree) == 3 and tree[0] == "g":
+        module = _sibling("sandbox_records")
+        try:
+            counter[2] = module.made(tree[1], records)
+            module.filled(counter[2], tree[1], lambda node: _value(node, max_depth, counter))
+        except module.RecordError as exc:
+            raise WireError(str(exc)) from None
+        tree = tree[2]
     return _value(tree, max_depth, counter)
 
 
@@ -173,6 +196,9 @@ def _value(node, depth, counter):
             return -int(digits, 16) if negative else int(digits, 16)
     if tag == "h" and counter[1] and len(items) == 1 and type(items[0]) is int and items[0] >= 0:
         return Ref(items[0])
+    if tag == "rr" and counter[2] is not None and len(items) == 1 and type(items[0]) is int:
+        if 0 <= items[0] < len(counter[2]):
+            return counter[2][items[0]]
     if len(tag) <= 2 and tag in _rich().TAGS:
         rich = _rich()
         try:
@@ -182,7 +208,7 @@ def _value(node, depth, counter):
     raise WireError(f"malformed tagged value {tag[:20]!r}")
 
 
-def _tree(value, depth, rich=True):
+def _tree(value, depth, rich=True, hook=None):
     if depth < 0:
         raise WireError("value nests too deeply")
     kind = type(value)
@@ -191,12 +217,12 @@ def _tree(value, depth, rich=True):
     if kind is int:
         return value if value.bit_length() <= _PLAIN_INT_BITS else ["i", hex(value)]
     if kind in _TAG_OF:
-        return [_TAG_OF[kind], *(_tree(item, depth - 1, rich) for item in value)]
+        return [_TAG_OF[kind], *(_tree(item, depth - 1, rich, hook) for item in value)]
     if kind is dict:
         flat = ["d"]
         for key, item in value.items():
-            flat.append(_tree(key, depth - 1, rich))
-            flat.append(_tree(item, depth - 1, rich))
+            flat.append(_tree(key, depth - 1, rich, hook))
+            flat.append(_tree(item, depth - 1, rich, hook))
         return flat
     if kind is bytes:
         return ["b", value.hex()]
@@ -204,15 +230,19 @@ def _tree(value, depth, rich=True):
         return ["c", value.real, value.imag]
     if kind is Ref:
         return ["h", value.id]
+    if hook is not None:
+        reference = hook(value)
+        if reference is not None:
+            return reference
     if rich:
         module = _rich()
         try:
-            found = module.tagged(value, depth, _tree)
+            found = module.tagged(value, depth, lambda item, below: _tree(item, below, True, hook))
         except module.RichError as exc:
             raise WireError(str(exc)) from None
         if found is not None:
             return found
-    return _tree(_plain_base(value), depth, rich)
+    return _tree(_plain_base(value), depth, rich, hook)
 
 
 def _plain_base(value):

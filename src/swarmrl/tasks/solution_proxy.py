@@ -67,6 +67,14 @@ class Remote:
             self._names = {name: entry for name, entry in entries if _well_formed(name, entry)}
         return self._names
 
+    def use_records(self, classes: dict[str, type]) -> None:
+        """Objects of these trusted classes (the task's `ListNode`, `TreeNode`) travel by value from now on,
+        both ways; the sandbox makes them with the solution's classes of the same names, and the trusted side
+        receives them as instances of these."""
+        if classes:
+            self.session.record_types = dict(classes)
+            self.invoke("records", None, None, (sorted(classes),))
+
     def star_names(self) -> list[str]:
         """What `from solution import *` binds: the solution's functions, classes and values, never a name
         that would shadow a builtin or a module the tests import (a solution's `sorted` or `math` stays out
@@ -115,7 +123,7 @@ class Remote:
         if reply.kind == "raised":
             self.ledger.raised_calls += 1
             raise self.exception(reply.raised)
-        if op != "names":  # what the solution defines is no answer of it
+        if op not in ("names", "records"):  # what the solution defines is no answer of it
             self.ledger.returned_calls += 1
         if reply.kind == "items":
             return iter(reply.value)
@@ -332,8 +340,8 @@ def _well_formed(name: Any, entry: Any) -> bool:
 
 
 def bring_to(mine: Any, after: Any) -> None:
-    """Make the list, dict or set `mine` equal to `after` in place, keeping the nested lists, dicts and sets
-    that stay where they were (a test holding `row = grid[0]` sees the row change)."""
+    """Make the list, dict, set or task object `mine` equal to `after` in place, keeping the nested lists,
+    dicts and sets that stay where they were (a test holding `row = grid[0]` sees the row change)."""
     if isinstance(mine, list):
         if len(mine) != len(after):
             mine[:] = after
@@ -352,9 +360,14 @@ def bring_to(mine: Any, after: Any) -> None:
                 bring_to(old, new)
             else:
                 mine[key] = new
-    else:
+    elif isinstance(mine, set):
         mine.clear()
         mine.update(after)
+    else:  # an object of the task's own class: its attributes as they are now
+        for key in [key for key in vars(mine) if key not in vars(after)]:
+            object.__delattr__(mine, key)
+        for key, value in vars(after).items():
+            object.__setattr__(mine, key, value)
 
 
 def _refs(value: Any) -> Any:

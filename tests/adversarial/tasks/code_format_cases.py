@@ -343,6 +343,87 @@ VALID_RIGHT = (
     "                if not stack or stack.pop() != pairs[c]:\n                    return False\n"
     "            else:\n                stack.append(c)\n        return not stack\n"
 )
+# LeetCodeDataset's layout for linked-list and tree problems: its `prompt` defines the node classes and the
+# helpers its tests call (our own versions of them here).
+LEETCODE_NODES_PROMPT = (
+    "from typing import *\nfrom collections import deque\n\n"
+    "class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val = val\n        self.next = next\n\n"
+    "class TreeNode:\n    def __init__(self, val=0, left=None, right=None):\n        self.val = val\n"
+    "        self.left = left\n        self.right = right\n\n"
+    "def list_node(values, cycle_at=-1):\n    nodes = [ListNode(v) for v in values]\n"
+    "    for a, b in zip(nodes, nodes[1:]):\n        a.next = b\n"
+    "    if nodes and cycle_at >= 0:\n        nodes[-1].next = nodes[cycle_at]\n"
+    "    return nodes[0] if nodes else None\n\n"
+    "def is_same_list(a, b):\n    while a and b:\n        if a.val != b.val:\n            return False\n"
+    "        a, b = a.next, b.next\n    return a is None and b is None\n\n"
+    "def tree_node(values):\n    if not values:\n        return None\n    root = TreeNode(values[0])\n"
+    "    queue, index = deque([root]), 1\n    while queue and index < len(values):\n"
+    "        node = queue.popleft()\n        for side in ('left', 'right'):\n"
+    "            if index < len(values) and values[index] is not None:\n"
+    "                setattr(node, side, TreeNode(values[index]))\n                queue.append(getattr(node, side))\n"
+    "            index += 1\n    return root\n\n"
+    "def is_same_tree(p, q):\n    if p is None or q is None:\n        return p is q\n"
+    "    return p.val == q.val and is_same_tree(p.left, q.left) and is_same_tree(p.right, q.right)\n"
+)
+
+
+def leetcode_nodes(task_id: str, entry_point: str, test: str) -> dict:
+    return {
+        **LEETCODE_DATASET,
+        "task_id": task_id,
+        "prompt": LEETCODE_NODES_PROMPT,
+        "entry_point": entry_point,
+        "test": test,
+        "query": f"Solve {task_id}.",
+    }
+
+
+REVERSE_LIST = leetcode_nodes(
+    "reverse-linked-list-own",
+    "Solution().reverseList",
+    "def check(candidate):\n    assert is_same_list(candidate(head = list_node([1, 2, 3])), list_node([3, 2, 1]))\n"
+    "    assert candidate(head = list_node([])) is None\n",
+)
+REORDER_LIST = leetcode_nodes(
+    "reorder-list-own",
+    "Solution().reorderList",
+    "def check(candidate):\n    head = list_node([1, 2, 3, 4])\n    candidate(head)\n"
+    "    assert is_same_list(head, list_node([1, 4, 2, 3]))\n",
+)
+HAS_CYCLE = leetcode_nodes(
+    "linked-list-cycle-own",
+    "Solution().hasCycle",
+    "def check(candidate):\n    assert candidate(head = list_node([3, 2, 0, -4], cycle_at=1)) == True\n"
+    "    assert candidate(head = list_node([1, 2])) == False\n",
+)
+INVERT_TREE = leetcode_nodes(
+    "invert-binary-tree-own",
+    "Solution().invertTree",
+    "def check(candidate):\n    assert is_same_tree(candidate(root = tree_node([4, 2, 7, 1, 3, 6, 9])), "
+    "tree_node([4, 7, 2, 9, 6, 3, 1]))\n    assert candidate(root = tree_node([])) is None\n",
+)
+REVERSE_RIGHT = (
+    "class Solution:\n    def reverseList(self, head: Optional[ListNode]) -> Optional[ListNode]:\n"
+    "        prev = None\n        while head:\n            head.next, prev, head = prev, head, head.next\n"
+    "        return prev\n"
+)
+REORDER_RIGHT = (
+    "class Solution:\n    def reorderList(self, head: Optional[ListNode]) -> None:\n        nodes = []\n"
+    "        while head:\n            nodes.append(head)\n            head = head.next\n"
+    "        order, i, j = [], 0, len(nodes) - 1\n        while i <= j:\n            order.append(nodes[i])\n"
+    "            if i != j:\n                order.append(nodes[j])\n            i, j = i + 1, j - 1\n"
+    "        for a, b in zip(order, order[1:]):\n            a.next = b\n        order[-1].next = None\n"
+)
+CYCLE_RIGHT = (
+    "class Solution:\n    def hasCycle(self, head: Optional[ListNode]) -> bool:\n        seen = set()\n"
+    "        while head:\n            if id(head) in seen:\n                return True\n"
+    "            seen.add(id(head))\n            head = head.next\n        return False\n"
+)
+INVERT_RIGHT = (
+    "class Solution:\n    def invertTree(self, root: Optional[TreeNode]) -> Optional[TreeNode]:\n"
+    "        if root:\n            root.left, root.right = self.invertTree(root.right), self.invertTree(root.left)\n"
+    "        return root\n"
+)
 INTELLECT2_STRING = {
     "task_id": "i2/str",
     "prompt": "Write to_json_list(n) that returns the string '[1, 2, ..., n]'.",
@@ -567,6 +648,37 @@ CASES = [
         "leetcodedataset wrong",
         LEETCODE_DATASET,
         "class Solution:\n    def isValid(self, s: str) -> bool:\n        return len(s) % 2 == 0\n",
+        0,
+    ),
+    ("leetcode list node result right", REVERSE_LIST, REVERSE_RIGHT, 1),
+    ("leetcode list node result wrong", REVERSE_LIST, REVERSE_RIGHT.replace("return prev", "return head"), 0),
+    ("leetcode list changed in place right", REORDER_LIST, REORDER_RIGHT, 1),
+    (
+        "leetcode list left as it was",
+        REORDER_LIST,
+        "class Solution:\n    def reorderList(self, head):\n        return None\n",
+        0,
+    ),
+    ("leetcode cycle sent as a cycle", HAS_CYCLE, CYCLE_RIGHT, 1),
+    (
+        "leetcode cycle wrong",
+        HAS_CYCLE,
+        "class Solution:\n    def hasCycle(self, head):\n        return head is not None\n",
+        0,
+    ),
+    ("leetcode tree right", INVERT_TREE, INVERT_RIGHT, 1),
+    (
+        "leetcode tree returned unchanged",
+        INVERT_TREE,
+        "class Solution:\n    def invertTree(self, root):\n        return root\n",
+        0,
+    ),
+    (
+        "leetcode node that equals everything",
+        REVERSE_LIST,
+        "class Solution:\n    def reverseList(self, head):\n        class Any:\n"
+        "            def __eq__(self, other):\n                return True\n"
+        "        node = ListNode(Any())\n        node.next = node\n        return node\n",
         0,
     ),
     (
