@@ -11,7 +11,7 @@ from code_format_cases import CASES, REFUSED_ROWS
 from swarmrl.configs.tasks import CodeRewardConfig, TasksConfig
 from swarmrl.tasks.dataset_source import row_to_task
 from swarmrl.tasks.errors import TaskError
-from swarmrl.tasks.reward import RewardComputer, RewardRequest
+from swarmrl.tasks.reward import RewardRequest, reward_computer
 
 
 def task_of(name: str, row: dict):
@@ -43,9 +43,8 @@ QUICK = {
 
 @pytest.fixture(scope="module")
 def computer():
-    shared = RewardComputer(TasksConfig(code=CodeRewardConfig(num_workers=2, timeout_seconds=20)))
-    yield shared
-    shared.close()
+    # The process's shared computer (its judge pool started once for every module that uses this config).
+    return reward_computer(TasksConfig(code=CodeRewardConfig(num_workers=2, timeout_seconds=20)))
 
 
 def mismatches(computer, cases) -> tuple[list[str], list[str]]:
@@ -71,8 +70,8 @@ def test_a_sample_of_every_format_quickly(computer):
 
 
 @pytest.mark.slow
-def test_no_false_pass_and_no_false_fail_on_every_case(computer):
-    assert mismatches(computer, CASES) == ([], [])
+def test_no_false_pass_and_no_false_fail_on_every_other_case(computer):
+    assert mismatches(computer, [case for case in CASES if case[0] not in QUICK]) == ([], [])
 
 
 def test_the_cases_cover_every_format_with_both_labels():

@@ -5,7 +5,7 @@ sandbox's own call server. Every one must score 0 while the honest solution of t
 import pytest
 
 from swarmrl.configs.tasks import CodeRewardConfig, TasksConfig
-from swarmrl.tasks.reward import RewardComputer, RewardRequest
+from swarmrl.tasks.reward import RewardRequest, reward_computer
 from swarmrl.tasks.task import Task
 
 STACK_TESTS = (
@@ -79,7 +79,7 @@ def request(task_: Task, code: str) -> RewardRequest:
 
 @pytest.fixture(scope="module")
 def rewards():
-    computer = RewardComputer(TasksConfig(code=CodeRewardConfig(num_workers=2, timeout_seconds=20)))
+    computer = reward_computer(TasksConfig(code=CodeRewardConfig(num_workers=2, timeout_seconds=20)))
     stack = task("stack", STACK_TESTS)
     named = [
         ("honest", request(stack, HONEST)),
@@ -95,10 +95,7 @@ def rewards():
             request(task("mut", MUTATION_TESTS), "def dedupe(xs):\n    xs[:] = list(dict.fromkeys(xs))\n"),
         ),
     ]
-    try:
-        breakdowns = computer.compute_batch([r for _, r in named])
-    finally:
-        computer.close()
+    breakdowns = computer.compute_batch([r for _, r in named])
     return {name: b.task_reward for (name, _), b in zip(named, breakdowns, strict=True)}
 
 
