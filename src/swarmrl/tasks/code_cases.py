@@ -63,12 +63,18 @@ def read_cases(info: dict[str, Any], task_id: str) -> tuple[list[StdioCase], lis
     return stdio, calls
 
 
+def json_value(value: Any, where: str) -> Any:
+    """`value`, or the JSON value a string holds (datasets store nested fields both ways)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise TaskError(f"{where} is not valid JSON: {exc}") from exc
+
+
 def _json_list(value: Any, where: str) -> list:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"{where} is not valid JSON: {exc}") from exc
+    value = json_value(value, where)
     if not isinstance(value, list):
         raise TaskError(f"{where} must be a list")
     return value
@@ -120,11 +126,7 @@ def _call_case(case: dict[str, Any], where: str) -> CallCase:
 
 
 def _input_output(value: Any, where: str) -> tuple[list[StdioCase], list[CallCase]]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"{where} is not valid JSON: {exc}") from exc
+    value = json_value(value, where)
     if not isinstance(value, dict) or not {"inputs", "outputs"} <= set(value):
         raise TaskError(f"{where} must be an object with inputs and outputs")
     unknown = sorted(set(value) - {"inputs", "outputs", "fn_name"})

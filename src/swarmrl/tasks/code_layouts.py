@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from swarmrl.tasks.code_cases import json_value
 from swarmrl.tasks.errors import TaskError
 
 # LiveCodeBench runs every solution after these imports (the names LeetCode's own judge provides).
@@ -189,12 +190,7 @@ def _with_starter(question: str, row: dict[str, Any]) -> str:
 
 
 def _json(value: Any, name: str, where: str) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise TaskError(f"{where}: column {name!r} is not valid JSON: {exc}") from exc
+    return json_value(value, f"{where}: column {name!r}")
 
 
 def _private_test_cases(value: Any, where: str) -> list:
