@@ -102,8 +102,9 @@ class Remote:
         if entry[0] == "function":
             return self.function(name)
         if entry[0] == "class" and len(entry) == 3:
-            bases = self._exception_bases(entry[2])
-            return self.exception_type(name, bases) if entry[2] else self.class_type(name, tuple(entry[1]))
+            if entry[2]:  # an exception class
+                return self.exception_type(name, self._exception_bases(entry[2]) or (CandidateError,))
+            return self.class_type(name, tuple(entry[1]))
         if entry[0] == "value":
             return self.invoke("getattr", name)
         raise AttributeError(f"the solution's {name!r} is a module, which is not importable from it")
@@ -180,11 +181,8 @@ class Remote:
         name, message = raised.type_name, raised.message
         if name in PASS_THROUGH and raised.builtin_bases[:1] == (name,):
             kind: type = getattr(builtins, name)
-        else:
-            bases = self._exception_bases(raised.builtin_bases)
-            if not bases:
-                return CandidateError(f"{name}: {message}")
-            kind = self.exception_type(name, bases)
+        else:  # the solution's own class; one derived from no passed-through builtin is a CandidateError
+            kind = self.exception_type(name, self._exception_bases(raised.builtin_bases) or (CandidateError,))
         try:
             return kind(message)
         except TypeError:  # e.g. UnicodeDecodeError wants five arguments
