@@ -170,11 +170,15 @@ def approximates(gold: Any, prediction: Any) -> bool:
         return False
     if not gold.is_number or gold.atoms(Float):
         return False
-    value = nsimplify(gold, rational=False)
-    if isinstance(value, Rational) and all(prime in (2, 5) for prime in factorint(value.q)):
+    try:
+        value = nsimplify(gold.doit(), rational=False)  # golds are parsed unevaluated: 10*(1/100)
+        if isinstance(value, Rational) and all(prime in (2, 5) for prime in factorint(value.q)):
+            return False
+        exact = float(abs(value.evalf(40)))
+        difference = float(abs(prediction - value.evalf(40)))
+    except (TypeError, ValueError, ArithmeticError):  # sympy cannot say: math-verify's verdict stands
         return False
-    exact = value.evalf(40)
-    return not abs(prediction - exact) <= _DOUBLE_PRECISION * abs(exact)
+    return not difference <= _DOUBLE_PRECISION * exact
 
 
 MATH_FIELDS = frozenset(
