@@ -118,7 +118,7 @@ class Remote:
         the caller's object after the call as it would in-process."""
         reply = self._reply(op, target, name, args, kwargs)
         for key, after in reply.mutated:
-            passed = (kwargs or {}).get(key) if isinstance(key, str) else args[key] if key < len(args) else None
+            passed = _argument(args, kwargs or {}, key)
             if type(passed) is type(after):
                 bring_to(passed, after)
         if reply.kind == "raised":
@@ -321,6 +321,13 @@ class SolutionModule(types.ModuleType):
         if name.startswith("__"):
             raise AttributeError(name)
         return self._swarmrl_remote.global_stand_in(name)
+
+
+def _argument(args: tuple, kwargs: dict[str, Any], key: int | str) -> Any:
+    """The argument at a position or keyword of a call (None when there is none)."""
+    if isinstance(key, str):
+        return kwargs.get(key)
+    return args[key] if 0 <= key < len(args) else None
 
 
 def _well_formed(name: Any, entry: Any) -> bool:

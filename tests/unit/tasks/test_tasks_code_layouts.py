@@ -181,7 +181,10 @@ def test_dry_run_names_the_row_and_field_of_a_test_format_it_cannot_run(tmp_path
 
     rows = [
         MBPP_FULL,
-        {**LCB_STDIN, "public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "interactive"}])},
+        {
+            **LCB_STDIN,
+            "public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "interactive"}]),
+        },
     ]
     path = tmp_path / "mixed.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
