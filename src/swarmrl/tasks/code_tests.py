@@ -1,50 +1,82 @@
-"""A code task's tests, read from `verification_info`, and the comparisons the trusted judge makes.
+"""A code task's tests, read from `verification_info`: every field known, or a TaskError naming it.
 
-Formats:
-- `{"test_cases": [{"type": "stdin_stdout", "input": str, "output": str}, ...]}` (INTELLECT-2 / SYNTHETIC-1),
-- `{"test_cases": [{"type": "function_call", "fn_name": str, "input": [args] | JSON str, "output": value}]}`,
-- `{"test": "def check(candidate): ...", "entry_point": "name"}` (HumanEval) or `{"test": "assert f(1) == 2"}`
-  / `{"test_list": ["assert f(1) == 2", ...]}` (MBPP style: the test calls the solution's functions by name;
-  MBPP's `test_imports` and `test_setup_code` are read too, its `challenge_test_list` is not run, as in the
-  MBPP paper's own evaluation). Test code is trusted dataset code and runs on the trusted side; what it needs
-  besides the solution comes from `test_imports` and `test_setup` / `test_setup_code` (code run before it)
-  or, for HumanEval-layout tasks (an `entry_point` and no setup), from the task's prompt when that is Python
-  source — the prompt's helpers (`poly` in HumanEval/32, `encode_cyclic` in /38) are trusted, the
-  completion's copies of them are not.
+Cases (`code_cases`): `test_cases`, APPS/TACO's `input_output`, CodeContests' `public_tests` /
+`private_tests` / `generated_tests`. Test code (`program_source`): `test` (HumanEval's `def check(candidate)`
+with `entry_point`, pytest- or unittest-style tests, or asserts) or MBPP's `test_list` (asserts, one a line),
+with MBPP's `test_imports` and `test_setup_code` (or `test_setup`) run before it; MBPP's
+`challenge_test_list` is accepted and not run, as in the MBPP paper's evaluation. For HumanEval-layout tasks
+(an `entry_point`, no setup) the task's prompt is the setup when it is Python: its helpers (`poly` in
+HumanEval/32) are trusted, the completion's copies are not. Test code is trusted dataset code and runs on the
+trusted side; the solution only in the sandbox.
+
+The task's checker settings: `float_tolerance` (absolute or relative, for decimal stdout tokens and float
+results; default the config's), `case_sensitive` (default true), `checker` (Python source defining
+`check(input, output, expected) -> bool`, run on the trusted side for every case instead of the built-in
+comparison: for problems with many valid answers). `solution_prefix` is code put before the solution in the
+sandbox (LeetCode's imports and `ListNode`), `solution_module` the module name tests import the solution as
+(default `solution`). `language` must be Python; `starter_code` is informational.
 """
 
 from __future__ import annotations
 
 import ast
-import json
-import threading
+import math
+import sys
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from typing import Any
 
+from swarmrl.tasks.code_cases import CONTEST_FIELDS, CallCase, StdioCase, read_cases
 from swarmrl.tasks.errors import TaskError
+from swarmrl.tasks.program_source import ENTRY_POINT, ProgramKind, parse_python, program_kind
 from swarmrl.tasks.task import Task
 
+__all__ = ["CallCase", "CheckerSettings", "CodeTests", "StdioCase", "parse_code_tests", "parse_python"]
+
+KNOWN_FIELDS = frozenset(
+    {
+        "test_cases",
+        "input_output",
+        *CONTEST_FIELDS,
+        "test",
+        "entry_point",
+        "test_list",
+        "test_imports",
+        "test_setup",
+        "test_setup_code",
+        "challenge_test_list",
+        "float_tolerance",
+        "case_sensitive",
+        "checker",
+        "solution_prefix",
+        "solution_module",
+        "language",
+        "starter_code",
+        "accept_unclosed_think",
+    }
+)
+_PYTHON = ("python", "python3", "py")
+_ENTRY_POINT_SHAPES = "`name`, `Class().method` or `Class.method`"
+
 
 @dataclass(frozen=True)
-class StdioCase:
-    input: str
-    output: str
-
-
-@dataclass(frozen=True)
-class CallCase:
-    fn_name: str
-    args: list[Any]
-    expected: Any
+class CheckerSettings:
+    float_tolerance: float | None = None  # None: the config's stdout_float_tolerance
+    case_sensitive: bool = True
+    checker: str | None = None
 
 
 @dataclass(frozen=True)
 class CodeTests:
     stdio: list[StdioCase] = field(default_factory=list)
     calls: list[CallCase] = field(default_factory=list)
-    check: str | None = None
+    check: str | None = None  # the test code
     entry_point: str | None = None
     setup: str | None = None
+    program_kind: ProgramKind = "script"
+    solution_prefix: str | None = None
+    solution_module: str = "solution"
+    settings: CheckerSettings = field(default_factory=CheckerSettings)
 
     @property
     def total(self) -> int:
@@ -53,43 +85,31 @@ class CodeTests:
 
 def parse_code_tests(task: Task) -> CodeTests:
     """The task's tests; TaskError naming the task and the bad field when they are malformed."""
-    info = task.verification_info
-    stdio: list[StdioCase] = []
-    calls: list[CallCase] = []
-    raw_cases = info.get("test_cases", [])
-    if isinstance(raw_cases, str):
-        try:
-            raw_cases = json.loads(raw_cases)
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"task {task.task_id}: test_cases is not valid JSON: {exc}") from exc
-    if not isinstance(raw_cases, list):
-        raise TaskError(f"task {task.task_id}: test_cases must be a list")
-    for index, case in enumerate(raw_cases):
-        where = f"task {task.task_id}: test_cases[{index}]"
-        if not isinstance(case, dict) or "input" not in case or "output" not in case:
-            raise TaskError(f"{where} must be an object with input and output")
-        kind = case.get("type") or ("function_call" if case.get("fn_name") else "stdin_stdout")
-        if kind == "stdin_stdout":
-            if not isinstance(case["input"], str) or not isinstance(case["output"], str):
-                raise TaskError(f"{where}: stdin_stdout input and output must be strings")
-            stdio.append(StdioCase(case["input"], case["output"]))
-        elif kind == "function_call":
-            calls.append(_call_case(case, where))
-        else:
-            raise TaskError(f"{where}: unknown test type {kind!r}")
-    check = _test_code(info, task.task_id)
-    entry_point = info.get("entry_point")
-    if entry_point is not None and (not isinstance(entry_point, str) or not entry_point.isidentifier()):
-        raise TaskError(f"task {task.task_id}: entry_point must be a python identifier")
-    setup = _setup_code(info, task.task_id)
+    info, task_id = task.verification_info, task.task_id
+    unknown = sorted(set(info) - KNOWN_FIELDS)
+    if unknown:
+        raise TaskError(
+            f"task {task_id}: field 'verification_info.{unknown[0]}' is not known to the code reward "
+            "(docs/datasets.md lists the fields)"
+        )
+    language = info.get("language", "python")
+    if not isinstance(language, str) or language.lower() not in _PYTHON:
+        raise TaskError(f"task {task_id}: language {language!r} is not run by the code reward (Python only)")
+    stdio, calls = read_cases(info, task_id)
+    check = _test_code(info, task_id)
+    entry_point = _entry_point(info, task_id)
+    setup = _setup_code(info, task_id)
     if setup is None and check is not None and entry_point is not None and _is_python(task.prompt):
         setup = task.prompt
-    for code, what in ((setup, "test setup"), (check, "test")):
-        if code is not None and not _is_python(code):
-            raise TaskError(f"task {task.task_id}: the {what} code is not valid python")
-    tests = CodeTests(stdio, calls, check, entry_point, setup)
+    module = info.get("solution_module", "solution")
+    if not isinstance(module, str) or not module.isidentifier():
+        raise TaskError(f"task {task_id}: solution_module must be a python identifier")
+    kind = _program_kind(check, setup, entry_point, module, task_id)
+    settings = _settings(info, task_id, has_cases=bool(stdio or calls))
+    prefix = _optional_code(info, "solution_prefix", task_id)
+    tests = CodeTests(stdio, calls, check, entry_point, setup, kind, prefix, module, settings)
     if tests.total == 0:
-        raise TaskError(f"task {task.task_id}: verification_info has no test_cases and no test")
+        raise TaskError(f"task {task_id}: verification_info has no test_cases, input_output or test")
     return tests
 
 
@@ -100,9 +120,22 @@ def _test_code(info: dict[str, Any], task_id: str) -> str | None:
         raise TaskError(f"task {task_id}: give test or test_list, not both")
     if listed is not None:
         check = "\n".join(_strings(listed, "test_list", task_id))
+    if "challenge_test_list" in info:
+        _strings(info["challenge_test_list"], "challenge_test_list", task_id)
     if check is not None and not isinstance(check, str):
         raise TaskError(f"task {task_id}: test must be a string of python code")
+    if check is not None and not _is_python(check):
+        raise TaskError(f"task {task_id}: the test code is not valid python")
     return check
+
+
+def _entry_point(info: dict[str, Any], task_id: str) -> str | None:
+    entry_point = info.get("entry_point")
+    if entry_point is not None and (
+        not isinstance(entry_point, str) or not ENTRY_POINT.fullmatch(entry_point)
+    ):
+        raise TaskError(f"task {task_id}: entry_point must be {_ENTRY_POINT_SHAPES}")
+    return entry_point
 
 
 def _setup_code(info: dict[str, Any], task_id: str) -> str | None:
@@ -114,7 +147,91 @@ def _setup_code(info: dict[str, Any], task_id: str) -> str | None:
         raise TaskError(f"task {task_id}: test_setup must be a string of python code")
     imports = _strings(info.get("test_imports", []), "test_imports", task_id)
     parts = [*imports, *([setup] if setup and setup.strip() else [])]
-    return "\n".join(parts) if parts else None
+    code = "\n".join(parts) if parts else None
+    if code is not None and not _is_python(code):
+        raise TaskError(f"task {task_id}: the test setup code is not valid python")
+    return code
+
+
+def _program_kind(
+    check: str | None, setup: str | None, entry_point: str | None, module: str, task_id: str
+) -> ProgramKind:
+    if check is None:
+        if entry_point is not None:
+            raise TaskError(f"task {task_id}: entry_point without test code to call it")
+        return "script"
+    tree = parse_python(check)
+    kind = program_kind(tree, entry_point is not None)
+    defines_check = any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in tree.body)
+    if defines_check and entry_point is None:
+        raise TaskError(f"task {task_id}: the test defines check(candidate) but the task has no entry_point")
+    if kind == "unit" and find_spec("pytest") is None:
+        raise TaskError(
+            f"task {task_id}: its pytest/unittest-style tests are run by pytest, which is not installed "
+            "here: pip install 'swarmrl[tasks]'"
+        )
+    for code in (setup, check):
+        if code is not None:
+            _check_imports(parse_python(code), module, task_id)
+    return kind
+
+
+def _check_imports(tree: ast.Module, module: str, task_id: str) -> None:
+    """Every module the test code imports is the solution or importable here: named, not silently failing."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top == module or top in sys.stdlib_module_names or find_spec(top) is not None:
+                continue
+            raise TaskError(
+                f"task {task_id}: the tests import {name!r}, which is neither installed here nor the "
+                "solution (tests import the solution as `solution`, or as the task's solution_module)"
+            )
+
+
+def _settings(info: dict[str, Any], task_id: str, has_cases: bool) -> CheckerSettings:
+    tolerance = info.get("float_tolerance")
+    if tolerance is not None and (
+        isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 <= tolerance < math.inf
+    ):
+        raise TaskError(f"task {task_id}: float_tolerance must be a number >= 0, got {tolerance!r}")
+    case_sensitive = info.get("case_sensitive", True)
+    for name in ("case_sensitive", "accept_unclosed_think"):
+        if not isinstance(info.get(name, True), bool):
+            raise TaskError(f"task {task_id}: {name} must be true or false")
+    checker = _optional_code(info, "checker", task_id)
+    if checker is not None:
+        if not has_cases:
+            raise TaskError(f"task {task_id}: a checker judges input/output cases, and the task has none")
+        if not _defines_checker(parse_python(checker)):
+            raise TaskError(
+                f"task {task_id}: the checker must define check(input, output, expected) at module level"
+            )
+    return CheckerSettings(None if tolerance is None else float(tolerance), case_sensitive, checker)
+
+
+def _defines_checker(tree: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.FunctionDef)
+        and node.name == "check"
+        and len(node.args.posonlyargs) + len(node.args.args) >= 3
+        for node in tree.body
+    )
+
+
+def _optional_code(info: dict[str, Any], name: str, task_id: str) -> str | None:
+    code = info.get(name)
+    if code is None:
+        return None
+    if not isinstance(code, str) or not _is_python(code):
+        raise TaskError(f"task {task_id}: {name} must be a string of valid python code")
+    return code
 
 
 def _strings(value: Any, field_name: str, task_id: str) -> list[str]:
@@ -123,56 +240,9 @@ def _strings(value: Any, field_name: str, task_id: str) -> list[str]:
     return value
 
 
-_AST_BUILDER = threading.RLock()
-
-
-def parse_python(source: str) -> ast.Module:
-    """`ast.parse`, one thread at a time. CPython 3.11 counts the AST builder's recursion depth once per
-    interpreter, so a thread switch inside it (a finalizer run by the garbage collector) lets another thread's
-    parse move the count, and one of them fails with a spurious `SystemError: AST constructor recursion depth
-    mismatch` (python/cpython#106905): rewards are computed on a thread pool."""
-    with _AST_BUILDER:
-        return ast.parse(source)
-
-
 def _is_python(text: str) -> bool:
     try:
         parse_python(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
-
-
-def _call_case(case: dict[str, Any], where: str) -> CallCase:
-    fn_name = case.get("fn_name")
-    if not isinstance(fn_name, str) or not fn_name.isidentifier():
-        raise TaskError(f"{where}: function_call needs an identifier fn_name")
-    args = case["input"]
-    expected = case["output"]
-    try:
-        if isinstance(args, str):
-            args = json.loads(args)
-        if isinstance(expected, str) and expected.strip()[:1] in ("[", "{"):
-            expected = json.loads(expected)
-    except json.JSONDecodeError as exc:
-        raise TaskError(f"{where}: function_call input/output is not valid JSON: {exc}") from exc
-    if not isinstance(args, list):
-        raise TaskError(f"{where}: function_call input must be a list of arguments")
-    return CallCase(fn_name, args, expected)
-
-
-def call_result_matches(result: Any, expected: Any) -> bool:
-    """Function results match directly or as the single element of an APPS/TACO-style output list.
-
-    Expected values come from JSON, so tuples in the result compare as the lists JSON has (APPS/TACO do the
-    same); `result` is a decoded wire value, i.e. exact builtin types."""
-    result = _json_like(result)
-    return result == expected or (isinstance(expected, list) and len(expected) == 1 and result == expected[0])
-
-
-def _json_like(value: Any) -> Any:
-    if type(value) in (list, tuple):
-        return [_json_like(item) for item in value]
-    if type(value) is dict:
-        return {key: _json_like(item) for key, item in value.items()}
-    return value

@@ -14,7 +14,7 @@ from swarmrl.configs.tasks import AnswerExtractionConfig, CodeRewardConfig
 from swarmrl.tasks.code_judge import CodeTestReport, judge
 from swarmrl.tasks.code_tests import CodeTests, parse_code_tests
 from swarmrl.tasks.errors import SandboxError, VerifierCrash, VerifierTimeout
-from swarmrl.tasks.extraction import answer_region, last_python_block
+from swarmrl.tasks.extraction import accepts_unclosed_think, answer_region, last_python_block
 from swarmrl.tasks.output_compare import OutputRule
 from swarmrl.tasks.process_pool import WallClockPool
 from swarmrl.tasks.sandbox import SandboxLimits, announce_isolation, sandbox_plan
@@ -44,7 +44,7 @@ class CodeVerifier:
 
     def score(self, task: Task, completion: str) -> float:
         tests = parse_code_tests(task)
-        region = answer_region(completion, self.extraction)
+        region = answer_region(completion, self.extraction, accepts_unclosed_think(task.verification_info))
         code = last_python_block(region) if region is not None else None
         if code is None:
             return 0.0

@@ -1,4 +1,5 @@
-"""Datasets in the INTELLECT-2 layout: prompt, verification_info (JSON), task_type and a solve rate.
+"""Datasets in the INTELLECT-2 layout: prompt, verification_info (JSON), task_type and a solve rate; and the
+public code datasets in their own layouts (`code_layouts`).
 
 The solve rate is read from the first of `solve_rate_fields` a row has: `solve_rate` as `swarmrl filter` writes
 it, or the published INTELLECT-2-RL-Dataset's `solve_rate_qwen_r1_distill_7b`.
@@ -11,16 +12,21 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from swarmrl.configs.tasks import SOLVE_RATE_FIELDS, DatasetSourceConfig
+from swarmrl.tasks.code_layouts import published_row
+from swarmrl.tasks.code_tests import parse_code_tests
 from swarmrl.tasks.errors import TaskError
+from swarmrl.tasks.math_verifier import math_ground_truths
 from swarmrl.tasks.task import ListTaskSource, Task, TaskSource
 
 # Columns every row must have (task_type may come from the source's default_task_type); docs/datasets.md.
 REQUIRED_COLUMNS = ("prompt", "verification_info", "task_type")
+# Task types whose verification_info is read in full when the row is loaded (and by `--dry-run`).
+_CHECKS: dict[str, Callable[[Task], Any]] = {"code": parse_code_tests, "math": math_ground_truths}
 
 
 def row_to_task(
@@ -31,9 +37,14 @@ def row_to_task(
     default_task_type: str | None,
     solve_rate_fields: Sequence[str] = SOLVE_RATE_FIELDS,
 ) -> Task:
-    """One dataset row as a Task; TaskError naming `where` (file and row) and the field when malformed."""
+    """One dataset row as a Task; TaskError naming `where` (file and row) and the field when malformed. A row of
+    a published code dataset (MBPP, HumanEval, APPS, ...: `code_layouts`) is read in its own layout. Code and
+    math tasks are checked in full here: a test field or setting the reward does not know is refused now,
+    not at scoring."""
     if not isinstance(row, dict):
         raise TaskError(f"{where}: row is not an object")
+    if "verification_info" not in row:
+        row = published_row(row, where) or row
     missing = [column for column in REQUIRED_COLUMNS if column not in row]
     if missing and not (missing == ["task_type"] and default_task_type):
         raise TaskError(
@@ -51,21 +62,26 @@ def row_to_task(
             raise TaskError(f"{where}: field 'verification_info' is not valid JSON: {exc}") from exc
     if not isinstance(info, dict):
         raise TaskError(f"{where}: field 'verification_info' must be a JSON object")
-    if not any(key in info for key in ("ground_truth", "ground_truths", "test_cases", "test", "generator")):
-        raise TaskError(f"{where}: field 'verification_info' has no ground_truth, test_cases or test")
     task_type = row.get("task_type") or default_task_type
     if not isinstance(task_type, str) or not task_type:
         raise TaskError(f"{where}: field 'task_type' is missing")
     task_type = {"verifiable_math": "math", "verifiable_code": "code"}.get(task_type, task_type)
+    if task_type not in _CHECKS and not any(
+        key in info for key in ("ground_truth", "ground_truths", "test_cases", "test", "generator")
+    ):
+        raise TaskError(f"{where}: field 'verification_info' has no ground_truth, test_cases or test")
     solve_rate = _solve_rate(row, solve_rate_fields, where)
     task_id = row.get("task_id") or row.get("problem_id") or default_id
     demonstration = row.get("demonstration") or row.get("gold_standard_solution")
     if demonstration is not None and not isinstance(demonstration, str):
         raise TaskError(f"{where}: field 'demonstration' must be a string")
     try:
-        return Task(str(task_id), prompt, task_type, info, solve_rate, demonstration)
+        task = Task(str(task_id), prompt, task_type, info, solve_rate, demonstration)
+        if task_type in _CHECKS:
+            _CHECKS[task_type](task)
     except TaskError as exc:
         raise TaskError(f"{where}: {exc}") from exc
+    return task
 
 
 def _solve_rate(row: dict[str, Any], fields: Sequence[str], where: str) -> float | None:

@@ -25,7 +25,8 @@ from typing import Any
 
 from swarmrl.configs.tasks import AnswerExtractionConfig, MathRewardConfig
 from swarmrl.tasks.errors import TaskError, VerifierCrash, VerifierTimeout
-from swarmrl.tasks.extraction import answer_text
+from swarmrl.tasks.extraction import accepts_unclosed_think, answer_text
+from swarmrl.tasks.math_spellings import last_box, plain_spellings
 from swarmrl.tasks.process_pool import WallClockPool
 from swarmrl.tasks.task import Task
 
@@ -72,10 +73,11 @@ def gold_texts(truth: str) -> list[str]:
 
 
 def completion_text(answer: str) -> str:
-    """The answer region with the two dataset spellings math-verify misreads made plain, as in gold answers:
-    an escaped dollar is a currency sign ("The total is \\$1.17."), never a delimiter, and "1\\,000" is a
-    thousand, not the product 1*0 that would match a gold 0."""
-    return _SPACED_THOUSANDS.sub("", _ESCAPED_DOLLAR.sub("", answer))
+    """The answer region with the dataset spellings math-verify misreads made plain, as in gold answers: an
+    escaped dollar is a currency sign ("The total is \\$1.17."), never a delimiter; "1\\,000" is a thousand,
+    not the product 1*0 that would match a gold 0; and `math_spellings` (scientific notation, `\\fbox`,
+    "½", "−3", `\\boxed{42.}`)."""
+    return plain_spellings(_SPACED_THOUSANDS.sub("", _ESCAPED_DOLLAR.sub("", answer)))
 
 
 def gold_text(truth: str) -> str:
@@ -90,7 +92,7 @@ def gold_text(truth: str) -> str:
     wrapped in $...$: read without delimiters math-verify would find no LaTeX at all, only a stray number
     ("3" of "3\\sqrt{2}").
     """
-    stripped = _SPACED_THOUSANDS.sub("", _ESCAPED_DOLLAR.sub("", truth.strip()))
+    stripped = plain_spellings(_SPACED_THOUSANDS.sub("", _ESCAPED_DOLLAR.sub("", truth.strip())))
     if stripped.count("$") == 1:
         stripped = _BARE_MONEY.sub(r"\1", stripped, count=1)
     words = _WORD_UNITS.fullmatch(stripped)
@@ -109,37 +111,94 @@ def verify_math(
     float_rounding: int = 6,
     boxed_match_priority: int = 0,
     multiple_answers: str = "all",
+    accept_decimal_approximation: bool = False,
 ) -> bool:
     """True when math-verify finds in `answer_text` an answer equal to any ground truth; with
     `multiple_answers="any"` one member of a ground truth that is a set of answers suffices.
 
-    Runs in a pool worker: math-verify's signal-based timeouts are off, the pool's deadline bounds it.
+    An empty or unreadable final `\\boxed{}` is no answer (a number in the prose is not taken instead). A
+    decimal that only approximates a gold whose decimal expansion does not end (0.8660254 for \\sqrt{3}/2,
+    0.333 for 1/3, 3.14159 for \\pi) is not its answer unless the task accepts approximations: a policy
+    rewarded for rounding learns to round. Runs in a pool worker: math-verify's signal-based timeouts are
+    off, the pool's deadline bounds it.
     """
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
     from sympy import FiniteSet
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     configs = [LatexExtractionConfig(boxed_match_priority=boxed_match_priority), ExprExtractionConfig()]
-    predictions = parse(completion_text(answer_text), extraction_config=configs, parsing_timeout=None)
+    text = completion_text(answer_text)
+    box = last_box(text)
+    if box is not None and not _readable(parse(f"\\boxed{{{box}}}", configs, parsing_timeout=None)):
+        return False
+    predictions = parse(text, extraction_config=configs, parsing_timeout=None)
     if not predictions:
         return False
     for truth in ground_truths:
-        for text in gold_texts(truth):
-            gold = parse(text, extraction_config=configs, parsing_timeout=None)
+        for reading in gold_texts(truth):
+            gold = parse(reading, extraction_config=configs, parsing_timeout=None)
             if not gold:
                 continue
             alternatives = [gold]
             if multiple_answers == "any" and isinstance(gold[0], FiniteSet):
                 alternatives += [[member] for member in gold[0].args]
             for candidate in alternatives:
-                if verify(candidate, predictions, float_rounding=float_rounding, timeout_seconds=None):
+                if verify(candidate, predictions, float_rounding=float_rounding, timeout_seconds=None) and (
+                    accept_decimal_approximation or not approximates(candidate[0], predictions[0])
+                ):
                     return True
     return False
 
 
+# A decimal this close to the exact gold (relative) carries every digit a double holds: it is not a rounding.
+_DOUBLE_PRECISION = 1e-15
+
+
+def _readable(parsed: list) -> bool:
+    """math-verify read an expression (it answers [expression, text]; only [text] when it read none)."""
+    return len(parsed) >= 2 and not isinstance(parsed[0], str)
+
+
+def approximates(gold: Any, prediction: Any) -> bool:
+    """Whether `prediction` is a decimal number standing for an exact gold number whose decimal expansion never
+    ends (irrational, or a fraction whose denominator has a prime factor other than 2 and 5), rounded short of
+    the gold's own double-precision value (0.0833333333333333 is 1/12 as a float prints it, and counts). An
+    expression that holds a decimal (`10\\sqrt{10.5}/27`) is not an approximation of this kind."""
+    from sympy import Expr, Float, Rational, factorint, nsimplify
+
+    if not isinstance(gold, Expr) or not isinstance(prediction, Float):
+        return False
+    if not gold.is_number or gold.atoms(Float):
+        return False
+    try:
+        value = nsimplify(gold.doit(), rational=False)  # golds are parsed unevaluated: 10*(1/100)
+        if isinstance(value, Rational) and all(prime in (2, 5) for prime in factorint(value.q)):
+            return False
+        exact = float(abs(value.evalf(40)))
+        difference = float(abs(prediction - value.evalf(40)))
+    except (TypeError, ValueError, ArithmeticError):  # sympy cannot say: math-verify's verdict stands
+        return False
+    return not difference <= _DOUBLE_PRECISION * exact
+
+
+MATH_FIELDS = frozenset(
+    {"ground_truth", "ground_truths", "answer", "accept_decimal_approximation", "accept_unclosed_think"}
+)
+
+
 def math_ground_truths(task: Task) -> list[str]:
-    """The task's ground truth(s): `ground_truth` (str, number or list) or `ground_truths`."""
+    """The task's ground truth(s): `ground_truth` (str, number or list) or `ground_truths`; TaskError naming
+    a field the math reward does not know, or a setting that is not true/false."""
     info = task.verification_info
+    unknown = sorted(set(info) - MATH_FIELDS)
+    if unknown:
+        raise TaskError(
+            f"task {task.task_id}: field 'verification_info.{unknown[0]}' is not known to the math reward "
+            "(docs/datasets.md lists the fields)"
+        )
+    for setting in ("accept_decimal_approximation", "accept_unclosed_think"):
+        if not isinstance(info.get(setting, False), bool):
+            raise TaskError(f"task {task.task_id}: {setting} must be true or false")
     raw: Any = info.get("ground_truth", info.get("ground_truths", info.get("answer")))
     if raw is None:
         raise TaskError(f"task {task.task_id}: verification_info has no ground_truth")
@@ -164,7 +223,7 @@ class MathVerifier:
 
     def score(self, task: Task, completion: str) -> float:
         truths = math_ground_truths(task)
-        text = answer_text(completion, self.extraction)
+        text = answer_text(completion, self.extraction, accepts_unclosed_think(task.verification_info))
         if text is None or not text.strip():
             return 0.0
         try:
@@ -175,6 +234,7 @@ class MathVerifier:
                 self.config.float_rounding,
                 self.config.boxed_match_priority,
                 self.config.multiple_answers,
+                task.verification_info.get("accept_decimal_approximation") is True,
                 timeout=self.config.timeout_seconds,
             )
         except VerifierTimeout:

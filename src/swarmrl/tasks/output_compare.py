@@ -30,10 +30,12 @@ _CONTEXT = Context(prec=60, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[])
 
 @dataclass(frozen=True)
 class OutputRule:
-    """`CodeRewardConfig.stdout_compare` and `stdout_float_tolerance`, as the judge applies them."""
+    """`CodeRewardConfig.stdout_compare` and `stdout_float_tolerance`, as the judge applies them, and a task's
+    own `float_tolerance` and `case_sensitive` (false: words compare ignoring letter case, "YES" for "yes")."""
 
     compare: Literal["lines", "tokens"] = "lines"
     float_tolerance: float = 1e-6
+    case_sensitive: bool = True
 
 
 def stdout_matches(actual: str, expected: str, rule: OutputRule) -> bool:
@@ -46,13 +48,16 @@ def stdout_matches(actual: str, expected: str, rule: OutputRule) -> bool:
     tolerance = Decimal(repr(rule.float_tolerance))
     return all(
         len(got_line) == len(want_line)
-        and all(token_matches(g, w, tolerance) for g, w in zip(got_line, want_line, strict=True))
+        and all(
+            token_matches(g, w, tolerance, rule.case_sensitive)
+            for g, w in zip(got_line, want_line, strict=True)
+        )
         for got_line, want_line in zip(got, want, strict=True)
     )
 
 
-def token_matches(got: str, want: str, tolerance: Decimal) -> bool:
-    if got == want:
+def token_matches(got: str, want: str, tolerance: Decimal, case_sensitive: bool = True) -> bool:
+    if got == want or (not case_sensitive and got.casefold() == want.casefold()):
         return True
     if _INTEGER.fullmatch(want) or not _DECIMAL.fullmatch(want) or not _DECIMAL.fullmatch(got):
         return False

@@ -2,9 +2,10 @@
 
 Isolation (`CodeRewardConfig.isolation`):
 - `bwrap` — the OS boundary, bubblewrap: a read-only root holding only /usr (and the /lib*, /bin links), the
-  dynamic linker cache, the base interpreter's prefix (its site-packages masked), the configured allowed
-  packages and the two sandbox scripts, laid out by `sandbox_bwrap` so that nothing there (mount table,
-  pid 1's command line, compiled files) names the venv or the project; a fresh /proc and minimal /dev; a private size-capped tmpfs /tmp (the
+  dynamic linker cache, a staged copy of the interpreter (at /opt/python, no site-packages), the configured
+  allowed packages and the sandbox scripts, laid out by `sandbox_bwrap` so that nothing there (mount table,
+  pid 1's command line, environment, compiled files, sys.prefix) names the host's install, the venv or the
+  project; a fresh /proc and minimal /dev; a private size-capped tmpfs /tmp (the
   work dir); new pid, ipc, uts, net (no network, not even the host's loopback) and cgroup namespaces; a new
   session (no terminal injection); killed with its parent; no inherited fds; a cleared environment; no
   capabilities; a seccomp filter (`sandbox_seccomp`). Run by root, bwrap keeps its privileged mode and
@@ -44,17 +45,11 @@ from prometheus_client import Gauge
 from swarmrl.configs.tasks import CodeRewardConfig
 from swarmrl.tasks import sandbox_cgroup, sandbox_wire
 from swarmrl.tasks.errors import SandboxError
-from swarmrl.tasks.sandbox_bwrap import (
-    ENV,
-    HERE,
-    SCRIPTS,
-    SERVER_MAIN,
-    WORKDIR,
-    bwrap_layout,
-    package_entries,
-)
+from swarmrl.tasks.sandbox_bwrap import ENV, HERE, SCRIPTS, SERVER_MAIN, WORKDIR, bwrap_layout
 from swarmrl.tasks.sandbox_cgroup import SandboxCgroup, cgroup_parents
+from swarmrl.tasks.sandbox_invoke import OPS, MalformedReply, Reply, parse_reply
 from swarmrl.tasks.sandbox_seccomp import seccomp_bpf
+from swarmrl.tasks.sandbox_stage import package_entries
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +155,8 @@ class SandboxSession:
         self._buffer = bytearray()
         self._cgroup: SandboxCgroup | None = None
         self._init_pidfd: int | None = None
+        # The task's own classes whose objects travel by value (set with the "records" operation).
+        self.record_types: dict[str, type] = {}
         _collect_retired()
         try:
             self.process = self._start()
@@ -197,11 +194,25 @@ class SandboxSession:
             return reply
         raise SessionBroken(_failure(reply, f"calling {name}"))
 
+    def invoke(
+        self, op: str, target: str | int | None, name: str | None = None, args: tuple = (), kwargs=None
+    ) -> Reply:
+        """One operation on the solution (`sandbox_calls`): call a global or a held object, call a method,
+        read an attribute, apply a builtin, list the solution's names. Arguments may hold `sandbox_wire.Ref`s
+        to held objects. SessionBroken when the sandbox fails, or says the operation cannot be done."""
+        if op not in OPS:
+            raise ValueError(f"unknown operation {op!r}")
+        reply = self.request(("invoke", op, target, name, tuple(args), dict(kwargs or {})))
+        try:
+            return parse_reply(reply, tuple(self.record_types.values()))
+        except MalformedReply as exc:
+            raise SessionBroken(f"{op} {target!r}: {exc}") from None
+
     def request(self, message: tuple) -> tuple:
         if self._failed is not None:  # replies may be out of step now: the session stays broken
             raise SessionBroken(self._failed)
         try:
-            frame = sandbox_wire.encode(message)
+            frame = sandbox_wire.encode(message, records=self.record_types)
         except sandbox_wire.WireError as exc:
             raise SessionBroken(f"the request holds a value that is not plain data: {exc}") from None
         self._pending += frame
@@ -368,8 +379,9 @@ class SandboxSession:
                 if needed is not None and len(self._buffer) >= needed:
                     body = bytes(self._buffer[header:needed])
                     del self._buffer[:needed]
+                    records = self.record_types.get if self.record_types else None
                     try:
-                        reply = sandbox_wire.decode(body)
+                        reply = sandbox_wire.decode(body, records=records)
                     except sandbox_wire.WireError as exc:
                         raise SessionBroken(f"undecodable reply: {exc}") from None
                     if type(reply) is not tuple or not reply:
@@ -543,7 +555,7 @@ def _bwrap_plan(allowed: tuple[str, ...]) -> SandboxPlan:
     cgroups = cgroup_parents()
     return SandboxPlan(
         mode="bwrap",
-        command=(os.path.realpath(sys.executable), "-I", "-S", "-B", "-X", "utf8", "-c", SERVER_MAIN),
+        command=(layout.interpreter, "-I", "-S", "-B", "-X", "utf8", "-c", SERVER_MAIN),
         bwrap_args=layout.args,
         files=layout.files,
         import_paths=layout.import_paths,

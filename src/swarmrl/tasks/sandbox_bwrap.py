@@ -1,38 +1,36 @@
 """The code sandbox's bubblewrap command line: namespaces, what is mounted where, the environment.
 
-A read-only root holds /usr (and the /lib*, /bin links), the dynamic linker cache and the base interpreter's
-prefix with its site-packages masked; the allowed packages appear at /sandbox/site and the two sandbox scripts
-(with their compiled copies) at /sandbox. Nothing there names the host: the scripts are written into the
-sandbox's own root from memory (`--file`), the packages are bound from a private staging copy (hard links)
-whose compiled files name /sandbox/site instead of the venv, and the session passes this command line through
-a memfd (`--args`), so the sandbox's pid 1 shows `bwrap --args N` and no host path. The only host paths left
-in /proc/self/mountinfo are the interpreter's prefix, which Python reports inside anyway (sys.prefix,
-sysconfig), and the staging directory's name under the system temp dir.
+A read-only root holds /usr (and the /lib*, /bin links) and the dynamic linker cache; the interpreter at
+/opt/python, the allowed packages at /sandbox/site and the sandbox scripts (with their compiled copies) at
+/sandbox. Nothing there names the host: the interpreter and the packages are bound from a private staging copy
+(`sandbox_stage`: hard links, its build paths rewritten) and run as /opt/python/bin/python3.X, the scripts are
+written into the sandbox's own root from memory (`--file`), and the session passes this command line through a
+memfd (`--args`), so the sandbox's pid 1 shows `bwrap --args N` and no host path. What /proc/self/mountinfo
+still shows of the host is the staging copy's neutral name ("sandbox-XXXX" under the system temp dir), as the
+source of those two binds. A system interpreter (prefix /usr) runs where it is.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
-import importlib.metadata
-import importlib.util
-import marshal
 import os
 import py_compile
-import shutil
 import sys
-import sysconfig
 import tempfile
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarmrl.tasks.errors import SandboxError
+from swarmrl.tasks.sandbox_stage import (
+    PYTHON_DIR,
+    SITE_DIR,
+    base_site_dirs,
+    stage_interpreter,
+    stage_packages,
+)
 
-SCRIPTS = ("sandbox_child.py", "sandbox_wire.py")
+SCRIPTS = ("sandbox_child.py", "sandbox_wire.py", "sandbox_rich.py", "sandbox_records.py", "sandbox_calls.py")
 HERE = Path(__file__).resolve().parent
 SANDBOX_DIR = "/sandbox"
-SITE_DIR = "/sandbox/site"
 WORKDIR = "/tmp/work"
 ENV = {
     "PATH": "/usr/bin:/bin",
@@ -46,7 +44,6 @@ ENV = {
 }
 # Imported rather than run as a script, so that the compiled copies are used.
 SERVER_MAIN = f"import sys; sys.path.insert(0, {SANDBOX_DIR!r}); import sandbox_child; sandbox_child.main()"
-_PYC_HEADER_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -54,6 +51,7 @@ class BwrapLayout:
     args: tuple[str, ...]  # namespaces, mounts, /proc, /dev, environment
     files: tuple[tuple[str, bytes], ...] = ()  # (path inside, content): written by bwrap from memfds
     import_paths: tuple[str, ...] = ()
+    interpreter: str = ""  # the Python that runs the server, as the sandbox sees it
 
 
 def bwrap_layout(allowed: tuple[str, ...], as_root: bool) -> BwrapLayout:
@@ -61,13 +59,21 @@ def bwrap_layout(allowed: tuple[str, ...], as_root: bool) -> BwrapLayout:
     mounts = _Mounts()
     mounts.system()
     interpreter = os.path.realpath(sys.executable)
-    prefix = os.path.realpath(sys.base_prefix)
-    mounts.bind(prefix)
-    if not interpreter.startswith(prefix + os.sep):
-        mounts.bind(interpreter)
-    for hidden in _base_site_dirs(prefix):
-        if mounts.covers(hidden):
-            mounts.mask(hidden)
+    env = dict(ENV)
+    staged_python = stage_interpreter()
+    if staged_python is None:  # a system interpreter under /usr: already where a neutral one would be
+        prefix = os.path.realpath(sys.base_prefix)
+        mounts.bind(prefix)
+        if not interpreter.startswith(prefix + os.sep):
+            mounts.bind(interpreter)
+        for hidden in base_site_dirs(prefix):
+            if mounts.covers(hidden):
+                mounts.mask(hidden)
+    else:
+        mounts.bind(staged_python.folder, PYTHON_DIR)
+        interpreter = staged_python.executable
+        if staged_python.library_path:
+            env["LD_LIBRARY_PATH"] = staged_python.library_path
     staged = stage_packages(allowed)
     if staged is not None:
         mounts.bind(staged, SITE_DIR)
@@ -80,9 +86,9 @@ def bwrap_layout(allowed: tuple[str, ...], as_root: bool) -> BwrapLayout:
     args += ["--proc", "/proc", "--dev", "/dev", "--size", "4096", "--tmpfs", "/dev/shm"]
     args += ["--remount-ro", "/dev/shm", "--remount-ro", "/dev"]
     args += ["--hostname", "sandbox", "--chdir", "/tmp", "--clearenv"]
-    for name, value in ENV.items():
+    for name, value in env.items():
         args += ["--setenv", name, value]
-    return BwrapLayout(tuple(args), files, (SITE_DIR,) if staged is not None else ())
+    return BwrapLayout(tuple(args), files, (SITE_DIR,) if staged is not None else (), interpreter)
 
 
 def _namespace_args(as_root: bool) -> list[str]:
@@ -119,97 +125,6 @@ def script_files() -> tuple[tuple[str, bytes], ...]:
             pyc = f"{SANDBOX_DIR}/__pycache__/{stem}.{sys.implementation.cache_tag}.pyc"
             files.append((pyc, Path(compiled).read_bytes()))
     return tuple(files)
-
-
-@functools.cache
-def stage_packages(allowed: tuple[str, ...]) -> str | None:
-    """A private copy of the allowed packages' files (hard links where the filesystem allows, copies where
-    not), for this process's sandboxes; None when nothing is allowed. Compiled files are rewritten to name
-    /sandbox/site as their source: pip's copies name the venv they were installed into."""
-    entries = package_entries(allowed)
-    if not entries:
-        return None
-    stage = tempfile.mkdtemp(prefix="sandbox-site-")
-    atexit.register(shutil.rmtree, stage, True)
-    os.chmod(stage, 0o755)  # readable by the sandbox's private uid
-    try:
-        for location, entry in entries:
-            source, target = location / entry, os.path.join(stage, entry)
-            if source.is_dir():
-                shutil.copytree(source, target, copy_function=_link_or_copy, symlinks=True)
-                _relocate_compiled(stage, target)
-            else:
-                _link_or_copy(str(source), target)
-    except OSError as exc:
-        raise SandboxError(f"cannot stage the allowed packages for the sandbox: {exc}") from exc
-    return stage
-
-
-def _link_or_copy(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
-
-
-def _relocate_compiled(stage: str, tree: str) -> None:
-    """Rewrite every .pyc under `tree` (as a new file, never the linked original) so that its code objects
-    name their source where the sandbox sees it; a .pyc that does not load is dropped (Python then compiles
-    the source itself)."""
-    for directory, _, names in os.walk(tree):
-        for name in names:
-            if not name.endswith(".pyc"):
-                continue
-            path = os.path.join(directory, name)
-            with open(path, "rb") as handle:
-                data = handle.read()
-            os.unlink(path)
-            try:
-                code = marshal.loads(data[_PYC_HEADER_BYTES:])
-                source = importlib.util.source_from_cache(path)
-            except (EOFError, ValueError, TypeError):
-                continue
-            if isinstance(code, types.CodeType):
-                inside = SITE_DIR + source[len(stage) :]
-                with open(path, "wb") as handle:
-                    handle.write(data[:_PYC_HEADER_BYTES] + marshal.dumps(_renamed(code, inside)))
-
-
-def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
-    consts = tuple(_renamed(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
-    return code.replace(co_filename=filename, co_consts=consts)
-
-
-def package_entries(allowed: tuple[str, ...]) -> list[tuple[Path, str]]:
-    """(site dir, top-level file or dir) for every file of the distributions that provide `allowed`."""
-    providers = importlib.metadata.packages_distributions()
-    entries: set[tuple[Path, str]] = set()
-    for name in allowed:
-        if name not in providers:
-            raise SandboxError(f"allowed package {name!r} is not installed in this environment")
-        for dist_name in providers[name]:
-            dist = importlib.metadata.distribution(dist_name)
-            location = Path(str(dist.locate_file(""))).resolve()
-            for file in dist.files or ():
-                top = file.parts[0]
-                if top not in ("..", "") and (location / top).exists():
-                    entries.add((location, top))
-    return sorted(entries)
-
-
-def _base_site_dirs(prefix: str) -> list[str]:
-    """The base interpreter's own site-packages under every install scheme (Debian's dist-packages too):
-    whatever pip or apt put there, test data included, stays out of the sandbox."""
-    found = set()
-    for scheme in sysconfig.get_scheme_names():
-        for key in ("purelib", "platlib"):
-            try:
-                path = sysconfig.get_path(key, scheme, vars={"base": prefix, "platbase": prefix})
-            except KeyError:
-                continue
-            if path and os.path.isdir(path):
-                found.add(os.path.realpath(path))
-    return sorted(found)
 
 
 class _Mounts:

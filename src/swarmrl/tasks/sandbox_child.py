@@ -7,11 +7,13 @@ per request:
 
     ("run", stdin_text)                 -> ("ran", exit_status, stdout_text, stderr_tail, stdout_truncated)
     ("call", name, args, kwargs)        -> ("returned", value) | ("raised", type_name, message) | ("failed", why)
+    ("invoke", op, target, name, args, kwargs) -> see `sandbox_calls`
 
 The server itself never runs the solution: each "run" is a fresh fork that installs the audit-hook guard and
 executes the program as `__main__` with its stdin and stdout on memfds (so `os._exit`, closed streams or a
 crash end that run only); calls go to one forked solution process that loads the solution once and answers
-them in order. Nothing in here is trusted by the other side: replies are plain data that the trusted side
+them in order (`sandbox_calls`). Every process that runs the solution has `exit()` and `quit()`, which the
+`-S` interpreter lacks (they come from `site`). Nothing in here is trusted by the other side: replies are plain data that the trusted side
 decodes strictly and judges itself, so a solution that takes over this process gains nothing.
 """
 
@@ -20,11 +22,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's dir off sys.path
 
+import builtins  # noqa: E402
 import resource  # noqa: E402
 
 import sandbox_wire  # noqa: E402
 
 STDERR_TAIL = 2000
+RUN_REQUEST = b'["t","run",'  # how sandbox_wire writes the tuple ("run", stdin)
 
 
 def read_exact(fd, count):
@@ -199,8 +203,18 @@ def become_solution_process(keep_fds, stdio_fds, setup):
     # sys.stdin/stdout/stderr (UTF-8 under -X utf8, never used by the server) now reach the new fds 0/1/2.
     sys.argv = ["solution.py"]
     os.chdir(setup["workdir"])
+    install_exit()
     if setup["guard"]:
         install_guard(setup["workdir"])
+
+
+def install_exit():
+    """`exit()` and `quit()` as `site` defines them: raise SystemExit with the code."""
+
+    def exit(code=None):  # noqa: A001 — the builtin it stands for
+        raise SystemExit(code)
+
+    builtins.exit = builtins.quit = exit
 
 
 def exit_code_of(exit_request):
@@ -226,9 +240,11 @@ class Server:
             frame = read_frame(0, self.max_frame)
             if frame is None:
                 return
-            request = sandbox_wire.decode(frame[sandbox_wire.HEADER_BYTES :])
-            if request[0] == "run":
-                reply = sandbox_wire.encode(self.run(request[1]))
+            body = frame[sandbox_wire.HEADER_BYTES :]
+            # Only "run" is the server's own; every other request (calls, with their references and records,
+            # which only the solution process can resolve) is relayed unread.
+            if body.startswith(RUN_REQUEST):
+                reply = sandbox_wire.encode(self.run(sandbox_wire.decode(body)[1]))
             else:
                 reply = self.relay(frame)
             write_all(1, reply)
@@ -312,7 +328,7 @@ class Server:
             try:
                 null = os.open(os.devnull, os.O_RDWR)
                 become_solution_process((request_read, reply_write), (null, null, null), self.setup)
-                serve_calls(self.setup["solution"], request_read, reply_write, self.max_frame)
+                serve_calls(self.setup["solution"], request_read, reply_write, self.setup["limits"])
                 code = 0
             finally:
                 os._exit(code)
@@ -321,36 +337,32 @@ class Server:
         self.caller = (pid, request_write, reply_read)
 
 
-def serve_calls(source, request_fd, reply_fd, max_frame):
+def serve_calls(source, request_fd, reply_fd, limits):
     """The solution process: load the solution once, then answer call requests until EOF."""
+    import sandbox_calls
+
     namespace = {"__name__": "solution", "__builtins__": __builtins__, "__file__": "solution.py"}
     load_error = None
     try:
         exec(compile(source, "solution.py", "exec"), namespace)
     except BaseException as exc:  # noqa: BLE001 — SystemExit included: a solution that exits has no functions
         load_error = f"loading the solution raised {describe(exc)}"
+    calls = sandbox_calls.Calls(namespace, load_error, limits["max_output_bytes"])
     while True:
-        frame = read_frame(request_fd, max_frame)
+        frame = read_frame(request_fd, limits["max_frame_bytes"])
         if frame is None:
             return
-        request = sandbox_wire.decode(frame[sandbox_wire.HEADER_BYTES :])
-        reply = ("failed", load_error) if load_error else answer(namespace, request)
         try:
-            data = sandbox_wire.encode(reply)
+            records = calls.record_class if calls.records else None
+            request = sandbox_wire.decode(frame[sandbox_wire.HEADER_BYTES :], refs=True, records=records)
+            reply = calls.answer(request) if type(request) is tuple and request else ("failed", "no request")
+        except sandbox_wire.WireError as exc:
+            reply = ("failed", f"malformed request: {exc}")
+        try:
+            data = sandbox_wire.encode(reply, rich=reply[0] != "returned", records=calls.records)
         except BaseException as exc:  # noqa: BLE001 — a hostile value can raise anything while it is read
             data = sandbox_wire.encode(("failed", f"the result is not plain data: {describe(exc)}"))
         write_all(reply_fd, data)
-
-
-def answer(namespace, request):
-    _, name, args, kwargs = request
-    function = namespace.get(name)
-    if not callable(function):
-        return ("failed", f"the solution defines no function {name!r}")
-    try:
-        return ("returned", function(*args, **kwargs))
-    except BaseException as exc:  # noqa: BLE001 — reported as the call's outcome
-        return ("raised", type(exc).__name__, safe_str(exc))
 
 
 def describe(exc):

@@ -9,14 +9,20 @@ a 4-byte big-endian length, then UTF-8 JSON (ASCII-escaped) of one value in this
     ["d", key, value, key, value...]  dict (keys of any hashable type)
     ["b", "hex"]  bytes         ["c", real, imag]  complex    ["i", "-0x1f..."]  int too long for a JSON number
 
+plus the standard library's rich values (namedtuple, Counter, OrderedDict, defaultdict, deque, Fraction, Decimal,
+datetime, date, time, timedelta) and numpy arrays, tagged as `sandbox_rich` describes, and, in requests to the
+sandbox only, ["h", id]: a reference to an object the sandbox holds (`Ref`); and, where a session names
+record classes, objects of those classes sent by value as a graph (`sandbox_records`).
+
 JSON objects, untagged arrays, unknown tags and malformed payloads are refused. `decode` builds fresh objects
-of exactly these builtin types (never a subclass, never anything that runs code on comparison), with caps on
-the frame size, the nesting depth and the number of values. `encode` takes exact builtin types; instances of
-their subclasses (a Counter, a namedtuple, numpy's float64) are reduced to the base type through the base
-type's own methods, and numpy arrays and scalars (only if numpy is already imported) become lists and Python
-scalars. Anything else raises WireError: it is not plain data.
+of exactly these types (never a subclass, never anything that runs code on comparison), with caps on the frame
+size, the nesting depth and the number of values. `encode` takes exact builtin types and the rich ones;
+instances of other subclasses of builtin types (an int subclass, a solution's list subclass) are reduced to
+the base type through the base type's own methods, and numpy scalars become Python scalars. Anything else
+raises WireError: it is not plain data.
 """
 
+import importlib
 import sys
 
 # CPython's JSON accelerator, used directly: `import json` pulls in `re`, some 7 ms of every sandbox start.
@@ -38,14 +44,53 @@ class WireError(ValueError):
     """A value that cannot be sent, or bytes that are not one well-formed value within the limits."""
 
 
-def encode(value, max_depth=MAX_DEPTH):
-    """One frame (header + body) holding `value`."""
-    data = "".join(_ENCODER(_tree(value, max_depth), 0)).encode("ascii")
+class Ref:
+    """An object the sandbox holds, named in a request by the id the sandbox gave it (never sent back)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, id):  # noqa: A002 — the handle's own name on both sides
+        self.id = id
+
+    def __repr__(self):
+        return f"Ref({self.id})"
+
+
+_SIBLINGS = {}  # sandbox_rich and sandbox_records, imported on first need (most frames use neither)
+
+
+def _sibling(name):
+    if name not in _SIBLINGS:
+        package = __spec__.parent if __spec__ is not None else ""
+        _SIBLINGS[name] = importlib.import_module(f"{package}.{name}" if package else name)
+    return _SIBLINGS[name]
+
+
+def _rich():
+    return _sibling("sandbox_rich")
+
+
+def encode(value, max_depth=MAX_DEPTH, rich=True, records=None):
+    """One frame (header + body) holding `value`. With `rich` false, rich values are sent as their plain
+    builtin base (a namedtuple as a tuple, a Counter as a dict, a numpy array as lists), as the original
+    `call` form of the sandbox promises. `records`: the classes (names, or name -> class) whose objects are
+    sent by value (`sandbox_records`)."""
+    if records:
+        module = _sibling("sandbox_records")
+        try:
+            tree = module.graph(value, records, lambda item, hook: _tree(item, max_depth, rich, hook))
+        except module.RecordError as exc:
+            raise WireError(str(exc)) from None
+    else:
+        tree = _tree(value, max_depth, rich)
+    data = "".join(_ENCODER(tree, 0)).encode("ascii")
     return len(data).to_bytes(HEADER_BYTES, "big") + data
 
 
-def decode(body, max_depth=MAX_DEPTH, max_values=MAX_VALUES):
-    """The value in a frame body (the bytes after the header); WireError for anything outside the grammar."""
+def decode(body, max_depth=MAX_DEPTH, max_values=MAX_VALUES, refs=False, records=None):
+    """The value in a frame body (the bytes after the header); WireError for anything outside the grammar.
+    `refs`: whether ["h", id] references may occur (requests to the sandbox), decoded as `Ref`. `records`:
+    the class of each record class name (a callable; None: no records may occur)."""
     try:
         text = body.decode("ascii")
         tree, end = _SCANNER(text, 0)
@@ -55,7 +100,15 @@ def decode(body, max_depth=MAX_DEPTH, max_values=MAX_VALUES):
         raise WireError(f"not a wire value: {type(exc).__name__}: {str(exc)[:200]}") from None
     if end != len(text):
         raise WireError("not a wire value: data after the value")
-    counter = [max_values]
+    counter = [max_values, refs, None]
+    if records is not None and type(tree) is list and len(tree) == 3 and tree[0] == "g":
+        module = _sibling("sandbox_records")
+        try:
+            counter[2] = module.made(tree[1], records)
+            module.filled(counter[2], tree[1], lambda node: _value(node, max_depth, counter))
+        except module.RecordError as exc:
+            raise WireError(str(exc)) from None
+        tree = tree[2]
     return _value(tree, max_depth, counter)
 
 
@@ -141,10 +194,21 @@ def _value(node, depth, counter):
         digits = payload[3:] if negative else payload[2:]
         if payload[negative : negative + 2] == "0x" and digits and set(digits) <= _HEX_DIGITS:
             return -int(digits, 16) if negative else int(digits, 16)
+    if tag == "h" and counter[1] and len(items) == 1 and type(items[0]) is int and items[0] >= 0:
+        return Ref(items[0])
+    if tag == "rr" and counter[2] is not None and len(items) == 1 and type(items[0]) is int:
+        if 0 <= items[0] < len(counter[2]):
+            return counter[2][items[0]]
+    if len(tag) <= 2 and tag in _rich().TAGS:
+        rich = _rich()
+        try:
+            return rich.build(tag, items, lambda item: _value(item, depth - 1, counter))
+        except rich.RichError as exc:
+            raise WireError(str(exc)) from None
     raise WireError(f"malformed tagged value {tag[:20]!r}")
 
 
-def _tree(value, depth):
+def _tree(value, depth, rich=True, hook=None):
     if depth < 0:
         raise WireError("value nests too deeply")
     kind = type(value)
@@ -153,18 +217,32 @@ def _tree(value, depth):
     if kind is int:
         return value if value.bit_length() <= _PLAIN_INT_BITS else ["i", hex(value)]
     if kind in _TAG_OF:
-        return [_TAG_OF[kind], *(_tree(item, depth - 1) for item in value)]
+        return [_TAG_OF[kind], *(_tree(item, depth - 1, rich, hook) for item in value)]
     if kind is dict:
         flat = ["d"]
         for key, item in value.items():
-            flat.append(_tree(key, depth - 1))
-            flat.append(_tree(item, depth - 1))
+            flat.append(_tree(key, depth - 1, rich, hook))
+            flat.append(_tree(item, depth - 1, rich, hook))
         return flat
     if kind is bytes:
         return ["b", value.hex()]
     if kind is complex:
         return ["c", value.real, value.imag]
-    return _tree(_plain_base(value), depth)
+    if kind is Ref:
+        return ["h", value.id]
+    if hook is not None:
+        reference = hook(value)
+        if reference is not None:
+            return reference
+    if rich:
+        module = _rich()
+        try:
+            found = module.tagged(value, depth, lambda item, below: _tree(item, below, True, hook))
+        except module.RichError as exc:
+            raise WireError(str(exc)) from None
+        if found is not None:
+            return found
+    return _tree(_plain_base(value), depth, rich, hook)
 
 
 def _plain_base(value):
@@ -172,7 +250,7 @@ def _plain_base(value):
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(value, numpy.ndarray | numpy.generic):
         converted = value.tolist()
-        if type(converted) is type(value):
+        if type(converted) is type(value) or isinstance(converted, numpy.generic | numpy.ndarray):
             raise WireError(f"numpy value of dtype {value.dtype} has no plain form")
         return converted
     # Unbound base-type methods read the builtin payload; overridden methods of the subclass are not called.

@@ -280,7 +280,7 @@ STDIO_AND_CALL_TASK = Task(
         "test_cases": [
             {"type": "stdin_stdout", "input": "1 2\n", "output": "3\n"},
             {"type": "stdin_stdout", "input": "20 22\n", "output": "42\n"},
-            {"type": "function_call", "fn_name": "add", "input": [5, 6], "output": [11]},
+            {"type": "function_call", "fn_name": "add", "input": [5, 6], "output": 11},
         ]
     },
 )

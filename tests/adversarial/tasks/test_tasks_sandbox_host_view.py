@@ -7,6 +7,7 @@ and what Python itself reports, and prints every place one of the given strings 
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -109,3 +110,43 @@ def test_a_package_imported_in_the_sandbox_names_only_sandbox_paths():
     ]
     assert "/sandbox/site/numpy/linalg/" in outcome.stderr  # the traceback's frames
     assert not any(path in outcome.stdout + outcome.stderr for path in host_paths())
+
+
+WHERE_AM_I = r"""
+import json, os, sys
+seen = {"mountinfo": open("/proc/self/mountinfo").read(), "prefix": repr((sys.prefix, sys.exec_prefix,
+        sys.executable, sys.path, os.getcwd(), dict(os.environ)))}
+for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]:
+    for name in ("cmdline", "environ"):
+        try:
+            seen[f"{pid}/{name}"] = open(f"/proc/{pid}/{name}", "rb").read().decode("utf-8", "replace")
+        except OSError:
+            pass
+    for name in ("cwd", "exe", "root"):
+        try:
+            seen[f"{pid}/{name}"] = os.readlink(f"/proc/{pid}/{name}")
+        except OSError:
+            pass
+print(json.dumps(seen))
+"""
+
+
+def test_the_interpreters_install_and_home_are_not_in_the_mount_table_or_any_command_line():
+    """Issue 58: the interpreter's own install (a pyenv or uv prefix under a home directory) showed in
+    /proc/self/mountinfo and in pid 1's command line. It runs from /opt/python now."""
+    plan = sandbox_plan(CodeRewardConfig())
+    with SandboxSession(plan, SandboxLimits(wall_seconds=60), WHERE_AM_I) as session:
+        outcome = session.run("")
+    assert outcome.succeeded, outcome.stderr
+    seen = json.loads(outcome.stdout)
+    prefix = os.path.realpath(sys.base_prefix)
+    secrets = [*host_paths(), os.path.realpath(sys.executable)]
+    if prefix not in ("/", "/usr"):
+        secrets.append(prefix)
+        assert "/opt/python" in seen["1/cmdline"] and "/opt/python" in seen["prefix"]
+    home = os.path.expanduser("~")
+    if home not in ("/", "") and not prefix.startswith("/usr"):
+        secrets.append(home + "/")
+    assert {"mountinfo", "1/cmdline", "self/cwd"} <= seen.keys()
+    leaks = [(where, secret) for where, text in seen.items() for secret in secrets if secret in text]
+    assert leaks == []

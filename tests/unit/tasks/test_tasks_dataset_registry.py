@@ -102,7 +102,9 @@ def test_roundtrip_through_writer(tmp_path):
 )
 def test_malformed_rows_name_row_and_field(tmp_path, row, field):
     path = write_jsonl(tmp_path / "bad.jsonl", [ROWS[0], row])
-    with pytest.raises(TaskError, match=rf"row 1: (field '{field}'|no '{field}' column)"):
+    with pytest.raises(
+        TaskError, match=rf"row 1: (task \S+: )?(field '{field}(\.\w+)?'|no '{field}' column)"
+    ):
         load_dataset_tasks(DatasetSourceConfig(name="d", path=str(path)))
 
 

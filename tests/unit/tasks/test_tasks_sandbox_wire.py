@@ -1,4 +1,7 @@
 import collections
+import datetime
+import decimal
+import fractions
 import math
 import struct
 
@@ -79,12 +82,39 @@ def test_edge_values():
         assert same(round_trip(value), value)
 
 
-def test_subclasses_and_numpy_become_their_plain_base():
+def test_rich_values_arrive_as_themselves():
     point = collections.namedtuple("Point", "x y")
-    assert same(round_trip(collections.Counter("aab")), {"a": 2, "b": 1})
-    assert same(round_trip(point(1, 2)), (1, 2))
-    assert same(round_trip(np.arange(4).reshape(2, 2)), [[0, 1], [2, 3]])
+    for value in (
+        point(1, 2),
+        collections.Counter("aab"),
+        collections.OrderedDict(b=1, a=2),
+        collections.defaultdict(list, a=[1]),
+        collections.deque([1, 2], maxlen=3),
+        fractions.Fraction(1, 3),
+        decimal.Decimal("1.50"),
+        datetime.datetime(2020, 1, 2, 3, 4, 5, tzinfo=datetime.timezone(datetime.timedelta(hours=2))),
+        datetime.date(2020, 1, 2),
+        datetime.time(1, 2, 3),
+        datetime.timedelta(days=-1, seconds=5),
+    ):
+        back = round_trip(value)
+        assert type(back).__name__ == type(value).__name__ and back == value and repr(back) == repr(value)
+    assert round_trip(point(1, 2)).y == 2
+    assert round_trip(collections.defaultdict(list))["new"] == []
+    array = round_trip(np.arange(6, dtype=np.int32).reshape(2, 3))
+    assert array.dtype == np.int32 and array.shape == (2, 3) and array.tolist() == [[0, 1, 2], [3, 4, 5]]
     assert same(round_trip((np.float32(1.5), np.int64(3), np.bool_(True), np.str_("s"))), (1.5, 3, True, "s"))
+
+
+def test_without_rich_values_subclasses_and_numpy_become_their_plain_base():
+    point = collections.namedtuple("Point", "x y")
+
+    def plain(value):
+        return decode(encode(value, rich=False)[HEADER_BYTES:])
+
+    assert same(plain(collections.Counter("aab")), {"a": 2, "b": 1})
+    assert same(plain(point(1, 2)), (1, 2))
+    assert same(plain(np.arange(4).reshape(2, 2)), [[0, 1], [2, 3]])
 
     class LyingInt(int):
         def __eq__(self, other):
@@ -97,7 +127,40 @@ def test_subclasses_and_numpy_become_their_plain_base():
 
 
 @pytest.mark.parametrize(
-    "value", [object(), lambda: 1, iter([]), type, np.array([object()], dtype=object), Ellipsis]
+    "body",
+    [
+        b'["nt", "P", ["x"], 1, 2]',
+        b'["nt", "P", ["class"], 1]',
+        b'["nt", "P", ["_x"], 1]',
+        b'["Q", 1, 0]',
+        b'["Q", 1.5, 2]',
+        b'["D", "one"]',
+        b'["dt", "not a date"]',
+        b'["td", 1, 2]',
+        b'["dd", "eval"]',
+        b'["dq", -1]',
+        b'["nd", "|O8", [1], 1]',
+        b'["nd", "<i8", [2], 1]',
+        b'["h", 3]',
+    ],
+)
+def test_malformed_rich_values_and_references_in_replies_are_refused(body):
+    with pytest.raises(WireError):
+        decode(body)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        object(),
+        lambda: 1,
+        iter([]),
+        type,
+        np.array([object()], dtype=object),
+        Ellipsis,
+        collections.defaultdict(lambda: 0),
+        datetime.datetime(2020, 1, 1, tzinfo=datetime.tzinfo()),
+    ],
 )
 def test_values_that_are_not_plain_data_are_refused(value):
     with pytest.raises(WireError):
