@@ -76,13 +76,24 @@ class SandboxCgroup:
 
     def limit(self, memory_bytes: int, max_processes: int) -> None:
         if self.parents.version == 1:
-            _write(self.memory_dir, "memory.limit_in_bytes", memory_bytes)
-            with contextlib.suppress(FileNotFoundError):  # swap accounting may be compiled out
-                _write(self.memory_dir, "memory.memsw.limit_in_bytes", memory_bytes)
+            self._limit_v1(memory_bytes)
         else:
             _write(self.memory_dir, "memory.max", memory_bytes)
             _write(self.memory_dir, "memory.swap.max", 0)
         _write(self.pids_dir, "pids.max", max_processes)
+
+    def _limit_v1(self, memory_bytes: int) -> None:
+        # v1 refuses any write that leaves memory+swap below memory alone (EINVAL): a reused group whose limit
+        # goes up takes the memsw limit first, one whose limit goes down takes it last.
+        current = int(Path(self.memory_dir, "memory.limit_in_bytes").read_text())
+        if memory_bytes > current:
+            self._limit_swap_v1(memory_bytes)
+        _write(self.memory_dir, "memory.limit_in_bytes", memory_bytes)
+        self._limit_swap_v1(memory_bytes)
+
+    def _limit_swap_v1(self, memory_bytes: int) -> None:
+        with contextlib.suppress(FileNotFoundError):  # swap accounting may be compiled out
+            _write(self.memory_dir, "memory.memsw.limit_in_bytes", memory_bytes)
 
     def adopt(self, pid: int) -> None:
         """Move `pid` and all its descendants into the group."""

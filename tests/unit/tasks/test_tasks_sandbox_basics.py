@@ -170,3 +170,23 @@ def test_a_broken_session_stays_broken(plan):
         box.deadline += 10
         with pytest.raises(SessionBroken, match="timed out"):
             box.call("fast", (), {})
+
+
+def test_a_reused_cgroup_takes_a_higher_and_then_a_lower_memory_limit() -> None:
+    """cgroup v1 refuses a memory limit above memory+swap's: raising one must move memsw first (a verifier's
+    1 GiB sandbox after a 512 MiB one got EINVAL before)."""
+    from swarmrl.tasks.sandbox_cgroup import SandboxCgroup, cgroup_parents
+
+    parents = cgroup_parents()
+    assert parents is not None, "root on this kind of machine has writable cgroups (make sandbox-deps)"
+    group = SandboxCgroup(parents)
+    try:
+        for megabytes in (512, 1024, 256, 2048):
+            group.limit(megabytes << 20, max_processes=16)
+            assert int(open(f"{group.memory_dir}/{_memory_file(parents.version)}").read()) == megabytes << 20
+    finally:
+        group.remove()
+
+
+def _memory_file(version: int) -> str:
+    return "memory.limit_in_bytes" if version == 1 else "memory.max"
