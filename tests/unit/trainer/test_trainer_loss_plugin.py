@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 
 from swarmrl.cli.failures import expected_failure
-from swarmrl.configs import RunConfig
+from swarmrl.configs import RunConfig, load_config
 from swarmrl.configs.loss import LossConfig, PluginObjective
 from swarmrl.entrypoints import EntryError
 from swarmrl.launch.pins import pin_run_code
@@ -22,7 +24,8 @@ from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.objectives import build_objective
 from swarmrl.trainer.train import run_trainer
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "byo"
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = REPO / "examples" / "byo"
 F64 = torch.float64
 TERMS = "from swarmrl.trainer.token_batch import TokenTerms\n\n\ndef terms(batch, objective):\n"
 
@@ -201,3 +204,13 @@ def test_the_entry_must_have_the_form_of_one() -> None:
         PluginObjective(entry="not an entry")
     with pytest.raises(ValueError, match="sha256"):
         PluginObjective(entry="pkg.mod:terms", source_hash="abc")
+
+
+def test_the_readmes_plugin_section_is_a_run_config(tmp_path) -> None:
+    readme = (REPO / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```toml\n(.*?)```", readme, flags=re.S) if "[loss.objective]" in b]
+    (tmp_path / "run.toml").write_text(textwrap.dedent(block))
+    config = load_config(tmp_path / "run.toml")
+    pin_run_code(config)
+    assert config.loss.objective.options == {"tau_pos": 1.0, "tau_neg": 1.05}
+    assert len(config.loss.objective.source_hash) == 64
