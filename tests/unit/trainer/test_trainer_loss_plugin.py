@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from byo_testkit import write_user_module
 
 from swarmrl.cli.failures import expected_failure
 from swarmrl.configs import RunConfig, load_config
@@ -26,6 +26,7 @@ from swarmrl.trainer.train import run_trainer
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "byo"
+EXAMPLE_LOSSES = EXAMPLE / "byo_example" / "losses.py"
 F64 = torch.float64
 TERMS = "from swarmrl.trainer.token_batch import TokenTerms\n\n\ndef terms(batch, objective):\n"
 
@@ -160,12 +161,9 @@ def test_a_plugin_that_returns_the_wrong_terms_is_refused_by_name(
 
 
 def test_a_trainer_with_other_code_refuses_to_train(tmp_path, monkeypatch) -> None:
-    shutil.copy(EXAMPLE / "byo_example" / "losses.py", tmp_path / "losses_copy.py")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    mine = write_user_module(tmp_path, "losses_copy", monkeypatch, EXAMPLE_LOSSES.read_text())
     config = pinned_config("losses_copy:soft_gate")
-    (tmp_path / "losses_copy.py").write_text(
-        (tmp_path / "losses_copy.py").read_text().replace("MAX_LOG_RATIO = 20.0", "MAX_LOG_RATIO = 30.0")
-    )
+    mine.write_text(mine.read_text().replace("MAX_LOG_RATIO = 20.0", "MAX_LOG_RATIO = 30.0"))
     with pytest.raises(
         EntryError, match="loss objective 'losses_copy:soft_gate': the source here .* differs"
     ):
@@ -181,14 +179,11 @@ def test_a_trainer_with_other_code_refuses_to_train(tmp_path, monkeypatch) -> No
 
 
 def test_a_resumed_run_whose_loss_changed_is_refused(tmp_path, monkeypatch) -> None:
-    shutil.copy(EXAMPLE / "byo_example" / "losses.py", tmp_path / "losses_resumed.py")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    mine = write_user_module(tmp_path, "losses_resumed", monkeypatch, EXAMPLE_LOSSES.read_text())
     prepared = tmp_path / "run" / "config.json"
     prepared.parent.mkdir()
     prepared.write_text(json.dumps(pinned_config("losses_resumed:soft_gate").model_dump(mode="json")))
-    (tmp_path / "losses_resumed.py").write_text(
-        (tmp_path / "losses_resumed.py").read_text().replace("1.05", "1.5")
-    )
+    mine.write_text(mine.read_text().replace("1.05", "1.5"))
     again = RunConfig.model_validate(
         {"loss": {"objective": {"kind": "plugin", "entry": "losses_resumed:soft_gate"}}}
     )
