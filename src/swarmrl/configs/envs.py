@@ -3,12 +3,12 @@ union, like task sources), each with the limits every episode shares."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from swarmrl.configs.tasks import ENTRY_PATTERN, SHA256_PATTERN, CodeRewardConfig
+from swarmrl.configs.plugins import check_plugin_entry
+from swarmrl.configs.tasks import CodeRewardConfig
 
 # The entry-point group an installed package declares its environments in (`entry = "name"` finds them).
 ENV_ENTRY_POINT_GROUP = "swarmrl.envs"
@@ -72,10 +72,7 @@ class PluginEnvConfig(_EpisodeLimits):
 
     @model_validator(mode="after")
     def _entry_form(self) -> PluginEnvConfig:
-        if not re.fullmatch(ENTRY_PATTERN, self.entry) and not re.fullmatch(r"[\w.-]+", self.entry):
-            raise ValueError("entry must be 'package.module:Class' or an entry-point name")
-        if self.source_hash is not None and not re.fullmatch(SHA256_PATTERN, self.source_hash):
-            raise ValueError("source_hash must be a sha256 hex digest")
+        check_plugin_entry(self.entry, self.source_hash, "package.module:Class")
         return self
 
 

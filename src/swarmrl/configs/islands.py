@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from swarmrl.configs.diloco import CodecName
+
 
 class IslandsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -32,9 +34,7 @@ class IslandsConfig(BaseModel):
         "its launch (the trainer waits then), with the local progress since its launch kept; the last step's "
         "merge always blocks, so the run ends on the merged policy",
     )
-    codec: Literal["fp32", "fp16", "bf16", "int8"] = Field(
-        "int8", description="wire format of the pseudo-gradients between islands"
-    )
+    codec: CodecName = Field("int8", description="wire format of the pseudo-gradients between islands")
     int8_clip_sigmas: float = Field(6.0, gt=0, description="int8 codec: clip outliers at this many rms")
     outer_lr: float = Field(0.7, gt=0, description="outer Nesterov learning rate (DiLoCo's 0.7)")
     outer_momentum: float = Field(0.9, ge=0, lt=1, description="outer Nesterov momentum (0: plain SGD)")

@@ -11,14 +11,22 @@ no KL term. Each variant is one pydantic model selected by its `kind` field, so 
     [loss.correction]
     kind = "tis"
     cap = 2.0
+
+An objective of your own is `kind = "plugin"`: a function from your package, called as the built-in ones are
+(`swarmrl.trainer.objectives`), its source pinned by the run like a reward function's.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, assert_never, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from swarmrl.configs.plugins import check_plugin_entry
+
+# The entry-point group an installed package declares its loss objectives in (`entry = "name"` finds them).
+LOSS_ENTRY_POINT_GROUP = "swarmrl.losses"
 
 
 class _Strict(BaseModel):
@@ -71,7 +79,33 @@ class CISPOClip(_Strict):
     epsilon_high: float = Field(0.28, ge=0.0, description="IS weight clipped above at 1 + epsilon_high")
 
 
-Objective = Annotated[TwoSidedClip | GSPOClip | CISPOClip, Field(discriminator="kind")]
+class PluginObjective(_Strict):
+    """An objective from your own package: `terms(batch, objective) -> TokenTerms`, the signature of the built-in
+    ones; the behaviour correction, normalisation, entropy and KL terms around it stay the run's."""
+
+    kind: Literal["plugin"] = "plugin"
+    entry: str = Field(
+        description="'package.module:function', or the name of an entry point your package declares in the "
+        f"{LOSS_ENTRY_POINT_GROUP!r} group; the function takes (batch: TokenBatch, objective: PluginObjective) "
+        "and returns TokenTerms (swarmrl.trainer.token_batch)"
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="your objective's settings (JSON values), read as objective.options"
+    )
+    source_hash: str | None = Field(
+        None,
+        description="sha256 of the function's module source, recorded when the run is prepared: a trainer whose "
+        "module differs refuses to train, and so does a resumed run whose module changed. Leave it out of a "
+        "TOML you write.",
+    )
+
+    @model_validator(mode="after")
+    def _entry_form(self) -> PluginObjective:
+        check_plugin_entry(self.entry, self.source_hash, "package.module:function")
+        return self
+
+
+Objective = Annotated[TwoSidedClip | GSPOClip | CISPOClip | PluginObjective, Field(discriminator="kind")]
 
 
 class NoCorrection(_Strict):
@@ -140,7 +174,8 @@ class LossConfig(_Strict):
         return merged
 
     objective: Objective = Field(
-        default_factory=TwoSidedClip, description="the surrogate objective, chosen by `kind`"
+        default_factory=TwoSidedClip,
+        description="the surrogate objective, chosen by `kind`: grpo_two_sided, gspo, cispo, or plugin (yours)",
     )
     correction: BehaviourCorrection = Field(
         default_factory=NoCorrection,
@@ -177,20 +212,22 @@ class LossConfig(_Strict):
 
 def loss_preset(name: PresetName, *, max_tokens: int | None = None) -> LossConfig:
     """The published recipes, as starting points to override."""
-    if name == "intellect2":
-        return LossConfig(max_tokens=max_tokens)
-    if name == "dapo_clip_higher":
-        return LossConfig(
-            objective=TwoSidedClip(epsilon_low=0.2, epsilon_high=0.28),
-            normalisation="token",
-            max_tokens=max_tokens,
-        )
-    if name == "dr_grpo":
-        return LossConfig(
-            objective=TwoSidedClip(delta=math.inf), normalisation="constant", max_tokens=max_tokens
-        )
-    if name == "gspo":
-        return LossConfig(objective=GSPOClip(), normalisation="sequence", max_tokens=max_tokens)
-    if name == "cispo":
-        return LossConfig(objective=CISPOClip(), normalisation="token", max_tokens=max_tokens)
-    raise ValueError(f"unknown loss preset {name!r}")
+    match name:
+        case "intellect2":
+            return LossConfig(max_tokens=max_tokens)
+        case "dapo_clip_higher":
+            return LossConfig(
+                objective=TwoSidedClip(epsilon_low=0.2, epsilon_high=0.28),
+                normalisation="token",
+                max_tokens=max_tokens,
+            )
+        case "dr_grpo":
+            return LossConfig(
+                objective=TwoSidedClip(delta=math.inf), normalisation="constant", max_tokens=max_tokens
+            )
+        case "gspo":
+            return LossConfig(objective=GSPOClip(), normalisation="sequence", max_tokens=max_tokens)
+        case "cispo":
+            return LossConfig(objective=CISPOClip(), normalisation="token", max_tokens=max_tokens)
+        case _:
+            assert_never(name)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import assert_never, get_args
 
 import torch
 
+from swarmrl.configs.diloco import CodecName
 from swarmrl.diloco.errors import CodecError
 
 INT8_LEVELS = 127  # symmetric range [-127, 127]: 255 levels, zero exactly representable
@@ -106,13 +108,17 @@ class Int8Codec(Codec):
         return encoded.values.to(torch.float32) * encoded.scales[:, None]
 
 
-def make_codec(name: str, int8_clip_sigmas: float = 6.0) -> Codec:
-    if name == "fp32":
-        return CastCodec(torch.float32)
-    if name == "fp16":
-        return CastCodec(torch.float16)
-    if name == "bf16":
-        return CastCodec(torch.bfloat16)
-    if name == "int8":
-        return Int8Codec(int8_clip_sigmas)
-    raise CodecError(f"unknown codec {name!r}; expected fp32, fp16, bf16 or int8")
+def make_codec(name: CodecName, int8_clip_sigmas: float = 6.0) -> Codec:
+    if name not in get_args(CodecName):  # a name that did not come through a config
+        raise CodecError(f"unknown codec {name!r}; expected {', '.join(get_args(CodecName))}")
+    match name:
+        case "fp32":
+            return CastCodec(torch.float32)
+        case "fp16":
+            return CastCodec(torch.float16)
+        case "bf16":
+            return CastCodec(torch.bfloat16)
+        case "int8":
+            return Int8Codec(int8_clip_sigmas)
+        case _:
+            assert_never(name)

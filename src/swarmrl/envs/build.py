@@ -6,9 +6,9 @@ import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
-from swarmrl.configs.envs import EnvConfig, FeedbackEnvConfig, PythonToolEnvConfig
+from swarmrl.configs.envs import EnvConfig, FeedbackEnvConfig, PluginEnvConfig, PythonToolEnvConfig
 from swarmrl.envs.base import Environment
 from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.concurrency import submitted
@@ -79,17 +79,23 @@ def rollout_limits(config: EnvConfig) -> RolloutLimits:
 
 def build_env(config: EnvConfig, verifier: Verifier) -> Environment:
     """A fresh environment of the configured kind (one per concurrent episode)."""
-    if isinstance(config, PythonToolEnvConfig):
-        return PythonToolEnv(
-            verifier,
-            sandbox_plan(config.sandbox),
-            SandboxLimits.from_config(config.sandbox),
-            max_tool_calls=config.max_tool_calls,
-            max_output_chars=config.max_output_chars,
-        )
-    if isinstance(config, FeedbackEnvConfig):
-        return FeedbackEnv(verifier, max_attempts=config.max_attempts, retry_discount=config.retry_discount)
-    return plugin_env(config)
+    match config:
+        case PythonToolEnvConfig():
+            return PythonToolEnv(
+                verifier,
+                sandbox_plan(config.sandbox),
+                SandboxLimits.from_config(config.sandbox),
+                max_tool_calls=config.max_tool_calls,
+                max_output_chars=config.max_output_chars,
+            )
+        case FeedbackEnvConfig():
+            return FeedbackEnv(
+                verifier, max_attempts=config.max_attempts, retry_discount=config.retry_discount
+            )
+        case PluginEnvConfig():
+            return plugin_env(config)
+        case _:
+            assert_never(config)
 
 
 def row_replayer(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import assert_never
 
 import torch
 
@@ -35,14 +36,17 @@ def build_engine(
             max_batch_size=config.max_num_seqs,
             capture_prompt_hidden_states=config.capture_prompt_hidden_states,
         )
-    if isinstance(config, PagedEngineConfig):
-        return PagedEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)
-    if isinstance(config, TorchEngineConfig):
-        # Imported only when used: it runs transformers' own forward, whose import costs a paged worker seconds.
-        from swarmrl.inference.torch_engine import TorchEngine
+    match config:
+        case PagedEngineConfig():
+            return PagedEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)
+        case TorchEngineConfig():
+            # Imported only when used: it runs transformers' own forward, whose import costs a paged worker
+            # seconds.
+            from swarmrl.inference.torch_engine import TorchEngine
 
-        return TorchEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)
-    raise ValueError(f"unknown engine config {config!r}")
+            return TorchEngine(model, config, eos_token_id=eos_token_id, policy_step=policy_step)
+        case _:
+            assert_never(config)
 
 
 def engine_model(

@@ -1,37 +1,50 @@
-"""A run pins the code of yours that it judges with: the source hash of each reward function and of a plugin
-environment, recorded in its config when it is prepared (and by `--dry-run`), so that every trusted node can
-refuse to judge with other code. Importing each one here also refuses a missing one before anything starts."""
+"""A run pins the code of yours that it judges and trains with: the source hash of each reward function, of a
+plugin environment and of a plugin loss objective, recorded in its config when it is prepared (and by
+`--dry-run`), so that every trusted node can refuse to judge with other code and a resumed run can refuse to
+train with another loss. Importing each one here also refuses a missing one before anything starts."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from swarmrl.configs import RunConfig
 from swarmrl.configs.envs import PluginEnvConfig
-from swarmrl.entrypoints import EntryError, check_pin
+from swarmrl.configs.loss import PluginObjective
+from swarmrl.entrypoints import EntryError, LoadedEntry, check_pin
 from swarmrl.envs.plugin import WHAT as ENVIRONMENT
 from swarmrl.envs.plugin import load_plugin
 from swarmrl.tasks.reward_functions import WHAT as REWARD_FUNCTION
 from swarmrl.tasks.reward_functions import pin_reward_functions
+from swarmrl.trainer.loss_plugin import WHAT as LOSS_OBJECTIVE
+from swarmrl.trainer.loss_plugin import load_objective_plugin
 
 
 def pin_run_code(config: RunConfig, prepared: Path | None = None) -> None:
-    """Record in `config` the source hash of every reward function and of a plugin environment; EntryError
-    naming the first that cannot be imported, or whose code differs from a hash the config already holds.
+    """Record in `config` the source hash of every reward function, of a plugin environment and of a plugin loss
+    objective; EntryError naming the first that cannot be imported, or whose code differs from a hash the
+    config already holds.
 
     `prepared`: the config.json a run directory was prepared with. A resumed run whose code changed is
-    refused: its trainer would score new steps by other rules than the steps it already trained on.
+    refused: its trainer would score new steps by other rules, or train them with another loss, than the steps
+    it already trained on.
     """
     config.tasks.reward_function_hashes = pin_reward_functions(config.tasks)
     if isinstance(config.env, PluginEnvConfig):
-        loaded = load_plugin(config.env.entry)
-        if config.env.source_hash is not None:
-            check_pin(loaded, config.env.source_hash, ENVIRONMENT)
-        config.env.source_hash = loaded.source_hash
+        _pin(config.env, load_plugin, ENVIRONMENT)
+    if isinstance(config.loss.objective, PluginObjective):
+        _pin(config.loss.objective, load_objective_plugin, LOSS_OBJECTIVE)
     if prepared is not None and prepared.is_file():
         _same_code(_pins(json.loads(prepared.read_text())), _pins(config.model_dump(mode="json")), prepared)
+
+
+def _pin(plugin: PluginEnvConfig | PluginObjective, load: Callable[[str], LoadedEntry], what: str) -> None:
+    loaded = load(plugin.entry)
+    if plugin.source_hash is not None:
+        check_pin(loaded, plugin.source_hash, what)
+    plugin.source_hash = loaded.source_hash
 
 
 def _pins(config: dict[str, Any]) -> dict[str, str]:
@@ -40,9 +53,13 @@ def _pins(config: dict[str, Any]) -> dict[str, str]:
         f"{REWARD_FUNCTION} {entry!r}": digest
         for entry, digest in config.get("tasks", {}).get("reward_function_hashes", {}).items()
     }
-    env = config.get("env") or {}
-    if env.get("kind") == "plugin" and env.get("source_hash"):
-        pins[f"{ENVIRONMENT} {env['entry']!r}"] = env["source_hash"]
+    plugins = (
+        (ENVIRONMENT, config.get("env")),
+        (LOSS_OBJECTIVE, (config.get("loss") or {}).get("objective")),
+    )
+    for what, plugin in plugins:
+        if isinstance(plugin, dict) and plugin.get("kind") == "plugin" and plugin.get("source_hash"):
+            pins[f"{what} {plugin['entry']!r}"] = plugin["source_hash"]
     return pins
 
 

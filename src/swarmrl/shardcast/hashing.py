@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, assert_never
 
 import blake3
 
@@ -27,11 +27,13 @@ class Hasher(Protocol):
 
 def new_hasher(algorithm: HashAlgorithm) -> Hasher:
     """A fresh incremental hasher; both kinds give 32-byte (64 hex) digests and release the GIL on update."""
-    if algorithm == "sha256":
-        return hashlib.sha256()
-    if algorithm == "blake3":
-        return blake3.blake3()
-    raise ValueError(f"unknown hash algorithm {algorithm!r}")
+    match algorithm:
+        case "sha256":
+            return hashlib.sha256()
+        case "blake3":
+            return blake3.blake3()
+        case _:
+            assert_never(algorithm)
 
 
 def digest_bytes(data: bytes, algorithm: HashAlgorithm) -> str:

@@ -34,7 +34,7 @@ _EXPORTS = {
     "Verifier": "swarmrl.tasks.reward",
     "compute_reward": "swarmrl.tasks.reward",
     "compute_rewards": "swarmrl.tasks.reward",
-    "register_verifier": "swarmrl.tasks.reward",
+    "verifier_registry": "swarmrl.tasks.reward",
     "annotate_solve_rates": "swarmrl.tasks.solve_rate",
     "ListTaskSource": "swarmrl.tasks.task",
     "Task": "swarmrl.tasks.task",
@@ -67,8 +67,8 @@ __all__ = [
     "heldout_sources",
     "length_shaped_reward",
     "max_length_reward",
-    "register_verifier",
     "sample_target_length",
+    "verifier_registry",
 ]
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ if TYPE_CHECKING:
         Verifier,
         compute_reward,
         compute_rewards,
-        register_verifier,
+        verifier_registry,
     )
     from swarmrl.tasks.solve_rate import annotate_solve_rates
     from swarmrl.tasks.task import ListTaskSource, Task, TaskSource

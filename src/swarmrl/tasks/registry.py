@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import assert_never
 
 from swarmrl.configs.tasks import (
     ArithmeticSourceConfig,
@@ -74,13 +75,17 @@ class MixedTaskSource:
 
 def build_source(config: SourceConfig, cache: Path | None = None) -> TaskSource:
     """`cache`: a directory where sources that are slow to draw keep what they drew (`ReasoningGymSource`)."""
-    if isinstance(config, ReasoningGymSourceConfig):
-        return ReasoningGymSource(config, cache)
-    if isinstance(config, ArithmeticSourceConfig):
-        return _arithmetic(config, config.seed, config.size)
-    if isinstance(config, PromptsSourceConfig):
-        return prompts_source(config)
-    return dataset_source(config)
+    match config:
+        case ReasoningGymSourceConfig():
+            return ReasoningGymSource(config, cache)
+        case ArithmeticSourceConfig():
+            return _arithmetic(config, config.seed, config.size)
+        case PromptsSourceConfig():
+            return prompts_source(config)
+        case DatasetSourceConfig():
+            return dataset_source(config)
+        case _:
+            assert_never(config)
 
 
 def _arithmetic(config: ArithmeticSourceConfig, seed: int, size: int) -> TaskSource:

@@ -4,9 +4,10 @@ the task's type), then the length term."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Protocol
 
 from swarmrl.configs.tasks import TasksConfig
@@ -44,29 +45,39 @@ class RewardRequest:
 
 
 VerifierFactory = Callable[[TasksConfig], Verifier]
-_FACTORIES: dict[str, VerifierFactory] = {
-    "math": lambda config: MathVerifier(config.math, config.extraction),
-    "code": lambda config: CodeVerifier(config.code, config.extraction),
-    "reasoning_gym": lambda config: ReasoningGymVerifier(config.extraction),
-}
+Verifiers = Mapping[str, VerifierFactory]
 
 
-def register_verifier(task_type: str, factory: VerifierFactory) -> None:
-    """Make `task_type` scorable by verifiers built with `factory(config)` (replaces an existing one)."""
-    _FACTORIES[task_type] = factory
+def verifier_registry(extra: Verifiers | None = None) -> Verifiers:
+    """Every task type a reward can be computed for, and how its verifier is built from the tasks config:
+    read-only, so no import can change how a run is judged. `extra` adds or replaces types, for a program that
+    builds its own `RewardComputer` (a run's nodes score with `VERIFIERS`, and your own rewards go in
+    `tasks.reward_functions`, where the run pins them)."""
+    return MappingProxyType(
+        {
+            "math": lambda config: MathVerifier(config.math, config.extraction),
+            "code": lambda config: CodeVerifier(config.code, config.extraction),
+            "reasoning_gym": lambda config: ReasoningGymVerifier(config.extraction),
+            **(extra or {}),
+        }
+    )
+
+
+VERIFIERS = verifier_registry()
 
 
 def verifier_types() -> set[str]:
     """The task types a reward can be computed for."""
-    return set(_FACTORIES)
+    return set(VERIFIERS)
 
 
 class RewardComputer:
     """Holds one verifier per task type (and their pools), or the run's reward functions, for a config;
-    thread-safe."""
+    thread-safe. `verifiers`: the registry to build them from (default `VERIFIERS`)."""
 
-    def __init__(self, config: TasksConfig) -> None:
+    def __init__(self, config: TasksConfig, verifiers: Verifiers | None = None) -> None:
         self.config = config
+        self._factories = VERIFIERS if verifiers is None else verifiers
         self._verifiers: dict[str, Verifier] = {}
         self._lock = threading.Lock()
         # Imported (and checked against the run's pins) once: a node whose code differs refuses at once.
@@ -75,9 +86,9 @@ class RewardComputer:
     def verifier(self, task_type: str) -> Verifier:
         with self._lock:
             if task_type not in self._verifiers:
-                if task_type not in _FACTORIES:
+                if task_type not in self._factories:
                     raise TaskError(f"no verifier registered for task_type {task_type!r}")
-                self._verifiers[task_type] = _FACTORIES[task_type](self.config)
+                self._verifiers[task_type] = self._factories[task_type](self.config)
             return self._verifiers[task_type]
 
     def task_reward(self, task: Task, completion_text: str, completion_ids: Sequence[int] = ()) -> float:

@@ -1,74 +1,34 @@
-"""Policy-gradient losses of the trainer, as pure functions of per-token logprobs.
+"""The trainer's policy loss, as a pure function of per-token logprobs: the objective's per-token terms
+(`objectives.py`, whose batch conventions `token_batch.py` states), weighted by the behaviour correction, and
+normalised; then the entropy bonus and the KL term.
 
-Conventions shared by every function here:
-
-- Tensors are [B, T]: B rows, T token positions. `mask` marks the positions scored by the loss (completion
-  tokens); everything else may hold garbage and never reaches the loss or its gradient.
-- `logprobs` / `old_logprobs` / `engine_logprobs` are log π(token | prefix) computed on the logits
-  **divided by the sampling temperature** — the caller does that division, so the ratios compare the
-  distributions the workers actually sampled from. `old_logprobs` is π_old recomputed by the trainer at the
-  start of the policy step; `engine_logprobs` are the ones the inference engine reported, used only for the
-  behaviour correction.
-- `advantages` is [B] (one per row, broadcast over its tokens) or [B, T] (per token, e.g. for packed rows).
-- A row is one sequence unless `sequence_ids` says otherwise (packed rows hold several sequences: pass
-  `PackedBatch.target_sequence_ids`); sequence-level quantities (GRPO's per-sequence mean, GSPO's ratio) are
-  taken over tokens that share a sequence id.
-
-Symbols follow the papers: r = π_θ / π_old, A the advantage, ε the clip range, δ INTELLECT-2's ratio cap.
+`engine_logprobs` are the logprobs the inference engine reported (on the same temperature-divided logits as
+the others), used only for the behaviour correction.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import assert_never
 
 import torch
 from torch import Tensor
 
-from swarmrl.configs.loss import (
-    CISPOClip,
-    GSPOClip,
-    LossConfig,
-    MaskedIS,
-    NoCorrection,
-    TruncatedIS,
-    TwoSidedClip,
+from swarmrl.configs.loss import LossConfig, MaskedIS, NoCorrection, TruncatedIS
+from swarmrl.trainer.objectives import build_objective
+from swarmrl.trainer.token_batch import (
+    LossInputError,
+    SequenceIndex,
+    TokenTerms,
+    segment_sum,
+    token_batch,
 )
-
-
-class LossInputError(ValueError):
-    """The tensors handed to the loss do not fit together or a tensor the config needs is missing."""
 
 
 @dataclass(frozen=True)
 class LossOutput:
     loss: Tensor  # scalar to call .backward() on
     metrics: dict[str, Tensor]  # detached scalars; float(v) each when logging (one device sync per value)
-
-
-@dataclass(frozen=True)
-class TokenTerms:
-    """The per-token loss ℓ_t of one objective, and which tokens its clipping acted on."""
-
-    loss: Tensor  # [B, T], not yet masked or normalised
-    ratio: Tensor  # [B, T] detached ratio the objective clipped (per-token r, or GSPO's sequence s_i)
-    clipped_low: Tensor  # [B, T] bool
-    clipped_high: Tensor  # [B, T] bool
-    delta_capped: Tensor  # [B, T] bool, INTELLECT-2's δ mask (always False for the other objectives)
-
-
-@dataclass(frozen=True)
-class SequenceIndex:
-    """Which sequence each token belongs to, for sums over sequences."""
-
-    ids: Tensor | None  # [B, T] long, in [0, count); None: each row is one sequence
-    count: int
-
-    def spread(self, per_sequence: Tensor, like: Tensor) -> Tensor:
-        """[count] → [B, T]: each token gets its sequence's value."""
-        if self.ids is None:
-            return per_sequence.unsqueeze(-1).expand_as(like)
-        return per_sequence.gather(0, self.ids.reshape(-1)).view_as(like)
 
 
 def policy_loss(
@@ -95,22 +55,9 @@ def policy_loss(
         logprobs, old_logprobs, advantages, mask, engine_logprobs, ref_logprobs, entropy, sequence_ids
     )
     _check_config_inputs(config, engine_logprobs, ref_logprobs, entropy)
-    mask = mask.bool()
-    advantages = advantages.unsqueeze(-1).expand_as(logprobs) if advantages.dim() == 1 else advantages
-    sequences = sequence_index(mask, sequence_ids)
-    # log r_t, zero off the mask so padding garbage can never overflow into NaN gradients
-    log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0)
-
-    objective = config.objective
-    if isinstance(objective, TwoSidedClip):
-        terms = two_sided_clip_terms(log_ratio, advantages, objective)
-    elif isinstance(objective, GSPOClip):
-        terms = gspo_terms(logprobs, log_ratio, advantages, mask, sequences, objective)
-    elif isinstance(objective, CISPOClip):
-        terms = cispo_terms(logprobs, log_ratio, advantages, mask, objective)
-    else:
-        raise LossInputError(f"unknown objective {objective!r}")
-
+    batch = token_batch(logprobs, old_logprobs, advantages, mask, sequence_ids)
+    mask, sequences = batch.mask, batch.sequences
+    terms = build_objective(config.objective)(batch)
     weight, corrected = behaviour_weights(old_logprobs, engine_logprobs, mask, config)
 
     def normalise(per_token: Tensor) -> Tensor:
@@ -129,74 +76,11 @@ def policy_loss(
         kl_term = normalise(k3_kl(logprobs, ref_logprobs, mask))
         loss = loss + config.kl_coef * kl_term
         metrics["kl_ref"] = kl_term.detach()
-    metrics.update(_clip_metrics(terms, log_ratio, mask))
+    metrics.update(_clip_metrics(terms, batch.log_ratio, mask))
     if not isinstance(config.correction, NoCorrection):
         metrics["is_corrected_fraction"] = masked_mean(corrected.float(), mask)
         metrics["is_weight_mean"] = masked_mean(weight, mask)
     return LossOutput(loss=loss, metrics=metrics)
-
-
-def two_sided_clip_terms(log_ratio: Tensor, advantages: Tensor, objective: TwoSidedClip) -> TokenTerms:
-    """ℓ_t = max(−r̃·A, −clip(r̃, 1−ε_low, 1+ε_high)·A) with r̃ = min(r, δ) (INTELLECT-2, eq. 1)."""
-    # r̃ = min(r, δ), taken in log space: equal in value, but a huge r cannot become inf and its gradient
-    # (0 · inf = NaN) cannot poison the step. Above δ r̃ is the constant δ, so those tokens get no gradient.
-    capped_ratio = torch.exp(torch.clamp(log_ratio, max=math.log(objective.delta)))
-    clipped_ratio = torch.clamp(capped_ratio, 1.0 - objective.epsilon_low, 1.0 + objective.epsilon_high)
-    loss = torch.maximum(-capped_ratio * advantages, -clipped_ratio * advantages)
-    with torch.no_grad():
-        negative = advantages < 0
-        return TokenTerms(
-            loss=loss,
-            ratio=torch.exp(log_ratio),
-            clipped_low=negative & (capped_ratio < 1.0 - objective.epsilon_low),
-            clipped_high=(advantages > 0) & (capped_ratio > 1.0 + objective.epsilon_high),
-            delta_capped=negative & (log_ratio > math.log(objective.delta)),
-        )
-
-
-def gspo_terms(
-    logprobs: Tensor,
-    log_ratio: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    sequences: SequenceIndex,
-    objective: GSPOClip,
-) -> TokenTerms:
-    """GSPO-token: ℓ_t = max(−s_t·A, −clip(s_t, 1−ε_low, 1+ε_high)·A), s_t = sg[s_i]·π_t / sg[π_t].
-
-    s_i = exp(mean_t log r_t) is the length-normalised sequence ratio; s_t equals s_i in value, and with the
-    per-sequence normalisation its gradient averaged over the sequence is exactly ∇s_i
-    (arXiv 2507.18071 §4.3).
-    """
-    log_s = sequences.spread(segment_mean(log_ratio, mask, sequences), like=log_ratio)
-    own_logprobs = torch.where(mask, logprobs, 0.0)
-    token_ratio = torch.exp(log_s.detach() + own_logprobs - own_logprobs.detach())
-    clipped_ratio = torch.clamp(token_ratio, 1.0 - objective.epsilon_low, 1.0 + objective.epsilon_high)
-    loss = torch.maximum(-token_ratio * advantages, -clipped_ratio * advantages)
-    with torch.no_grad():
-        return TokenTerms(
-            loss=loss,
-            ratio=token_ratio.detach(),
-            clipped_low=(advantages < 0) & (token_ratio < 1.0 - objective.epsilon_low),
-            clipped_high=(advantages > 0) & (token_ratio > 1.0 + objective.epsilon_high),
-            delta_capped=torch.zeros_like(mask),
-        )
-
-
-def cispo_terms(
-    logprobs: Tensor, log_ratio: Tensor, advantages: Tensor, mask: Tensor, objective: CISPOClip
-) -> TokenTerms:
-    """CISPO: ℓ_t = −sg[clip(r_t, 1−ε_low, 1+ε_high)] · A · log π_t — every token keeps a gradient."""
-    ratio = torch.exp(log_ratio.detach())
-    weight = torch.clamp(ratio, 1.0 - objective.epsilon_low, 1.0 + objective.epsilon_high)
-    loss = -weight * advantages * torch.where(mask, logprobs, 0.0)
-    return TokenTerms(
-        loss=loss,
-        ratio=ratio,
-        clipped_low=ratio < 1.0 - objective.epsilon_low,
-        clipped_high=ratio > 1.0 + objective.epsilon_high,
-        delta_capped=torch.zeros_like(mask),
-    )
 
 
 def behaviour_weights(
@@ -218,13 +102,15 @@ def behaviour_weights(
         rho = torch.exp(torch.where(mask, old_logprobs - engine_logprobs, 0.0))
         # A NaN engine logprob says nothing about the sampler: its token gets no weight instead of a NaN loss.
         unusable = torch.isnan(rho)
-        if isinstance(correction, TruncatedIS):
-            weight = torch.where(unusable, 0.0, torch.clamp(rho, max=correction.cap))
-            return weight, mask & (unusable | (rho > correction.cap))
-        if isinstance(correction, MaskedIS):
-            inside = (rho >= correction.low) & (rho <= correction.high)  # False for NaN
-            return inside.to(old_logprobs.dtype), mask & ~inside
-    raise LossInputError(f"unknown behaviour correction {correction!r}")
+        match correction:
+            case TruncatedIS(cap=cap):
+                weight = torch.where(unusable, 0.0, torch.clamp(rho, max=cap))
+                return weight, mask & (unusable | (rho > cap))
+            case MaskedIS(low=low, high=high):
+                inside = (rho >= low) & (rho <= high)  # False for NaN
+                return inside.to(old_logprobs.dtype), mask & ~inside
+            case _:
+                assert_never(correction)
 
 
 def k3_kl(logprobs: Tensor, ref_logprobs: Tensor, mask: Tensor) -> Tensor:
@@ -252,41 +138,19 @@ def aggregate(
     num_sequences = (
         total_sequences if total_sequences is not None else (tokens_per_sequence > 0).sum().clamp(min=1)
     )
-    if config.normalisation == "token":
-        num_tokens = total_tokens if total_tokens is not None else mask.sum().clamp(min=1)
-        return masked.sum() / num_tokens
-    if config.normalisation == "sequence":
-        per_sequence = segment_sum(masked, sequences) / tokens_per_sequence.clamp(min=1)
-        return per_sequence.sum() / num_sequences
-    if config.normalisation == "constant":
-        max_tokens = config.max_tokens if config.max_tokens is not None else per_token.shape[-1]
-        return masked.sum() / (num_sequences * max_tokens)
-    raise LossInputError(f"unknown normalisation {config.normalisation!r}")
-
-
-def sequence_index(mask: Tensor, sequence_ids: Tensor | None) -> SequenceIndex:
-    """Row index per token by default; otherwise the given ids (off-mask ids are ignored)."""
-    if sequence_ids is None:
-        return SequenceIndex(ids=None, count=mask.shape[0])
-    ids = torch.where(mask, sequence_ids.long(), 0)
-    if bool((ids < 0).any()):
-        raise LossInputError("sequence_ids must be >= 0 on every masked token")
-    return SequenceIndex(ids=ids, count=int(ids.max()) + 1 if ids.numel() else 1)
-
-
-def segment_sum(per_token: Tensor, sequences: SequenceIndex) -> Tensor:
-    """Σ over the tokens of each sequence: [B, T] → [count] (differentiable)."""
-    if sequences.ids is None:
-        return per_token.sum(-1)
-    totals = torch.zeros(sequences.count, dtype=per_token.dtype, device=per_token.device)
-    return totals.index_add(0, sequences.ids.reshape(-1), per_token.reshape(-1))
-
-
-def segment_mean(per_token: Tensor, mask: Tensor, sequences: SequenceIndex) -> Tensor:
-    """Mean over the masked tokens of each sequence: [B, T] → [count]; 0 for a sequence with no token."""
-    sums = segment_sum(torch.where(mask, per_token, 0.0), sequences)
-    counts = segment_sum(mask.to(per_token.dtype), sequences)
-    return sums / counts.clamp(min=1)
+    normalisation = config.normalisation
+    match normalisation:
+        case "token":
+            num_tokens = total_tokens if total_tokens is not None else mask.sum().clamp(min=1)
+            return masked.sum() / num_tokens
+        case "sequence":
+            per_sequence = segment_sum(masked, sequences) / tokens_per_sequence.clamp(min=1)
+            return per_sequence.sum() / num_sequences
+        case "constant":
+            max_tokens = config.max_tokens if config.max_tokens is not None else per_token.shape[-1]
+            return masked.sum() / (num_sequences * max_tokens)
+        case _:
+            assert_never(normalisation)
 
 
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:

@@ -42,6 +42,7 @@ from swarmrl.trainer.core_share import CoreShare, decoder_layers
 from swarmrl.trainer.data import CollectStats
 from swarmrl.trainer.losses import policy_loss
 from swarmrl.trainer.metrics import MetricsForward, MetricsSink
+from swarmrl.trainer.objectives import build_objective
 from swarmrl.trainer.online_eval import OnlineEvaluator
 from swarmrl.trainer.parallel import (
     full_model_state,
@@ -265,6 +266,9 @@ def run_trainer(
             "[trainer.lora] trains adapters only; an in-process weight sink or an island merge would need "
             "the merged full weights every step"
         )
+    build_objective(
+        config.loss.objective
+    )  # a plugin loss missing here, or other than the run pinned: refused now
     rank, world_size = world()
     rundir = RunDir(config.run.directory)
     torch.manual_seed(config.contract.seed)

@@ -56,7 +56,8 @@ def uninformative_fraction(config: RunConfig, checkpoint, tasks) -> float:
 
 def test_filter_writes_solve_rates_and_the_band_saves_samples(pregenerated_run, tmp_path, monkeypatch):
     torch.set_num_threads(1)
-    monkeypatch.setitem(reward_module._FACTORIES, "reasoning_gym", lambda config: ContainsAnswerInitial())
+    stand_in = reward_module.verifier_registry({"reasoning_gym": lambda config: ContainsAnswerInitial()})
+    monkeypatch.setattr(reward_module, "VERIFIERS", stand_in)
     monkeypatch.setattr(reward_module, "_COMPUTERS", {})
     checkpoint = pregenerated_run.run.directory / "checkpoints" / "step_0"
     output = tmp_path / "rated.jsonl"

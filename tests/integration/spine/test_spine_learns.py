@@ -28,7 +28,8 @@ class LetterShare:
 @pytest.mark.slow
 def test_async_rl_raises_reward(tmp_path, monkeypatch):
     torch.set_num_threads(1)
-    monkeypatch.setitem(reward_module._FACTORIES, "reasoning_gym", lambda config: LetterShare("e"))
+    stand_in = reward_module.verifier_registry({"reasoning_gym": lambda config: LetterShare("e")})
+    monkeypatch.setattr(reward_module, "VERIFIERS", stand_in)
     monkeypatch.setattr(reward_module, "_COMPUTERS", {})
     config = tiny_config(
         tmp_path,

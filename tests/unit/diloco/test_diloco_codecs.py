@@ -2,7 +2,9 @@ import threading
 
 import pytest
 import torch
+from config_unions import sample_of, union_members
 
+from swarmrl.configs.diloco import CodecName
 from swarmrl.diloco.codecs import CastCodec, EncodedRows, Int8Codec, make_codec
 from swarmrl.diloco.communicators.base import Communicator
 from swarmrl.diloco.errors import CodecError
@@ -91,11 +93,10 @@ def test_int8_clips_outliers_at_clip_sigmas():
     assert float(decoded[0, 0]) == pytest.approx(1.0, abs=2 * rms / 127)
 
 
-@pytest.mark.parametrize("name", ["fp16", "bf16", "int8"])
-def test_codecs_put_the_expected_bytes_on_the_wire(name):
+@pytest.mark.parametrize("name", union_members(CodecName))
+def test_every_codec_puts_the_expected_bytes_on_the_wire(name):
     encoded = make_codec(name).encode(torch.randn(4, 1000))
-    expected = {"fp16": 2, "bf16": 2, "int8": 1}[name]
-    assert encoded.values.element_size() == expected
+    assert encoded.values.element_size() == sample_of({"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}, name)
 
 
 def test_codecs_refuse_non_finite_and_wrong_payloads():

@@ -6,9 +6,10 @@ import copy
 
 import pytest
 import torch
+from config_unions import member_id, sample_of, union_members
 from inference_testkit import assert_bf16_close, prompts, tiny_model, tiny_tokenizer
 
-from swarmrl.configs.engine import TorchEngineConfig
+from swarmrl.configs.engine import EngineConfig, PagedEngineConfig, TorchEngineConfig
 from swarmrl.configs.model import TinyModelSpec
 from swarmrl.inference import (
     GenerationRequest,
@@ -20,6 +21,7 @@ from swarmrl.inference import (
     build_engine,
 )
 from swarmrl.inference.lean_decode import LeanDecoder
+from swarmrl.inference.paged.engine import PagedEngine
 from swarmrl.inference.prefill import prefill
 from swarmrl.models import build_tiny_model, save_pretrained_atomic
 
@@ -40,9 +42,11 @@ def ids(generations) -> list[list[int]]:
     return [g.completion_ids for g in generations]
 
 
-def test_torch_engine_satisfies_the_protocol_and_the_factory_builds_it() -> None:
-    built = build_engine(TorchEngineConfig(), tiny_model(), policy_step=3)
-    assert isinstance(built, InferenceEngine) and isinstance(built, TorchEngine) and built.policy_step == 3
+@pytest.mark.parametrize("kind", union_members(EngineConfig), ids=member_id)
+def test_the_factory_builds_every_engine_kind_and_each_satisfies_the_protocol(kind) -> None:
+    engine_class = sample_of({TorchEngineConfig: TorchEngine, PagedEngineConfig: PagedEngine}, kind)
+    built = build_engine(kind(), tiny_model(), policy_step=3)
+    assert isinstance(built, InferenceEngine) and type(built) is engine_class and built.policy_step == 3
 
 
 def test_completions_are_a_function_of_the_seed_alone() -> None:

@@ -6,8 +6,11 @@ import fcntl
 import hashlib
 import os
 
+import blake3
 import pytest
+from config_unions import sample_of, union_members
 
+from swarmrl.configs.shardcast import HashAlgorithm
 from swarmrl.shardcast.fsutil import (
     atomic_write_bytes,
     copy_region,
@@ -16,7 +19,7 @@ from swarmrl.shardcast.fsutil import (
     resolve_inside,
     zero_region,
 )
-from swarmrl.shardcast.hashing import digest_range, hash_file_and_shards
+from swarmrl.shardcast.hashing import digest_bytes, digest_range, hash_file_and_shards
 from swarmrl.shardcast.partial import LOCK_NAME, PartialDownload, Progress
 
 
@@ -28,6 +31,12 @@ def test_file_and_shard_digests_in_one_pass(tmp_path):
     assert shards == [hashlib.sha256(data[i : i + 10]).hexdigest() for i in (0, 10, 20)]
     assert digest_range(tmp_path / "f", 10, 10, "sha256") == shards[1]
     assert hash_file_and_shards(tmp_path / "f", 25, "sha256")[1] == [whole]
+
+
+@pytest.mark.parametrize("algorithm", union_members(HashAlgorithm))
+def test_every_algorithm_a_manifest_may_name_digests_as_its_library(algorithm):
+    reference = sample_of({"sha256": hashlib.sha256, "blake3": blake3.blake3}, algorithm)
+    assert digest_bytes(b"shard", algorithm) == reference(b"shard").hexdigest()
 
 
 def test_empty_file_has_no_shards(tmp_path):

@@ -6,8 +6,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from config_unions import member_id, sample_of, union_members
 
-from swarmrl.configs.shardcast import ClientConfig
+from swarmrl.configs.shardcast import ClientConfig, OrderedSelection, SourceSelection, WeightedSelection
 from swarmrl.shardcast.selection import OrderedPolicy, WeightedPolicy, source_policy
 from swarmrl.shardcast.selection.base import DEFAULT_THROUGHPUT, ROUND_TRIP_WINDOW
 from swarmrl.shardcast.selection.weighted import CORRUPTION_PENALTY
@@ -176,6 +177,12 @@ def test_the_ordered_policy_asks_in_the_given_order_and_puts_a_corrupt_source_la
     assert s.ranked(["near", "mid", "far"]) == ["mid", "far", "near"]
     s.add("later")
     assert s.ranked(["later", "far"]) == ["far", "later"]
+
+
+@pytest.mark.parametrize("kind", union_members(SourceSelection), ids=member_id)
+def test_every_selection_type_builds_its_policy(kind):
+    policy = sample_of({WeightedSelection: WeightedPolicy, OrderedSelection: OrderedPolicy}, kind)
+    assert type(source_policy(["a", "b"], ClientConfig(selection=kind()))) is policy
 
 
 def test_the_config_type_chooses_the_policy():

@@ -5,12 +5,13 @@ import pytest
 from swarmrl.configs.tasks import LengthRewardConfig, MathRewardConfig, TasksConfig
 from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.reward import (
+    VERIFIERS,
     RewardBreakdown,
     RewardComputer,
     RewardRequest,
     compute_reward,
     compute_rewards,
-    register_verifier,
+    verifier_registry,
 )
 from swarmrl.tasks.task import Task
 
@@ -81,7 +82,19 @@ def test_unknown_type_and_custom_verifier(computer):
         def score(self, task, completion):
             return 1.0 if completion.strip() == task.verification_info["text"] else 0.0
 
-    register_verifier("exact_text", lambda config: Exact())
+    verifiers = verifier_registry({"exact_text": lambda config: Exact()})
     task = Task("e", "say hi", "exact_text", {"text": "hi"})
-    fresh = RewardComputer(CONFIG)
+    fresh = RewardComputer(CONFIG, verifiers)
     assert fresh.compute(task, " hi ", num_completion_tokens=1, target_length=None).task_reward == 1.0
+    assert fresh.compute(MATH, r"\boxed{2}", num_completion_tokens=1, target_length=None).task_reward == 1.0
+
+
+def test_the_registry_is_read_only():
+    # No import can change how a run's nodes judge: the registry they build verifiers from cannot be written.
+    with pytest.raises(TypeError):
+        VERIFIERS["math"] = lambda config: None  # type: ignore[index]
+    with pytest.raises(TypeError):
+        verifier_registry()["exact_text"] = lambda config: None  # type: ignore[index]
+    assert set(VERIFIERS) == {"math", "code", "reasoning_gym"}
+    with pytest.raises(TaskError, match="no verifier registered for task_type 'exact_text'"):
+        RewardComputer(CONFIG).verifier("exact_text")

@@ -18,7 +18,9 @@ from swarmrl.configs.loss import (
     TwoSidedClip,
     loss_preset,
 )
-from swarmrl.trainer.losses import LossInputError, policy_loss, two_sided_clip_terms
+from swarmrl.trainer.losses import LossInputError, policy_loss
+from swarmrl.trainer.objectives import two_sided_clip_terms
+from swarmrl.trainer.token_batch import token_batch
 
 torch.set_num_threads(1)
 F64 = torch.float64
@@ -219,8 +221,13 @@ def test_zero_gradient_where_the_clip_or_the_delta_cap_acts() -> None:
 
 
 def test_two_sided_terms_value_above_delta_is_the_capped_constant() -> None:
-    log_ratio = torch.tensor([[math.log(10.0)]], dtype=F64)
-    terms = two_sided_clip_terms(log_ratio, torch.tensor([[-1.5]], dtype=F64), TwoSidedClip())
+    batch = token_batch(
+        torch.tensor([[math.log(10.0)]], dtype=F64),
+        torch.zeros(1, 1, dtype=F64),
+        torch.tensor([-1.5], dtype=F64),
+        full_mask(1, 1),
+    )
+    terms = two_sided_clip_terms(batch, TwoSidedClip())
     assert terms.loss.item() == pytest.approx(4.0 * 1.5)
 
 
@@ -238,7 +245,7 @@ def test_tis_with_infinite_cap_is_plain_importance_sampling() -> None:
     out.loss.backward()
 
     reference = new.clone().requires_grad_(True)
-    terms = two_sided_clip_terms(reference - old, advantages.unsqueeze(-1).expand(2, 5), TwoSidedClip())
+    terms = two_sided_clip_terms(token_batch(reference, old, advantages, full_mask(2, 5)), TwoSidedClip())
     expected = (terms.loss * torch.exp(old - engine) * mask).sum() / mask.sum()
     expected.backward()
     torch.testing.assert_close(out.loss, expected, atol=1e-12, rtol=0)

@@ -2,12 +2,13 @@
 per policy, chosen by the `type` of `[shardcast.client] selection` (`swarmrl/configs/shardcast.py`).
 
 A new policy: subclass `SourcePolicy` in a file of its own (`ranked` and `pick`), add its config model to the
-`SourceSelection` union, and a branch to `source_policy` below.
+`SourceSelection` union, and a case to `source_policy` below (its `assert_never` is where a missed one ends).
 """
 
 from __future__ import annotations
 
 import random
+from typing import assert_never
 
 from swarmrl.configs.shardcast import ClientConfig, OrderedSelection, WeightedSelection
 from swarmrl.shardcast.selection.base import SourcePolicy, SourceStats
@@ -19,9 +20,12 @@ __all__ = ["OrderedPolicy", "SourcePolicy", "SourceStats", "WeightedPolicy", "so
 
 def source_policy(sources: list[str], config: ClientConfig) -> SourcePolicy:
     """The policy `config.selection` names, over `sources`, with the client's back-off settings."""
-    match config.selection:
+    selection = config.selection
+    match selection:
         case WeightedSelection(exploration=exploration):
             rng = random.Random(config.seed)
             return WeightedPolicy(sources, exploration, config.backoff_base_s, config.backoff_max_s, rng)
         case OrderedSelection():
             return OrderedPolicy(sources, config.backoff_base_s, config.backoff_max_s)
+        case _:
+            assert_never(selection)
