@@ -73,7 +73,7 @@ def wait_for_file(path: Path, process: RoleProcess, timeout_s: float = 180.0) ->
         if path.exists():
             return path.read_text().strip()
         if process.popen.poll() is not None:
-            raise LaunchError(process.failure())
+            raise process.error()
         time.sleep(0.1)
     raise LaunchError(f"{process.name} did not write {path} within {timeout_s:.0f}s:\n{process.tail()}")
 
@@ -145,7 +145,7 @@ class Swarm:
                 or (name in self.cheaters and code == NODE_EJECTED_EXIT)
             ):
                 continue
-            raise LaunchError(role.failure())
+            raise role.error()
 
 
 def start_swarm(

@@ -34,7 +34,8 @@ from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.tasks.reward import reward_computer
+from swarmrl.tasks.reward_check import check_reward_functions
+from swarmrl.tasks.reward_functions import RunSchedule
 from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.core_share import CoreShare
 from swarmrl.trainer.data import RolloutFeed, RolloutSource
@@ -158,7 +159,7 @@ def _rollout_limits(config: RunConfig, rundir: RunDir, *, swarm: bool) -> Rollou
 def trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase):
     """How the trainer scores rows itself: the run's reward functions (refused here, before any training, when
     they differ from what the run pinned) or verifiers, and for a multi-turn run its environment's replay."""
-    reward_computer(config.tasks)
+    check_reward_functions(config, tasks)  # pinned, imported, and tried on the run's first rows
     scorer = functools.partial(
         score_rows,
         tasks=tasks,
@@ -166,6 +167,7 @@ def trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTo
         tasks_config=config.tasks,
         group_size=config.worker.group_size,
         advantage=config.trainer.advantage,
+        schedule=RunSchedule.of(config, len(tasks)),
     )
     if config.env is not None:  # multi-turn rows are scored by replaying their environment
         from swarmrl.envs.build import with_env_replay
@@ -186,6 +188,7 @@ def _feed(config: RunConfig, rundir: RunDir, source, scorer) -> RolloutFeed:
         max_files=config.trainer.max_files_per_step,
         poll_seconds=config.swarm.poll_seconds if swarm else 0.1,
         audit=source if swarm else None,
+        reward_failure_share=config.tasks.reward_failure_share,
     )
 
 

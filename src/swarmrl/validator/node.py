@@ -45,6 +45,7 @@ from swarmrl.shardcast.prefetch import Prefetch
 from swarmrl.steps import BASE_STEP
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
+from swarmrl.tasks.reward_check import check_reward_functions
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
 
@@ -247,6 +248,7 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     client.register(hardware_of(device, config.worker.torch_threads))
     trainer_key = client.reads.run_state(options.run_id).trainer_public_key
     context = swarm_context(config, client, options, trainer_key, device)
+    check_reward_functions(config, context.tasks)  # tried on the run's first rows before any judging
     posted = 0
     tally: Counter[tuple[str, str]] = Counter()  # (outcome, check) → verdicts posted
     timing = {"judge_seconds_total": 0.0}

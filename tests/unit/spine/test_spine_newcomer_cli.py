@@ -227,6 +227,7 @@ def test_a_failed_role_process_is_reported_even_when_its_log_cannot_be_written(t
     finally:
         group.stop()
     message = str(failed.value)
+    assert failed.value.exit_code == 2  # the launcher ends with the role's one line and code 2
     assert "trainer exited with code 2: config error:" in message
     assert "is not a prepared run directory" in message and "could not be written" in message
 
