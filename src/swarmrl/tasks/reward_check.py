@@ -92,7 +92,7 @@ def signature_problem(function: Function, columns: Sequence[str]) -> str | None:
 
 
 def _what_is_passed(name: str, columns: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, [*CALL_ARGUMENTS, *columns], n=1)
+    close = difflib.get_close_matches(name, [*CALL_ARGUMENTS, *columns], n=1, cutoff=0.8)
     hint = f"did you mean {close[0]!r}? " if close else ""
     data = f"the data's columns are {', '.join(columns)}" if columns else "the data has no other columns"
     return f"{hint}{data}; every call passes {', '.join(CALL_ARGUMENTS)} and the columns"
