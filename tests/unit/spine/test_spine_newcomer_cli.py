@@ -78,6 +78,7 @@ def test_keygen_writes_a_key_prints_its_public_key_and_never_overwrites(tmp_path
     assert made.returncode == 0, made.stderr
     public = made.stdout.strip()
     assert public == Identity.load(tmp_path / "trainer.pem").node_id and len(public) == 64
+    assert public in made.stderr  # stdout captured (HEX=$(...)): the person still sees the key
     again = swarmrl("keygen", "--out", str(tmp_path / "trainer.pem"))
     assert "never overwrites" in one_line_failure(again)
     assert Identity.load(tmp_path / "trainer.pem").node_id == public
