@@ -574,6 +574,11 @@ class RunSummary(BaseModel):
         default_factory=list,
         description="DiLoCo island merges (islands/...) the trainer reported, by policy step",
     )
+    trained_step: int | None = Field(
+        None,
+        description="the newest policy step the trainer reported figures for (None before any): once the run "
+        "drains, the last step it trained, one past the last step it opened for work",
+    )
     reward_functions: list[MetricPoint] = Field(
         default_factory=list,
         description="each reward function's figures (rewards/<name>/mean, /std, /failed) the trainer reported, "

@@ -257,6 +257,12 @@ def test_status_command_prints_the_summary(world):
     unknown = CliRunner().invoke(app, ["status", "--coordinator", world.url, "--run-id", "nope"])
     assert unknown.exit_code == 2 and "unknown_run" in unknown.output  # one line, exit code 2
 
+    # The trainer trains its last step (opened as step 1) into policy 2, reports it and drains the run:
+    # status then says how far it trained, not the last step opened for work.
+    world.trainer.drain(run)
+    ended = CliRunner().invoke(app, ["status", "--coordinator", world.url], env={"COLUMNS": "240"})
+    assert f"{run} (drained) · trained to step 2 ·" in ended.output, ended.output
+
 
 def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(world):
     run = world.run_id

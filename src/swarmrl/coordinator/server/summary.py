@@ -333,5 +333,8 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
         evals=metric_curve(session, run, EVAL_PREFIX),
         islands=metric_curve(session, run, ISLANDS_PREFIX),
         reward_functions=metric_curve(session, run, REWARDS_PREFIX),
+        trained_step=session.scalar(
+            select(func.max(TrainerMetrics.step)).where(TrainerMetrics.run_id == run_id)
+        ),
         relays=relays,
     )
