@@ -36,6 +36,7 @@ from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward_check import check_reward_functions
 from swarmrl.tasks.reward_functions import RunSchedule
+from swarmrl.tasks.run_pins import write_pins
 from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.core_share import CoreShare
 from swarmrl.trainer.data import RolloutFeed, RolloutSource
@@ -229,10 +230,16 @@ def _swarm_endpoints(
     origin = Origin(rundir.checkpoints, identity, config.run.id, shardcast.origin_config())
     server = origin.serve_in_thread()
     stack.callback(server.stop)
+
+    def publish(step: int) -> None:
+        # Validators started from the run's run.toml check their reward functions against these pins.
+        write_pins(checkpoint_dir(rundir.checkpoints, step), config.tasks)
+        origin.publish(None, step)
+
     newest = latest_checkpoint(rundir.checkpoints)
     if newest is not None and newest not in origin.store.versions():
         # A fresh run (step 0), or a trainer killed between saving a checkpoint and publishing it.
-        origin.publish(None, newest)
+        publish(newest)
     url = shardcast.advertise_url or server.url
     log.info("shardcast origin serving on %s, advertised to relays as %s", server.url, url)
     if (warning := loopback_warning(url, shardcast.origin_host)) is not None:
@@ -249,7 +256,7 @@ def _swarm_endpoints(
     )
     return (
         source,
-        lambda step: origin.publish(None, step),
+        publish,
         functools.partial(_report_metrics, client, config.run.id),
     )
 
