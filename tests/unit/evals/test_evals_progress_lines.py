@@ -131,3 +131,17 @@ def test_the_final_table_holds_every_step_or_says_how_many_it_leaves_out():
     console, stream = plain_console()
     console.print(metrics_table(records, last=8))
     assert "4 earlier step(s) not shown: metrics.jsonl holds every step" in stream.getvalue()
+
+
+def test_the_swarm_demo_off_a_terminal_says_its_step_rewards_files_and_bans_on_one_line():
+    from swarmrl.launch.swarm import NodeRecord, SwarmSnapshot, swarm_line
+
+    nodes = {
+        "worker-0": NodeRecord("worker-0", "a", generated=4, accepted=3, pending=1),
+        "cheater": NodeRecord("cheater", "b", generated=2, rejected=2, banned=True),
+    }
+    state = SwarmSnapshot(step=3, rewards=[0.25, 0.5], nodes=nodes, reject_checks={}, run_status="open")
+    assert swarm_line(state) == (
+        "step 3 (open) · sampled reward 0.250 → 0.500 · files generated 6, accepted 3, rejected 2, pending 1 · "
+        "banned: cheater"
+    )
