@@ -51,8 +51,10 @@ def run_config(path: str | None, overrides: list[str] | None, dry_run: bool) -> 
         console.print_json(config.dump_json())
         errors.print(report.render(), markup=False, highlight=False)
         raise typer.Exit(0 if report.ok else EXIT_USER_ERROR)
+    errors.print(
+        report.render(failed_only=True), markup=False, highlight=False
+    )  # the verdict, and what failed
     if not report.ok:
-        errors.print(report.render(failed_only=True), markup=False, highlight=False)
         raise typer.Exit(EXIT_USER_ERROR)
     return config
 
@@ -128,8 +130,10 @@ def demo(
     path, overrides = split_overrides(config, overrides or [])
     cfg = run_config(path or default, overrides, dry_run)
     from swarmrl.devices import check_run_devices
+    from swarmrl.launch.progress import waiting
 
-    check_run_devices(cfg)
+    with waiting(console, "loading torch to check the run's devices"):  # seconds on a busy machine
+        check_run_devices(cfg)
     if wan:
         run_wan_demo(cfg, islands)
         return
@@ -178,11 +182,9 @@ def run_wan_demo(cfg: RunConfig, islands: bool) -> None:
 def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = False) -> None:
     """Asynchronous RL on this machine: a trainer and N workers sharing a run directory (resumes if present)."""
     cfg = run_config(config, overrides, dry_run)
-    from swarmrl.devices import check_run_devices
     from swarmrl.launch.local import run_local
 
-    check_run_devices(cfg)
-    rundir = prepared(cfg)
+    rundir = prepared(cfg, check_devices=True)
     with supervising(resumable=rundir):
         run_local(cfg, rundir, console=console)
 
@@ -194,12 +196,18 @@ def sft(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun =
     console.print(f"starting policy: {rundir.checkpoints / 'step_0'}")
 
 
-def prepared(cfg: RunConfig):
-    """The run directory with its starting policy, SFT progress shown as it trains."""
-    from swarmrl.launch.prepare import prepare_run
+def prepared(cfg: RunConfig, check_devices: bool = False) -> RunDir:
+    """The run directory with its starting policy, its progress shown from the start (loading torch, which
+    the device check and SFT need, takes seconds on a busy machine)."""
     from swarmrl.launch.progress import sft_progress
 
     with sft_progress(console, cfg.sft.steps if cfg.model.path is None else 0) as progress:
+        if check_devices:
+            from swarmrl.devices import check_run_devices
+
+            check_run_devices(cfg)  # a device this machine lacks is refused before any SFT
+        from swarmrl.launch.prepare import prepare_run
+
         return prepare_run(cfg, progress=progress)
 
 

@@ -237,7 +237,7 @@ class RolloutFeed:
             stats.rows_used[path.name] += len(group)
             stats.rewards.add(group)
             accumulator.add(group, [row.reward for row in group])
-        stats.rewards.check(step, self.reward_failure_share)
+        stats.rewards.check(step + 1, self.reward_failure_share)  # the policy step these rows train
 
     def _admit(
         self, path: Path, step: int

@@ -60,7 +60,7 @@ class RewardTally:
 
     def check(self, step: int, share_limit: float) -> None:
         """RewardFunctionFailing naming the function that failed on more than `share_limit` of the completions
-        so far, with its first failure."""
+        so far, with its first failure; `step` is the policy step they are to train (as the console counts)."""
         for name, failed in self.failures.items():
             if failed > share_limit * self.completions:
                 raise RewardFunctionFailing(

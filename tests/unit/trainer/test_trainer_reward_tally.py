@@ -86,7 +86,7 @@ def feed(tmp_path, scorer, share):
 def test_a_step_stops_at_the_first_file_where_a_function_fails_too_often(tmp_path):
     for name in ("a.parquet", "b.parquet", "c.parquet"):  # all equal: without the stop, every file is read
         put(tmp_path, 0, name, 0, [0, 0, 0, 0])
-    with pytest.raises(RewardFunctionFailing, match="step 0: reward function judge failed on 4 of 4"):
+    with pytest.raises(RewardFunctionFailing, match="step 1: reward function judge failed on 4 of 4"):
         feed(tmp_path, failing_scorer(failed_rows=4), share=0.1).collect(0, num_groups=2, max_wait_seconds=5)
 
 
