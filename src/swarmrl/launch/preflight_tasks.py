@@ -179,7 +179,9 @@ def reward_function_trials(config: RunConfig, tasks: list[Task]) -> list[tuple[s
         functions = RewardFunctions(config.tasks).functions
     except UserError as exc:
         return [("reward functions", False, str(exc))]
-    if not tasks:  # a hub dataset, or one whose own check failed: the trainer and validators try them at start
+    if (
+        not tasks
+    ):  # a hub dataset, or one whose own check failed: the trainer and validators try them at start
         return [("reward functions", True, "not tried here: no rows of the run's data could be read")]
     schedule = RunSchedule(config.trainer.steps, config.trainer.prompts_per_step, len(tasks))
     return [
