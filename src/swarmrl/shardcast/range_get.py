@@ -1,13 +1,14 @@
 """One HTTP range request of an untrusted source, written straight into a file region and hashed as it arrives.
 
-This is the bulk path of every shard download and runs on a fetch thread over `RangePool` (httpcore): hashing
-and pwritev release the GIL, so several of these threads move bytes while the event loop only schedules them.
+This is the bulk path of every shard download and runs on a fetch thread over `RangePool` (urllib3): reading,
+hashing and pwritev release the GIL, so several of these threads move bytes while the event loop only schedules them.
 (aiohttp's streaming reader delivered one small chunk per coroutine step, which kept a core busy on Python
 overhead on the receive side.)
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import threading
 import time
@@ -15,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-import httpcore
+import urllib3
 
 from swarmrl.shardcast.hashing import Hasher
-from swarmrl.shardcast.range_pool import TRANSPORT_ERRORS, Cut, RangePool, RequestCut
+from swarmrl.shardcast.range_pool import READ_SIZE, TRANSPORT_ERRORS, Cut, RangePool, RequestCut
 
 WRITE_BATCH = 4 * 1024 * 1024
-# Raised when the server closed a kept-alive connection just as the request went out: asked again once.
-_STALE_CONNECTION = (httpcore.RemoteProtocolError, httpcore.ReadError, httpcore.WriteError)
+# The server closed a kept-alive connection just as the request went out: asked again once, afresh.
+_STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 
 class SourceFailure(Exception):
@@ -87,13 +88,13 @@ def fetch_range_into(pool: RangePool, url: str, sink: RangeSink) -> None:
 class RangeAnswer:
     """A range request whose answer's head has arrived; its body is still to be read (`receive_range`)."""
 
-    response: httpcore.Response
+    response: urllib3.BaseHTTPResponse
     request: Cut
 
     def close(self) -> None:
         """Nobody will read the body: drop the connection (its bytes stop coming)."""
         self.request()
-        self.response.close()
+        RangePool.done(self.response, complete=False)
 
 
 def request_range(
@@ -102,22 +103,22 @@ def request_range(
     """Send the range request and wait for the answer's head (SourceFailure for a wrong status or range);
     `request` (cut it to end the request from another thread) defaults to a fresh one."""
     request = request or Cut()
-    target, host = _address(url)
-    headers = {"Host": host, "Range": f"bytes={first}-{first + length - 1}"}
+    _check_address(url)
+    headers = {"Range": f"bytes={first}-{first + length - 1}"}
     for attempt in range(2):
         try:
-            response = pool.open(target, headers, request)
+            response = pool.open(url, headers, request)
         except RequestCut as exc:
             raise SourceFailure("request cut") from exc
         except TRANSPORT_ERRORS as exc:
-            if attempt == 0 and isinstance(exc, _STALE_CONNECTION) and not request.done:
+            if attempt == 0 and isinstance(_cause(exc), _STALE_CONNECTION) and not request.done:
                 continue  # the server closed a kept connection as the request went out: once more, afresh
             raise _failure(exc, request) from exc
         try:
             _check_head(response, first, length)
         except BaseException:
             request.release()
-            response.close()
+            RangePool.done(response, complete=False)
             raise
         return RangeAnswer(response, request)
     raise AssertionError("unreachable: the second attempt returns or raises")
@@ -126,61 +127,64 @@ def request_range(
 def receive_range(answer: RangeAnswer, sink: RangeSink) -> None:
     """Read an answered range request's body into the sink; its connection is kept for the next request
     when the body ended where its head said (httpcore closes it otherwise)."""
+    complete = False
     try:
         answer.request.hand_over(sink.request)
         _receive(answer.response, sink)
+        complete = True
     except RequestCut as exc:
         raise SourceFailure("request cut") from exc
     except TRANSPORT_ERRORS as exc:
         raise _failure(exc, sink.request) from exc
     finally:
         sink.request.release()  # before the connection goes back to the pool: a late cut must not reach it
-        answer.response.close()
+        RangePool.done(answer.response, complete)
 
 
-def _address(url: str) -> tuple[httpcore.URL, str]:
-    """httpcore's URL of `url` and its Host header; SourceFailure for an address no request can go to."""
+def _check_address(url: str) -> None:
+    """SourceFailure for an address no request can go to."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise SourceFailure(f"unsupported URL scheme {parts.scheme!r}")
     try:
-        port = parts.port
+        parts.port  # noqa: B018 (parsing it is the check)
     except ValueError as exc:
         raise SourceFailure(f"bad source address {parts.netloc!r}: {exc}") from exc
     if not parts.hostname:
         raise SourceFailure(f"bad source address {parts.netloc!r}: no host")
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    address = httpcore.URL(scheme=parts.scheme, host=parts.hostname, port=port, target=target)
-    return address, parts.netloc.rpartition("@")[2]
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The error urllib3 wrapped (its ProtocolError carries the socket's or http.client's as an argument)."""
+    inner = exc.args[-1] if isinstance(exc, urllib3.exceptions.ProtocolError) and exc.args else None
+    return inner if isinstance(inner, BaseException) else exc
 
 
 def _failure(exc: BaseException, request: Cut) -> SourceFailure:
     if request.done:
         return SourceFailure("request cut")
-    if isinstance(exc, httpcore.ConnectError | httpcore.ConnectTimeout):
+    if isinstance(exc, urllib3.exceptions.NewConnectionError | urllib3.exceptions.ConnectTimeoutError):
         return SourceFailure(f"cannot connect: {type(exc).__name__} {exc}".strip())
     return SourceFailure(f"{type(exc).__name__} {exc}".strip())
 
 
-def _header(response: httpcore.Response, name: bytes) -> str:
-    return next((v.decode("latin-1") for k, v in response.headers if k.lower() == name), "")
-
-
-def _check_head(response: httpcore.Response, first: int, length: int) -> None:
+def _check_head(response: urllib3.BaseHTTPResponse, first: int, length: int) -> None:
     if response.status == 206:
         expected = f"bytes {first}-{first + length - 1}/"
-        content_range = _header(response, b"content-range")
+        content_range = response.headers.get("Content-Range", "")
         if not content_range.startswith(expected):
             raise SourceFailure(f"wrong Content-Range {content_range!r}")
-    elif not (response.status == 200 and first == 0 and _header(response, b"content-length") == str(length)):
+    elif not (
+        response.status == 200 and first == 0 and response.headers.get("Content-Length") == str(length)
+    ):
         raise SourceFailure(f"HTTP {response.status}", unavailable=response.status in (404, 416, 503))
 
 
-def _receive(response: httpcore.Response, sink: RangeSink) -> None:
+def _receive(response: urllib3.BaseHTTPResponse, sink: RangeSink) -> None:
     position = sink.first if sink.position is None else sink.position
     batch: list[bytes] = []
     batched = 0
-    for chunk in response.iter_stream():
+    while chunk := response.read1(READ_SIZE):
         if sink.cancelled:
             raise SourceFailure("request cut" if not sink.stop.is_set() else "download cancelled")
         if time.monotonic() > sink.deadline:

@@ -12,8 +12,8 @@ import time
 import urllib.error
 import urllib.request
 
-import httpcore
 import pytest
+import urllib3
 from shardcast_testkit import (
     TRAINER,
     SlowLink,
@@ -315,11 +315,11 @@ def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, ser
     origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
     opened: list[int] = []  # the fetch thread of each connection opened
     taken: list[bool] = []  # per shard request: did it go out on a kept connection
-    connect, send = httpcore.SyncBackend.connect_tcp, RangePool.open
+    connect, send = urllib3.connection.HTTPConnection.connect, RangePool.open
 
-    def counted(self, *args, **kwargs):
+    def counted(self):
         opened.append(threading.get_ident())
-        return connect(self, *args, **kwargs)
+        return connect(self)
 
     def watched(self, *args):
         before = opened.count(threading.get_ident())
@@ -327,7 +327,7 @@ def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, ser
         taken.append(opened.count(threading.get_ident()) == before)
         return response
 
-    monkeypatch.setattr(httpcore.SyncBackend, "connect_tcp", counted)
+    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counted)
     monkeypatch.setattr(RangePool, "open", watched)
     node = Node([origin_server.url], tmp_path / "worker", ClientConfig(concurrency=4))
     try:
