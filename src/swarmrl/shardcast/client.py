@@ -313,7 +313,8 @@ class ShardcastClient:
             installed = partial.finish(final)
         finally:
             partial.release()
-        self._collect_old_versions(keep=version)
+        # In a thread: the loop may serve another call meanwhile (a CheckpointFetcher's, from another thread).
+        await asyncio.to_thread(self._collect_old_versions, version)
         return installed
 
     def _usable_parent(self, manifest: Manifest) -> Path | None:

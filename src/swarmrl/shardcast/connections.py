@@ -1,7 +1,7 @@
-"""A node's HTTP connections to its sources (origin, relays, upstreams), one stack for both kinds of request:
-httpx on the event loop for the small JSON and manifest answers, httpcore (httpx's transport) on fetch threads
-for shard bytes (`range_pool.py`). Both pool and keep their connections alive from one request, and one
-version, to the next.
+"""A node's HTTP connections to its sources (origin, relays, upstreams): httpx on the event loop for the small
+answers (versions, long polls, shard lists, manifests), as for every other request a node makes; urllib3 on
+fetch threads for shard bytes (`range_pool.py` says why). Both pool their connections and keep them alive from
+one request, and one version, to the next.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def http_client(config: ClientConfig) -> httpx.AsyncClient:
 
 @dataclass
 class Connections:
-    """`http`: the control requests, on the event loop; `shards`: the shard bytes, on fetch threads."""
+    """`http`: the small requests, on the event loop; `shards`: the shard bytes, on fetch threads."""
 
     http: httpx.AsyncClient
     shards: RangePool
