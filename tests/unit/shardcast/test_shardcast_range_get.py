@@ -219,7 +219,9 @@ def test_a_late_cut_does_not_reach_the_connection_s_next_request(server, tmp_pat
     first()
     fd = os.open(tmp_path / "y.bin", os.O_WRONLY | os.O_CREAT)
     try:
-        sink = RangeSink(fd, 1000, 1000, hashlib.sha256(), time.monotonic() + 30, threading.Event(), lambda n: None)
+        sink = RangeSink(
+            fd, 1000, 1000, hashlib.sha256(), time.monotonic() + 30, threading.Event(), lambda n: None
+        )
         receive_range(answer, sink)
     finally:
         os.close(fd)
