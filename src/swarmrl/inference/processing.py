@@ -144,4 +144,6 @@ def top_alternatives(log_probs: torch.Tensor, k: int) -> list[list[tuple[int, fl
         return [[] for _ in range(log_probs.shape[0])]
     ordered, order = torch.sort(log_probs, dim=-1, descending=True, stable=True)
     values, ids = ordered[:, :k].double().cpu().tolist(), order[:, :k].cpu().tolist()
-    return [list(zip(row_ids, row_values, strict=True)) for row_ids, row_values in zip(ids, values, strict=True)]
+    return [
+        list(zip(row_ids, row_values, strict=True)) for row_ids, row_values in zip(ids, values, strict=True)
+    ]

@@ -91,7 +91,9 @@ class PagedEngine(LiveWeights):
         self, requests: Sequence[GenerationRequest], params: SamplingParams, on_token: TokenCallback | None
     ) -> list[Generation]:
         batch = RunningBatch(self, StepTiming())
-        rows = [Row(on_token=_calling(on_token, index)) for index in range(len(requests))] if on_token else None
+        rows = (
+            [Row(on_token=_calling(on_token, index)) for index in range(len(requests))] if on_token else None
+        )
         batch.add(requests, params, rows)
         results: list[Generation | None] = [None] * len(requests)
 

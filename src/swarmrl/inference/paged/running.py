@@ -99,9 +99,7 @@ class RunningBatch:
     @property
     def waiting(self) -> int:
         """Requests not yet in a row."""
-        return sum(
-            len(e.pending) if isinstance(e, PromptGroup) else 1 for e in self.scheduler.waiting
-        )
+        return sum(len(e.pending) if isinstance(e, PromptGroup) else 1 for e in self.scheduler.waiting)
 
     @property
     def running(self) -> int:
