@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from transformers import PreTrainedTokenizerBase
 
+from swarmrl.inference.paged.running import SampledToken
+
 # The engine's finish reason → OpenAI's: a stop token or a stop string is "stop", the token limit "length".
 FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length"}
 
@@ -21,6 +23,7 @@ FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length"}
 class TokenLogprob:
     token: str
     logprob: float
+    top: tuple[TokenLogprob, ...] = ()  # the most likely tokens at this position, when asked for
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,11 @@ class Completion:
     stopped: bool = False  # a stop string was found
     cancelled: bool = False  # the client went away: stop generating
 
-    def add(self, token: int, logprob: float) -> bool:
+    def add(self, sampled: SampledToken) -> bool:
         """Take one sampled token (engine thread); True asks the engine to end this completion now."""
         if self.stopped or self.cancelled:
             return True
+        token = sampled.token
         self.ids.append(token)
         text = self._text()
         found = [i for i in (text.find(s) for s in self.stop_strings) if i >= 0]
@@ -65,7 +69,7 @@ class Completion:
             held = max((len(s) - 1 for s in self.stop_strings), default=0)
             text = text[: len(text) - held] if held else text
             text = text.rstrip("\ufffd")  # the rest of a character is still to come
-        logprobs = () if token in self.stop_token_ids else (TokenLogprob(self._token(token), logprob),)
+        logprobs = () if token in self.stop_token_ids else (self._logprob(sampled),)
         self._send(text, logprobs)
         return self.stopped or self.cancelled
 
@@ -78,6 +82,10 @@ class Completion:
 
     def _text(self) -> str:
         return self.tokenizer.decode(self.ids, skip_special_tokens=True)
+
+    def _logprob(self, sampled: SampledToken) -> TokenLogprob:
+        top = tuple(TokenLogprob(self._token(t), lp) for t, lp in sampled.alternatives)
+        return TokenLogprob(self._token(sampled.token), sampled.logprob, top)
 
     def _token(self, token: int) -> str:
         return self.tokenizer.decode([token], skip_special_tokens=False)
