@@ -2,7 +2,8 @@
 JSON schema — `{"type": "object"}` for `json_object` — into a matcher that says, before every token, which
 tokens keep the output a prefix of an accepted document. The engine removes the others before its seeded
 choice (`inference.processing`), so every completion that ends with a stop token is valid JSON; one cut by
-`max_tokens` ends with finish reason "length", as OpenAI's does.
+`max_tokens` ends with finish reason "length", as OpenAI's does. Documents are compact (no whitespace between
+their tokens; strings may hold any).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from transformers import PreTrainedTokenizerBase
 from swarmrl.serve.schema import ResponseFormat
 
 _BITS = torch.arange(32, dtype=torch.int32)
+# No whitespace between tokens of the document: free whitespace lets a model pad a document without end.
+_COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 
 
 class FormatError(ValueError):
@@ -71,7 +74,7 @@ class Grammars:
             assert response_format.json_schema is not None  # the schema model checks it
             schema = response_format.json_schema.json_schema
         try:
-            grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), defaults=_COMPACT)
         except ValueError as exc:
             raise FormatError(f"response_format: {exc}") from exc
         tokenizer = self._tokenizer()
