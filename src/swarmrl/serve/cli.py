@@ -100,11 +100,11 @@ def _bound(host: str, port: int) -> socket.socket:
     from swarmrl.httpserve.uvicorn_config import bind
 
     try:
-        return bind(host, port, "swarmrl serve")
+        return bind(host, port, "the server")
     except AddressInUse:
         raise
     except OSError as exc:  # a host that is no address of this machine, a port below 1024 without the right
-        raise ServeError(f"swarmrl serve cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 def served_checkpoint(config: RunConfig | None, model: Path | None, step: int | None) -> Path:
