@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 
@@ -21,21 +20,12 @@ from swarmrl.inference.checks import eos_token_ids
 from swarmrl.inference.engine import Generation, GenerationRequest, SamplingParams
 from swarmrl.inference.live_weights import LiveWeights
 from swarmrl.inference.paged.model_runner import ModelRunner
-from swarmrl.inference.paged.running import Row, RunningBatch, SampledToken
+from swarmrl.inference.paged.running import Row, RunningBatch, SampledToken, StepTiming
 from swarmrl.inference.paged.scheduler import PrefillStep, SchedulerStats
 from swarmrl.inference.paged.sequence import Sequence as Seq
 
 # (request index, sampled token, its logprob) -> end that completion now?
 TokenCallback = Callable[[int, int, float], bool]
-
-
-@dataclass
-class StepTiming:
-    """Wall time of the last `generate` by step kind (each step ends on a host sync, so times are exact)."""
-
-    prefill_seconds: float = 0.0
-    decode_seconds: float = 0.0
-    decode_rows: int = 0  # tokens sampled by decoding steps (their batch sizes summed)
 
 
 class PagedEngine(LiveWeights):
@@ -80,17 +70,17 @@ class PagedEngine(LiveWeights):
         """A batch that requests join while it runs (a server's); weights cannot change while it is open.
         Its steps must run under `torch.inference_mode()`."""
         with self._generating():
-            batch = RunningBatch(self, StepTiming())
+            batch = self._batch()
             try:
                 yield batch
             finally:
-                self.last_stats, self.last_timing = batch.scheduler.stats, batch.timing
+                self.last_stats, self.last_timing = batch.stats, batch.timing
 
     @torch.inference_mode()
     def _generate(
         self, requests: Sequence[GenerationRequest], params: SamplingParams, on_token: TokenCallback | None
     ) -> list[Generation]:
-        batch = RunningBatch(self, StepTiming())
+        batch = self._batch()
         rows = (
             [Row(on_token=_calling(on_token, index)) for index in range(len(requests))] if on_token else None
         )
@@ -102,8 +92,11 @@ class PagedEngine(LiveWeights):
 
         while batch.has_work:
             batch.step(collect)
-        self.last_stats, self.last_timing = batch.scheduler.stats, batch.timing
+        self.last_stats, self.last_timing = batch.stats, batch.timing
         return [r for r in results if r is not None]
+
+    def _batch(self) -> RunningBatch:
+        return RunningBatch(self.runner, self.config, self.eos_token_ids, self.prefill_logits)
 
     def prefill_logits(self, step: PrefillStep) -> torch.Tensor:
         """Logits [sampled rows, V] of a prefill step: starts draw from their group's last prompt state,

@@ -15,15 +15,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import torch
 
+from swarmrl.configs.engine import PagedEngineConfig
 from swarmrl.inference.checks import check_requests, new_token_limit, stop_ids
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.errors import InvalidRequestError
 from swarmrl.inference.paged.block_manager import BlockManager
-from swarmrl.inference.paged.scheduler import PrefillStep, Scheduler
+from swarmrl.inference.paged.model_runner import ModelRunner
+from swarmrl.inference.paged.scheduler import PrefillStep, Scheduler, SchedulerStats
 from swarmrl.inference.paged.sequence import PromptGroup
 from swarmrl.inference.paged.sequence import Sequence as Seq
 from swarmrl.inference.processing import (
@@ -34,8 +36,14 @@ from swarmrl.inference.processing import (
     top_alternatives,
 )
 
-if TYPE_CHECKING:
-    from swarmrl.inference.paged.engine import PagedEngine, StepTiming
+
+@dataclass
+class StepTiming:
+    """Wall time of a batch's steps by kind (each step ends on a host sync, so times are exact)."""
+
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    decode_rows: int = 0  # tokens sampled by decoding steps (their batch sizes summed)
 
 
 @dataclass(frozen=True)
@@ -81,14 +89,20 @@ class _Entry:
 
 
 class RunningBatch:
-    """Requests in flight on one engine; not thread-safe (one thread adds and steps)."""
+    """Requests in flight on one engine (`PagedEngine.running`); not thread-safe (one thread adds and steps)."""
 
-    def __init__(self, engine: PagedEngine, timing: StepTiming) -> None:
-        self.engine = engine
-        self.blocks = BlockManager(engine.runner.pool.num_blocks, engine.runner.block_size)
-        config = engine.config
+    def __init__(
+        self,
+        runner: ModelRunner,
+        config: PagedEngineConfig,
+        eos_token_ids: tuple[int, ...],
+        prefill_logits: Callable[[PrefillStep], torch.Tensor],
+    ) -> None:
+        self.runner, self.config, self.eos_token_ids = runner, config, eos_token_ids
+        self._prefill_logits = prefill_logits
+        self.blocks = BlockManager(runner.pool.num_blocks, runner.block_size)
         self.scheduler = Scheduler(self.blocks, config.max_num_seqs, config.max_num_batched_tokens)
-        self.timing = timing
+        self.timing = StepTiming()
         self._entries: dict[int, _Entry] = {}
         self._next_index = 0
 
@@ -105,6 +119,10 @@ class RunningBatch:
     def running(self) -> int:
         return len(self.scheduler.running)
 
+    @property
+    def stats(self) -> SchedulerStats:
+        return self.scheduler.stats
+
     def add(
         self,
         requests: Sequence[GenerationRequest],
@@ -112,8 +130,7 @@ class RunningBatch:
         rows: Sequence[Row] | None = None,
     ) -> list[int]:
         """Queue `requests` (checked first: nothing is queued if one is refused); their sequence indices."""
-        engine = self.engine
-        check_requests(requests, params, engine.runner.model.parts)
+        check_requests(requests, params, self.runner.model.parts)
         for position, request in enumerate(requests):
             # The most a sequence ever holds: every position but its last, plus one block while preempted
             # work is recomputed.
@@ -125,7 +142,7 @@ class RunningBatch:
                     f"need {need} KV blocks, the cache holds {self.blocks.num_blocks}; grant the engine more memory"
                 )
         rows = rows if rows is not None else [Row() for _ in requests]
-        stops = frozenset(stop_ids(engine.eos_token_ids, params))
+        stops = frozenset(stop_ids(self.eos_token_ids, params))
         indices = list(range(self._next_index, self._next_index + len(requests)))
         self._next_index += len(requests)
         for index, request, row in zip(indices, requests, rows, strict=True):
@@ -136,16 +153,16 @@ class RunningBatch:
     def step(self, on_finish: Callable[[Seq, str], None] | None = None) -> list[tuple[Seq, str]]:
         """One prefill or decoding step; the sequences it finished, with their finish reasons. `on_finish` sees
         each while its blocks still hold its hidden states."""
-        engine, scheduler = self.engine, self.scheduler
+        scheduler = self.scheduler
         started = time.perf_counter()
         step = scheduler.schedule()
-        engine.runner.pool.zero_through(self.blocks.highest_used)
+        self.runner.pool.zero_through(self.blocks.highest_used)
         if isinstance(step, PrefillStep):
             sampled = step.starts + [i.sequence for i in step.items if i.sequence]
-            logits = engine.prefill_logits(step)
+            logits = self._prefill_logits(step)
         else:
-            engine.runner.copy_blocks(step.copies)
-            sampled, logits = step.sequences, engine.runner.decode(step.sequences)
+            self.runner.copy_blocks(step.copies)
+            sampled, logits = step.sequences, self.runner.decode(step.sequences)
         finished = []
         for sequence, choice in zip(sampled, self._sample(sampled, logits), strict=True):
             entry = self._entries[sequence.index]
@@ -176,7 +193,7 @@ class RunningBatch:
         groups: dict[tuple[int, ...], PromptGroup] = {}
         ordered: list[PromptGroup] = []
         for index, request in zip(indices, requests, strict=True):
-            key = tuple(request.prompt_ids) if self.engine.config.share_prompts else (index,)
+            key = tuple(request.prompt_ids) if self.config.share_prompts else (index,)
             if key not in groups:
                 groups[key] = PromptGroup(prompt_ids=list(request.prompt_ids))
                 ordered.append(groups[key])
@@ -204,7 +221,7 @@ class RunningBatch:
         positions = [len(s.completion_ids) for s in sequences]
         wanted = max(e.row.top_logprobs for e in entries)
         if first.row.plain:
-            tokens, logprobs = self.engine.runner.sample(logits, seeds, positions, first.params)
+            tokens, logprobs = self.runner.sample(logits, seeds, positions, first.params)
             if not wanted:
                 return [SampledToken(t, lp) for t, lp in zip(tokens, logprobs, strict=True)]
         log_probs = processed_log_probs(
