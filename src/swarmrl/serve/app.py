@@ -17,12 +17,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from swarmrl.httpserve.answered import Answered
 from swarmrl.models.prompting import PromptError, apply_chat_template
 from swarmrl.serve.answer import BadRequest, Served, answer
-from swarmrl.serve.metrics import RequestLog, request_usage
+from swarmrl.serve.metrics import request_reporter, request_usage
 from swarmrl.serve.schema import ChatRequest, CompletionRequest, error_body
-
-_ROUTES = ("/v1/models", "/v1/completions", "/v1/chat/completions", "/health", "/metrics")
 
 
 class Unauthorized(Exception):
@@ -33,7 +32,7 @@ class ModelNotFound(Exception):
     """A model name this server does not serve (404)."""
 
 
-def create_app(served: Served) -> RequestLog:
+def create_app(served: Served) -> Answered:
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         served.loop.start()
@@ -74,7 +73,7 @@ def create_app(served: Served) -> RequestLog:
         usage = request_usage(request.scope)
         return await answer(served, body, [_chat_prompt(served, body)], limit, usage, chat=True)
 
-    return RequestLog(app, served.metrics, _route_label)
+    return Answered(app, request_reporter(served.metrics))
 
 
 def _errors(app: FastAPI) -> None:
@@ -124,13 +123,6 @@ def _check_model(served: Served, name: str | None) -> None:
 
 def _card(served: Served, name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": served.created, "owned_by": "swarmrl"}
-
-
-def _route_label(path: str) -> str:
-    """A metrics label per route (a model id is not one: labels stay few whatever clients send)."""
-    if path.startswith("/v1/models/"):
-        return "/v1/models/{id}"
-    return path if path in _ROUTES else "other"
 
 
 def _text_prompts(served: Served, body: CompletionRequest) -> list[list[int]]:

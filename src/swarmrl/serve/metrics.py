@@ -1,19 +1,21 @@
 """What the server counts, for Prometheus (`GET /metrics`), and the one log line it writes per request.
 
-`RequestLog` wraps the app (plain ASGI, so it times a streamed response to its last byte): every request gets
-a line `METHOD PATH STATUS SECONDS` plus, for a generation, its model, prompt and completion tokens, choices and
-whether it streamed; the same request feeds the counters and the latency histogram. The queue's depth and the
+`request_reporter` is told of every answered request (`httpserve.Answered`, which times a streamed response to
+its last byte): each gets a line `METHOD PATH STATUS SECONDS` plus, for a generation, its model, choices,
+whether it streamed, prompt and completion tokens; the same request feeds the counters and the latency
+histogram (labelled by route template, so ids in paths add no series). The queue's depth and the
 rows decoding are read from the engine's thread when Prometheus scrapes.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from swarmrl.httpserve.answered import Report, route_template
 
 log = logging.getLogger("swarmrl.serve.requests")
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160)
@@ -66,46 +68,19 @@ def request_usage(scope: dict[str, Any]) -> dict[str, Any]:
     return scope.setdefault("state", {}).setdefault("usage", {})
 
 
-class RequestLog:
-    """ASGI middleware: one log line per request, and its counters and latency."""
+def request_reporter(metrics: ServeMetrics) -> Report:
+    """What `Answered` calls for each request: the counters, the latency, the log line."""
 
-    def __init__(self, app: Any, metrics: ServeMetrics, routes: Callable[[str], str]) -> None:
-        self.app, self.metrics, self.routes = app, metrics, routes
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500  # unless the app starts a response
-
-        async def sending(message: dict[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        finally:
-            self._record(scope, status, time.perf_counter() - started)
-
-    def _record(self, scope: dict[str, Any], status: int, seconds: float) -> None:
-        path = self.routes(scope["path"])
-        self.metrics.requests.labels(path, str(status)).inc()
-        self.metrics.latency.labels(path).observe(seconds)
+    def report(scope: dict[str, Any], status: int, seconds: float) -> None:
+        path = route_template(scope)
+        metrics.requests.labels(path, str(status)).inc()
+        metrics.latency.labels(path).observe(seconds)
         usage = request_usage(scope)
         if "prompt_tokens" in usage:
-            self.metrics.prompt_tokens.inc(usage["prompt_tokens"])
-            self.metrics.completion_tokens.inc(usage["completion_tokens"])
-        if path == "/metrics":
-            return
-        detail = " ".join(f"{key}={value}" for key, value in usage.items())
-        log.info(
-            "%s %s %d %.3fs%s",
-            scope["method"],
-            scope["path"],
-            status,
-            seconds,
-            f" {detail}" if detail else "",
-        )
+            metrics.prompt_tokens.inc(usage["prompt_tokens"])
+            metrics.completion_tokens.inc(usage["completion_tokens"])
+        if path != "/metrics":
+            detail = "".join(f" {key}={value}" for key, value in usage.items())
+            log.info("%s %s %d %.3fs%s", scope["method"], scope["path"], status, seconds, detail)
+
+    return report
