@@ -4,14 +4,14 @@
     .venv/bin/python benchmarks/serve_concurrency.py --levels 1,16,64 --requests 64 --max-tokens 48
 
 The model is the config's `[model.tiny]` (random weights, a tokenizer trained here), saved to a temporary
-directory. Anchor: `PagedEngine.generate` over every request at once in this process (the offline rate a
-worker's batch gets; median of 3 after a warm-up run), and one request alone (the offline latency, median of
-8). Then `swarmrl serve` runs as its own
-process and `--levels` clients send the same requests through HTTP (`/v1/completions`, whole responses), each
-client one request after another. Every request has its own seed, so the server's completions are the
-offline ones token for token (checked), and throughput figures compare like with like.
+directory. Anchor, per level: `PagedEngine.generate` in this process over the same requests in batches of that
+many (the engine's offline rate with as many requests in flight, no HTTP; median of 3 after a warm-up run),
+and one request alone (the offline latency, median of 8). Then `swarmrl serve` runs as its own process and
+each level's clients send the same requests through HTTP (`/v1/completions`, whole responses), each client
+one request after another (a warm-up pass first). Every request has its own seed, so the server's completions
+are the offline ones token for token (checked), and throughput figures compare like with like.
 
-Printed per level: completion tokens per second of wall time and its ratio to the offline rate, request
+Printed per level: completion tokens per second of wall time, offline and served, and their ratio; request
 latency p50 / p95 and p50's ratio to the offline single-request time.
 """
 
@@ -57,7 +57,9 @@ def build_model(config_path: str, directory: Path) -> None:
     save_pretrained_atomic(build_tiny_model(config.model.tiny, tokenizer), tokenizer, directory)
 
 
-def offline(directory: Path, texts: list[str], seeds: list[int], max_tokens: int) -> dict[str, float]:
+def offline(directory: Path, texts: list[str], seeds: list[int], max_tokens: int, levels: list[int]) -> dict:
+    """Tokens per second of `generate` over the requests in batches of each level (a level's clients keep that
+    many requests in flight; the engine alone, with no HTTP), and the median time of one request alone."""
     tokenizer = load_tokenizer(directory)
     stops = prompt_format(tokenizer, PromptSection()).stop_token_ids
     engine = PagedEngine(load_model(directory), eos_token_id=stops)
@@ -67,19 +69,23 @@ def offline(directory: Path, texts: list[str], seeds: list[int], max_tokens: int
         for t, s in zip(texts, seeds, strict=True)
     ]
     engine.generate(requests, params)  # warm-up: the KV pool's blocks are zeroed on first use
-    runs = []
-    for _ in range(3):
-        started = time.perf_counter()
-        generations = engine.generate(requests, params)
-        runs.append(time.perf_counter() - started)
-    batch_s = statistics.median(runs)
+    rates, lengths = {}, []
+    for level in levels:
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            chunks = [
+                engine.generate(requests[i : i + level], params) for i in range(0, len(requests), level)
+            ]
+            runs.append(time.perf_counter() - started)
+        lengths = [len(g.completion_ids) for chunk in chunks for g in chunk]
+        rates[level] = sum(lengths) / statistics.median(runs)
     alone = []
     for request in requests[:8]:
         started = time.perf_counter()
         engine.generate([request], params)
         alone.append(time.perf_counter() - started)
-    tokens = [len(g.completion_ids) for g in generations]
-    return {"tokens_per_s": sum(tokens) / batch_s, "single_s": statistics.median(alone), "lengths": tokens}
+    return {"tokens_per_s": rates, "single_s": statistics.median(alone), "lengths": lengths}
 
 
 async def clients(url: str, texts: list[str], seeds: list[int], max_tokens: int, level: int) -> dict:
@@ -143,7 +149,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         build_model(args.config, work / "model")
-        anchor = offline(work / "model", texts, seeds, args.max_tokens)
+        anchor = offline(work / "model", texts, seeds, args.max_tokens, levels)
         process, url = start_server(work / "model", work)
         try:
             results = {
@@ -153,18 +159,33 @@ def main() -> None:
             process.terminate()
             process.wait(timeout=30)
     print(
-        f"offline engine: {anchor['tokens_per_s']:.0f} tokens/s over {args.requests} requests at once; "
-        f"one request alone {anchor['single_s'] * 1000:.0f} ms"
+        f"{args.requests} requests of at most {args.max_tokens} tokens per level; one request alone, offline: "
+        f"{anchor['single_s'] * 1000:.0f} ms"
     )
-    print(
-        f"{'clients':>7} {'tokens/s':>9} {'vs offline':>10} {'p50 ms':>8} {'p95 ms':>8} {'p50 vs alone':>12}  same tokens"
+    header = (
+        "clients",
+        "offline tok/s",
+        "served tok/s",
+        "ratio",
+        "p50 ms",
+        "p95 ms",
+        "p50/alone",
+        "same tokens",
     )
+    print("  ".join(f"{h:>13}" for h in header))
     for level, result in results.items():
-        print(
-            f"{level:>7} {result['tokens_per_s']:>9.0f} {result['tokens_per_s'] / anchor['tokens_per_s']:>10.2f} "
-            f"{result['p50_s'] * 1000:>8.0f} {result['p95_s'] * 1000:>8.0f} "
-            f"{result['p50_s'] / anchor['single_s']:>12.2f}  {result['lengths'] == anchor['lengths']}"
+        rate = anchor["tokens_per_s"][level]
+        row = (
+            level,
+            f"{rate:.0f}",
+            f"{result['tokens_per_s']:.0f}",
+            f"{result['tokens_per_s'] / rate:.2f}",
+            f"{result['p50_s'] * 1000:.0f}",
+            f"{result['p95_s'] * 1000:.0f}",
+            f"{result['p50_s'] / anchor['single_s']:.2f}",
+            result["lengths"] == anchor["lengths"],
         )
+        print("  ".join(f"{str(v):>13}" for v in row))
 
 
 if __name__ == "__main__":
