@@ -1,7 +1,9 @@
 """One completion as the server sends it: its text so far, cut at the first stop string, and the events that
 carry it to the client (a text delta with its tokens' logprobs per sampled token, then the finish).
 
-The engine thread calls `add` for every token; the text a client has been sent never has to be taken back, so
+The engine thread calls `add` for every token and decodes only the newest tokens (with a little context), so
+a long completion costs no more per token than a short one. The text a client has been sent never has to be
+taken back, so
 the tail that could still be the start of a stop string (and an incomplete UTF-8 character) waits until the
 next token or the finish decides it.
 """
@@ -51,9 +53,15 @@ class Completion:
     stop_token_ids: frozenset[int]
     deliver: Callable[[Event], None]  # thread-safe: hands the event to the request's event loop
     ids: list[int] = field(default_factory=list)
+    text: str = ""  # the decoded completion so far, less a character still incomplete
     sent: str = ""
     stopped: bool = False  # a stop string was found
     cancelled: bool = False  # the client went away: stop generating
+    # Incremental decoding (as vLLM's detokenizer): ids[_prefix:_read] were decoded last time; decoding from
+    # _prefix again gives the tokenizer the context a token's spacing may depend on, without the whole text.
+    _prefix: int = 0
+    _read: int = 0
+    _searched: int = 0  # stop strings were looked for in text[:_searched]
 
     def add(self, sampled: SampledToken) -> bool:
         """Take one sampled token (engine thread); True asks the engine to end this completion now."""
@@ -61,14 +69,17 @@ class Completion:
             return True
         token = sampled.token
         self.ids.append(token)
-        text = self._text()
-        found = [i for i in (text.find(s) for s in self.stop_strings) if i >= 0]
+        self.text += self._new_text()
+        text = self.text
+        # A stop string found now ends in the new text: look from where one could start.
+        start = max(0, self._searched - max((len(s) for s in self.stop_strings), default=0))
+        found = [i for i in (text.find(s, start) for s in self.stop_strings) if i >= 0]
+        self._searched = len(text)
         if found:
             text, self.stopped = text[: min(found)], True
         else:
             held = max((len(s) - 1 for s in self.stop_strings), default=0)
             text = text[: len(text) - held] if held else text
-            text = text.rstrip("\ufffd")  # the rest of a character is still to come
         logprobs = () if token in self.stop_token_ids else (self._logprob(sampled),)
         self._send(text, logprobs)
         return self.stopped or self.cancelled
@@ -82,6 +93,16 @@ class Completion:
 
     def _text(self) -> str:
         return self.tokenizer.decode(self.ids, skip_special_tokens=True)
+
+    def _new_text(self) -> str:
+        """The text the newest tokens add, once they make whole characters ("" while one is incomplete)."""
+        decode = self.tokenizer.decode
+        before = decode(self.ids[self._prefix : self._read], skip_special_tokens=True)
+        now = decode(self.ids[self._prefix :], skip_special_tokens=True)
+        if len(now) <= len(before) or now.endswith("\ufffd"):
+            return ""
+        self._prefix, self._read = self._read, len(self.ids)
+        return now[len(before) :]
 
     def _logprob(self, sampled: SampledToken) -> TokenLogprob:
         top = tuple(TokenLogprob(self._token(t), lp) for t, lp in sampled.alternatives)
