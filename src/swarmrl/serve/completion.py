@@ -3,9 +3,8 @@ carry it to the client (a text delta with its tokens' logprobs per sampled token
 
 The engine thread calls `add` for every token and decodes only the newest tokens (with a little context), so
 a long completion costs no more per token than a short one. The text a client has been sent never has to be
-taken back, so
-the tail that could still be the start of a stop string (and an incomplete UTF-8 character) waits until the
-next token or the finish decides it.
+taken back, so the tail that could still be the start of a stop string (and an incomplete UTF-8 character)
+waits until the next token or the finish decides it.
 """
 
 from __future__ import annotations
