@@ -7,8 +7,8 @@ The model is the config's `[model.tiny]` (random weights, a tokenizer trained he
 directory. Anchor, per level: `PagedEngine.generate` in this process over the same requests in batches of that
 many (the engine's offline rate with as many requests in flight, no HTTP; median of 3 after a warm-up run),
 and one request alone (the offline latency, median of 8). Then `swarmrl serve` runs as its own process and
-each level's clients send the same requests through HTTP (`/v1/completions`, whole responses), each client
-one request after another (a warm-up pass first). Every request has its own seed, so the server's completions
+each level's clients send the same requests (four rounds of them: at least 16, at most --requests) through
+HTTP (`/v1/completions`, whole responses), each client one request after another (a warm-up pass first). Every request has its own seed, so the server's completions
 are the offline ones token for token (checked), and throughput figures compare like with like.
 
 Printed per level: completion tokens per second of wall time, offline and served, and their ratio; request
@@ -57,6 +57,11 @@ def build_model(config_path: str, directory: Path) -> None:
     save_pretrained_atomic(build_tiny_model(config.model.tiny, tokenizer), tokenizer, directory)
 
 
+def per_level(level: int, requests: int) -> int:
+    """Requests a level sends: four rounds of its clients (at least 16), at most --requests."""
+    return min(requests, max(16, 4 * level))
+
+
 def offline(directory: Path, texts: list[str], seeds: list[int], max_tokens: int, levels: list[int]) -> dict:
     """Tokens per second of `generate` over the requests in batches of each level (a level's clients keep that
     many requests in flight; the engine alone, with no HTTP), and the median time of one request alone."""
@@ -69,17 +74,15 @@ def offline(directory: Path, texts: list[str], seeds: list[int], max_tokens: int
         for t, s in zip(texts, seeds, strict=True)
     ]
     engine.generate(requests, params)  # warm-up: the KV pool's blocks are zeroed on first use
-    rates, lengths = {}, []
+    rates, lengths = {}, {}
     for level in levels:
-        runs = []
+        share, runs = requests[: per_level(level, len(requests))], []
         for _ in range(3):
             started = time.perf_counter()
-            chunks = [
-                engine.generate(requests[i : i + level], params) for i in range(0, len(requests), level)
-            ]
+            chunks = [engine.generate(share[i : i + level], params) for i in range(0, len(share), level)]
             runs.append(time.perf_counter() - started)
-        lengths = [len(g.completion_ids) for chunk in chunks for g in chunk]
-        rates[level] = sum(lengths) / statistics.median(runs)
+        lengths[level] = [len(g.completion_ids) for chunk in chunks for g in chunk]
+        rates[level] = sum(lengths[level]) / statistics.median(runs)
     alone = []
     for request in requests[:8]:
         started = time.perf_counter()
@@ -140,7 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/demo.toml", help="its [model.tiny] is the model served")
     parser.add_argument("--levels", default="1,16,64", help="concurrent clients, comma-separated")
-    parser.add_argument("--requests", type=int, default=64, help="requests per level")
+    parser.add_argument("--requests", type=int, default=64, help="most requests a level sends (4 per client)")
     parser.add_argument("--max-tokens", type=int, default=48)
     args = parser.parse_args()
     levels = [int(level) for level in args.levels.split(",")]
@@ -159,8 +162,9 @@ def main() -> None:
             process.terminate()
             process.wait(timeout=30)
     print(
-        f"{args.requests} requests of at most {args.max_tokens} tokens per level; one request alone, offline: "
-        f"{anchor['single_s'] * 1000:.0f} ms"
+        f"completions of at most {args.max_tokens} tokens; requests per level: "
+        f"{', '.join(f'{level}: {per_level(level, args.requests)}' for level in levels)}; "
+        f"one request alone, offline: {anchor['single_s'] * 1000:.0f} ms"
     )
     header = (
         "clients",
@@ -183,7 +187,7 @@ def main() -> None:
             f"{result['p50_s'] * 1000:.0f}",
             f"{result['p95_s'] * 1000:.0f}",
             f"{result['p50_s'] / anchor['single_s']:.2f}",
-            result["lengths"] == anchor["lengths"],
+            result["lengths"] == anchor["lengths"][level],
         )
         print("  ".join(f"{str(v):>13}" for v in row))
 
