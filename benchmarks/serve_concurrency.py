@@ -8,8 +8,10 @@ directory. Anchor, per level: `PagedEngine.generate` in this process over the sa
 many (the engine's offline rate with as many requests in flight, no HTTP; median of 3 after a warm-up run),
 and one request alone (the offline latency, median of 8). Then `swarmrl serve` runs as its own process and
 each level's clients send the same requests (four rounds of them: at least 16, at most --requests) through
-HTTP (`/v1/completions`, whole responses), each client one request after another (a warm-up pass first). Every request has its own seed, so the server's completions
-are the offline ones token for token (checked), and throughput figures compare like with like.
+HTTP (`/v1/completions`, whole responses), each client one request after another (a warm-up pass first).
+Every request has its own seed, so the server's completions are the offline ones (each completion's length is
+compared: equal logits give equal tokens; a completion whose length differs met logits that differ in the last
+bits, e.g. from another thread count), and throughput figures compare like with like.
 
 Printed per level: completion tokens per second of wall time, offline and served, and their ratio; request
 latency p50 / p95 and p50's ratio to the offline single-request time.
@@ -187,7 +189,8 @@ def main() -> None:
             f"{result['p50_s'] * 1000:.0f}",
             f"{result['p95_s'] * 1000:.0f}",
             f"{result['p50_s'] / anchor['single_s']:.2f}",
-            result["lengths"] == anchor["lengths"][level],
+            f"{sum(a == b for a, b in zip(result['lengths'], anchor['lengths'][level], strict=True))}"
+            f"/{len(result['lengths'])}",
         )
         print("  ".join(f"{str(v):>13}" for v in row))
 

@@ -10,6 +10,8 @@ import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import httpx
 import openai
@@ -320,12 +322,23 @@ def test_a_request_joins_the_running_batch_instead_of_waiting_for_it(client):
         stream=True,
         extra_body={"response_format": forced_long},
     )
-    chunks = iter(stream)
-    next(chunks)  # it is running
+    running, chunks, ended = threading.Event(), [], []
+
+    def read() -> None:
+        for chunk in stream:
+            chunks.append(chunk)
+            running.set()
+        ended.append(time.monotonic())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert running.wait(60)
     short = client.completions.create(model="step_3", prompt="The stone", max_tokens=2, seed=1)
-    assert short.choices[0].finish_reason == "length"
-    rest = list(chunks)
-    assert rest[-1].choices[0].finish_reason == "length" and len(rest) > 50
+    answered = time.monotonic()
+    reader.join(120)
+    assert short.choices[0].finish_reason == "length" and len(short.choices[0].text) > 0
+    assert chunks[-1].choices[0].finish_reason == "length" and len(chunks) > 50
+    assert answered < ended[0]  # it did not wait for the long completion to end
 
 
 def test_each_request_is_a_log_line_and_counted_in_the_metrics(client, server, serve_process):
