@@ -13,14 +13,17 @@ Every request has its own seed, so the server's completions are the offline ones
 compared: equal logits give equal tokens; a completion whose length differs met logits that differ in the last
 bits, e.g. from another thread count), and throughput figures compare like with like.
 
-Printed per level: completion tokens per second of wall time, offline and served, and their ratio; request
-latency p50 / p95 and p50's ratio to the offline single-request time.
+Printed per level: completion tokens per second of wall time, offline and served, and their ratio; the same
+per second of CPU time (this process's for the offline run, the server process's for the served one: the
+steadier figure on a shared machine; the clients' own CPU is not counted); request latency p50 / p95 and
+p50's ratio to the offline single-request time.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -76,21 +79,34 @@ def offline(directory: Path, texts: list[str], seeds: list[int], max_tokens: int
         for t, s in zip(texts, seeds, strict=True)
     ]
     engine.generate(requests, params)  # warm-up: the KV pool's blocks are zeroed on first use
-    rates, lengths = {}, {}
+    rates, cpu_rates, lengths = {}, {}, {}
     for level in levels:
-        share, runs = requests[: per_level(level, len(requests))], []
+        share, runs, cpu = requests[: per_level(level, len(requests))], [], []
         for _ in range(3):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             chunks = [engine.generate(share[i : i + level], params) for i in range(0, len(share), level)]
             runs.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
         lengths[level] = [len(g.completion_ids) for chunk in chunks for g in chunk]
         rates[level] = sum(lengths[level]) / statistics.median(runs)
+        cpu_rates[level] = sum(lengths[level]) / statistics.median(cpu)
     alone = []
     for request in requests[:8]:
         started = time.perf_counter()
         engine.generate([request], params)
         alone.append(time.perf_counter() - started)
-    return {"tokens_per_s": rates, "single_s": statistics.median(alone), "lengths": lengths}
+    return {
+        "tokens_per_s": rates,
+        "tokens_per_cpu_s": cpu_rates,
+        "single_s": statistics.median(alone),
+        "lengths": lengths,
+    }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def clients(url: str, texts: list[str], seeds: list[int], max_tokens: int, level: int) -> dict:
@@ -173,24 +189,28 @@ def main() -> None:
         "offline tok/s",
         "served tok/s",
         "ratio",
-        "p50 ms",
-        "p95 ms",
-        "p50/alone",
-        "same tokens",
+        "tok/CPU-s off",
+        "tok/CPU-s srv",
+        "CPU ratio",
     )
+    header += ("p50 ms", "p95 ms", "p50/alone", "same length")
     print("  ".join(f"{h:>13}" for h in header))
     for level, result in results.items():
-        rate = anchor["tokens_per_s"][level]
+        rate, cpu_rate = anchor["tokens_per_s"][level], anchor["tokens_per_cpu_s"][level]
+        served_cpu_rate = sum(result["lengths"]) / result["cpu_s"]
+        same = sum(a == b for a, b in zip(result["lengths"], anchor["lengths"][level], strict=True))
         row = (
             level,
             f"{rate:.0f}",
             f"{result['tokens_per_s']:.0f}",
             f"{result['tokens_per_s'] / rate:.2f}",
+            f"{cpu_rate:.0f}",
+            f"{served_cpu_rate:.0f}",
+            f"{served_cpu_rate / cpu_rate:.2f}",
             f"{result['p50_s'] * 1000:.0f}",
             f"{result['p95_s'] * 1000:.0f}",
             f"{result['p50_s'] / anchor['single_s']:.2f}",
-            f"{sum(a == b for a, b in zip(result['lengths'], anchor['lengths'][level], strict=True))}"
-            f"/{len(result['lengths'])}",
+            f"{same}/{len(result['lengths'])}",
         )
         print("  ".join(f"{str(v):>13}" for v in row))
 

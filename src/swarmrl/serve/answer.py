@@ -83,8 +83,8 @@ async def answer(
     events: asyncio.Queue[Event | Exception] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
-    def deliver(item: Event | Exception) -> None:
-        loop.call_soon_threadsafe(events.put_nowait, item)
+    def deliver(item: Event | Exception) -> None:  # the engine thread's: flushed to this loop after each step
+        served.loop.outbox.post(loop, events, item)
 
     states, job = _job(served, body, prompts, limit, deliver, constraints)
     try:
@@ -127,7 +127,9 @@ def _job(
     for p, prompt_ids in enumerate(prompts):
         for j in range(body.n):
             index = p * body.n + j
-            completion = Completion(index, served.tokenizer, body.stop_strings, stops, deliver)
+            completion = Completion(
+                index, served.tokenizer, body.stop_strings, stops, deliver, with_logprobs=body.wants_logprobs
+            )
             requests.append(GenerationRequest(prompt_ids, sample_seed(seed, p, j), max_new_tokens=limit))
             completions.append(completion)
             rows.append(

@@ -50,7 +50,10 @@ class Completion:
     tokenizer: PreTrainedTokenizerBase
     stop_strings: tuple[str, ...]
     stop_token_ids: frozenset[int]
-    deliver: Callable[[Event], None]  # thread-safe: hands the event to the request's event loop
+    deliver: Callable[
+        [Event], None
+    ]  # hands the event on to the request's event loop (from the engine thread)
+    with_logprobs: bool = True  # the client asked for logprobs: each delta carries its tokens'
     ids: list[int] = field(default_factory=list)
     text: str = ""  # the decoded completion so far, less a character still incomplete
     sent: str = ""
@@ -79,7 +82,8 @@ class Completion:
         else:
             held = max((len(s) - 1 for s in self.stop_strings), default=0)
             text = text[: len(text) - held] if held else text
-        logprobs = () if token in self.stop_token_ids else (self._logprob(sampled),)
+        wanted = self.with_logprobs and token not in self.stop_token_ids
+        logprobs = (self._logprob(sampled),) if wanted else ()
         self._send(text, logprobs)
         return self.stopped or self.cancelled
 
@@ -111,7 +115,7 @@ class Completion:
         return self.tokenizer.decode([token], skip_special_tokens=False)
 
     def _send(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> None:
-        delta = text[len(self.sent) :] if text.startswith(self.sent) else ""
+        delta = text[len(self.sent) :] if len(text) > len(self.sent) and text.startswith(self.sent) else ""
         if delta or logprobs:
             self.sent += delta
             self.deliver(Delta(self.choice, delta, logprobs))

@@ -3,17 +3,19 @@
 HTTP requests become jobs in a queue. The thread keeps one `RunningBatch` open: between two engine steps it
 adds every job that arrived, so a request joins the batch already running (its prefill is the next step, then
 its rows decode alongside the others) instead of waiting for it to finish. Every sampled token goes to its
-completion as it comes, which streams it. Rows with different sampling settings share the batch; the engine
-samples each group of them in its own call.
+completion as it comes (the step's events reach the event loop together), which streams it. Rows with
+different sampling settings share the batch; the engine samples each group of them in its own call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -38,7 +40,35 @@ class Job:
     completions: list[Completion]
     params: SamplingParams
     rows: list[Row]  # how each is sampled; their on_token hands tokens to the completion
-    fail: Callable[[Exception], None]  # thread-safe: ends the request with this error
+    fail: Callable[[Exception], None]  # ends the request with this error (engine thread, through the outbox)
+
+
+class Outbox:
+    """Events the engine thread produced in one step, handed to the event loops waiting for them with one wake-up
+    per loop per step (not one per token: at 64 rows that is 64 cross-thread wake-ups a step)."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue, Any]] = []
+
+    def post(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, item: Any) -> None:
+        """Engine thread only."""
+        self._pending.append((loop, queue, item))
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue, Any]]] = {}
+        for loop, events, item in pending:
+            by_loop.setdefault(loop, []).append((events, item))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_put_all, items)
+            except RuntimeError:  # that loop has closed (the server is stopping): nobody is waiting
+                log.debug("dropped %d events for a closed event loop", len(items))
+
+
+def _put_all(items: list[tuple[asyncio.Queue, Any]]) -> None:
+    for events, item in items:
+        events.put_nowait(item)
 
 
 class EngineLoop:
@@ -51,6 +81,7 @@ class EngineLoop:
         self._queued = 0  # completions in the inbox
         self.batch_waiting = 0  # completions in the batch without a row yet (the engine thread writes these)
         self.running = 0  # completions being decoded
+        self.outbox = Outbox()
         self._thread = threading.Thread(target=self._run, name="serve-engine", daemon=True)
 
     @property
@@ -78,8 +109,11 @@ class EngineLoop:
     def _run(self) -> None:
         closing = False
         while not closing:
-            with torch.inference_mode(), self.engine.running() as batch:
-                closing = self._drive(batch)
+            try:
+                with torch.inference_mode(), self.engine.running() as batch:
+                    closing = self._drive(batch)
+            finally:
+                self.outbox.flush()
 
     def _drive(self, batch: RunningBatch) -> bool:
         """Add arriving jobs and step until closing (True) or until a step fails (False: a fresh batch)."""
@@ -92,6 +126,7 @@ class EngineLoop:
                 else:
                     self._admit(batch, job, active)
             if not batch.has_work:
+                self.outbox.flush()
                 if closing:  # everything asked before the close has been answered
                     return True
                 continue
@@ -104,6 +139,7 @@ class EngineLoop:
                 return closing
             for sequence, reason in finished:
                 active.pop(sequence.index)[1].finish(reason)
+            self.outbox.flush()
             self.batch_waiting, self.running = batch.waiting, batch.running
 
     def _arrivals(self, *, block: bool) -> list[Job | None]:

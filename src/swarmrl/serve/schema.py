@@ -115,6 +115,10 @@ class SamplingRequest(BaseModel):
         """How many most likely tokens each logprob entry lists."""
         return 0
 
+    @property
+    def wants_logprobs(self) -> bool:
+        return False
+
 
 class CompletionRequest(SamplingRequest):
     prompt: str | list[str] | list[int] | list[list[int]]
@@ -137,6 +141,10 @@ class CompletionRequest(SamplingRequest):
     @property
     def alternatives(self) -> int:
         return self.logprobs or 0
+
+    @property
+    def wants_logprobs(self) -> bool:
+        return self.logprobs is not None
 
     def prompts(self) -> list[str | list[int]]:
         """Each prompt of the request: text, or token ids."""
@@ -184,6 +192,10 @@ class ChatRequest(SamplingRequest):
     @property
     def alternatives(self) -> int:
         return self.top_logprobs or 0 if self.logprobs else 0
+
+    @property
+    def wants_logprobs(self) -> bool:
+        return self.logprobs
 
     def conversation(self) -> list[dict[str, str]]:
         """The messages as a chat template reads them (a `developer` turn is the system turn)."""
