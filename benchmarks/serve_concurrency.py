@@ -10,8 +10,7 @@ and one request alone (the offline latency, median of 8). Then `swarmrl serve` r
 each level's clients send the same requests (four rounds of them: at least 16, at most --requests) through
 HTTP (`/v1/completions`, whole responses), each client one request after another (a warm-up pass first).
 Every request has its own seed, so the server's completions are the offline ones (each completion's length is
-compared: equal logits give equal tokens; a completion whose length differs met logits that differ in the last
-bits, e.g. from another thread count), and throughput figures compare like with like.
+compared), and throughput figures compare like with like.
 
 Printed per level: completion tokens per second of wall time, offline and served, and their ratio; the same
 per second of CPU time (this process's for the offline run, the server process's for the served one: the
@@ -173,9 +172,13 @@ def main() -> None:
         anchor = offline(work / "model", texts, seeds, args.max_tokens, levels)
         process, url = start_server(work / "model", work)
         try:
-            results = {
-                level: asyncio.run(clients(url, texts, seeds, args.max_tokens, level)) for level in levels
-            }
+            results = {}
+            for level in levels:
+                count, cpu_started = per_level(level, args.requests), cpu_seconds(process.pid)
+                results[level] = asyncio.run(
+                    clients(url, texts[:count], seeds[:count], args.max_tokens, level)
+                )
+                results[level]["cpu_s"] = cpu_seconds(process.pid) - cpu_started
         finally:
             process.terminate()
             process.wait(timeout=30)
