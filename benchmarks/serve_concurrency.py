@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/serve_concurrency.py                      # configs/demo.toml's tiny model, CPU
     .venv/bin/python benchmarks/serve_concurrency.py --levels 1,16,64 --requests 64 --max-tokens 48
 
-The model is the config's `[model.tiny]` (random weights, a tokenizer trained here), saved to a temporary
+Both sides run torch on `--threads` threads (default 1, as engine_bench.py: on a shared 2-core machine idle
+threads' spinning would count as work), the clients' HTTP on the rest. The model is the config's `[model.tiny]` (random weights, a tokenizer trained here), saved to a temporary
 directory. Anchor, per level: `PagedEngine.generate` in this process over the same requests in batches of that
 many (the engine's offline rate with as many requests in flight, no HTTP; median of 3 after a warm-up run),
 and one request alone (the offline latency, median of 8). Then `swarmrl serve` runs as its own process and
@@ -138,11 +139,12 @@ async def clients(url: str, texts: list[str], seeds: list[int], max_tokens: int,
     }
 
 
-def start_server(directory: Path, work: Path) -> tuple[subprocess.Popen, str]:
+def start_server(directory: Path, work: Path, threads: int) -> tuple[subprocess.Popen, str]:
     url_file = work / "url"
     log = (work / "serve.log").open("w")
     args = ["serve", "--model", str(directory), "--port", "0", "--url-file", str(url_file), "--device", "cpu"]
-    process = subprocess.Popen([sys.executable, "-m", "swarmrl.cli", *args], stdout=log, stderr=log)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}  # torch's intra-op threads in the server
+    process = subprocess.Popen([sys.executable, "-m", "swarmrl.cli", *args], stdout=log, stderr=log, env=env)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         if url_file.exists():
@@ -162,7 +164,9 @@ def main() -> None:
     parser.add_argument("--levels", default="1,16,64", help="concurrent clients, comma-separated")
     parser.add_argument("--requests", type=int, default=64, help="most requests a level sends (4 per client)")
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, offline and in the server")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     levels = [int(level) for level in args.levels.split(",")]
     texts = prompts(args.requests)
     seeds = [1000 + i for i in range(args.requests)]
@@ -170,7 +174,7 @@ def main() -> None:
         work = Path(tmp)
         build_model(args.config, work / "model")
         anchor = offline(work / "model", texts, seeds, args.max_tokens, levels)
-        process, url = start_server(work / "model", work)
+        process, url = start_server(work / "model", work, args.threads)
         try:
             results = {}
             for level in levels:
