@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/serve_concurrency.py --levels 1,16,64 --requests 64 --max-tokens 48
 
 Both sides run torch on `--threads` threads (default 1, as engine_bench.py: on a shared 2-core machine idle
-threads' spinning would count as work), the clients' HTTP on the rest. The model is the config's `[model.tiny]` (random weights, a tokenizer trained here), saved to a temporary
+threads' spinning would count as work), the clients' HTTP on the rest. The model is the config's
+`[model.tiny]` (random weights, a tokenizer trained here), saved to a temporary
 directory. Anchor, per level: `PagedEngine.generate` in this process over the same requests in batches of that
 many (the engine's offline rate with as many requests in flight, no HTTP; median of 3 after a warm-up run),
 and one request alone (the offline latency, median of 8). Then `swarmrl serve` runs as its own process and
