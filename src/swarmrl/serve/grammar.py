@@ -67,7 +67,10 @@ class Grammars:
         long as the schema takes to compile: call it off the event loop."""
         if response_format is None or response_format.type == "text":
             return None
-        import llguidance
+        try:
+            import llguidance
+        except ImportError as exc:
+            raise FormatError("response_format needs llguidance: pip install 'swarmrl[serve]'") from exc
 
         schema = {"type": "object"} if response_format.type == "json_object" else None
         if schema is None:
