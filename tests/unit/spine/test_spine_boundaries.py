@@ -2,9 +2,10 @@
 TYPE_CHECKING, and transitively): no role reaches another role's code but its seams, nothing below the
 orchestrators reaches them, and the configuration floor imports nothing but pydantic and the standard library.
 
-Roles and seams as DESIGN.md draws them: roles talk through files, HTTP and the schemas in `rollouts/` and
+Roles and seams as ARCHITECTURE.md draws them: roles talk through files, HTTP and the schemas in `rollouts/` and
 `coordinator/api`. The floors below the roles (configs, identity, rollouts, toploc, models, tasks, inference,
 httpserve ...) are the library every role may use; launch, islands and cli assemble roles and stand above them.
+ARCHITECTURE.md's drawing of the floors is checked against the import graph in test_spine_docs_resolve.py.
 """
 
 from __future__ import annotations
