@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -323,16 +324,23 @@ def config_field(root: type[BaseModel], dotted: str, value: str | None = None) -
             return bool(annotations) and all(typing.get_origin(a) is dict for a in annotations)
         annotations = [info.annotation for info in fields]
         models = [model for annotation in annotations for model in models_of(annotation)]
-    if value is None:
+    choices = [_choices(annotation) for annotation in annotations]
+    if value is None or any(found is None for found in choices):
         return True
-    literals = {str(v) for annotation in annotations for v in _literal_values(annotation)}
-    return not literals or value.strip("\"'") in literals
+    return value.strip("\"'") in {str(choice) for found in choices for choice in found or ()}
 
 
-def _literal_values(annotation: typing.Any) -> list[typing.Any]:
-    if typing.get_origin(annotation) is typing.Literal:
-        return list(typing.get_args(annotation))
-    return [value for argument in typing.get_args(annotation) for value in _literal_values(argument)]
+def _choices(annotation: typing.Any) -> list[typing.Any] | None:
+    """The values a field takes when it takes only Literal values (None: it takes others too)."""
+    origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return list(arguments)
+    if origin is typing.Annotated:
+        return _choices(arguments[0])
+    if origin in (typing.Union, types.UnionType):
+        found = [_choices(argument) for argument in arguments if argument is not type(None)]
+        return None if any(part is None for part in found) else [v for part in found for v in part or ()]
+    return None
 
 
 CONFIG_TABLE = re.compile(r"\[\[?([a-z_][\w.]*)\]\]?(?: ([a-z_]\w*)(?: = (\S+))?)?")
@@ -536,3 +544,32 @@ def machine_figures(texts: dict[str, str]) -> list[str]:
         for where, text in texts.items()
         for found in MACHINE_FIGURE.finditer(text)
     ]
+
+
+# --- links ---------------------------------------------------------------------------------------------------
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def heading_anchors(text: str) -> set[str]:
+    """GitHub's anchor of every heading of a markdown text (code spans' backticks dropped, as GitHub does)."""
+    outside = re.sub(r"```.*?```", "", text, flags=re.S)
+    headings = re.findall(r"^#{1,6} (.+)$", outside, flags=re.M)
+    return {
+        re.sub(r"[^\w\- ]", "", heading.replace("`", "").strip().lower()).replace(" ", "-")
+        for heading in headings
+    }
+
+
+def link_problems(page: Path) -> list[str]:
+    """Relative links of a page whose file does not exist, or whose `#anchor` is no heading of that file."""
+    wrong, where = [], page.relative_to(REPO) if page.is_relative_to(REPO) else page.name
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue  # http:, https:, mailto:
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            wrong.append(f"{where}: no file {path}")
+        elif anchor and anchor not in heading_anchors(file.read_text()):
+            wrong.append(f"{where}: {path or page.name} has no heading #{anchor}")
+    return wrong

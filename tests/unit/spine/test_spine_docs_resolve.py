@@ -21,6 +21,7 @@ from doc_references import (
     config_problems,
     fenced_blocks,
     floors,
+    link_problems,
     machine_figures,
     make_targets,
     parse_blocks,
@@ -37,6 +38,7 @@ from swarmrl.configs import RunConfig
 PAGES = [
     "ARCHITECTURE.md",
     "README.md",
+    "benchmarks/RESULTS.md",
     *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md")),
 ]
 
@@ -66,6 +68,11 @@ def entry_point_groups() -> set[str]:
 @pytest.mark.parametrize("page", PAGES)
 def test_every_path_a_page_names_exists(page):
     assert path_problems(page_blocks(page)) == [], "see tests/doc_references.py for how a path resolves"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_link_a_page_holds_reaches_its_file_and_heading(page):
+    assert link_problems(REPO / page) == []
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -126,6 +133,14 @@ def test_every_package_is_on_a_floor_and_every_import_between_them_goes_down():
     assert upward == [], "move the room up ARCHITECTURE.md's floors, or the import down"
 
 
+def test_every_benchmark_has_a_row_on_the_results_page():
+    results = (REPO / "benchmarks" / "RESULTS.md").read_text()
+    scripts = {path.name for path in (REPO / "benchmarks").iterdir() if path.suffix in {".py", ".sh"}}
+    assert {name for name in scripts if f"benchmarks/{name}" not in results} == set(), (
+        "give the benchmark a row (its goal, today's figure or 'not measured', command, date, machine)"
+    )
+
+
 def test_the_readmes_code_map_has_a_row_per_package():
     readme = (REPO / "README.md").read_text()
     code_map = readme[readme.index("## Code map") :].split("\n## ", 1)[0]
@@ -178,6 +193,20 @@ def test_the_checks_find_each_kind_of_wrong_name():
         "`swarmrl validator` has no command calibrat",
         "`swarmrl rl` has no option --dry-runs",
         "no config field trainer.stepz=3",
+    ]
+
+
+def test_the_link_check_finds_a_missing_file_and_heading(tmp_path):
+    (tmp_path / "other.md").write_text("# Other\n\n## The `[run]` table\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "## Here\n\n[a](other.md#the-run-table) [b](other.md#gone) [c](missing.md) [d](#here) [e](#nowhere)\n"
+        "[f](https://example.com/x#y)\n"
+    )
+    assert link_problems(page) == [
+        "page.md: other.md has no heading #gone",
+        "page.md: no file missing.md",
+        "page.md: page.md has no heading #nowhere",
     ]
 
 
