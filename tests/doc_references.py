@@ -14,6 +14,7 @@ pack) and is not checked. `path.py` `name` written side by side claims that the 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import types
 import typing
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from swarmrl.configs.reference import models_of
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "swarmrl"
@@ -138,7 +141,7 @@ def is_bare(span: str) -> bool:
 def resolve(span: str, folders: list[Path]) -> Path | None:
     for base in (*([] if is_bare(span) else ROOTS), *folders):
         candidate = base / span
-        if candidate.exists() and (candidate.is_dir() == span.endswith("/") or not span.endswith("/")):
+        if candidate.exists() and (candidate.is_dir() or not span.endswith("/")):
             return candidate
     return None
 
@@ -187,6 +190,11 @@ def module_file(dotted: str) -> Path | None:
 def _module_of(file: Path) -> str:
     parts = file.relative_to(REPO / "src").with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@functools.cache
+def _body(file: Path) -> list[ast.stmt]:
+    return ast.parse(file.read_text()).body
 
 
 def _top_level(body: list[ast.stmt]) -> dict[str, ast.AST]:
@@ -238,7 +246,7 @@ def defines(file: Path, dotted: str, follow_imports: bool = True, depth: int = 0
     if depth > 8:
         return False
     head, _, rest = dotted.partition(".")
-    body = ast.parse(file.read_text()).body
+    body = _body(file)
     node = _top_level(body).get(head)
     if not follow_imports and isinstance(node, ast.Import | ast.ImportFrom):
         return False
@@ -307,12 +315,6 @@ def named_attributes(block: Block, resolved: dict[str, Path]) -> list[tuple[str,
 
 
 # --- config fields -------------------------------------------------------------------------------------------
-def models_of(annotation: typing.Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [model for argument in typing.get_args(annotation) for model in models_of(argument)]
-
-
 def config_field(root: type[BaseModel], dotted: str, value: str | None = None) -> bool:
     """Whether `a.b.c` is a field of the config (through nested tables and every member of a union), and,
     for a `kind`/`type` or other Literal field given a value, whether the value is one it takes."""
@@ -375,13 +377,6 @@ def floors(page: Path) -> list[list[str]]:
     return drawn
 
 
-def rooms_of_package() -> set[str]:
-    """Every package folder and top-level module of src/swarmrl (but its `__init__` and `__main__`)."""
-    folders = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
-    modules = {path.stem for path in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
-    return folders | modules
-
-
 # --- commands ------------------------------------------------------------------------------------------------
 WORD = re.compile(r"[a-z][a-z0-9-]*(\|[a-z][a-z0-9-]*)*")
 
@@ -411,7 +406,6 @@ class CommandClaim:
 
 def check_command(text: str, top: typing.Any, load: typing.Callable[[str], typing.Any]) -> CommandClaim:
     """Walk `swarmrl a b --opt ...` down the click tree from `top` (`load(name)`: a top-level command)."""
-
     claim, command, descend, expects_value = CommandClaim(), top, True, False
     for token in text.split()[1:]:
         clean = token.strip("[](),\"'")
@@ -508,24 +502,6 @@ def written_commands(where: str, text: str, found: list[Block]) -> list[tuple[st
     return [(f"{where} (## CLI)", line) for block in listed for line in command_lines(block)] + [
         (block.where, span) for block in found for span, _ in block.spans() if span.startswith("swarmrl ")
     ]
-
-
-def upward_imports(drawn: list[list[str]], edges: dict[str, set[str]]) -> list[str]:
-    """Imports from a room to one on its own floor or above (`drawn`: the floors, top first)."""
-    level = {room: len(drawn) - index for index, rooms in enumerate(drawn) for room in rooms}
-    return sorted(
-        f"{module} imports {target}: {_room(module)} is not above {_room(target)}"
-        for module, targets in edges.items()
-        for target in targets
-        if _room(module) in level and _room(target) in level and _room(module) != _room(target)
-        if level[_room(module)] <= level[_room(target)]
-    )
-
-
-def _room(module: str) -> str:
-    """`swarmrl.trainer.losses` -> `trainer`; the package's own `__init__` is no room."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else ""
 
 
 # --- figures of one machine ----------------------------------------------------------------------------------

@@ -55,11 +55,11 @@ DILOCO = (
 )
 
 
-def _models_of(annotation: Any) -> list[type[BaseModel]]:
+def models_of(annotation: Any) -> list[type[BaseModel]]:
     """The models an annotation holds (a model, a union of models, a list of them, optional or not), in order."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
-    return [model for argument in typing.get_args(annotation) for model in _models_of(argument)]
+    return [model for argument in typing.get_args(annotation) for model in models_of(argument)]
 
 
 def _is_list(annotation: Any) -> bool:
@@ -102,7 +102,7 @@ class Table:
 
 def tables(path: str, field: FieldInfo) -> list[Table]:
     """The headings of the models `field` holds at `path` and of every model nested in them, depth first."""
-    members, many, about = _models_of(field.annotation), _is_list(field.annotation), field.description or ""
+    members, many, about = models_of(field.annotation), _is_list(field.annotation), field.description or ""
     if not members:
         return []
     if len(members) == 1:
@@ -130,7 +130,7 @@ def type_name(annotation: Any) -> str:
         return type_name(arguments[0])
     if origin is Literal:
         return " | ".join(json.dumps(value) for value in arguments)
-    if _models_of(annotation) and origin is not list:
+    if models_of(annotation) and origin is not list:
         return "table"
     if origin in (types.UnionType, typing.Union):
         present = [argument for argument in arguments if argument is not type(None)]
@@ -172,7 +172,7 @@ def default_text(field: FieldInfo) -> str:
         return "unset"
     if isinstance(value, BaseModel):
         return (
-            f"`{chosen_by(type(value))}`" if len(_models_of(field.annotation)) > 1 else "its table's defaults"
+            f"`{chosen_by(type(value))}`" if len(models_of(field.annotation)) > 1 else "its table's defaults"
         )
     return f"`{toml_value(value)}`"
 
@@ -234,7 +234,7 @@ def sections_table() -> str:
     """The README's table of a run config's sections, each linked to its part of docs/configuration.md."""
     lines = ["| section | what it sets |", "|---|---|"]
     for name, field in RunConfig.model_fields.items():
-        about = field.description or docstring(_models_of(field.annotation)[0])
+        about = field.description or docstring(models_of(field.annotation)[0])
         lines.append(f"| [`[{name}]`]({PAGE.as_posix()}#{anchor(f'[{name}]')}) | {cell(about)} |")
     return "\n".join(lines)
 

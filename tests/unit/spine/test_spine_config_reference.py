@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import pytest
-from doc_references import REPO, machine_figures, models_of
+from doc_references import REPO, machine_figures
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 
@@ -18,6 +18,7 @@ from swarmrl.configs.reference import (
     REGENERATE,
     TABLE_END,
     TABLE_START,
+    models_of,
     readme_with_table,
     render_table,
     stale_files,

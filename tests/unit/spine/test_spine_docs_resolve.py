@@ -1,7 +1,9 @@
-"""The pages cannot drift from the code: every file, folder, module attribute, command, option, config field and
-make target that ARCHITECTURE.md, the README and the pages under docs/ name exists, and ARCHITECTURE.md's floors
-hold every package and top-level module of src/swarmrl, each import between them going down a floor. How a name
-is read and resolved: tests/doc_references.py."""
+"""The pages cannot drift from the code: every file, folder, module attribute, command, option, config field,
+make target and link that ARCHITECTURE.md, the README, benchmarks/RESULTS.md and the pages under docs/ name
+exists, every command is in the README's CLI listing, every package in its code map, every benchmark on the
+results page, and no help text quotes one machine's figures. How a name is read and resolved:
+tests/doc_references.py. (ARCHITECTURE.md's floors are checked against the import graph in
+test_spine_boundaries.py, which reads the graph once for all its checks.)"""
 
 from __future__ import annotations
 
@@ -20,17 +22,13 @@ from doc_references import (
     command_problems,
     config_problems,
     fenced_blocks,
-    floors,
     link_problems,
     machine_figures,
     make_targets,
     parse_blocks,
     path_problems,
-    rooms_of_package,
-    upward_imports,
     written_commands,
 )
-from import_boundaries import ImportGraph
 
 from swarmrl.cli import COMMANDS, app
 from swarmrl.configs import RunConfig
@@ -121,18 +119,6 @@ def test_no_help_text_quotes_a_figure_of_one_machine():
     assert machine_figures(texts) == [], "say what an option does; figures go to benchmarks/RESULTS.md"
 
 
-def test_every_package_is_on_a_floor_and_every_import_between_them_goes_down():
-    drawn = floors(REPO / "ARCHITECTURE.md")
-    rooms = [room for floor in drawn for room in floor]
-    assert len(rooms) == len(set(rooms)), "a room drawn on two floors"
-    assert set(rooms) == rooms_of_package(), (
-        f"not on ARCHITECTURE.md's floors: {sorted(rooms_of_package() - set(rooms))}; "
-        f"on them but not in src/swarmrl: {sorted(set(rooms) - rooms_of_package())}"
-    )
-    upward = upward_imports(drawn, ImportGraph.read(PACKAGE).edges)
-    assert upward == [], "move the room up ARCHITECTURE.md's floors, or the import down"
-
-
 def test_every_benchmark_has_a_row_on_the_results_page():
     results = (REPO / "benchmarks" / "RESULTS.md").read_text()
     scripts = {path.name for path in (REPO / "benchmarks").iterdir() if path.suffix in {".py", ".sh"}}
@@ -207,17 +193,4 @@ def test_the_link_check_finds_a_missing_file_and_heading(tmp_path):
         "page.md: other.md has no heading #gone",
         "page.md: no file missing.md",
         "page.md: page.md has no heading #nowhere",
-    ]
-
-
-def test_the_floors_find_a_missing_room_and_an_import_up_or_sideways():
-    drawn = [["launch"], ["trainer", "worker"], ["configs"]]
-    edges = {
-        "swarmrl.trainer.train": {"swarmrl.configs.run", "swarmrl.trainer.losses"},
-        "swarmrl.configs.run": {"swarmrl.trainer.losses"},
-        "swarmrl.worker.node": {"swarmrl.trainer.role", "swarmrl"},
-    }
-    assert upward_imports(drawn, edges) == [
-        "swarmrl.configs.run imports swarmrl.trainer.losses: configs is not above trainer",
-        "swarmrl.worker.node imports swarmrl.trainer.role: worker is not above trainer",
     ]
