@@ -87,6 +87,7 @@ class Table:
     path: str  # dotted: `trainer.lora`
     model: type[BaseModel] | None
     description: str
+    level: int  # of its markdown heading: 2 for a section, one more for each table it sits in
     many: bool = False  # an entry of a list of tables: `[[tasks.sources]]`
     chosen: str = ""  # a member of a union: `kind = "paged"`
 
@@ -95,22 +96,19 @@ class Table:
         place = f"[[{self.path}]]" if self.many else f"[{self.path}]"
         return f"{place} {self.chosen}" if self.chosen else place
 
-    @property
-    def level(self) -> int:
-        return 2 + self.path.count(".") + bool(self.chosen)
 
-
-def tables(path: str, field: FieldInfo) -> list[Table]:
+def tables(path: str, field: FieldInfo, level: int = 2) -> list[Table]:
     """The headings of the models `field` holds at `path` and of every model nested in them, depth first."""
     members, many, about = models_of(field.annotation), _is_list(field.annotation), field.description or ""
     if not members:
         return []
     if len(members) == 1:
-        return _with_nested(Table(path, members[0], about, many))
+        return _with_nested(Table(path, members[0], about, level, many))
     kinds = ", ".join(f"`{chosen_by(member)}`" for member in members)
-    found = [Table(path, None, f"{sentence(about)} One of {kinds}; each kind's fields follow.".strip(), many)]
+    about = f"{sentence(about)} One of {kinds}; each kind's fields follow.".strip()
+    found = [Table(path, None, about, level, many)]
     for member in members:
-        found += _with_nested(Table(path, member, "", many, chosen_by(member)))
+        found += _with_nested(Table(path, member, "", level + 1, many, chosen_by(member)))
     return found
 
 
@@ -119,7 +117,7 @@ def _with_nested(table: Table) -> list[Table]:
     return [table] + [
         nested
         for name, field in table.model.model_fields.items()
-        for nested in tables(f"{table.path}.{name}", field)
+        for nested in tables(f"{table.path}.{name}", field, table.level + 1)
     ]
 
 
@@ -220,7 +218,7 @@ def render_table(table: Table, shown: dict[type[BaseModel], str]) -> str:
 def reference_page() -> str:
     """The whole of docs/configuration.md."""
     run = [table for name, field in RunConfig.model_fields.items() for table in tables(name, field)]
-    diloco = _with_nested(Table("diloco", DiLoCoConfig, DILOCO))
+    diloco = _with_nested(Table("diloco", DiLoCoConfig, DILOCO, 2))
     shown: dict[type[BaseModel], str] = {}
     return "\n".join([INTRO, *(render_table(table, shown) for table in run + diloco)]).rstrip() + "\n"
 
