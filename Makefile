@@ -10,7 +10,7 @@ TORCH     := torch==2.13.0
 WHEELS    := $(wildcard /opt/wheels)
 FINDLINKS := $(if $(WHEELS),--find-links $(WHEELS),--index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple)
 
-.PHONY: install install-bench postgres sandbox-deps browser-deps wan-deps test test-swarm test-fast test-gpu demo demo-swarm bench lint clean
+.PHONY: install install-bench postgres sandbox-deps browser-deps wan-deps test test-swarm test-fast test-gpu demo demo-swarm bench lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -101,6 +101,11 @@ bench: install-bench sandbox-deps
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks
+
+# The configuration reference (docs/configuration.md and the README's table of sections), rendered from the
+# config models; tests/unit/spine/test_spine_config_reference.py fails when they differ.
+docs: install
+	$(PY) -m swarmrl.configs.reference
 
 clean:
 	rm -rf runs .pytest_cache

@@ -3,7 +3,7 @@
 Each run starts a fresh bubblewrap sandbox (the Python tool's `run_tool`, memoisation defeated by distinct
 programs). Prints the wall time of N runs at each concurrency and its ratio to one at a time. On a machine whose
 cores are already busy (a trainer and workers beside it) the ratio says little: there the demo's own step time
-is the measure (benchmarks/RESULTS.md, "Tool-use demo").
+is the measure (benchmarks/RESULTS.md: this script's row and the tool demo's).
 
     .venv/bin/python benchmarks/tool_run_concurrency.py [--runs 40] [--concurrency 1,2,4,8]
 """

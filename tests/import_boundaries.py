@@ -101,6 +101,31 @@ def outside_imports(graph: ImportGraph, package: str, allowed: set[str]) -> list
     return sorted(found)
 
 
+def upward_imports(drawn: list[list[str]], edges: dict[str, set[str]]) -> list[str]:
+    """Imports from a room to one on its own floor or above (`drawn`: the floors, top first)."""
+    level = {room: len(drawn) - index for index, rooms in enumerate(drawn) for room in rooms}
+    return sorted(
+        f"{module} imports {target}: {_room(module)} is not above {_room(target)}"
+        for module, targets in edges.items()
+        for target in targets
+        if _room(module) in level and _room(target) in level and _room(module) != _room(target)
+        if level[_room(module)] <= level[_room(target)]
+    )
+
+
+def _room(module: str) -> str:
+    """`swarmrl.trainer.losses` -> `trainer`; the package's own `__init__` is no room."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def rooms_of_package(package_dir: Path) -> set[str]:
+    """Every package folder and top-level module of src/swarmrl (but its `__init__` and `__main__`)."""
+    folders = {path.name for path in package_dir.iterdir() if (path / "__init__.py").is_file()}
+    modules = {path.stem for path in package_dir.glob("*.py")} - {"__init__", "__main__"}
+    return folders | modules
+
+
 def _module_name(package_dir: Path, path: Path) -> str:
     parts = [package_dir.name, *path.relative_to(package_dir).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -5,9 +5,10 @@
 one torch thread: several threads per process pay off only with idle cores, and on a loaded machine OpenMP's
 barriers spin on cores other processes need (TRL's demo step at load 8-20 on 2 cores: 7.8 samples/s with two
 threads, 69 with one). Workers generate only the files the trainer asked for and then wait, so a worker never
-takes the trainer's core for files nobody reads. Measured on 2 cores (benchmarks/RESULTS.md): with the trainer
-the bottleneck (the 6M-parameter workload) one worker beside it beats two (16.9 vs 11.6 samples/s), which take
-turns with the trainer on its core; at the demo workload, where generation is the bottleneck, two beat one.
+takes the trainer's core for files nobody reads. Measured on 2 cores (issue 34's runs, in the history of
+benchmarks/RESULTS.md): with the trainer the bottleneck (the 6M-parameter workload) one worker beside it beats
+two (16.9 vs 11.6 samples/s), which take turns with the trainer on its core; at the demo workload, where
+generation is the bottleneck, two beat one.
 Workers that generate on a GPU: one. While the workers wait, the trainer trains on their cores too
 (`trainer.borrow_idle_cores`, `swarmrl.trainer.core_share`).
 """

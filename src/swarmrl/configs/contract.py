@@ -21,6 +21,9 @@ MAX_UNIT_ROWS = 2**31 - 1  # completions in one unit's file: the coordinator sto
 
 
 class ContractSection(Section):
+    """A config that still sets one of these fields in its old section (`[worker]`, or `seed` in `[run]`) is
+    refused, naming the field's new place."""
+
     seed: int = Field(
         0,
         description="seed for every random choice of the run: the prompts each unit of work is assigned (worker "

@@ -25,8 +25,8 @@ class _EpisodeLimits(BaseModel):
         ge=1,
         description="Environment steps (tool runs) in flight at once in one process: the rows of a worker's "
         "round of turns, and of a trainer's or validator's replay. Raise it where cores are free: each tool "
-        "run starts a sandbox, which costs CPU and kernel time (on 2 cores shared by a trainer and two "
-        "workers, 4 made the tool demo's steps slower).",
+        "run starts a sandbox, which costs CPU and kernel time, so where every core is busy more runs at once "
+        "make steps slower (benchmarks/RESULTS.md, the tool-use demo).",
     )
 
 

@@ -71,7 +71,7 @@ class IslandsConfig(BaseModel):
         120.0,
         gt=0,
         description="baby_gloo: how long the child process of a reconfigured group may take to start (it imports "
-        "torch: 10-25 s were seen on 2 loaded cores); collectives themselves still get collective_timeout_s",
+        "torch, tens of seconds on a busy machine); collectives themselves still get collective_timeout_s",
     )
 
     @model_validator(mode="after")

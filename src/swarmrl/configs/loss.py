@@ -36,7 +36,7 @@ class _Strict(BaseModel):
 class TwoSidedClip(_Strict):
     """INTELLECT-2's GRPO objective: PPO clipping plus a cap δ on the ratio for negative advantages."""
 
-    kind: Literal["grpo_two_sided"] = "grpo_two_sided"
+    kind: Literal["grpo_two_sided"] = Field("grpo_two_sided", description="objective")
     epsilon_low: float = Field(0.2, ge=0.0, lt=1.0, description="ratio clipped below at 1 - epsilon_low")
     epsilon_high: float = Field(
         0.2, ge=0.0, description="ratio clipped above at 1 + epsilon_high (DAPO clip-higher uses 0.28)"
@@ -59,7 +59,7 @@ class TwoSidedClip(_Strict):
 class GSPOClip(_Strict):
     """GSPO (arXiv 2507.18071): one length-normalised ratio per sequence, clipped in a narrow band."""
 
-    kind: Literal["gspo"] = "gspo"
+    kind: Literal["gspo"] = Field("gspo", description="objective")
     epsilon_low: float = Field(
         3e-4, ge=0.0, lt=1.0, description="sequence ratio clipped below at 1 - epsilon_low"
     )
@@ -69,7 +69,7 @@ class GSPOClip(_Strict):
 class CISPOClip(_Strict):
     """CISPO (MiniMax-M1, arXiv 2506.13585): REINFORCE weighted by a stop-gradient clipped IS ratio."""
 
-    kind: Literal["cispo"] = "cispo"
+    kind: Literal["cispo"] = Field("cispo", description="objective")
     epsilon_low: float = Field(
         1.0,
         ge=0.0,
@@ -83,7 +83,7 @@ class PluginObjective(_Strict):
     """An objective from your own package: `terms(batch, objective) -> TokenTerms`, the signature of the built-in
     ones; the behaviour correction, normalisation, entropy and KL terms around it stay the run's."""
 
-    kind: Literal["plugin"] = "plugin"
+    kind: Literal["plugin"] = Field("plugin", description="objective")
     entry: str = Field(
         description="'package.module:function', or the name of an entry point your package declares in the "
         f"{LOSS_ENTRY_POINT_GROUP!r} group; the function takes (batch: TokenBatch, objective: PluginObjective) "
@@ -111,20 +111,20 @@ Objective = Annotated[TwoSidedClip | GSPOClip | CISPOClip | PluginObjective, Fie
 class NoCorrection(_Strict):
     """Trust that the trainer's π_old and the inference engine sampled the same distribution."""
 
-    kind: Literal["none"] = "none"
+    kind: Literal["none"] = Field("none", description="behaviour correction")
 
 
 class TruncatedIS(_Strict):
     """TIS: weight each token by min(π_old / π_engine, cap), a stop-gradient factor."""
 
-    kind: Literal["tis"] = "tis"
+    kind: Literal["tis"] = Field("tis", description="behaviour correction")
     cap: float = Field(2.0, gt=0.0, description="C, the truncation of the importance weight π_old / π_engine")
 
 
 class MaskedIS(_Strict):
     """MIS: drop tokens whose weight π_old / π_engine is outside [low, high] (they still count as tokens)."""
 
-    kind: Literal["mis"] = "mis"
+    kind: Literal["mis"] = Field("mis", description="behaviour correction")
     low: float = Field(0.5, ge=0.0, description="smallest accepted π_old / π_engine")
     high: float = Field(2.0, gt=0.0, description="largest accepted π_old / π_engine")
 

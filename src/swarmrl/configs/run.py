@@ -52,39 +52,84 @@ class RunSection(Section):
 
 
 class RunConfig(Section):
-    run: RunSection = Field(default_factory=RunSection)
+    run: RunSection = Field(
+        default_factory=RunSection, description="the run's name, id and where its directory lives"
+    )
     contract: ContractSection = Field(
         default_factory=ContractSection,
-        description="what every role of the run must agree on; checked at join against the coordinator's",
+        description="what every role of the run must agree on (seed, async window, unit size, sampling): the "
+        "coordinator stores it at create-run and every trainer, validator, worker and relay presents its sha256 "
+        "at join; a role with another contract is refused, naming each field that differs and both values",
     )
-    model: ModelSection = Field(default_factory=ModelSection)
-    prompt: PromptSection = Field(default_factory=PromptSection)
-    sft: SFTSection = Field(default_factory=SFTSection)
-    trainer: TrainerSection = Field(default_factory=TrainerSection)
-    worker: WorkerSection = Field(default_factory=WorkerSection)
-    eval: EvalSection = Field(default_factory=EvalSection)
-    metrics: MetricsSection = Field(default_factory=MetricsSection)
-    swarm: SwarmSection = Field(default_factory=SwarmSection)
+    model: ModelSection = Field(
+        default_factory=ModelSection,
+        description="the policy: a local HF model directory, or a tiny model built from a few numbers",
+    )
+    prompt: PromptSection = Field(
+        default_factory=PromptSection,
+        description="how a task becomes the model's input (chat template or text)",
+    )
+    sft: SFTSection = Field(
+        default_factory=SFTSection, description="the supervised warm start (`swarmrl sft`)"
+    )
+    trainer: TrainerSection = Field(
+        default_factory=TrainerSection,
+        description="the trainer: steps, optimizer, packing, precision, device",
+    )
+    worker: WorkerSection = Field(
+        default_factory=WorkerSection, description="local worker processes, their threads and device"
+    )
+    eval: EvalSection = Field(
+        default_factory=EvalSection, description="held-out evals before and after RL, and online during it"
+    )
+    metrics: MetricsSection = Field(
+        default_factory=MetricsSection, description="TensorBoard, W&B and Prometheus metrics"
+    )
+    swarm: SwarmSection = Field(
+        default_factory=SwarmSection,
+        description="the local swarm `demo --swarm` starts, and how every swarm node polls and retries",
+    )
     engine: EngineConfig = Field(
-        default_factory=PagedEngineConfig, description="the workers' inference engine"
+        default_factory=PagedEngineConfig,
+        description="the workers' inference engine: the paged engine (default) or the padded one, and their sizes",
     )
-    tasks: TasksConfig = Field(default_factory=TasksConfig, description="task sources and rewards")
-    loss: LossConfig = Field(default_factory=LossConfig, description="the policy objective")
+    tasks: TasksConfig = Field(
+        default_factory=TasksConfig,
+        description="task sources mixed by weight (reasoning-gym, datasets, TRL-layout prompts), the rewards (math, "
+        "code, length, your own reward functions) and the admission of community task packs",
+    )
+    loss: LossConfig = Field(
+        default_factory=LossConfig,
+        description="the policy loss: a published recipe to start from, the objective (yours as a plugin), the "
+        "behaviour correction, normalisation, entropy and KL terms",
+    )
     coordinator: CoordinatorConfig = Field(
-        default_factory=CoordinatorConfig, description="the coordinator service of a swarm run"
+        default_factory=CoordinatorConfig,
+        description="the coordinator service of a swarm run: heartbeats, rate limits, uploads and storage, work "
+        "leases, spot checks, credit, penalties and connection limits",
     )
-    islands: IslandsConfig = Field(default_factory=IslandsConfig, description="trainer islands")
+    islands: IslandsConfig = Field(
+        default_factory=IslandsConfig,
+        description="trainer islands merged by DiLoCo (`demo --islands`): merge interval, fragments, codec, outer "
+        "step, timeouts and the checks on hostile peers",
+    )
     validator: ValidatorConfig = Field(
-        default_factory=ValidatorConfig, description="thresholds of the validator's checks"
+        default_factory=ValidatorConfig,
+        description="thresholds of the validator's checks (`swarmrl validator calibrate` measures them)",
     )
     shardcast: ShardcastConfig = Field(
         default_factory=ShardcastConfig, description="the trainer's origin and the nodes' checkpoint fetching"
     )
     env: EnvConfig | None = Field(
-        None, description="a multi-turn environment ([env], swarmrl.envs); none: single-turn"
+        None,
+        description="a multi-turn environment, one kind each (a Python tool, feedback, or yours as a plugin); "
+        "unset: single-turn tasks",
     )
 
-    wan: WanConfig = Field(default_factory=WanConfig, description="the emulated internet of `demo --wan`")
+    wan: WanConfig = Field(
+        default_factory=WanConfig,
+        description="the emulated internet of `demo --wan`: regions, the paths between them, churn",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -18,7 +18,8 @@ class ValidatorConfig(BaseModel):
         1e-4,
         ge=0,
         description="a token passes the seeded-sampling replay when its Gumbel-max margin is ≥ −tolerance "
-        "(`swarmrl validator calibrate`: no honest margin below +0.02 on CPU; the floor covers near-ties)",
+        "(`swarmrl validator calibrate` measures the honest margins, benchmarks/RESULTS.md; the floor covers "
+        "near-ties)",
     )
     max_replay_mismatches: int = Field(
         0, ge=0, description="tokens per file allowed to fail the seeded replay beyond the tolerance"
@@ -27,9 +28,9 @@ class ValidatorConfig(BaseModel):
         2e-4,
         gt=0,
         description="largest |engine logprob − recomputed logprob| accepted for any token: 4× the worst honest gap "
-        "measured (1.2e-5 by `swarmrl validator calibrate` on CPU across kernels, threads and batch sizes; 4.5e-5 "
-        "between a CUDA worker and a CPU validator, benchmarks/gpu_cross_device.py), below bf16-weight cheating "
-        "(median 4e-3). Re-run the calibration for a fleet with other hardware.",
+        "that `swarmrl validator calibrate` and benchmarks/gpu_cross_device.py measured (on CPU across kernels, "
+        "threads and batch sizes, and between a CUDA worker and a CPU validator: benchmarks/RESULTS.md), well "
+        "below the gap of bf16-weight cheating. Re-run the calibration for a fleet with other hardware.",
     )
     seeded_replay: bool = Field(
         True,

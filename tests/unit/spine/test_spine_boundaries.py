@@ -2,9 +2,10 @@
 TYPE_CHECKING, and transitively): no role reaches another role's code but its seams, nothing below the
 orchestrators reaches them, and the configuration floor imports nothing but pydantic and the standard library.
 
-Roles and seams as DESIGN.md draws them: roles talk through files, HTTP and the schemas in `rollouts/` and
+Roles and seams as ARCHITECTURE.md draws them: roles talk through files, HTTP and the schemas in `rollouts/` and
 `coordinator/api`. The floors below the roles (configs, identity, rollouts, toploc, models, tasks, inference,
 httpserve ...) are the library every role may use; launch, islands and cli assemble roles and stand above them.
+ARCHITECTURE.md's drawing of the floors holds every package and top-level module, each import going down one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from import_boundaries import ImportGraph, Role, crossings, outside_imports
+from doc_references import floors
+from import_boundaries import ImportGraph, Role, crossings, outside_imports, rooms_of_package, upward_imports
 
 PACKAGE = Path(__file__).resolve().parents[3] / "src" / "swarmrl"
 
@@ -75,6 +77,18 @@ def test_no_role_reaches_another_roles_code_and_nothing_reaches_above_the_roles(
     assert crossings(graph, ROLES, ORCHESTRATORS) == []
 
 
+def test_every_package_is_on_architectures_floors_and_every_import_between_them_goes_down(graph):
+    drawn = floors(PACKAGE.parents[1] / "ARCHITECTURE.md")
+    rooms = [room for floor in drawn for room in floor]
+    assert len(rooms) == len(set(rooms)), "a room drawn on two floors"
+    assert set(rooms) == rooms_of_package(PACKAGE), (
+        f"not on ARCHITECTURE.md's floors: {sorted(rooms_of_package(PACKAGE) - set(rooms))}; "
+        f"on them but not in src/swarmrl: {sorted(set(rooms) - rooms_of_package(PACKAGE))}"
+    )
+    upward = upward_imports(drawn, graph.edges)
+    assert upward == [], "move the room up ARCHITECTURE.md's floors, or the import down"
+
+
 def test_the_configuration_floor_imports_only_pydantic_and_the_standard_library(graph):
     assert outside_imports(graph, "swarmrl.configs", {"pydantic"}) == []
 
@@ -128,4 +142,17 @@ def test_the_checks_see_bad_imports_in_functions_under_type_checking_and_through
         "pkg.configs.paths -> pkg.models",  # a parent package runs too
         "pkg.configs.paths -> pkg.models.naming",
         "pkg.configs.run -> torch",
+    ]
+
+
+def test_the_floors_find_an_import_up_or_sideways():
+    drawn = [["launch"], ["trainer", "worker"], ["configs"]]
+    edges = {
+        "swarmrl.trainer.train": {"swarmrl.configs.run", "swarmrl.trainer.losses"},
+        "swarmrl.configs.run": {"swarmrl.trainer.losses"},
+        "swarmrl.worker.node": {"swarmrl.trainer.role", "swarmrl"},
+    }
+    assert upward_imports(drawn, edges) == [
+        "swarmrl.configs.run imports swarmrl.trainer.losses: configs is not above trainer",
+        "swarmrl.worker.node imports swarmrl.trainer.role: worker is not above trainer",
     ]
