@@ -167,7 +167,9 @@ class RewardFunctionJudge:
     ) -> None:
         tasks = [self.pack.rows[items[index].row].task for index in batch]
         arguments = trl_arguments(tasks, [items[index].completion for index in batch], [()] * len(batch))
-        del arguments["completion_ids"]  # a pack's verdict may not depend on any tokenizer
+        # A pack's verdict may depend on neither a tokenizer nor the run's progress: every judge, at any step,
+        # must score a completion alike.
+        del arguments["completion_ids"], arguments["trainer_state"]
         started = time.monotonic()
         reply = session.call(self.pack.manifest.verifier.function, (), arguments)
         took = time.monotonic() - started
