@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -35,15 +36,23 @@ DryRun = Annotated[
 ]
 
 
-def run_config(path: str | None, overrides: list[str] | None, dry_run: bool) -> RunConfig:
+def run_config(
+    path: str | None,
+    overrides: list[str] | None,
+    dry_run: bool,
+    refuse: Callable[[RunConfig], None] | None = None,
+) -> RunConfig:
     """The resolved run config, after its preflight passed. With `dry_run`, print the config (stdout: JSON)
     and the whole preflight (stderr), and exit; without, a failed preflight prints its failed checks and
-    exits 2 before anything starts."""
+    exits 2 before anything starts. `refuse` raises (a UserError: one line) for what the command cannot run at
+    all, before the preflight spends its seconds."""
     from swarmrl.launch.pins import pin_run_code
     from swarmrl.launch.preflight import preflight
 
     path, overrides = split_overrides(path, overrides or [])
     config = load_config(path, overrides)
+    if refuse is not None:
+        refuse(config)
     pin_run_code(config)  # the source hashes of the code of yours it names (reward functions, environment)
     report = preflight(config)
     errors = Console(stderr=True, soft_wrap=True)
@@ -128,7 +137,7 @@ def demo(
         else "configs/demo.toml"
     )
     path, overrides = split_overrides(config, overrides or [])
-    cfg = run_config(path or default, overrides, dry_run)
+    cfg = run_config(path or default, overrides, dry_run, refuse=wan_runnable(islands) if wan else None)
     from swarmrl.devices import check_run_devices
     from swarmrl.launch.progress import waiting
 
@@ -151,6 +160,22 @@ def demo(
             from swarmrl.launch.demo import run_demo
 
             run_demo(cfg, console)
+
+
+def wan_runnable(islands: bool) -> Callable[[RunConfig], None]:
+    """`demo --wan`'s own refusals (not root, a tool missing, islands of swarms), checked before anything."""
+
+    def check(cfg: RunConfig) -> None:
+        if islands:
+            from swarmrl.islands.wan_demo import check_runnable
+
+            check_runnable(cfg)
+        else:
+            from swarmrl.wan.netns import check_available
+
+            check_available()
+
+    return check
 
 
 def run_wan_demo(cfg: RunConfig, islands: bool) -> None:

@@ -162,15 +162,20 @@ def run_arm(
     return {**arm_figures(per_island, wall), "load_1min": [load, os.getloadavg()[0]], "heldout_after": after}
 
 
-def run_islands_wan_demo(config: RunConfig, console: Console | None = None) -> dict[str, Any]:
-    """Loopback first (when `baseline`), then the islands across the emulated regions; writes and returns
-    islands_wan_result.json."""
-    console = console or Console()
+def check_runnable(config: RunConfig) -> None:
+    """Refuse in one line what this demo cannot run: islands of swarms, or a machine that cannot emulate."""
     if config.islands.workers != "local":
         raise ConfigError(
             "demo --islands --wan runs islands with local workers: set islands.workers = 'local'"
         )
     netns.check_available()
+
+
+def run_islands_wan_demo(config: RunConfig, console: Console | None = None) -> dict[str, Any]:
+    """Loopback first (when `baseline`), then the islands across the emulated regions; writes and returns
+    islands_wan_result.json."""
+    console = console or Console()
+    check_runnable(config)
     wan, count = config.wan, config.islands.count
     regions = [wan.island_region(i) for i in range(count)]
     result: dict[str, Any] = {
