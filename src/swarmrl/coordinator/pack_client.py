@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from swarmrl.configs.task_packs import CommunityTasksConfig
+from swarmrl.configs.task_packs import CommunityTasksConfig, PackLimitsConfig
 from swarmrl.coordinator.api import Ok
 from swarmrl.coordinator.client import RoleClient
 from swarmrl.coordinator.pack_api import (
@@ -26,9 +26,11 @@ from swarmrl.coordinator.pack_api import (
     PackTrainingReceipt,
     TrainedPackFile,
 )
+from swarmrl.tasks.packs.community import CommunityTasks
 from swarmrl.tasks.packs.in_run import RowScores
 from swarmrl.tasks.packs.mix import PackShare
 from swarmrl.tasks.packs.report import AdmissionReport
+from swarmrl.tasks.task import TaskSource
 
 
 class PackClient(RoleClient):
@@ -95,3 +97,17 @@ class PackClient(RoleClient):
 
     def pack_policy(self, run_id: str) -> PackPolicyInfo:
         return self.transport.call(PackPolicyInfo, "GET", f"/v1/runs/{run_id}/packs/policy", signed=False)
+
+
+def community_tasks(
+    client: RoleClient, run_id: str, base: TaskSource, limits: PackLimitsConfig
+) -> CommunityTasks:
+    """The tasks of each unit of the run, as this role's client reads the mix and the packs' archives."""
+    packs = PackClient(client.transport)
+    return CommunityTasks(
+        base,
+        run_id,
+        limits,
+        mix_of=lambda step: packs.mix(run_id, step),
+        archive_of=lambda share: packs.archive(run_id, share.pack_id),
+    )

@@ -27,12 +27,13 @@ from swarmrl.rollouts import (
     read_header,
     read_rollouts,
 )
-from swarmrl.rollouts.advantages import OnlineFilter
+from swarmrl.rollouts.advantages import GroupVerdict, OnlineFilter
 from swarmrl.rollouts.checks import CheckFailed
 
 log = logging.getLogger(__name__)
 
-Scorer = Callable[[list[RolloutRow]], list[ScoredRow]]
+# rows → trusted scored rows; a FileAudit may hand it more per file (`scoring`: a pack unit's tasks and rewards)
+Scorer = Callable[..., list[ScoredRow]]
 WITHDRAWN = "withdrawn"  # a file that passed the trainer's checks but whose node's work was voided meanwhile
 
 
@@ -55,6 +56,7 @@ class CollectStats:
     # file name → "trained" (rows offered to the step) | "stale" | "refused": what the step did with each file
     outcomes: dict[str, str] = field(default_factory=dict)
     rows_used: dict[str, int] = field(default_factory=dict)
+    groups_kept: dict[str, int] = field(default_factory=dict)  # file name → its informative groups trained on
 
     @property
     def dropped_fraction(self) -> float:
@@ -128,6 +130,10 @@ class FileAudit(Protocol):
     def failed(self, path: Path, failure: CheckFailed) -> None:
         """The file failed `failure.check`: report it; it is never trained on."""
 
+    def scoring(self, path: Path, rows: list[RolloutRow]) -> dict[str, Any]:
+        """What the trusted scorer needs besides the rows for this file (a community pack's unit: its tasks and
+        the pack verifier's rewards); empty for a file of the run's own tasks."""
+
 
 class RolloutFeed:
     def __init__(
@@ -192,6 +198,7 @@ class RolloutFeed:
                 "groups": num_groups,
                 "outcomes": stats.outcomes,
                 "rows_used": stats.rows_used,
+                "groups_kept": stats.groups_kept,
                 "groups_seen": accumulator.seen,
                 "groups_dropped": accumulator.dropped,
             },
@@ -223,7 +230,7 @@ class RolloutFeed:
             return
         stats.files += 1
         stats.outcomes[path.name] = "trained"
-        stats.rows_used[path.name] = 0
+        stats.rows_used[path.name] = stats.groups_kept[path.name] = 0
         stats.policy_lag.extend([step - header.policy_step] * len(groups))
         for group in groups:
             if accumulator.full:
@@ -231,7 +238,8 @@ class RolloutFeed:
             stats.sampled_reward_sum += sum(row.reward for row in group)
             stats.sampled_rows += len(group)
             stats.rows_used[path.name] += len(group)
-            accumulator.add(group, [row.reward for row in group])
+            if accumulator.add(group, [row.reward for row in group]) is GroupVerdict.KEPT:
+                stats.groups_kept[path.name] += 1
 
     def _admit(
         self, path: Path, step: int
@@ -247,7 +255,8 @@ class RolloutFeed:
         groups = None
         if header.policy_step >= step - self.async_level:
             try:
-                groups = group_rows(self.scorer(rows), self.group_size)
+                scoring = self.audit.scoring(path, rows) if self.audit is not None else {}
+                groups = group_rows(self.scorer(rows, **scoring), self.group_size)
             except RolloutError as exc:
                 raise CheckFailed("rewards", str(exc)) from exc
         if self.audit is not None and not self.audit.passed(path, rows):
