@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import pytest
 from task_pack_kit import write_pack
+from typer.testing import CliRunner
 
+from swarmrl.cli import app as cli
+from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.task_packs import CommunityTasksConfig
+from swarmrl.coordinator.client import AdminClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.pack_api import TrainedPackFile
 from swarmrl.coordinator.pack_client import PackClient
-from swarmrl.coordinator.testing import accept, leased_submit
+from swarmrl.coordinator.server.app import create_app
+from swarmrl.coordinator.testing import accept, leased_submit, serve_in_thread
 from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
 from swarmrl.tasks.packs.files import archive_bytes, read_pack_files
 from swarmrl.tasks.packs.pack import TaskPack, pack_from_files
 from swarmrl.tasks.packs.report import AdmissionReport, CheckResult
@@ -233,3 +239,53 @@ def test_a_pack_from_probation_to_admitted_credited_for_informative_rows_then_re
     assert (retired.credit.pending_rows, retired.credit.wiped_rows) == (0, 8)
     world.trainer.publish_step("r", 3, units=1)
     assert world.packs.mix("r", 3) == []  # a retired pack takes no more units
+
+
+@pytest.fixture
+def live(tmp_path):
+    """A coordinator on the real clock (the command line signs with the time of day), its run taking packs."""
+    app = create_app(db_url=f"sqlite:///{tmp_path / 'c.db'}", storage=tmp_path / "store", admin_token="t")
+    server = serve_in_thread(app)
+    try:
+        with AdminClient.at(server.url, admin_token="t", retry=NO_RETRY) as admin:
+            admin.create_run("r", Identity.generate().node_id, ContractSection())
+            PackClient(admin.transport).set_pack_policy("r", POLICY)
+        yield server.url
+    finally:
+        server.stop()
+        app.state.engine.dispose()
+
+
+def test_an_author_submits_and_follows_a_pack_from_the_command_line(live, tmp_path):
+    key = Identity.generate()
+    key.save(tmp_path / "author.pem")
+    folder = write_pack(tmp_path / "mine", key=key)
+    where = ["--coordinator", live, "--run-id", "r"]
+
+    def run(*args: str):
+        return CliRunner().invoke(cli, ["tasks", *args])
+
+    submitted = run("submit", str(folder), "--key", str(tmp_path / "author.pem"), *where)
+    assert submitted.exit_code == 0, submitted.output
+    assert "submitted test-pack@0.1.0 to run r: pack 1, pending" in submitted.output
+    status = run("status", "1", *where)
+    assert status.exit_code == 0, status.output
+    assert "pack 1 (test-pack@0.1.0): pending" in status.output and "not checked yet" in status.output
+    again = run("submit", str(folder), "--key", str(tmp_path / "author.pem"), *where)
+    assert again.exit_code == 2
+    assert (
+        again.output.strip()
+        .splitlines()[-1]
+        .startswith("error: test-pack@0.1.0: the coordinator refused it: author_packs_waiting:")
+    )
+    (folder / "prompts.jsonl").write_text('{"id": "r0", "prompt": "changed", "answer": "1"}\n')
+    tampered = run("submit", str(folder), "--key", str(tmp_path / "author.pem"), *where)
+    assert tampered.exit_code == 2
+    assert tampered.output.strip() == (
+        f"error: {folder}/signature.json: the files changed since they were signed (sign the pack again)"
+    )
+    unknown = run("status", "99", *where)
+    assert (unknown.exit_code, unknown.output.strip()) == (
+        2,
+        "error: pack 99: unknown_pack: no pack 99 in run 'r'",
+    )
