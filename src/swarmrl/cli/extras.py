@@ -33,8 +33,8 @@ MODULE_EXTRAS = {
 ROLE_EXTRAS = {
     "coordinator": {"coordinator"},
     "relay": {"relay"},
-    "worker": {"model", "tasks", "relay"},
-    "validator": {"model", "tasks", "relay"},
+    "worker": {"model", "tasks"},
+    "validator": {"model", "tasks"},
     "trainer": {"model", "tasks", "relay", "trainer"},
     "diloco": {"model"},
     "serve": {"model", "coordinator"},

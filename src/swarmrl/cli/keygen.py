@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +24,8 @@ def keygen(
 
     The hex key is what others are given (`admin create-run --trainer-key`, `relay --trainer-public-key`,
     `admin add-validator --validator-key`); those options take the key file too. Only the hex key goes to
-    stdout, so `HEX=$(swarmrl keygen --out trainer.pem)` works in a script."""
+    stdout, so `HEX=$(swarmrl keygen --out trainer.pem)` works in a script; stdout captured so, stderr shows the
+    key too, for the person who gives it to the other machines."""
     if show:
         typer.echo(Identity.load(out).node_id)
         return
@@ -33,5 +35,8 @@ def keygen(
         )
     identity = Identity.generate()
     identity.save(out)
-    typer.echo(f"wrote the private key to {out} (keep it secret); its public key:", err=True)
+    # Captured (`HEX=$(swarmrl keygen ...)`), stdout is never seen: the person copying the key to another
+    # machine reads it on stderr then.
+    shown = "" if sys.stdout.isatty() else f" {identity.node_id}"
+    typer.echo(f"wrote the private key to {out} (keep it secret); its public key:{shown}", err=True)
     typer.echo(identity.node_id)

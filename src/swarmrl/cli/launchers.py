@@ -19,8 +19,11 @@ from rich.console import Console
 from swarmrl.cli.failures import EXIT_USER_ERROR
 from swarmrl.configs import RunConfig, load_config
 from swarmrl.errors import UserError
+from swarmrl.rundir import RunDir
 
 console = Console()
+# What Ctrl-C prints: a run keeps its checkpoints and trainer state, and picks up from them.
+RESUME_HINT = "run the same command again to resume from the last checkpoint"
 
 ConfigArg = Annotated[str | None, typer.Argument(help="run config TOML, optionally written @path")]
 Overrides = Annotated[list[str] | None, typer.Argument(help="section.field=value overrides")]
@@ -48,8 +51,10 @@ def run_config(path: str | None, overrides: list[str] | None, dry_run: bool) -> 
         console.print_json(config.dump_json())
         errors.print(report.render(), markup=False, highlight=False)
         raise typer.Exit(0 if report.ok else EXIT_USER_ERROR)
+    errors.print(
+        report.render(failed_only=True), markup=False, highlight=False
+    )  # the verdict, and what failed
     if not report.ok:
-        errors.print(report.render(failed_only=True), markup=False, highlight=False)
         raise typer.Exit(EXIT_USER_ERROR)
     return config
 
@@ -62,19 +67,28 @@ def split_overrides(path: str | None, overrides: list[str]) -> tuple[str | None,
 
 
 @contextmanager
-def supervising():
+def supervising(resumable: RunDir | None = None):
     """Around a launcher that starts role processes (`demo`, `rl`). Told to stop (SIGTERM, as `kill` and service
     managers send), the launcher unwinds like Ctrl-C does, so its `finally` stops every role process it started
     instead of leaving them running. A role process that failed ends it with that process's own message and
-    log tail, not a traceback through the supervisor's code."""
+    log tail, not a traceback through the supervisor's code. Interrupted (Ctrl-C), a `resumable` run says that
+    the same command resumes it."""
     from swarmrl.launch.processes import LaunchError
 
     previous = signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     try:
         yield
     except LaunchError as exc:
-        console.print(str(exc), style="red", markup=False, highlight=False)
-        raise typer.Exit(1) from exc
+        if exc.exit_code == EXIT_USER_ERROR:  # the role's own one line, as the role process printed it
+            typer.echo(f"error: {exc}", err=True)
+        else:
+            console.print(str(exc), style="red", markup=False, highlight=False)
+        raise typer.Exit(exc.exit_code) from exc
+    except KeyboardInterrupt:
+        if resumable is None:
+            raise
+        typer.echo(f"stopped: {RESUME_HINT} ({resumable.root})", err=True)
+        raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -116,8 +130,10 @@ def demo(
     path, overrides = split_overrides(config, overrides or [])
     cfg = run_config(path or default, overrides, dry_run)
     from swarmrl.devices import check_run_devices
+    from swarmrl.launch.progress import waiting
 
-    check_run_devices(cfg)
+    with waiting(console, "loading torch to check the run's devices"):  # seconds on a busy machine
+        check_run_devices(cfg)
     if wan:
         run_wan_demo(cfg, islands)
         return
@@ -171,22 +187,33 @@ def run_wan_demo(cfg: RunConfig, islands: bool) -> None:
 def rl(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = False) -> None:
     """Asynchronous RL on this machine: a trainer and N workers sharing a run directory (resumes if present)."""
     cfg = run_config(config, overrides, dry_run)
-    from swarmrl.devices import check_run_devices
     from swarmrl.launch.local import run_local
-    from swarmrl.launch.prepare import prepare_run
 
-    check_run_devices(cfg)
-    with supervising():
-        run_local(cfg, prepare_run(cfg), console=console)
+    rundir = prepared(cfg, check_devices=True)
+    with supervising(resumable=rundir):
+        run_local(cfg, rundir, console=console)
 
 
 def sft(config: ConfigArg = None, overrides: Overrides = None, dry_run: DryRun = False) -> None:
     """Warm-start a policy by supervised training on task demonstrations; writes checkpoints/step_0."""
     cfg = run_config(config, overrides, dry_run)
-    from swarmrl.launch.prepare import prepare_run
-
-    rundir = prepare_run(cfg)
+    rundir = prepared(cfg)
     console.print(f"starting policy: {rundir.checkpoints / 'step_0'}")
+
+
+def prepared(cfg: RunConfig, check_devices: bool = False) -> RunDir:
+    """The run directory with its starting policy, its progress shown from the start (loading torch, which
+    the device check and SFT need, takes seconds on a busy machine)."""
+    from swarmrl.launch.progress import sft_progress
+
+    with sft_progress(console, cfg.sft.steps if cfg.model.path is None else 0) as progress:
+        if check_devices:
+            from swarmrl.devices import check_run_devices
+
+            check_run_devices(cfg)  # a device this machine lacks is refused before any SFT
+        from swarmrl.launch.prepare import prepare_run
+
+        return prepare_run(cfg, progress=progress)
 
 
 def filter_tasks(

@@ -142,4 +142,3 @@ def describe(detail) -> str:
         f"{detail.credit.unlocked_rows} unlocked, {detail.credit.wiped_rows} wiped"
     )
     return "\n".join(lines)
-

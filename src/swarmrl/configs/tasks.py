@@ -292,6 +292,14 @@ class TasksConfig(_Strict):
     reward_weights: list[float] | None = Field(
         None, description="One weight per reward function (default 1.0 each), as TRL's reward_weights."
     )
+    reward_failure_share: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="The run stops, naming the function, when a reward function fails (raises, or returns "
+        "something other than one number or None per completion) on more than this share of a step's "
+        "completions; 1 never stops. TRL stops at the first failure.",
+    )
     reward_function_hashes: dict[str, str] = Field(
         default_factory=dict,
         description="sha256 of each reward function's module source, recorded when the run is prepared "

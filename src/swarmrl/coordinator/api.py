@@ -31,6 +31,7 @@ MAX_METRICS = 128  # names in one trainer metrics report
 # Trainer metric names the dashboard draws: held-out evals (eval/avg@k, eval/pass@k) and island merges.
 EVAL_PREFIX = "eval/"
 ISLANDS_PREFIX = "islands/"
+REWARDS_PREFIX = "rewards/"  # each reward function of the run: rewards/<name>/mean, /std, /failed
 
 
 class Body(BaseModel):
@@ -567,5 +568,15 @@ class RunSummary(BaseModel):
     islands: list[MetricPoint] = Field(
         default_factory=list,
         description="DiLoCo island merges (islands/...) the trainer reported, by policy step",
+    )
+    trained_step: int | None = Field(
+        None,
+        description="the newest policy step the trainer reported figures for (None before any): once the run "
+        "drains, the last step it trained, one past the last step it opened for work",
+    )
+    reward_functions: list[MetricPoint] = Field(
+        default_factory=list,
+        description="each reward function's figures (rewards/<name>/mean, /std, /failed) the trainer reported, "
+        "by policy step",
     )
     relays: list[RelaySummary] = Field(default_factory=list, description="SHARDCAST relays and their reports")

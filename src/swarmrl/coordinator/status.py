@@ -49,6 +49,15 @@ def relays_table(summary: RunSummary) -> Table:
     return relays
 
 
+def _step(summary: RunSummary) -> str:
+    """The open step while the run takes work; once it drains, the last step the trainer trained (the step it
+    opened last trains into the next policy, which no step opens)."""
+    run = summary.run
+    if run.status == "open" or summary.trained_step is None:
+        return f"step [bold]{run.current_step}[/bold]"
+    return f"trained to step [bold]{summary.trained_step}[/bold]"
+
+
 def summary_view(summary: RunSummary, url: str) -> Group:
     """The run line, reward and held-out evals by step, island merges, the nodes table, rejections by check,
     the validators and the relays."""
@@ -63,7 +72,7 @@ def summary_view(summary: RunSummary, url: str) -> Group:
         or "none reported"
     )
     head = Text.from_markup(
-        f"[bold]{run.run_id}[/bold] ({run.status}) · step [bold]{run.current_step}[/bold] · "
+        f"[bold]{run.run_id}[/bold] ({run.status}) · {_step(summary)} · "
         f"{_number(summary.steps_per_minute, 2)} steps/min · dashboard {url.rstrip('/')}/dashboard\n"
         f"files: {files['accepted']} accepted · {files['rejected']} rejected · {files['pending']} pending · "
         f"{files['voided']} voided · validator backlog: {backlog.pending} waiting, {backlog.judging} being judged\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -35,8 +36,11 @@ NODE_RETRY = RetryPolicy(attempts=12, deadline_seconds=120.0, initial_seconds=0.
 
 
 def node_retry(deadline_seconds: float) -> RetryPolicy:
-    """A node's retry policy with the run's patience for its coordinator."""
-    return dataclasses.replace(NODE_RETRY, deadline_seconds=deadline_seconds)
+    """A node's retry policy with the run's patience for its coordinator: the deadline ends the retries, never
+    the count of attempts (12 full-jitter waits of at most 8 s add up to about 30 s, not the 120 s of
+    `[swarm] coordinator_retry_s`)."""
+    attempts = max(NODE_RETRY.attempts, 1 + math.ceil(deadline_seconds / NODE_RETRY.initial_seconds))
+    return dataclasses.replace(NODE_RETRY, deadline_seconds=deadline_seconds, attempts=attempts)
 
 
 # Operator tools and one-shot reads give up sooner.

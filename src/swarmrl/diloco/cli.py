@@ -11,7 +11,6 @@ import typer
 from swarmrl.configs.diloco import DiLoCoConfig
 from swarmrl.diloco.config_file import load_diloco_config
 from swarmrl.diloco.errors import DiLoCoError
-from swarmrl.diloco.launcher import launch
 
 
 def diloco(
@@ -31,6 +30,8 @@ def diloco(
     report_json: Annotated[Path | None, typer.Option(help="Also write the full run report here.")] = None,
 ) -> None:
     """Run DiLoCo (or DDP) with N local workers on gloo and print eval loss, bytes and compute utilisation."""
+    from swarmrl.diloco.launcher import launch  # torch: loaded to run, not for --help
+
     overrides = {
         "workers": workers,
         "mode": mode,
@@ -75,7 +76,7 @@ def diloco_replica(
 
     Replicas may be killed and restarted at any time; a restarted one heals from a healthy peer.
     """
-    from swarmrl.diloco.elastic import run_elastic_replica
+    from swarmrl.diloco.elastic import run_elastic_replica  # torch and torchft: loaded to run, not for --help
 
     try:
         resolved = load_diloco_config(Path(str(config).removeprefix("@")))

@@ -22,6 +22,7 @@ from swarmrl.islands.island import merges_log
 from swarmrl.islands.launch import IslandFleet, IslandsNetwork, island_config, prepare_islands
 from swarmrl.islands.versions import merging_fragment
 from swarmrl.launch.demo import evaluate_checkpoint
+from swarmrl.launch.progress import plain_lines, waiting
 from swarmrl.layout import local_workers
 from swarmrl.models import load_model
 from swarmrl.rundir import RunDir, write_json_atomic
@@ -92,9 +93,30 @@ def run_fleet(
     with IslandFleet(config, islands, network or IslandsNetwork()) as fleet:
         for index in range(config.islands.count):
             fleet.start(index)
-        with Live(progress_table(islands), console=console, refresh_per_second=1) as live:
-            fleet.wait(poll=lambda: live.update(progress_table(islands)))
+        with (
+            Live(progress_table(islands), console=console, refresh_per_second=1) as live,
+            plain_lines(console) as lines,
+        ):
+
+            def poll() -> None:
+                live.update(progress_table(islands))
+                lines.state(lambda: islands_line(islands))  # off a terminal: every few seconds
+
+            fleet.wait(poll=poll)
             live.update(progress_table(islands))
+
+
+def islands_line(islands: list[RunDir]) -> str:
+    """Each island's step, sampled reward and merges on one line."""
+    parts = []
+    for index, rundir in enumerate(islands):
+        summary = island_summary(index, rundir, window=3)
+        last = summary["sampled_reward_last_steps"]
+        reward = "-" if last is None else f"{last:.3f}"
+        parts.append(
+            f"island {index}: step {summary['steps']}, reward {reward}, {summary['merges_committed']} merges"
+        )
+    return " · ".join(parts)
 
 
 def run_islands_demo(config: RunConfig, console: Console | None = None) -> dict[str, Any]:
@@ -104,17 +126,19 @@ def run_islands_demo(config: RunConfig, console: Console | None = None) -> dict[
     settings: IslandsConfig = config.islands
     if config.run.directory.exists():
         shutil.rmtree(config.run.directory)
-    with console.status("SFT warm start (cached across runs)"):
+    with waiting(console, "SFT warm start (cached across runs)"):
         base, islands = prepare_islands(config)
     console.print(
         f"run directory: {base.root} · {settings.count} islands × {local_workers(config)} workers, "
         f"merge every {settings.merge_every} steps, {settings.codec} pseudo-gradients"
     )
-    before = evaluate_checkpoint(config, base, 0)
+    with waiting(console, "held-out eval of the SFT policy"):
+        before = evaluate_checkpoint(config, base, 0)
     console.print(f"held-out accuracy of the SFT policy: {100 * before.accuracy:.1f}%")
     run_fleet(config, islands, console)
     last = latest_checkpoint(islands[0].checkpoints) or 0
-    after = evaluate_checkpoint(island_config(config, 0), islands[0], last)
+    with waiting(console, f"held-out eval of island 0's policy, step {last}"):
+        after = evaluate_checkpoint(island_config(config, 0), islands[0], last)
     parameters = sum(p.numel() for p in load_model(checkpoint_dir(base.checkpoints, 0)).parameters())
     per_island = [island_summary(i, rundir) for i, rundir in enumerate(islands)]
     sent = sum(s["bytes_sent"] for s in per_island)

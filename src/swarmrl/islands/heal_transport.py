@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import io
 import urllib.parse
-import urllib.request
 from datetime import timedelta
+
+import httpx
 
 # The reader of torchft's wire format (torchft writes it with the matching `_streaming_save`).
 from torch.distributed._serialization import _streaming_load
@@ -36,9 +37,28 @@ class WeightsOnlyHTTPTransport(HTTPTransport):
         url = f"{metadata}{step}/full"
         if urllib.parse.urlsplit(url).scheme != "http":
             raise DiLoCoStateError(f"a peer offers its state at {url[:200]!r}, not an http URL")
-        with urllib.request.urlopen(url, timeout=timeout.total_seconds()) as response:
-            data = response.read(self.max_bytes + 1)
-        if len(data) > self.max_bytes:
-            raise DiLoCoStateError(f"a peer's state is over {self.max_bytes} bytes")
+        data = self._read_at_most(url, timeout)
         # UnpicklingError for anything but plain data: the peer's state never runs code here.
         return _streaming_load(io.BytesIO(data), weights_only=True)
+
+    def _read_at_most(self, url: str, timeout: timedelta) -> bytes:
+        """The body of `url` as sent (never decompressed: that could expand without limit), refused once it
+        passes `max_bytes`; the peer is reached directly, not through a proxy named in the environment."""
+        parts, total = [], 0
+        with httpx.stream(
+            "GET",
+            url,
+            headers={"Accept-Encoding": "identity"},
+            timeout=timeout.total_seconds(),
+            trust_env=False,
+        ) as response:
+            if response.status_code != 200:
+                raise DiLoCoStateError(
+                    f"a peer answered HTTP {response.status_code} when asked for its state"
+                )
+            for chunk in response.iter_raw():
+                total += len(chunk)
+                if total > self.max_bytes:
+                    raise DiLoCoStateError(f"a peer's state is over {self.max_bytes} bytes")
+                parts.append(chunk)
+        return b"".join(parts)

@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
@@ -16,6 +15,7 @@ from swarmrl.evaluation import EvalResult, HeldOutEval
 from swarmrl.inference.engine import SamplingParams
 from swarmrl.launch.local import run_local
 from swarmrl.launch.prepare import prepare_run
+from swarmrl.launch.progress import sft_progress, waiting
 from swarmrl.models.prompting import PromptFormat
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
@@ -52,6 +52,10 @@ def _evaluate_env(config: RunConfig, engine, prompts: PromptFormat, tasks: list[
     )
 
 
+def _completions(config: RunConfig) -> int:
+    return config.eval.num_tasks * config.eval.samples_per_task
+
+
 @dataclass
 class DemoResult:
     before: EvalResult
@@ -71,24 +75,18 @@ def run_demo(config: RunConfig, console: Console | None = None) -> DemoResult:
     torch.set_num_threads(1)
     if config.run.directory.exists():
         shutil.rmtree(config.run.directory)
-    with Progress(
-        TextColumn("[bold]SFT warm start"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} loss {task.fields[loss]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("sft", total=config.sft.steps, loss="-")
-        rundir = prepare_run(
-            config, progress=lambda step, loss: bar.update(task, completed=step, loss=f"{loss:.3f}")
-        )
+    with sft_progress(console, config.sft.steps) as progress:
+        rundir = prepare_run(config, progress=progress)
     console.print(f"run directory: {rundir.root}")
-    before = evaluate_checkpoint(config, rundir, 0)
+    with waiting(console, f"held-out eval of the SFT policy ({_completions(config)} completions)"):
+        before = evaluate_checkpoint(config, rundir, 0)
     console.print(f"held-out accuracy of the SFT policy: {100 * before.accuracy:.1f}%")
     run_local(config, rundir, console=console)
     last = latest_checkpoint(rundir.checkpoints) or 0
-    after = evaluate_checkpoint(config, rundir, last)
+    with waiting(
+        console, f"held-out eval of the RL policy, step {last} ({_completions(config)} completions)"
+    ):
+        after = evaluate_checkpoint(config, rundir, last)
     result = DemoResult(before, after, last, time.monotonic() - started)
     table = Table(title=f"held-out accuracy ({before.completions} completions, T={config.eval.temperature})")
     k = config.eval.samples_per_task

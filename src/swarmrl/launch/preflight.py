@@ -1,27 +1,25 @@
 """`--dry-run`: check, before anything starts, what a run will need — in seconds, with no torch.
 
-The model directory and its tokenizer, each dataset (file, columns, first rows), the reward function of every
-task type, the fixed ports, the metrics packages, and a run root that can be written with room for the run's
+The model directory and its tokenizer, each task source (file, columns, first rows, prompt format), the reward
+function of every task type or each reward function of yours tried on those rows, the fixed ports, the metrics packages, and a run root that can be written with room for the run's
 checkpoints. Every check runs and the report lists them all, so one dry run shows every mistake at once.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import shutil
 import socket
 from dataclasses import dataclass, field
 from importlib.util import find_spec
-from itertools import islice
 from pathlib import Path
 
 from swarmrl.configs import ConfigError, RunConfig
-from swarmrl.configs.tasks import DatasetSourceConfig, ReasoningGymSourceConfig
 from swarmrl.errors import UserError
+from swarmrl.launch.preflight_tasks import check_source, reward_function_trials
+from swarmrl.tasks.task import Task
 
-SAMPLE_ROWS = 3  # dataset rows read and turned into tasks
 # What a run root must have free beyond its checkpoints: config, logs, rollout files, metrics.
 BASE_FREE_BYTES = 64 * 2**20
 # Packages a task type's reward function needs (code runs in the bubblewrap sandbox, see [tasks.code]).
@@ -57,8 +55,12 @@ class Report:
 def preflight(config: RunConfig) -> Report:
     report = Report()
     _model(config, report)
-    task_types = _task_sources(config, report)
-    _rewards(config, task_types, report)
+    task_types, tasks = _task_sources(config, report)
+    if config.tasks.reward_functions:  # they score every task, whatever its type
+        for name, ok, detail in reward_function_trials(config, tasks):
+            report.add(name, ok, detail)
+    else:
+        _rewards(config, task_types, report)
     _ports(config, report)
     try:
         config.metrics.check_installed()
@@ -130,62 +132,17 @@ def describe_tokenizer(path: Path) -> str:
     return f"{path}: {', '.join(slow)}"
 
 
-def _task_sources(config: RunConfig, report: Report) -> set[str]:
-    """Check every source; returns the task types their first rows (or their kind) have."""
-    from swarmrl.tasks.dataset_source import read_rows, tasks_from_rows
-
+def _task_sources(config: RunConfig, report: Report) -> tuple[set[str], list[Task]]:
+    """Check every source; returns the task types their first rows (or their kind) have, and those rows."""
     types: set[str] = set()
+    tasks: list[Task] = []
     for source in config.tasks.sources:
-        if isinstance(source, ReasoningGymSourceConfig):
-            types.add("reasoning_gym")
-            report.add(f"tasks {source.name or source.generator}", *reasoning_gym_generator(source.generator))
-        elif isinstance(source, DatasetSourceConfig) and source.path is None:
-            report.add(
-                f"tasks {source.name}", True, f"hub dataset {source.hf_dataset} (not read by a dry run)"
-            )
-        elif isinstance(source, DatasetSourceConfig):
-            path = Path(source.path)
-            try:
-                rows = list(islice(read_rows(path), SAMPLE_ROWS))
-                tasks = tasks_from_rows(
-                    rows,
-                    name=source.name,
-                    origin=str(path),
-                    default_task_type=source.default_task_type,
-                    solve_rate_fields=source.solve_rate_fields,
-                )
-            except UserError as exc:
-                report.add(f"tasks {source.name}", False, str(exc))
-                continue
-            if not tasks:
-                report.add(f"tasks {source.name}", False, f"{path}: no rows")
-                continue
-            types |= {task.task_type for task in tasks}
-            columns = ", ".join(sorted(rows[0]))
-            first = " ".join(tasks[0].prompt.split())[:60]
-            report.add(
-                f"tasks {source.name}",
-                True,
-                f"{path}: columns {columns}; first {len(tasks)} rows read (task types "
-                f"{', '.join(sorted({t.task_type for t in tasks}))}; first prompt {first!r})",
-            )
-        else:
-            types.add("math")
-            report.add(f"tasks {source.name}", True, f"{source.type} (generated)")
-    return types
-
-
-def reasoning_gym_generator(generator: str) -> tuple[bool, str]:
-    """Whether reasoning-gym is installed and knows `generator` (its registry only: nothing is generated)."""
-    if find_spec("reasoning_gym") is None:
-        return False, "needs reasoning_gym, which is not installed: pip install 'swarmrl[tasks]'"
-    from reasoning_gym.factory import DATASETS
-
-    if generator not in DATASETS:
-        close = difflib.get_close_matches(generator, list(DATASETS), n=3)
-        hint = f"did you mean {', '.join(close)}?" if close else "`swarmrl tasks preview NAME` shows one"
-        return False, f"unknown reasoning-gym generator {generator!r} ({hint})"
-    return True, f"reasoning-gym {generator!r}"
+        name = source.name or getattr(source, "generator", source.type)
+        checked = check_source(config, source)
+        report.add(f"tasks {name}", checked.ok, checked.detail)
+        types |= checked.task_types
+        tasks += checked.tasks
+    return types, tasks
 
 
 def _rewards(config: RunConfig, task_types: set[str], report: Report) -> None:

@@ -18,7 +18,12 @@ from pathlib import Path
 
 
 class LaunchError(Exception):
-    """A role process failed; carries its name, exit code and the tail of its log."""
+    """A role process failed; carries its name, exit code and the tail of its log. `exit_code`: what the
+    launcher exits with, 2 when the process stopped on a failure a person can fix (its message is one line)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 # Set in a role process's environment (see swarmrl.cli.failures): where to write its failure line, and that
@@ -34,6 +39,7 @@ class RoleProcess:
     popen: subprocess.Popen
     log_path: Path
     failure_fd: int | None = None  # read end of the process's failure pipe
+    last_reason: str = ""  # the last line read from it
 
     def tail(self, lines: int = 20, max_bytes: int = 64 * 1024) -> str:
         """The last lines of the log ("" when it is not a readable regular file: a log that could not be
@@ -51,7 +57,7 @@ class RoleProcess:
     def reason(self) -> str:
         """The last failure line the process wrote to its pipe ("" when it wrote none)."""
         if self.failure_fd is None:
-            return ""
+            return self.last_reason
         chunks = []
         try:
             while chunk := os.read(self.failure_fd, 65536):
@@ -59,7 +65,9 @@ class RoleProcess:
         except BlockingIOError:
             pass
         lines = b"".join(chunks).decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else ""
+        if lines:
+            self.last_reason = lines[-1]
+        return self.last_reason
 
     def failure(self) -> str:
         """What a failed process's supervisor prints: its reason; for an expected failure (exit code 2) where
@@ -71,8 +79,14 @@ class RoleProcess:
         if not tail:
             return f"{head}\n(its log {self.log_path} is empty or could not be written)"
         if reason and self.popen.returncode == EXPECTED_FAILURE_EXIT:
-            return f"{head}\n(details in {self.log_path})"
+            return f"{head} (details in {self.log_path})"
         return f"{head}\nlast lines of its log ({self.log_path}):\n{tail}"
+
+    def error(self) -> LaunchError:
+        """The launcher's error for this failed process: exit code 2 and one line for an expected failure."""
+        message = self.failure()
+        expected = self.popen.returncode == EXPECTED_FAILURE_EXIT and bool(self.last_reason)
+        return LaunchError(message, EXPECTED_FAILURE_EXIT if expected else 1)
 
     def close(self) -> None:
         if self.failure_fd is not None:
@@ -136,12 +150,12 @@ class ProcessGroup:
         while process.popen.poll() is None:
             broken = self.failed()
             if broken is not None:
-                raise LaunchError(broken.failure())
+                raise broken.error()
             if poll is not None:
                 poll()
             time.sleep(interval)
         if process.popen.returncode != 0:
-            raise LaunchError(process.failure())
+            raise process.error()
 
     def stop(self, grace_seconds: float = 10.0) -> None:
         """SIGTERM every live process, then SIGKILL what is left after the grace period."""

@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from swarmrl.eval_metrics import at_k_scores, is_eval_record
+from swarmrl.progress_lines import function_means, samples_per_second
 
 
 @contextmanager
@@ -26,12 +27,33 @@ def live_table(console: Console, table: RenderableType, refresh_per_second: floa
             console.line()
 
 
-def metrics_table(records: list[dict[str, Any]], last: int = 8) -> Table:
-    table = Table(title="swarmrl · trainer steps", expand=False)
-    for column in ("step", "sampled", "trained", "loss", "lag", "dropped", "refused", "samples/s"):
+LIVE_ROWS = 8  # steps a live table shows while the run trains
+FINAL_ROWS = 200  # steps the table at the end shows; beyond, it says how many are left out
+
+
+def metrics_table(records: list[dict[str, Any]], last: int = LIVE_ROWS) -> Table:
+    """The last `last` training steps, one row each; the caption says how many earlier ones are not shown.
+    Each reward function of the run gets a column of its mean reward (`rewards/<name>/mean`)."""
+    trained = [r for r in records if not is_eval_record(r)]
+    functions = list(dict.fromkeys(name for r in trained for name in function_means(r)))
+    hidden = max(0, len(trained) - last)
+    caption = f"{hidden} earlier step(s) not shown: metrics.jsonl holds every step" if hidden else None
+    table = Table(title="swarmrl · trainer steps", caption=caption, expand=False)
+    for column in (
+        "step",
+        "sampled",
+        "trained",
+        "loss",
+        "lag",
+        "dropped",
+        "refused",
+        "samples/s",
+        *functions,
+    ):
         table.add_column(column, justify="right")
-    for record in [r for r in records if not is_eval_record(r)][-last:]:
-        seconds = record.get("wait_seconds", 0.0) + record.get("train_seconds", 0.0)
+    for record in trained[hidden:]:
+        rate = samples_per_second(record)
+        means = function_means(record)
         table.add_row(
             str(record["step"]),
             f"{record['sampled_reward']:.3f}",
@@ -40,7 +62,8 @@ def metrics_table(records: list[dict[str, Any]], last: int = 8) -> Table:
             f"{record.get('policy_lag', 0.0):.1f}",
             f"{100 * record.get('dropped_group_fraction', 0.0):.0f}%",
             str(int(record.get("refused_files", 0))),
-            f"{record['samples'] / seconds:.1f}" if seconds > 0 else "-",
+            f"{rate:.1f}" if rate is not None else "-",
+            *(f"{means[name]:.3f}" if name in means else "-" for name in functions),
         )
     return table
 

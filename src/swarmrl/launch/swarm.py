@@ -36,6 +36,7 @@ from swarmrl.coordinator.pack_client import PackClient
 from swarmrl.coordinator.transport import SHORT_RETRY
 from swarmrl.identity import Identity
 from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
+from swarmrl.launch.progress import plain_lines, sft_progress, waiting
 from swarmrl.launch.report import live_table
 from swarmrl.retry import NO_RETRY
 from swarmrl.rundir import RunDir, write_json_atomic
@@ -73,7 +74,7 @@ def wait_for_file(path: Path, process: RoleProcess, timeout_s: float = 180.0) ->
         if path.exists():
             return path.read_text().strip()
         if process.popen.poll() is not None:
-            raise LaunchError(process.failure())
+            raise process.error()
         time.sleep(0.1)
     raise LaunchError(f"{process.name} did not write {path} within {timeout_s:.0f}s:\n{process.tail()}")
 
@@ -145,7 +146,7 @@ class Swarm:
                 or (name in self.cheaters and code == NODE_EJECTED_EXIT)
             ):
                 continue
-            raise LaunchError(role.failure())
+            raise role.error()
 
 
 def start_swarm(
@@ -460,6 +461,22 @@ def swarm_table(state: SwarmSnapshot | None) -> Table:
     return table
 
 
+def swarm_line(state: SwarmSnapshot) -> str:
+    """The live table's title and its totals on one line, for output that is not a terminal."""
+    reward = "-" if state.reward is None else f"{state.reward:.3f}"
+    first = "-" if not state.rewards else f"{state.rewards[0]:.3f}"
+    totals = {
+        name: sum(getattr(r, name) for r in state.nodes.values())
+        for name in ("generated", "accepted", "rejected", "pending")
+    }
+    banned = [r.name for r in state.nodes.values() if r.banned]
+    return (
+        f"step {state.step} ({state.run_status}) · sampled reward {first} → {reward} · files "
+        + ", ".join(f"{n} {v}" for n, v in totals.items())
+        + f" · banned: {', '.join(banned) or 'none'}"
+    )
+
+
 def supervise(
     swarm: Swarm,
     console: Console,
@@ -472,7 +489,8 @@ def supervise(
     raise if a needed role dies or time runs out. `on_poll` sees each snapshot (None: none yet)."""
     deadline = time.monotonic() + timeout_s
     state = None
-    with live_table(console, swarm_table(None), refresh_per_second=1) as live:
+    with live_table(console, swarm_table(None), refresh_per_second=1) as live, plain_lines(console) as lines:
+        lines.state("waiting for the coordinator's first summary")
         while swarm.roles["trainer"].popen.poll() is None or (state is None or state.run_status != "drained"):
             swarm.check_alive()
             if swarm.roles["trainer"].popen.poll() is not None:
@@ -481,8 +499,11 @@ def supervise(
             if time.monotonic() > deadline:
                 raise LaunchError(f"the swarm did not finish (and drain) within {timeout_s:.0f}s")
             try:
-                state = snapshot(swarm)
+                shown, state = state, snapshot(swarm)
                 live.update(swarm_table(state))
+                lines.state(swarm_line(state))
+                if shown is None or shown.step != state.step:
+                    lines.note(swarm_line(state))  # off a terminal: a line per step, and every 5 s
             except CoordinatorError:
                 pass  # a restarting coordinator: the next poll will see it again
             if on_poll is not None:
@@ -614,11 +635,13 @@ def run_swarm_demo(
     started = time.monotonic()
     if config.run.directory.exists():
         shutil.rmtree(config.run.directory)
-    rundir = prepare_run(config)
+    with sft_progress(console, config.sft.steps if config.model.path is None else 0) as progress:
+        rundir = prepare_run(config, progress=progress)
     console.print(f"run directory: {rundir.root}")
-    swarm = start_swarm(
-        config, rundir, on_coordinator=lambda url: announce_dashboard(console, url), network=network
-    )
+    with waiting(console, "starting the swarm: coordinator, relays, trainer, validators, workers"):
+        swarm = start_swarm(
+            config, rundir, on_coordinator=lambda url: announce_dashboard(console, url), network=network
+        )
     try:
         console.print(f"coordinator {swarm.coordinator_url} · relays {', '.join(swarm.relay_urls)}")
         if observer is not None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from swarmrl.errors import UserError
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
@@ -30,7 +32,7 @@ Conversation = Sequence[Mapping[str, str]]
 _PROBE_ANSWER = "swarmrl-probe-answer"
 
 
-class PromptError(ValueError):
+class PromptError(UserError, ValueError):
     """The prompt settings do not fit the tokenizer (no chat template, a stop token it lacks, a broken template)."""
 
 

@@ -83,6 +83,10 @@ class ScoredRow(RolloutRow):
     length_term: float = 0.0
     reward: float = 0.0
     advantage: float = 0.0
+    # Kept in memory, never written: each reward function's reward of the row (by metric name; None where it
+    # does not apply or failed) and the functions that failed on it with why, for the trainer's metrics.
+    function_rewards: dict[str, float | None] = field(default_factory=dict)
+    reward_failures: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -15,18 +15,12 @@ from swarmrl.configs.tasks import TasksConfig
 from swarmrl.rollouts import RolloutError, RolloutRow, ScoredRow
 from swarmrl.rollouts.advantages import grpo_advantages
 from swarmrl.tasks.completion import completion_text
-from swarmrl.tasks.reward import RewardRequest, compute_rewards
+from swarmrl.tasks.reward import RewardBreakdown, RewardRequest, compute_rewards
+from swarmrl.tasks.reward_functions import RunSchedule
 from swarmrl.tasks.task import TaskSource
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
-
-
-@dataclasses.dataclass(frozen=True)
-class _Terms:
-    task_reward: float
-    length_term: float
-    total: float
 
 
 def score_rows(
@@ -38,8 +32,12 @@ def score_rows(
     group_size: int,
     advantage: Literal["grpo", "dr_grpo"] = "grpo",
     env_rewards: Sequence[float | None] | None = None,
+    schedule: RunSchedule | None = None,
 ) -> list[ScoredRow]:
     """Rows with trusted rewards; rows must come in whole groups of `group_size` (group ids contiguous).
+
+    `schedule`: the run's length, which gives reward functions their `trainer_state` from each row's policy
+    step (None: they get none).
 
     `env_rewards` (one per row, None for a single-turn row): the reward the validator's own replay of a
     multi-turn row's environment gave; such a row is not verified from its decoded text, which holds the
@@ -66,10 +64,11 @@ def score_rows(
                 len(row.completion_ids),
                 row.target_length if row.target_length >= 0 else None,
                 tuple(row.completion_ids),
+                schedule.state(row.policy_step) if schedule is not None else None,
             )
         )
     computed = iter(compute_rewards(requests, config=tasks_config) if requests else [])
-    rewards = [_Terms(env, 0.0, env) if env is not None else next(computed) for env in replayed]
+    rewards = [RewardBreakdown(env, 0.0, env) if env is not None else next(computed) for env in replayed]
     counts = Counter(row.group_id for row in rows)
     for group_id, count in counts.items():
         if count != group_size:
@@ -87,6 +86,8 @@ def score_rows(
                 length_term=reward.length_term,
                 reward=reward.total,
                 advantage=advantages[position],
+                function_rewards=reward.functions,
+                reward_failures=reward.failed,
             )
         )
     return scored

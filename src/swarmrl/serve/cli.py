@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -29,33 +30,81 @@ def serve(
     dtype: Annotated[
         str | None, typer.Option(help="weights dtype (default: the config's model.dtype)")
     ] = None,
-    name: Annotated[
-        str | None, typer.Option(help="model name in responses (default: the run's name)")
+    served_model_name: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--served-model-name",
+            "--name",
+            help="the model's name in responses (default: the run's name, or the directory's); repeat it to "
+            "accept more names: a request naming any other model is a 404",
+        ),
     ] = None,
-    max_waiting: Annotated[int, typer.Option(min=1, help="requests queued for the engine before 503")] = 256,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SWARMRL_API_KEY",
+            help="require `Authorization: Bearer KEY` on every /v1 route (default: $SWARMRL_API_KEY; none: open)",
+        ),
+    ] = None,
+    max_waiting: Annotated[
+        int, typer.Option(min=1, help="completions waiting for a row in the engine's batch before 503")
+    ] = 256,
 ) -> None:
     """Serve a checkpoint over an OpenAI-compatible API: /v1/completions and /v1/chat/completions."""
     from swarmrl.devices import DeviceUnavailable
+    from swarmrl.errors import UserError
     from swarmrl.models.loading import ModelLoadError
     from swarmrl.models.prompting import PromptError
-    from swarmrl.serve.launch import build_served, run_server
+    from swarmrl.serve.preflight import check_model_dir
 
+    sock = None
     try:
         cfg = load_config(config, overrides or []) if config is not None else None
         path = served_checkpoint(cfg, model, step)
+        check_model_dir(path)
+        device = check_device(device)
+        sock = _bound(host, port)  # the port is ours before seconds of loading, or refused at once
+        from swarmrl.serve.launch import build_served
+
+        default_name = cfg.run.name if cfg is not None and model is None else path.name
         served = build_served(
             path,
             cfg.prompt if cfg is not None else PromptSection(),
             engine=cfg.engine if cfg is not None else None,
-            name=name or (cfg.run.name if cfg is not None and model is None else path.name),
+            names=tuple(served_model_name or [default_name]),
             dtype=dtype or (cfg.model.dtype if cfg is not None else "float32"),
-            device=check_device(device),
+            device=device,
             max_waiting=max_waiting,
+            api_key=api_key or None,
         )
-    except (ConfigError, InvalidDevice, ServeError, DeviceUnavailable, ModelLoadError, PromptError) as exc:
+    except (
+        ConfigError,
+        InvalidDevice,
+        ServeError,
+        DeviceUnavailable,
+        ModelLoadError,
+        PromptError,
+        UserError,
+    ) as exc:
+        if sock is not None:
+            sock.close()
         typer.echo(f"swarmrl serve: {exc}", err=True)
         raise typer.Exit(2) from exc
-    run_server(served, host, port, url_file)
+    from swarmrl.serve.launch import run_server
+
+    run_server(served, sock, url_file)
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    from swarmrl.errors import AddressInUse
+    from swarmrl.httpserve.uvicorn_config import bind
+
+    try:
+        return bind(host, port, "the server")
+    except AddressInUse:
+        raise
+    except OSError as exc:  # a host that is no address of this machine, a port below 1024 without the right
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 def served_checkpoint(config: RunConfig | None, model: Path | None, step: int | None) -> Path:

@@ -1,100 +1,165 @@
-"""The one thread that drives the engine for the server.
+"""The one thread that drives the engine for the server: continuous batching across requests.
 
-HTTP requests become jobs in a bounded queue. The thread takes every job waiting, runs those that share
-sampling settings as one `generate` call (the paged engine's continuous batching interleaves them and shares
-the prefill of equal prompts) and hands every sampled token to its completion as it comes, which streams it.
-A job that arrives while a batch runs waits for the next one.
+HTTP requests become jobs in a queue. The thread keeps one `RunningBatch` open: between two engine steps it
+adds every job that arrived, so a request joins the batch already running (its prefill is the next step, then
+its rows decode alongside the others) instead of waiting for it to finish. Every sampled token goes to its
+completion as it comes (the step's events reach the event loop together), which streams it. Rows with
+different sampling settings share the batch; the engine samples each group of them in its own call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import torch
 
 from swarmrl.inference.engine import GenerationRequest, SamplingParams
 from swarmrl.inference.errors import InferenceError
 from swarmrl.inference.paged.engine import PagedEngine
+from swarmrl.inference.paged.running import Row, RunningBatch
 from swarmrl.serve.completion import Completion
 
 log = logging.getLogger(__name__)
 
 
 class ServerBusy(Exception):
-    """The queue of waiting jobs is full."""
+    """Too many completions are waiting for a row."""
 
 
 @dataclass
 class Job:
+    """One HTTP request: a completion per (prompt, choice), all sampled under `params`."""
+
     requests: list[GenerationRequest]
     completions: list[Completion]
-    temperature: float
-    top_p: float
-    fail: Callable[[Exception], None]  # thread-safe: ends the request with this error
+    params: SamplingParams
+    rows: list[Row]  # how each is sampled; their on_token hands tokens to the completion
+    fail: Callable[[Exception], None]  # ends the request with this error (engine thread, through the outbox)
 
-    @property
-    def sampling(self) -> tuple[float, float]:
-        return self.temperature, self.top_p
+
+class Outbox:
+    """Events the engine thread produced in one step, handed to the event loops waiting for them with one wake-up
+    per loop per step (not one per token: at 64 rows that is 64 cross-thread wake-ups a step)."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue, Any]] = []
+
+    def post(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, item: Any) -> None:
+        """Engine thread only."""
+        self._pending.append((loop, queue, item))
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue, Any]]] = {}
+        for loop, events, item in pending:
+            by_loop.setdefault(loop, []).append((events, item))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_put_all, items)
+            except RuntimeError:  # that loop has closed (the server is stopping): nobody is waiting
+                log.debug("dropped %d events for a closed event loop", len(items))
+
+
+def _put_all(items: list[tuple[asyncio.Queue, Any]]) -> None:
+    for events, item in items:
+        events.put_nowait(item)
 
 
 class EngineLoop:
-    def __init__(self, engine: PagedEngine, stop_token_ids: tuple[int, ...], max_waiting_jobs: int) -> None:
+    def __init__(self, engine: PagedEngine, stop_token_ids: tuple[int, ...], max_waiting: int) -> None:
         self.engine = engine
         self.stop_token_ids = stop_token_ids
-        self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=max_waiting_jobs)
+        self.max_waiting = max_waiting
+        self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._queued = 0  # completions in the inbox
+        self.batch_waiting = 0  # completions in the batch without a row yet (the engine thread writes these)
+        self.running = 0  # completions being decoded
+        self.outbox = Outbox()
         self._thread = threading.Thread(target=self._run, name="serve-engine", daemon=True)
+
+    @property
+    def waiting(self) -> int:
+        """Completions accepted and not yet decoding: the queue's depth."""
+        return self._queued + self.batch_waiting
 
     def start(self) -> None:
         self._thread.start()
 
     def close(self) -> None:
-        self._jobs.put(None)
+        self._inbox.put(None)
         self._thread.join(timeout=60)
 
     def submit(self, job: Job) -> None:
-        try:
-            self._jobs.put_nowait(job)
-        except queue.Full as exc:
-            raise ServerBusy("too many requests are waiting for the engine; retry later") from exc
+        with self._lock:
+            if self.waiting + len(job.requests) > self.max_waiting:
+                raise ServerBusy(
+                    f"{self.waiting} completions are waiting for the engine (at most {self.max_waiting}); "
+                    "retry later"
+                )
+            self._queued += len(job.requests)
+        self._inbox.put(job)
 
     def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            waiting = [job]
-            while True:
-                try:
-                    waiting.append(self._jobs.get_nowait())
-                except queue.Empty:
-                    break
-            if None in waiting:  # closing: finish what was asked first
-                self._jobs.put(None)
-            jobs = [j for j in waiting if j is not None]
-            for sampling in dict.fromkeys(j.sampling for j in jobs):
-                self._generate([j for j in jobs if j.sampling == sampling])
+        closing = False
+        while not closing:
+            try:
+                with torch.inference_mode(), self.engine.running() as batch:
+                    closing = self._drive(batch)
+            finally:
+                self.outbox.flush()
 
-    def _generate(self, jobs: list[Job]) -> None:
-        requests = [r for job in jobs for r in job.requests]
-        completions = [c for job in jobs for c in job.completions]
-        params = SamplingParams(
-            max_new_tokens=max(r.max_new_tokens or 1 for r in requests),
-            temperature=jobs[0].temperature,
-            top_p=jobs[0].top_p,
-            stop_token_ids=self.stop_token_ids,
-        )
-        try:
-            generations = self.engine.generate(
-                requests, params, on_token=lambda i, token, logprob: completions[i].add(token, logprob)
-            )
-        except Exception as exc:  # noqa: BLE001 — whatever ends a batch ends its requests, never the server
-            if len(jobs) > 1 and not any(c.ids for c in completions):
-                for job in jobs:  # one request the engine refuses (too long for the cache) fails alone
-                    self._generate([job])
-                return
-            if not isinstance(exc, InferenceError):
+    def _drive(self, batch: RunningBatch) -> bool:
+        """Add arriving jobs and step until closing (True) or until a step fails (False: a fresh batch)."""
+        active: dict[int, tuple[Job, Completion]] = {}
+        closing = False
+        while True:
+            for job in self._arrivals(block=not batch.has_work and not closing):
+                if job is None:
+                    closing = True
+                else:
+                    self._admit(batch, job, active)
+            if not batch.has_work:
+                self.outbox.flush()
+                if closing:  # everything asked before the close has been answered
+                    return True
+                continue
+            try:
+                finished = batch.step()
+            except Exception as exc:  # noqa: BLE001 — whatever ends a batch ends its requests, never the server
                 log.exception("generation failed")
-            for job in jobs:
-                job.fail(exc)
+                for job in {id(job): job for job, _ in active.values()}.values():
+                    job.fail(exc)
+                return closing
+            for sequence, reason in finished:
+                active.pop(sequence.index)[1].finish(reason)
+            self.outbox.flush()
+            self.batch_waiting, self.running = batch.waiting, batch.running
+
+    def _arrivals(self, *, block: bool) -> list[Job | None]:
+        arrived = []
+        try:
+            arrived.append(self._inbox.get(block=block))
+            while True:
+                arrived.append(self._inbox.get_nowait())
+        except queue.Empty:
+            pass
+        return arrived
+
+    def _admit(self, batch: RunningBatch, job: Job, active: dict[int, tuple[Job, Completion]]) -> None:
+        with self._lock:
+            self._queued -= len(job.requests)
+        try:
+            indices = batch.add(job.requests, job.params, job.rows)
+        except InferenceError as exc:  # this request alone cannot run (too long for the cache)
+            job.fail(exc)
             return
-        for completion, generation in zip(completions, generations, strict=True):
-            completion.finish(generation.finish_reason)
+        for index, completion in zip(indices, job.completions, strict=True):
+            active[index] = (job, completion)
+        self.batch_waiting = batch.waiting

@@ -1,8 +1,9 @@
-"""Load the model, build the paged engine and its thread, and serve the API on a bound socket."""
+"""Load the model, build the paged engine and its thread, and serve the API on a socket bound beforehand."""
 
 from __future__ import annotations
 
 import logging
+import socket
 from pathlib import Path
 
 import uvicorn
@@ -12,15 +13,16 @@ from swarmrl.configs.engine import EngineConfig, PagedEngineConfig
 from swarmrl.configs.model import PromptSection
 from swarmrl.devices import resolve_device
 from swarmrl.httpserve import guarded_uvicorn_config, raise_open_file_limit
-from swarmrl.httpserve.uvicorn_config import bind
 from swarmrl.inference import llama_layers
 from swarmrl.inference.paged.engine import PagedEngine
 from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.rundir import write_text_atomic
-from swarmrl.serve.app import Served, create_app
+from swarmrl.serve.answer import Served
+from swarmrl.serve.app import create_app
 from swarmrl.serve.engine_loop import EngineLoop
 from swarmrl.serve.errors import ServeError
+from swarmrl.serve.grammar import Grammars
 
 log = logging.getLogger(__name__)
 # A position table this long or more is no limit worth checking against (the KV cache decides first).
@@ -32,10 +34,11 @@ def build_served(
     prompt: PromptSection,
     *,
     engine: EngineConfig | None,
-    name: str,
+    names: tuple[str, ...],
     dtype: str,
     device: str,
     max_waiting: int,
+    api_key: str | None,
 ) -> Served:
     """The model at `path` in a paged engine on `device`, driven by its own thread."""
     tokenizer = load_tokenizer(path)
@@ -46,11 +49,19 @@ def build_served(
     stops = prompt_format(tokenizer, prompt).stop_token_ids
     config = engine if isinstance(engine, PagedEngineConfig) else PagedEngineConfig()
     paged = PagedEngine(model, config, eos_token_id=stops)
-    positions = paged.runner.model.parts.max_positions or _UNBOUNDED_POSITIONS
-    return Served(EngineLoop(paged, stops, max_waiting), tokenizer, prompt, name, positions)
+    parts = paged.runner.model.parts
+    return Served(
+        EngineLoop(paged, stops, max_waiting),
+        tokenizer,
+        prompt,
+        names,
+        parts.max_positions or _UNBOUNDED_POSITIONS,
+        Grammars(tokenizer, parts.vocab_size, stops),
+        api_key=api_key,
+    )
 
 
-def run_server(served: Served, host: str, port: int, url_file: Path | None) -> None:
+def run_server(served: Served, sock: socket.socket, url_file: Path | None) -> None:
     """Blocks until interrupted; the URL goes to the log and to `url_file` once the socket listens."""
     raise_open_file_limit()
     config, guard = guarded_uvicorn_config(
@@ -60,9 +71,9 @@ def run_server(served: Served, host: str, port: int, url_file: Path | None) -> N
         access_log=False,
         timeout_graceful_shutdown=5,
     )
-    sock = bind(host, port, "serve")
     sock.listen(guard.backlog)
-    url = f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"
+    host, port = sock.getsockname()[:2]
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     if url_file is not None:
         write_text_atomic(url_file, url)
     log.info("serving %s at %s/v1", served.model_name, url)

@@ -1,8 +1,9 @@
 """Response bodies in OpenAI's shapes: whole responses and stream chunks, for text and chat completions.
 
-Logprobs are those of the sampled tokens under the sampling distribution (temperature and top-p applied, as
-the engine computes them for rollouts). The engine computes no alternatives: `top_logprobs` holds the sampled
-token alone when asked for.
+Logprobs are those of the distribution each token was sampled from (temperature, top-k, top-p, min-p, penalties
+and a response format's mask applied: vLLM's "processed" logprobs, the ones rollouts report), alternatives
+included. A token that distribution excludes has logprob −inf, which JSON cannot carry: it is sent as -9999.0,
+as vLLM sends it.
 """
 
 from __future__ import annotations
@@ -49,15 +50,28 @@ def _envelope(answer: Answer, kind: str) -> dict[str, Any]:
     return {"id": answer.id, "object": kind, "created": answer.created, "model": answer.served.model_name}
 
 
+EXCLUDED_LOGPROB = -9999.0
+
+
+def _finite(logprob: float) -> float:
+    return max(logprob, EXCLUDED_LOGPROB)
+
+
 def _chat_logprobs(answer: Answer, entries: list[TokenLogprob] | tuple[TokenLogprob, ...]) -> dict | None:
     if not answer.body.logprobs:
         return None
 
     def item(entry: TokenLogprob) -> dict[str, Any]:
-        return {"token": entry.token, "logprob": entry.logprob, "bytes": list(entry.token.encode())}
+        return {"token": entry.token, "logprob": _finite(entry.logprob), "bytes": list(entry.token.encode())}
 
-    alternatives = bool(answer.body.top_logprobs)
-    return {"content": [{**item(e), "top_logprobs": [item(e)] if alternatives else []} for e in entries]}
+    return {"content": [{**item(e), "top_logprobs": [item(t) for t in e.top]} for e in entries]}
+
+
+def _text_alternatives(entry: TokenLogprob) -> dict[str, float]:
+    """The most likely tokens, and the sampled one if it is not among them (as vLLM lists them)."""
+    listed = {t.token: _finite(t.logprob) for t in entry.top}
+    listed.setdefault(entry.token, _finite(entry.logprob))
+    return listed
 
 
 def _text_logprobs(
@@ -72,7 +86,7 @@ def _text_logprobs(
     return {
         "tokens": [e.token for e in entries],
         "token_logprobs": [e.logprob for e in entries],
-        "top_logprobs": [{e.token: e.logprob} for e in entries] if answer.body.logprobs else None,
+        "top_logprobs": [_text_alternatives(e) for e in entries] if answer.body.logprobs else None,
         "text_offset": offsets,
     }
 

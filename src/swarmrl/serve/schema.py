@@ -1,6 +1,6 @@
-"""The OpenAI wire format `swarmrl serve` speaks: the request fields it honours, checked on arrival, and the
-response bodies. Fields a client may send that change nothing here (user, penalties of 0) are accepted; fields
-that would ask for something the engine does not do (echo, logit_bias, tools, best_of) are refused by name."""
+"""The OpenAI wire format `swarmrl serve` speaks: the request fields it honours, checked on arrival (with vLLM's
+sampling extensions top_k, min_p and repetition_penalty). Fields that would ask for something the engine does
+not do (echo, logit_bias, tools, best_of other than n) and fields it does not know are refused by name."""
 
 from __future__ import annotations
 
@@ -8,37 +8,88 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from swarmrl.inference.processing import LogitsProcessing
+
 MAX_CHOICES = 16
 MAX_STOPS = 4
+MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limits on the alternatives listed per token
+MAX_TOP_LOGPROBS = 20
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    include_usage: bool = False
+
+
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(max_length=64)
+    description: str | None = None
+    json_schema: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI's `response_format`: plain text, any JSON object, or JSON that a schema accepts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("json_schema is given with type json_schema, and only then")
+        return self
 
 
 class SamplingRequest(BaseModel):
-    """What both endpoints take: choices, sampling, stop strings, streaming."""
+    """What both endpoints take: choices, sampling, stop strings, streaming, the output's format.
 
-    # Unknown fields are ignored, as OpenAI-compatible servers do; the ones that matter are refused below.
-    model_config = ConfigDict(extra="ignore")
+    A field this server does not know is refused by name (a 400), never ignored: a client that sends
+    `typical_p` or `logit_bias` learns it had no effect. `user` is accepted: it changes nothing in an answer.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
     n: int = Field(1, ge=1, le=MAX_CHOICES)
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=-1, description="keep the k most likely tokens; 0 or -1: all (vLLM's)")
+    min_p: float = Field(0.0, ge=0.0, le=1.0)
+    repetition_penalty: float = Field(1.0, gt=0.0, le=2.0)
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     seed: int | None = Field(None, ge=-(2**63), lt=2**63)
     stop: str | list[str] | None = None
     stream: bool = False
-    stream_options: dict[str, Any] | None = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
+    stream_options: StreamOptions | None = None
+    response_format: ResponseFormat | None = None
+    user: str | None = None
     logit_bias: dict[str, float] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                raise ValueError(f"unsupported field(s): {', '.join(unknown)}")
+        return data
 
     @model_validator(mode="after")
     def _supported(self) -> SamplingRequest:
-        if self.presence_penalty or self.frequency_penalty:
-            raise ValueError("presence_penalty and frequency_penalty are not supported (0 only)")
         if self.logit_bias:
             raise ValueError("logit_bias is not supported")
         stops = self.stop_strings
         if len(stops) > MAX_STOPS or any(not s for s in stops):
             raise ValueError(f"stop takes at most {MAX_STOPS} non-empty strings")
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options is only allowed with stream: true")
         return self
 
     @property
@@ -47,13 +98,32 @@ class SamplingRequest(BaseModel):
 
     @property
     def include_usage(self) -> bool:
-        return bool((self.stream_options or {}).get("include_usage"))
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+    @property
+    def processing(self) -> LogitsProcessing:
+        return LogitsProcessing(
+            top_k=max(self.top_k, 0),
+            min_p=self.min_p,
+            repetition_penalty=self.repetition_penalty,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+        )
+
+    @property
+    def alternatives(self) -> int:
+        """How many most likely tokens each logprob entry lists."""
+        return 0
+
+    @property
+    def wants_logprobs(self) -> bool:
+        return False
 
 
 class CompletionRequest(SamplingRequest):
     prompt: str | list[str] | list[int] | list[list[int]]
     max_tokens: int | None = Field(16, ge=1)
-    logprobs: int | None = Field(None, ge=0, le=5)
+    logprobs: int | None = Field(None, ge=0, le=MAX_COMPLETION_LOGPROBS)
     echo: bool = False
     best_of: int | None = None
     suffix: str | None = None
@@ -67,6 +137,14 @@ class CompletionRequest(SamplingRequest):
         if isinstance(self.prompt, list) and not self.prompt:
             raise ValueError("prompt is empty")
         return self
+
+    @property
+    def alternatives(self) -> int:
+        return self.logprobs or 0
+
+    @property
+    def wants_logprobs(self) -> bool:
+        return self.logprobs is not None
 
     def prompts(self) -> list[str | list[int]]:
         """Each prompt of the request: text, or token ids."""
@@ -99,7 +177,7 @@ class ChatRequest(SamplingRequest):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=20)
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     tools: list[Any] | None = None
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
 
@@ -107,7 +185,17 @@ class ChatRequest(SamplingRequest):
     def _chat_supported(self) -> ChatRequest:
         if self.tools:
             raise ValueError("tools are not supported")
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs: true")
         return self
+
+    @property
+    def alternatives(self) -> int:
+        return self.top_logprobs or 0 if self.logprobs else 0
+
+    @property
+    def wants_logprobs(self) -> bool:
+        return self.logprobs
 
     def conversation(self) -> list[dict[str, str]]:
         """The messages as a chat template reads them (a `developer` turn is the system turn)."""

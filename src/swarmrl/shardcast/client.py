@@ -18,9 +18,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-import aiohttp
-
 from swarmrl.configs.shardcast import ClientConfig, HashAlgorithm
+from swarmrl.shardcast.connections import Connections
 from swarmrl.shardcast.delta import rebuild_file
 from swarmrl.shardcast.discovery import (
     Bounds,
@@ -34,10 +33,10 @@ from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError, 
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
 from swarmrl.shardcast.hashing import digest_range
 from swarmrl.shardcast.layout import manifest_path
+from swarmrl.shardcast.loop_thread import LoopThread
 from swarmrl.shardcast.manifest import Manifest, ShardEntry
 from swarmrl.shardcast.partial import PartialDownload, Progress
 from swarmrl.shardcast.publish import read_local_manifest
-from swarmrl.shardcast.range_get import IdleConnections
 from swarmrl.shardcast.selection import SourcePolicy, source_policy
 from swarmrl.shardcast.transfer import (
     ShardDownloader,
@@ -71,8 +70,8 @@ def local_versions(dest_root: Path) -> list[int]:
 class ShardcastClient:
     """Async client; use as `async with ShardcastClient(...) as client: path = await client.fetch(k)`.
 
-    `selector`: carry what was learned about the sources over from an earlier client (see CheckpointFetcher);
-    `idle`: the keep-alive shard connections an earlier client left (the caller closes them).
+    Its connections to the sources (`Connections`) are opened on entry and kept alive until it closes.
+    `selector`: carry what was learned about the sources over from an earlier client.
     """
 
     def __init__(
@@ -83,7 +82,6 @@ class ShardcastClient:
         config: ClientConfig | None = None,
         run_id: str | None = None,
         selector: SourcePolicy | None = None,
-        idle: IdleConnections | None = None,
     ) -> None:
         self.sources = normalize_sources(sources)
         self.trainer_public_key = trainer_public_key.lower()
@@ -91,30 +89,26 @@ class ShardcastClient:
         self.config = config or ClientConfig()
         self.run_id = run_id
         self.selector = selector or source_policy(self.sources, self.config)
-        self.idle = idle
         self.last_stats = TransferStats()
-        self._session: aiohttp.ClientSession | None = None
+        self._connections: Connections | None = None
 
     async def __aenter__(self) -> ShardcastClient:
-        connector = aiohttp.TCPConnector(
-            limit=4 * self.config.concurrency, limit_per_host=self.config.concurrency
-        )
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        self._connections = Connections.open(self.config)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._connections is not None:
+            await self._connections.aclose()
+            self._connections = None
 
     @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
+    def connections(self) -> Connections:
+        if self._connections is None:
             raise ShardcastError("use the client inside `async with`")
-        return self._session
+        return self._connections
 
     async def newest_verified(
         self, ceiling: int | None = None, after: int | None = None
@@ -122,7 +116,7 @@ class ShardcastClient:
         """The newest version in (after, ceiling] whose trainer-signed manifest a source serves, with that
         manifest; None if none. Announcements alone are never believed (see `discovery.py`)."""
         return await newest_verified(
-            self.session,
+            self.connections.http,
             self.sources,
             self.trainer_public_key,
             self.selector,
@@ -185,7 +179,7 @@ class ShardcastClient:
 
     async def _measure_round_trip(self, url: str) -> None:
         with contextlib.suppress(SourceFailure):  # measured on a later call, once it answers
-            await ask_versions(self.session, url, self.selector, self.config)
+            await ask_versions(self.connections.http, url, self.selector, self.config)
 
     async def _sample_round_trips(self, url: str, first: asyncio.Future[None]) -> None:
         """Ask `url` for its versions every ROUND_TRIP_PROBE_S until its window of round trips is full;
@@ -220,7 +214,7 @@ class ShardcastClient:
         after = -1 if bounds.floor is None else bounds.floor
         try:
             body = await get_json(
-                self.session,
+                self.connections.http,
                 f"{url}/latest?after={after}&wait={timeout_s}&manifest=1",
                 timeout=timeout_s + 5,
             )
@@ -257,7 +251,7 @@ class ShardcastClient:
         if installed is not None:
             return installed
         manifest, raw = await fetch_manifest(
-            self.session,
+            self.connections.http,
             self.sources,
             version,
             self.trainer_public_key,
@@ -319,7 +313,8 @@ class ShardcastClient:
             installed = partial.finish(final)
         finally:
             partial.release()
-        self._collect_old_versions(keep=version)
+        # In a thread: the loop may serve another call meanwhile (a CheckpointFetcher's, from another thread).
+        await asyncio.to_thread(self._collect_old_versions, version)
         return installed
 
     def _usable_parent(self, manifest: Manifest) -> Path | None:
@@ -377,7 +372,7 @@ class ShardcastClient:
 
         missing = [s for s in shards if s.index not in progress.verified]
         downloader = ShardDownloader(
-            self.session,
+            self.connections,
             manifest,
             self.sources,
             self.selector,
@@ -385,7 +380,6 @@ class ShardcastClient:
             partial.directory,
             self.last_stats,
             mark,
-            self.idle,
         )
         await downloader.download(missing)
         return progress
@@ -441,11 +435,12 @@ class ShardcastClient:
 class CheckpointFetcher:
     """Fetching for a synchronous caller that asks again and again (a worker refreshing its policy).
 
-    Each call runs its own event loop; what was learned about the sources (throughput, round trips, failures,
-    lies and their back-off) and the keep-alive shard connections carry over from call to call, so a liar
-    found out once is not asked again until its back-off has passed. Calls that install a version take turns
-    (a lock), so two threads of one process (a worker's prefetching and its foreground) never download into the
-    same directory at once.
+    One `ShardcastClient` on one event loop (a daemon thread) serves every call, so what was learned about the
+    sources (throughput, round trips, failures, lies and their back-off) and the kept-alive connections carry
+    over from call to call: a liar found out once is not asked again until its back-off has passed. Calls from
+    several threads run side by side on that loop; calls that install a version take turns (a lock), so two
+    threads of one process (a worker's prefetching and its foreground) never download into the same directory
+    at once. `close()` (or `with`) ends the loop; a process that fetches until it exits need not.
     """
 
     def __init__(
@@ -462,24 +457,29 @@ class CheckpointFetcher:
         self.config = config or ClientConfig()
         self.run_id = run_id
         self.selector = source_policy(self.sources, self.config)
-        self.idle = IdleConnections()  # closed with the process: a worker fetches until it exits
         self.last_stats = TransferStats()  # what the last `fetch` moved, and from where
         self._installing = threading.Lock()
+        self._client = ShardcastClient(
+            self.sources, trainer_public_key, self.dest_root, self.config, run_id, self.selector
+        )
+        self._loop = LoopThread("shardcast-fetcher")
+        self._loop.run(self._client.__aenter__())
+
+    def close(self) -> None:
+        self._loop.run(self._client.close())
+        self._loop.close()
+
+    def __enter__(self) -> CheckpointFetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _run(self, work: Callable[[ShardcastClient], Awaitable[T]]) -> T:
         async def run() -> T:
-            async with ShardcastClient(
-                self.sources,
-                self.trainer_public_key,
-                self.dest_root,
-                self.config,
-                self.run_id,
-                self.selector,
-                self.idle,
-            ) as client:
-                return await work(client)
+            return await work(self._client)
 
-        return asyncio.run(run())
+        return self._loop.run(run())
 
     def latest_version(self, ceiling: int | None = None) -> int | None:
         """The newest version (at most `ceiling`) backed by a genuine signed manifest, or None."""
@@ -495,10 +495,11 @@ class CheckpointFetcher:
         """`ShardcastClient.install`: the version of a verified manifest, downloaded and installed."""
         return self._installed_by(lambda client: client.install(manifest, raw))
 
-    def _installed_by(self, installing: Callable[[ShardcastClient], Awaitable[Path]]) -> Path:
+    def _installed_by(self, installing: Callable[[ShardcastClient], Awaitable[T]]) -> T:
         """Run an install (one at a time) and keep what it moved as `last_stats`."""
 
-        async def work(client: ShardcastClient) -> Path:
+        async def work(client: ShardcastClient) -> T:
+            client.last_stats = TransferStats()
             try:
                 return await installing(client)
             finally:
@@ -510,8 +511,7 @@ class CheckpointFetcher:
     def refresh(self, ceiling: int | None = None) -> tuple[int, Path] | None:
         """`ShardcastClient.refresh`: the newest installed version at most `ceiling` after installing a
         newer verified one if there is one, with its directory; None while no version exists."""
-        with self._installing:
-            return self._run(lambda client: client.refresh(ceiling))
+        return self._installed_by(lambda client: client.refresh(ceiling))
 
     def wait_for_version(self, after: int, timeout_s: float, ceiling: int | None = None) -> int | None:
         """`ShardcastClient.wait_for_version`: a version in (after, ceiling] once announced and signed."""
@@ -535,8 +535,8 @@ def fetch_checkpoint(
     max_version: int | None = None,
 ) -> Path:
     """Synchronous `ShardcastClient.fetch` for callers without an event loop."""
-    fetcher = CheckpointFetcher(sources, trainer_public_key, Path(dest_root), config, run_id)
-    return fetcher.fetch(version, min_version, max_version)
+    with CheckpointFetcher(sources, trainer_public_key, Path(dest_root), config, run_id) as fetcher:
+        return fetcher.fetch(version, min_version, max_version)
 
 
 def latest_version(
@@ -547,5 +547,5 @@ def latest_version(
     run_id: str | None = None,
 ) -> int | None:
     """Synchronous: the newest version (at most `ceiling`) whose trainer-signed manifest a source serves."""
-    fetcher = CheckpointFetcher(sources, trainer_public_key, Path("."), config, run_id)
-    return fetcher.latest_version(ceiling)
+    with CheckpointFetcher(sources, trainer_public_key, Path("."), config, run_id) as fetcher:
+        return fetcher.latest_version(ceiling)

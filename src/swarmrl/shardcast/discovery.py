@@ -20,7 +20,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-import aiohttp
+import httpx
 
 from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.shardcast.errors import ManifestError
@@ -86,18 +86,18 @@ def claimed_shards(body: dict, manifest: Manifest) -> set[int]:
 
 
 async def ask_versions(
-    session: aiohttp.ClientSession, url: str, selector: SourcePolicy, config: ClientConfig
+    client: httpx.AsyncClient, url: str, selector: SourcePolicy, config: ClientConfig
 ) -> list[int]:
     """The versions `url` announces on /versions; its answer, given at once, measures its round trip."""
     sent = time.monotonic()
-    body = await get_json(session, f"{url}/versions", timeout=config.connect_timeout_s)
+    body = await get_json(client, f"{url}/versions", timeout=config.connect_timeout_s)
     selector.observe_round_trip(url, time.monotonic() - sent)
     selector.record_reachable(url)
     return announced_versions(body)
 
 
 async def collect_claims(
-    session: aiohttp.ClientSession,
+    client: httpx.AsyncClient,
     sources: list[str],
     bounds: Bounds,
     selector: SourcePolicy,
@@ -109,7 +109,7 @@ async def collect_claims(
     now = time.monotonic()
     ready = [url for url in sources if selector.ready(url, now)]
     tasks = {
-        asyncio.create_task(ask_versions(session, url, selector, config)): url for url in ready or sources
+        asyncio.create_task(ask_versions(client, url, selector, config)): url for url in ready or sources
     }
     claims: dict[str, int] = {}
     first_answer: float | None = None
@@ -140,7 +140,7 @@ async def collect_claims(
 
 
 async def newest_verified(
-    session: aiohttp.ClientSession,
+    client: httpx.AsyncClient,
     sources: list[str],
     trainer_public_key: str,
     selector: SourcePolicy,
@@ -151,7 +151,7 @@ async def newest_verified(
 ) -> tuple[Manifest, bytes] | None:
     """The newest version within `bounds` whose trainer-signed manifest some source serves, with that
     manifest; None when no source backs any version within bounds."""
-    claims = await collect_claims(session, sources, bounds, selector, config)
+    claims = await collect_claims(client, sources, bounds, selector, config)
     claimants: dict[int, list[str]] = {}
     for url, version in claims.items():
         claimants.setdefault(version, []).append(url)
@@ -167,7 +167,7 @@ async def newest_verified(
     races = {
         asyncio.create_task(
             race_manifest(
-                session,
+                client,
                 askable(version),
                 version,
                 trainer_public_key,

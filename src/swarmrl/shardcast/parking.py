@@ -20,7 +20,8 @@ from urllib.parse import quote
 from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.shardcast.layout import delta_payload_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry
-from swarmrl.shardcast.range_get import ConnectionPool, RangeAnswer, request_range
+from swarmrl.shardcast.range_get import RangeAnswer, request_range
+from swarmrl.shardcast.range_pool import Cut, RangePool
 
 # How long a download waits for a parked request that has not been answered when it wants the shard (the
 # announcement and the answer left the upstream together; a longer wait means the prediction was wrong).
@@ -34,9 +35,10 @@ class ParkedRanges:
 
     def __init__(self, config: ClientConfig, wait_s: float, limit: int) -> None:
         self.wait_s, self.limit = wait_s, limit
-        self._pool = ConnectionPool(config.connect_timeout_s, wait_s + config.request_timeout_s, None)
+        self._pool = RangePool(config.connect_timeout_s, wait_s + config.request_timeout_s, keep_alive=limit)
         self._threads = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="shardcast-park")
         self._parked: dict[Key, Future[RangeAnswer]] = {}
+        self._waiting: dict[Future[RangeAnswer], Cut] = {}  # requests not answered yet: cut at close
         self._lock = threading.RLock()
         self._closed = False
         self.taken = 0  # answers a download took over (for logs and tests)
@@ -60,8 +62,12 @@ class ParkedRanges:
                 if key in self._parked:
                     continue
                 url = f"{upstream}/v/{version}/data/{quote(path)}?wait={self.wait_s:g}"
-                future = self._threads.submit(request_range, self._pool, url, shard.offset, shard.length)
+                request = Cut()
+                future = self._threads.submit(
+                    request_range, self._pool, url, shard.offset, shard.length, request
+                )
                 self._parked[key] = future
+                self._waiting[future] = request
                 # Runs at once, under this lock, when the request already failed: hence the RLock.
                 future.add_done_callback(lambda done, key=key: self._answered(key, done))
                 parked += 1
@@ -103,15 +109,19 @@ class ParkedRanges:
             self._closed = True
             futures = list(self._parked.values())
             self._parked.clear()
+            waiting = list(self._waiting.values())
         for future in futures:
             future.add_done_callback(_close_answer)
-        self._pool.interrupt()
+        for request in waiting:  # their threads, blocked until the upstream answers, return at once
+            request()
         self._threads.shutdown(wait=False, cancel_futures=True)
         self._pool.close()
 
     def _answered(self, key: Key, future: Future[RangeAnswer]) -> None:
         """A request refused (an upstream's parking timed out, or the prediction did not hold) leaves the
         table at once, so the next version can be parked there."""
+        with self._lock:
+            self._waiting.pop(future, None)
         if future.cancelled() or future.exception() is not None:
             with self._lock:
                 if self._parked.get(key) is future:

@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiohttp
 from aiohttp import web
 
 from swarmrl.configs.shardcast import ClientConfig, RelayConfig
 from swarmrl.httpserve import Notifier
+from swarmrl.shardcast.connections import Connections
 from swarmrl.shardcast.delta import rebuild_file
 from swarmrl.shardcast.discovery import as_version, claimed_shards, enclosed_manifest
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError
@@ -41,7 +41,6 @@ from swarmrl.shardcast.hedge import AllAttemptsFailed
 from swarmrl.shardcast.layout import META_DIR, manifest_path
 from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manifest
 from swarmrl.shardcast.parking import ParkedRanges
-from swarmrl.shardcast.range_get import IdleConnections
 from swarmrl.shardcast.selection import source_policy
 from swarmrl.shardcast.server import ServerMetrics, ServerThread, build_app, start_site
 from swarmrl.shardcast.streaming import InFlight, InFlightShards
@@ -166,8 +165,7 @@ class Relay:
         self.selector = source_policy(self.upstreams, self.client_config)
         self._mirroring: dict[int, asyncio.Task] = {}
         self._tasks: list[asyncio.Task] = []
-        self._session: aiohttp.ClientSession | None = None
-        self._idle = IdleConnections()  # keep-alive shard connections upstream, from one version to the next
+        self._connections: Connections | None = None  # to the upstreams, kept from one version to the next
         self.parked = (
             ParkedRanges(self.client_config, config.long_poll_s, self.client_config.concurrency)
             if config.park_next
@@ -218,8 +216,7 @@ class Relay:
         ).start()
 
     async def _background(self, app: web.Application):
-        connector = aiohttp.TCPConnector(limit_per_host=self.client_config.concurrency)
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        self._connections = Connections.open(self.client_config)
         await asyncio.to_thread(self._load_existing)
         for version in self.store.versions():
             entry = self.store.get(version)
@@ -239,10 +236,15 @@ class Relay:
         for task in tasks + list(self._mirroring.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self._session.close()
         if self.parked is not None:
             self.parked.close()
-        self._idle.close()
+        await self._connections.aclose()
+
+    @property
+    def connections(self) -> Connections:
+        if self._connections is None:
+            raise ShardcastError("the relay's connections open when it starts serving")
+        return self._connections
 
     # ---- following upstreams -------------------------------------------------------------------------
     async def add_upstream(self, url: str) -> None:
@@ -268,14 +270,13 @@ class Relay:
         announces a version it cannot back is demoted, waits out its back-off, and is asked only about
         versions newer than its lie.
         """
-        assert self._session is not None
         refuted = -1
         while True:
             known = self.store.versions()
             after = max(known[-1] if known else -1, refuted)
             try:
                 body = await get_json(
-                    self._session,
+                    self.connections.http,
                     f"{upstream}/latest?after={after}&wait={self.config.long_poll_s}&manifest=1",
                     timeout=self.config.long_poll_s + 10,
                 )
@@ -306,12 +307,11 @@ class Relay:
     async def _mirror_pinned(self, version: int) -> None:
         """Mirror a pinned version this relay lacks, however old: ask the upstreams for its signed manifest
         until one serves it (it may not be published yet), then mirror it like an announced one."""
-        assert self._session is not None
         while self.store.get(version) is None:
             errors: dict[str, str] = {}
             try:
                 manifest, raw, _ = await race_manifest(
-                    self._session,
+                    self.connections.http,
                     self.selector.ranked(self.upstreams),
                     version,
                     self.public_key,
@@ -330,13 +330,12 @@ class Relay:
     async def _verified_manifest(self, announcer: str, version: int) -> tuple[Manifest, bytes] | None:
         """The signed manifest of an announced version, asked of its announcer first (hedged to the other
         upstreams); None, with the announcer demoted, when no genuine one came."""
-        assert self._session is not None
         others = self.selector.ranked([u for u in self.upstreams if u != announcer])
         errors: dict[str, str] = {}
         stats = self.stats.setdefault(version, TransferStats())
         try:
             manifest, raw, _ = await race_manifest(
-                self._session,
+                self.connections.http,
                 [announcer, *others],
                 version,
                 self.public_key,
@@ -375,7 +374,6 @@ class Relay:
         raw: bytes | None,
         claimed: dict[str, set[int]] | None = None,
     ) -> None:
-        assert self._session is not None
         stats = self.stats.setdefault(version, TransferStats())
         while True:
             try:
@@ -402,7 +400,6 @@ class Relay:
         stats: TransferStats,
         claimed: dict[str, set[int]] | None,
     ) -> None:
-        assert self._session is not None
         entry = self.store.get(version)
         if entry is None:
             assert manifest is not None and raw is not None, (
@@ -438,7 +435,7 @@ class Relay:
                     rebuilt += 1
                 batch = [s for s in batch if s.index not in entry.verified]
             downloader = ShardDownloader(
-                self._session,
+                self.connections,
                 entry.manifest,
                 self.upstreams,
                 self.selector,
@@ -446,7 +443,6 @@ class Relay:
                 entry.directory,
                 stats,
                 mark,
-                self._idle,
                 self.store.in_flight if self.config.cut_through else None,
                 claimed,
                 self.parked,

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
 
-import aiohttp
+import httpx
 
 from swarmrl.configs.shardcast import ClientConfig
+from swarmrl.shardcast.connections import Connections
 from swarmrl.shardcast.errors import ManifestError, ShardcastError
 from swarmrl.shardcast.fsutil import copy_region, resolve_inside, zero_region
 from swarmrl.shardcast.hashing import new_hasher
@@ -32,9 +33,7 @@ from swarmrl.shardcast.manifest import Manifest, ShardEntry, parse_signed_manife
 from swarmrl.shardcast.parking import ParkedRanges
 from swarmrl.shardcast.range_get import (
     WRITE_BATCH,
-    ConnectionPool,
     CorruptShard,
-    IdleConnections,
     RangeSink,
     SourceFailure,
     fetch_range_into,
@@ -50,6 +49,7 @@ WATCH_INTERVAL_S = 0.1
 MIN_SHARD_HEDGE_S = 0.25
 HEDGE_FACTOR = 4.0
 MAX_JSON_BYTES = 16 * 1024 * 1024
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -73,25 +73,33 @@ def normalize_sources(sources: list[str]) -> list[str]:
     return list(dict.fromkeys(cleaned))
 
 
-def shard_timeout(config: ClientConfig, nbytes: int) -> aiohttp.ClientTimeout:
-    """Caps connecting, silence mid-response, and the whole request at the slowest acceptable rate, so a
-    source that trickles bytes cannot hold a download slot forever."""
-    return aiohttp.ClientTimeout(
-        total=config.connect_timeout_s + config.request_timeout_s + nbytes / config.min_throughput_bytes_s,
-        sock_connect=config.connect_timeout_s,
-        sock_read=config.request_timeout_s,
-    )
+def request_deadline_s(config: ClientConfig, nbytes: int) -> float:
+    """The whole request, `nbytes` of body included, at the slowest acceptable rate, so a source that trickles
+    bytes cannot hold a download slot forever (connecting and silence mid-response have their own limits)."""
+    return config.connect_timeout_s + config.request_timeout_s + nbytes / config.min_throughput_bytes_s
 
 
-async def get_json(session: aiohttp.ClientSession, url: str, timeout: float) -> dict:
+async def _get_limited(
+    client: httpx.AsyncClient, url: str, total_s: float, limit: int, timeout: httpx.Timeout | None = None
+) -> bytes:
+    """GET at most `limit` bytes within `total_s` from an untrusted server; SourceFailure (naming no URL) on
+    anything unexpected. `timeout`: limits on connecting and on silence (default: `total_s` for each)."""
+    timeout = timeout or httpx.Timeout(total_s)
+    try:
+        async with asyncio.timeout(total_s), client.stream("GET", url, timeout=timeout) as response:
+            if response.status_code != 200:
+                raise SourceFailure(f"HTTP {response.status_code}", unavailable=response.status_code == 404)
+            return await _read_limited(response, limit)
+    except (httpx.HTTPError, httpx.InvalidURL, TimeoutError) as exc:
+        raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
+
+
+async def get_json(client: httpx.AsyncClient, url: str, timeout: float) -> dict:
     """GET a small JSON object from an untrusted server; SourceFailure on anything unexpected."""
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-            if resp.status != 200:
-                raise SourceFailure(f"HTTP {resp.status} from {url}", unavailable=resp.status == 404)
-            body = await _read_limited(resp, MAX_JSON_BYTES)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise SourceFailure(f"{url}: {type(exc).__name__} {exc}") from exc
+        body = await _get_limited(client, url, timeout, MAX_JSON_BYTES)
+    except SourceFailure as exc:
+        raise SourceFailure(f"{url}: {exc}", unavailable=exc.unavailable) from exc
     try:
         value = json.loads(body)
     except ValueError as exc:
@@ -101,11 +109,12 @@ async def get_json(session: aiohttp.ClientSession, url: str, timeout: float) -> 
     return value
 
 
-async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    if resp.content_length is not None and resp.content_length > limit:
-        raise SourceFailure(f"response of {resp.content_length} bytes exceeds {limit}")
+async def _read_limited(response: httpx.Response, limit: int) -> bytes:
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise SourceFailure(f"response of {declared} bytes exceeds {limit}")
     parts, total = [], 0
-    async for chunk in resp.content.iter_any():
+    async for chunk in response.aiter_raw():
         total += len(chunk)
         if total > limit:
             raise SourceFailure(f"response exceeds {limit} bytes")
@@ -114,7 +123,7 @@ async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
 
 
 async def race_manifest(
-    session: aiohttp.ClientSession,
+    client: httpx.AsyncClient,
     urls: list[str],
     version: int,
     trainer_public_key: str,
@@ -141,7 +150,13 @@ async def race_manifest(
         async def run() -> tuple[Manifest, bytes, str]:
             asked.append(url)
             try:
-                raw = await _get_bytes(session, f"{url}/v/{version}/manifest", config)
+                raw = await _get_limited(
+                    client,
+                    f"{url}/v/{version}/manifest",
+                    request_deadline_s(config, 0),
+                    MAX_MANIFEST_BYTES,
+                    httpx.Timeout(config.request_timeout_s, connect=config.connect_timeout_s),
+                )
             except SourceFailure as exc:
                 answered.add(url)
                 errors[url] = str(exc)
@@ -179,7 +194,7 @@ async def race_manifest(
 
 
 async def fetch_manifest(
-    session: aiohttp.ClientSession,
+    client: httpx.AsyncClient,
     sources: list[str],
     version: int,
     trainer_public_key: str,
@@ -201,7 +216,7 @@ async def fetch_manifest(
         ordered = selector.ranked_near_first(sources)
         try:
             manifest, raw, _ = await race_manifest(
-                session,
+                client,
                 ordered,
                 version,
                 trainer_public_key,
@@ -230,16 +245,6 @@ def _describe(errors: dict[str, str]) -> str:
     return "; ".join(f"{url}: {message}" for url, message in errors.items()) or "no sources answered"
 
 
-async def _get_bytes(session: aiohttp.ClientSession, url: str, config: ClientConfig) -> bytes:
-    try:
-        async with session.get(url, timeout=shard_timeout(config, 0)) as resp:
-            if resp.status != 200:
-                raise SourceFailure(f"HTTP {resp.status}", unavailable=resp.status == 404)
-            return await _read_limited(resp, 64 * 1024 * 1024)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise SourceFailure(f"{type(exc).__name__} {exc}".strip()) from exc
-
-
 @dataclass
 class _Transfer:
     """One request for one shard from one source, running on a fetch thread.
@@ -260,9 +265,9 @@ class _Transfer:
 class ShardDownloader:
     """Downloads a set of shards of one version from several sources into files under `target_root`.
 
-    Files must already be preallocated. `on_verified` runs (in the event loop) after each shard's bytes are on
-    disk and hash to the signed value; `idle`: keep-alive connections that outlive this download; `in_flight`
-    (a relay's): where each in-place request is registered while it runs, so its bytes can be passed on as they
+    Files must already be preallocated; `connections` (the caller's, kept from one download to the next) carry
+    the requests. `on_verified` runs (in the event loop) after each shard's bytes are on disk and hash to the
+    signed value; `in_flight` (a relay's): where each in-place request is registered while it runs, so its bytes can be passed on as they
     land; `claimed`: the shards a source said it holds when it announced the version, requested at once instead
     of after a round trip asking for its shard list (untrusted like that list: a shard it lacks is asked again);
     `parked` (a relay's): requests sent before the version was published, taken over for the shards they match.
@@ -272,7 +277,7 @@ class ShardDownloader:
 
     def __init__(
         self,
-        session: aiohttp.ClientSession,
+        connections: Connections,
         manifest: Manifest,
         sources: list[str],
         selector: SourcePolicy,
@@ -280,12 +285,11 @@ class ShardDownloader:
         target_root: Path,
         stats: TransferStats,
         on_verified: Callable[[ShardEntry], Awaitable[None] | None] | None = None,
-        idle: IdleConnections | None = None,
         in_flight: InFlightShards | None = None,
         claimed: dict[str, set[int]] | None = None,
         parked: ParkedRanges | None = None,
     ) -> None:
-        self.session = session
+        self.connections = connections
         self.manifest = manifest
         self.sources = list(sources)
         self.selector = selector
@@ -311,7 +315,6 @@ class ShardDownloader:
         self._fetchers = ThreadPoolExecutor(
             max_workers=config.concurrency + config.max_hedged_shards, thread_name_prefix="shardcast-fetch"
         )
-        self._pool = ConnectionPool(config.connect_timeout_s, config.request_timeout_s, idle)
         self._stop = threading.Event()
         self._count_lock = threading.Lock()
 
@@ -337,15 +340,13 @@ class ShardDownloader:
             if self._fatal is not None:
                 raise ShardcastError(self._fatal)
         except BaseException:
-            # Cancelled: fetch threads stop now (reads in progress are cut). A hopeless shard does not come
-            # here before the shards in flight have landed, kept for a resume.
+            # Cancelled: fetch threads stop at their next read (each attempt cut its requests as it ended). A
+            # hopeless shard does not come here before the shards in flight have landed, kept for a resume.
             self._stop.set()
-            self._pool.interrupt()
             raise
         finally:
             # Fetch threads still running must land before the fds close (or are reused).
             await asyncio.shield(asyncio.to_thread(self._fetchers.shutdown, True))
-            self._pool.close()
             for fd in self._fds.values():
                 os.close(fd)
             self._fds.clear()
@@ -381,7 +382,7 @@ class ShardDownloader:
         known = len(self.available[url])
         try:
             body = await get_json(
-                self.session,
+                self.connections.http,
                 f"{url}/v/{self.manifest.version}/availability?known={known}&wait={wait}",
                 timeout=wait + self.config.connect_timeout_s + 5.0,
             )
@@ -634,7 +635,7 @@ class ShardDownloader:
             length=shard.length,
             digest=new_hasher(self.manifest.hash_algorithm),
             # The thread's own backstop, should the watchdog not run: connect, silence, the slowest rate.
-            deadline=time.monotonic() + shard_timeout(self.config, shard.length).total,
+            deadline=time.monotonic() + request_deadline_s(self.config, shard.length),
             stop=self._stop,
             on_bytes=lambda nbytes: self._count(url, nbytes),
             position=0 if hedge else None,
@@ -675,7 +676,7 @@ class ShardDownloader:
         if answer is not None:
             receive_range(answer, sink)
         else:
-            fetch_range_into(self._pool, address, sink)
+            fetch_range_into(self.connections.shards, address, sink)
         if sink.digest.hexdigest() != shard.digest:
             raise CorruptShard(f"{self.manifest.hash_algorithm} does not match the signed manifest")
 

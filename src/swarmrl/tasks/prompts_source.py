@@ -9,6 +9,7 @@ names go through `datasets` (the `hub` extra), imported only then.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,33 @@ TASK_TYPE = "prompts"  # scored by the run's reward functions, never by a built-
 
 def prompts_source(config: PromptsSourceConfig) -> TaskSource:
     rows, origin = _rows(config)
-    tasks = []
-    for index, row in enumerate(rows):
-        if config.limit is not None and index >= config.limit:
-            break
-        tasks.append(prompt_task(row, config, index, f"{origin} row {index}"))
+    tasks = _tasks(rows, config, origin, config.limit)
     if not tasks:
         raise TaskError(f"{origin}: the dataset has no rows")
     return ListTaskSource(config.name, tasks)
+
+
+def first_prompt_rows(
+    config: PromptsSourceConfig, count: int
+) -> tuple[list[dict[str, Any]], list[Task], str]:
+    """(rows, tasks, origin) of the first `count` rows of a local dataset (a file or a `save_to_disk`
+    directory), read lazily; TaskError naming the row and column that do not fit. A hub dataset is not read."""
+    if config.path is None:
+        raise ValueError("a hub dataset is read only by a run")
+    rows, origin = _rows(config)
+    first = list(islice(rows, count))
+    if not first:
+        raise TaskError(f"{origin}: the dataset has no rows")
+    return first, _tasks(first, config, origin, count), origin
+
+
+def _tasks(rows: Iterable[Any], config: PromptsSourceConfig, origin: str, limit: int | None) -> list[Task]:
+    tasks = []
+    for index, row in enumerate(rows):
+        if limit is not None and index >= limit:
+            break
+        tasks.append(prompt_task(row, config, index, f"{origin} row {index}"))
+    return tasks
 
 
 def prompt_task(row: Any, config: PromptsSourceConfig, index: int, where: str) -> Task:

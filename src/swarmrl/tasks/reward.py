@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
@@ -16,7 +16,7 @@ from swarmrl.tasks.errors import TaskError
 from swarmrl.tasks.length_reward import length_shaped_reward
 from swarmrl.tasks.math_verifier import MathVerifier
 from swarmrl.tasks.reasoning_gym_source import ReasoningGymVerifier
-from swarmrl.tasks.reward_functions import RewardFunctions
+from swarmrl.tasks.reward_functions import JudgeState, RewardFunctions
 from swarmrl.tasks.task import Task
 
 
@@ -33,6 +33,10 @@ class RewardBreakdown:
     task_reward: float
     length_term: float  # total − task_reward: what the length target added (≤ 0)
     total: float
+    # With reward functions: each one's reward (by metric name; None where it does not apply or failed), and
+    # the functions that failed on this completion, with why.
+    functions: dict[str, float | None] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class RewardRequest:
     num_completion_tokens: int
     target_length: int | None = None
     completion_ids: tuple[int, ...] = ()  # the sampled tokens, for reward functions that read them
+    state: JudgeState | None = None  # the reward functions' `trainer_state` (None: no policy step known)
 
 
 VerifierFactory = Callable[[TasksConfig], Verifier]
@@ -94,7 +99,7 @@ class RewardComputer:
     def task_reward(self, task: Task, completion_text: str, completion_ids: Sequence[int] = ()) -> float:
         """The reward of one completion before the length term."""
         if self._functions is not None:
-            return self._functions.score([task], [completion_text], [completion_ids])[0]
+            return self._functions.score([task], [completion_text], [completion_ids]).totals[0]
         return float(self.verifier(task.task_type).score(task, completion_text))
 
     def compute(
@@ -110,12 +115,23 @@ class RewardComputer:
             self.task_reward(task, completion_text),
         )
 
-    def _shaped(self, request: RewardRequest, task_reward: float) -> RewardBreakdown:
+    @property
+    def functions(self) -> RewardFunctions | None:
+        """The run's reward functions (None: the task types' verifiers score)."""
+        return self._functions
+
+    def _shaped(
+        self,
+        request: RewardRequest,
+        task_reward: float,
+        functions: dict[str, float | None] | None = None,
+        failed: dict[str, str] | None = None,
+    ) -> RewardBreakdown:
         length = self.config.length
         total = length_shaped_reward(
             length.mode, task_reward, request.target_length, request.num_completion_tokens, length.alpha
         )
-        return RewardBreakdown(task_reward, total - task_reward, total)
+        return RewardBreakdown(task_reward, total - task_reward, total, functions or {}, failed or {})
 
     def compute_batch(
         self, requests: Sequence[RewardRequest], max_concurrency: int | None = None
@@ -123,12 +139,22 @@ class RewardComputer:
         """Rewards in request order: reward functions called once over the batch, or the verifiers' sandbox
         runs and math-verify calls concurrently in their pools."""
         if self._functions is not None:
-            rewards = self._functions.score(
+            scores = self._functions.score(
                 [r.task for r in requests],
                 [r.completion_text for r in requests],
                 [r.completion_ids for r in requests],
+                [r.state for r in requests],
             )
-            return [self._shaped(r, reward) for r, reward in zip(requests, rewards, strict=True)]
+            failed = [
+                {name: where[i] for name, where in scores.failures.items() if i in where}
+                for i in range(len(requests))
+            ]
+            return [
+                self._shaped(
+                    r, total, {name: rewards[i] for name, rewards in scores.rewards.items()}, failed[i]
+                )
+                for i, (r, total) in enumerate(zip(requests, scores.totals, strict=True))
+            ]
         workers = max_concurrency or max(self.config.math.num_workers, self.config.code.num_workers)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reward") as pool:
             return list(

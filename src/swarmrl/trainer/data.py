@@ -29,6 +29,7 @@ from swarmrl.rollouts import (
 )
 from swarmrl.rollouts.advantages import GroupVerdict, OnlineFilter
 from swarmrl.rollouts.checks import CheckFailed
+from swarmrl.trainer.reward_tally import RewardTally
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class CollectStats:
     outcomes: dict[str, str] = field(default_factory=dict)
     rows_used: dict[str, int] = field(default_factory=dict)
     groups_kept: dict[str, int] = field(default_factory=dict)  # file name → its informative groups trained on
+    rewards: RewardTally = field(default_factory=RewardTally)  # per reward function, over every row offered
 
     @property
     def dropped_fraction(self) -> float:
@@ -147,6 +149,7 @@ class RolloutFeed:
         max_files: int,
         poll_seconds: float = 0.1,
         audit: FileAudit | None = None,
+        reward_failure_share: float = 1.0,
     ) -> None:
         self.source = source
         self.scorer = scorer
@@ -156,6 +159,7 @@ class RolloutFeed:
         self.limits = limits
         self.max_files = max_files
         self.poll_seconds = poll_seconds
+        self.reward_failure_share = reward_failure_share
 
     def collect(
         self, step: int, num_groups: int, max_wait_seconds: float
@@ -238,8 +242,10 @@ class RolloutFeed:
             stats.sampled_reward_sum += sum(row.reward for row in group)
             stats.sampled_rows += len(group)
             stats.rows_used[path.name] += len(group)
+            stats.rewards.add(group)
             if accumulator.add(group, [row.reward for row in group]) is GroupVerdict.KEPT:
                 stats.groups_kept[path.name] += 1
+        stats.rewards.check(step + 1, self.reward_failure_share)  # the policy step these rows train
 
     def _admit(
         self, path: Path, step: int

@@ -37,7 +37,9 @@ from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
 from swarmrl.shardcast.origin import Origin
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.tasks.reward import reward_computer
+from swarmrl.tasks.reward_check import check_reward_functions
+from swarmrl.tasks.reward_functions import RunSchedule
+from swarmrl.tasks.run_pins import write_pins
 from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.core_share import CoreShare
 from swarmrl.trainer.data import RolloutFeed, RolloutSource
@@ -176,7 +178,7 @@ def _rollout_limits(config: RunConfig, rundir: RunDir, *, swarm: bool) -> Rollou
 def trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase):
     """How the trainer scores rows itself: the run's reward functions (refused here, before any training, when
     they differ from what the run pinned) or verifiers, and for a multi-turn run its environment's replay."""
-    reward_computer(config.tasks)
+    check_reward_functions(config, tasks)  # pinned, imported, and tried on the run's first rows
     scorer = functools.partial(
         score_rows,
         tasks=tasks,
@@ -184,6 +186,7 @@ def trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTo
         tasks_config=config.tasks,
         group_size=config.contract.group_size,
         advantage=config.trainer.advantage,
+        schedule=RunSchedule.of(config, len(tasks)),
     )
     if config.env is not None:  # multi-turn rows are scored by replaying their environment
         from swarmrl.envs.build import with_env_replay
@@ -204,6 +207,7 @@ def _feed(config: RunConfig, rundir: RunDir, source, scorer) -> RolloutFeed:
         max_files=config.trainer.max_files_per_step,
         poll_seconds=config.swarm.poll_seconds if swarm else 0.1,
         audit=source if swarm else None,
+        reward_failure_share=config.tasks.reward_failure_share,
     )
 
 
@@ -245,10 +249,16 @@ def _swarm_endpoints(
     origin = Origin(rundir.checkpoints, identity, config.run.id, shardcast.origin_config())
     server = origin.serve_in_thread()
     stack.callback(server.stop)
+
+    def publish(step: int) -> None:
+        # Validators started from the run's run.toml check their reward functions against these pins.
+        write_pins(checkpoint_dir(rundir.checkpoints, step), config.tasks)
+        origin.publish(None, step)
+
     newest = latest_checkpoint(rundir.checkpoints)
     if newest is not None and newest not in origin.store.versions():
         # A fresh run (step 0), or a trainer killed between saving a checkpoint and publishing it.
-        origin.publish(None, newest)
+        publish(newest)
     url = shardcast.advertise_url or server.url
     log.info("shardcast origin serving on %s, advertised to relays as %s", server.url, url)
     if (warning := loopback_warning(url, shardcast.origin_host)) is not None:
@@ -266,7 +276,7 @@ def _swarm_endpoints(
     )
     return (
         source,
-        lambda step: origin.publish(None, step),
+        publish,
         functools.partial(_report_metrics, client, config.run.id),
     )
 

@@ -26,6 +26,7 @@ from swarmrl.models import load_model, load_tokenizer
 from swarmrl.models.checkpoint import read_checkpoint
 from swarmrl.models.logprobs import split_lm
 from swarmrl.models.optim import build_optimizer
+from swarmrl.progress_lines import step_line
 from swarmrl.rollouts import ScoredRow
 from swarmrl.rundir import RunDir
 from swarmrl.steps import checkpoint_dir, latest_checkpoint
@@ -239,6 +240,7 @@ def batch_metrics(rows: list[ScoredRow], stats: CollectStats) -> dict[str, float
         "stale_rows": float(stats.stale_rows),
         "policy_lag": sum(stats.policy_lag) / max(1, len(stats.policy_lag)),
         "wait_seconds": stats.wait_seconds,
+        **stats.rewards.metrics(),
     }
 
 
@@ -416,6 +418,7 @@ def _train_loop(
         policy.scheduler,
     )
     steps_done = 0
+    loop_started = time.monotonic()
     if weight_sink is not None:
         push_weights(model, weight_sink, step)
     while step < config.trainer.steps:
@@ -442,12 +445,12 @@ def _train_loop(
             sink.log(record)
             if evaluator is not None:
                 evaluator.policy_ready(step, _policy_weights(rundir, step, policy, model, weights))
+            # The line `rl` prints off a terminal, and the task reward and dropped share besides.
+            pace = (time.monotonic() - loop_started) / (steps_done + 1)
             log.info(
-                "step %d reward %.3f task %.3f loss %.4f dropped %.0f%%",
-                step,
-                record["reward"],
+                "%s · task %.3f · dropped %.0f%%",
+                step_line(record, config.trainer.steps, pace),
                 record["task_reward"],
-                record["loss"],
                 100 * record["dropped_group_fraction"],
             )
         steps_done += 1

@@ -48,6 +48,8 @@ from swarmrl.steps import BASE_STEP
 from swarmrl.tasks.packs.community import CommunityTasks
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
+from swarmrl.tasks.reward_check import check_reward_functions
+from swarmrl.tasks.run_pins import adopt_local_pins, check_pins
 from swarmrl.validator.packs import PackChecker, PackCheckerThread
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
@@ -138,7 +140,11 @@ def swarm_context(
     options: ValidatorOptions,
     trainer_key: str,
     device: torch.device,
+    adopted_pins: bool = False,
 ) -> SwarmContext:
+    """What the validator trusts in a swarm: its first policy fetched through relays, whose checkpoint carries
+    the trainer's reward-function pins, checked against this config's (or the code here, `adopted_pins`); and
+    where each unit's tasks come from."""
     policies = FetchedPolicies(
         options,
         trainer_key,
@@ -156,6 +162,7 @@ def swarm_context(
             if options.stop.wait(options.poll_seconds):
                 raise ValidatorStopped("stopped before any checkpoint was announced")
     start = policies.path(newest)
+    check_pins(config.tasks, start, adopted_pins)
     policies.prefetch.start()
     tasks, tokenizer = build_tasks(config.tasks), load_tokenizer(start)
     context = ValidationContext(
@@ -268,6 +275,8 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     """Judge submissions until stopped or the run has drained; returns how many verdicts were posted."""
     torch.set_num_threads(config.worker.torch_threads)
     device = resolve_device(options.device)  # a missing GPU is refused before the validator registers
+    # A run.toml pins the code here, checked against the trainer's pins when its first policy arrives.
+    adopted = adopt_local_pins(config.tasks)
     reward_computer(config.tasks)  # and so are reward functions other than the run pinned
     identity = Identity.load_or_create(options.key)
     retry = node_retry(config.swarm.coordinator_retry_s)
@@ -276,7 +285,8 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     client.register(hardware_of(device, config.worker.torch_threads))
     client.check_contract(options.run_id, config.contract)  # judging by another contract is refused here
     trainer_key = client.reads.run_state(options.run_id).trainer_public_key
-    context = swarm_context(config, client, options, trainer_key, device)
+    context = swarm_context(config, client, options, trainer_key, device, adopted)
+    check_reward_functions(config, context.context.tasks)  # tried on the run's first rows before any judging
     posted = 0
     tally: Counter[tuple[str, str]] = Counter()  # (outcome, check) → verdicts posted
     timing = {"judge_seconds_total": 0.0}

@@ -44,6 +44,7 @@ from swarmrl.rollouts.checks import (
 )
 from swarmrl.rollouts.scoring import score_rows
 from swarmrl.tasks.packs.in_run import JudgedFile
+from swarmrl.tasks.reward_functions import RunSchedule
 from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import ProofError, verify_proofs_batch
 
@@ -416,6 +417,7 @@ def _rewards(f: _File, context: ValidationContext, _: _Budget) -> None:
             group_size=context.config.contract.group_size,
             advantage=context.config.trainer.advantage,
             env_rewards=env_rewards,
+            schedule=RunSchedule.of(context.config, len(context.tasks)),
         )
     except RolloutError as exc:
         raise CheckFailed("rewards", str(exc)) from exc

@@ -26,7 +26,7 @@ from swarmrl.rollouts.assignment import batch_seed
 from swarmrl.rundir import write_json_atomic
 from swarmrl.steps import checkpoint_dir, parse_step_dir_name
 from swarmrl.tasks.registry import build_tasks
-from swarmrl.tasks.reward import reward_computer
+from swarmrl.tasks.reward_check import check_reward_functions
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, Verdict, validate_file
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,8 @@ def local_context(
     tokenizer = load_tokenizer(checkpoint_dir(checkpoints, 0))
     policy = PolicyCache(checkpoints, config.model.dtype, keep=config.contract.async_level + 1, device=device)
     tasks = build_tasks(config.tasks)
-    reward_computer(config.tasks)  # reward functions other than the run pinned are refused before any judging
+    # Reward functions other than the run pinned, or that cannot score its rows, are refused before any judging.
+    check_reward_functions(config, tasks)
     return ValidationContext(
         config=config,
         settings=settings or config.validator,

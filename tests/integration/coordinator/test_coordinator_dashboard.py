@@ -257,6 +257,12 @@ def test_status_command_prints_the_summary(world):
     unknown = CliRunner().invoke(app, ["status", "--coordinator", world.url, "--run-id", "nope"])
     assert unknown.exit_code == 2 and "unknown_run" in unknown.output  # one line, exit code 2
 
+    # The trainer trains its last step (opened as step 1) into policy 2, reports it and drains the run:
+    # status then says how far it trained, not the last step opened for work.
+    world.trainer.drain(run)
+    ended = CliRunner().invoke(app, ["status", "--coordinator", world.url], env={"COLUMNS": "240"})
+    assert f"{run} (drained) · trained to step 2 ·" in ended.output, ended.output
+
 
 def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(world):
     run = world.run_id
@@ -266,7 +272,7 @@ def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(worl
     assert merged.metrics == {"loss": 0.5, "reward": 0.2, "eval/avg@8": 0.25, "eval/pass@8": 0.5}
     # A step without an eval: no point on the curve; an island merge goes to the islands view instead.
     world.trainer.report_metrics(run, 2, {"loss": 0.4, "islands/round": 1.0, "islands/participants": 2.0})
-    world.trainer.report_metrics(run, 3, {"eval/avg@8": 0.375})
+    world.trainer.report_metrics(run, 3, {"eval/avg@8": 0.375, "rewards/correct/mean": 0.5})
     summary = world.admin.reads.summary(run)
     assert [(p.step, p.metrics) for p in summary.evals] == [
         (1, {"eval/avg@8": 0.25, "eval/pass@8": 0.5}),
@@ -275,6 +281,7 @@ def test_trainer_metrics_merge_by_step_and_the_summary_keeps_the_eval_curve(worl
     assert [(p.step, p.metrics) for p in summary.islands] == [
         (2, {"islands/round": 1.0, "islands/participants": 2.0})
     ]
+    assert [(p.step, p.metrics) for p in summary.reward_functions] == [(3, {"rewards/correct/mean": 0.5})]
 
     with pytest.raises(CoordinatorError) as caught:
         TrainerClient(world.node().transport).report_metrics(run, 4, {"eval/avg@8": 1.0})  # only the trainer

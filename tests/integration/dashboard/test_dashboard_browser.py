@@ -219,6 +219,7 @@ def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world,
     browser.get(f"{world.url}/dashboard")
     wait_for(browser, lambda b: len(node_rows(b)) == 5 and shown_step(b) == 0, "the five nodes at step 0")
     assert browser.find_element("id", "islands").is_displayed() is False  # no island merge reported yet
+    assert browser.find_element("id", "reward-functions").is_displayed() is False  # nor a reward function
     assert browser.find_element("id", "run-id").text == RUN
 
     # Everything below reaches the page only through the event stream: it never fetches the summary again.
@@ -251,6 +252,8 @@ def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world,
     world.trainer.report_metrics(RUN, 2, {"islands/island": 0, "islands/islands": 2, "islands/round": 1})
     world.trainer.report_metrics(RUN, 2, {"islands/participants": 2, "islands/contributors": 2})
     world.trainer.report_metrics(RUN, 2, {"islands/wire_bytes": 1_500_000, "islands/committed": 1})
+    for at, correct in ((1, 0.25), (2, 0.5)):  # two reward functions of the user's, one line each
+        world.trainer.report_metrics(RUN, at, {"rewards/correct/mean": correct, "rewards/brief/mean": 0.2})
     world.relay_reports(version=1)
     step = world.next_step()
     wait_for(browser, lambda b: shown_step(b) == step, f"step {step}")
@@ -259,6 +262,12 @@ def test_the_dashboard_updates_live_and_shows_the_cheater_banned(browser, world,
         "return Array.from(document.querySelectorAll('#eval-legend li')).map(li => li.textContent)"
     )
     assert legend == ["eval/avg@8", "eval/pass@8"]  # eval figures only: the loss is not an accuracy
+    assert browser.find_element("id", "reward-functions").is_displayed()
+    assert len(browser.find_elements("css selector", "#function-chart circle")) == 4
+    functions = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#function-legend li')).map(li => li.textContent)"
+    )
+    assert functions == ["brief", "correct"]
     versions = browser.execute_script(
         "return Array.from(document.querySelectorAll('#versions tbody tr'))"
         ".map(r => Array.from(r.cells).map(c => c.textContent))"

@@ -7,13 +7,13 @@ travel on the connections the last one opened (a new one costs a round trip more
 from __future__ import annotations
 
 import asyncio
-import http.client
 import threading
 import time
 import urllib.error
 import urllib.request
 
 import pytest
+import urllib3
 from shardcast_testkit import (
     TRAINER,
     SlowLink,
@@ -27,8 +27,8 @@ from shardcast_testkit import (
 )
 
 from swarmrl.configs.shardcast import ClientConfig, RelayConfig
-from swarmrl.shardcast import Relay, ShardcastClient
-from swarmrl.shardcast.range_get import ConnectionPool, IdleConnections
+from swarmrl.shardcast import CheckpointFetcher, Relay, ShardcastClient
+from swarmrl.shardcast.range_pool import RangePool
 from swarmrl.shardcast.selection import SourcePolicy, source_policy
 
 SIZE = 600_000
@@ -103,24 +103,21 @@ def test_a_relay_whose_parent_copy_went_bad_fetches_the_full_copy(tmp_path, serv
 
 
 class Node:
-    """A client that keeps what it learned about its sources between refreshes (as a worker does)."""
+    """A client that keeps what it learned about its sources, and its connections, between refreshes: a
+    worker's `CheckpointFetcher`."""
 
     def __init__(self, sources: list[str], dest, config: ClientConfig) -> None:
-        self.sources, self.dest, self.config = sources, dest, config
-        self.selector: SourcePolicy = source_policy(sources, config)
-        self.idle = IdleConnections()
+        self.fetcher = CheckpointFetcher(sources, TRAINER.node_id, dest, config)
+        self.selector: SourcePolicy = self.fetcher.selector
         self.bytes_by_source: dict[str, int] = {}
 
     def refresh(self):
-        async def run():
-            async with ShardcastClient(
-                self.sources, TRAINER.node_id, self.dest, self.config, selector=self.selector, idle=self.idle
-            ) as client:
-                found = await client.refresh()
-                self.bytes_by_source = dict(client.last_stats.bytes_by_source)
-                return found
+        found = self.fetcher.refresh()
+        self.bytes_by_source = dict(self.fetcher.last_stats.bytes_by_source)
+        return found
 
-        return asyncio.run(run())
+    def close(self) -> None:
+        self.fetcher.close()
 
 
 def _near_relay_and_far_origin(tmp_path, servers):
@@ -316,21 +313,22 @@ def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, ser
     origin, origin_server = start_origin(root, delta=True)
     servers.append(origin_server)
     origin.publish(write_checkpoint(root, 1, SIZE, seed=1), 1)
-    opened: list[int] = []
+    opened: list[int] = []  # the fetch thread of each connection opened
     taken: list[bool] = []  # per shard request: did it go out on a kept connection
-    connect, take = http.client.HTTPConnection.connect, ConnectionPool.take
+    connect, send = urllib3.connection.HTTPConnection.connect, RangePool.open
 
-    def counted(self) -> None:
-        opened.append(self.port)
-        connect(self)
+    def counted(self):
+        opened.append(threading.get_ident())
+        return connect(self)
 
-    def watched(self, scheme: str, netloc: str, reuse: bool = True):
-        connection, reused = take(self, scheme, netloc, reuse)
-        taken.append(reused)
-        return connection, reused
+    def watched(self, *args):
+        before = opened.count(threading.get_ident())
+        response = send(self, *args)
+        taken.append(opened.count(threading.get_ident()) == before)
+        return response
 
-    monkeypatch.setattr(http.client.HTTPConnection, "connect", counted)
-    monkeypatch.setattr(ConnectionPool, "take", watched)
+    monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", counted)
+    monkeypatch.setattr(RangePool, "open", watched)
     node = Node([origin_server.url], tmp_path / "worker", ClientConfig(concurrency=4))
     try:
         assert node.refresh()[0] == 1
@@ -338,7 +336,7 @@ def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, ser
         origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)  # ten shards of delta
         assert node.refresh()[0] == 2
     finally:
-        node.idle.close()
+        node.close()
     # Version 2's first requests go out on the connections version 1 opened; it opens new ones only to top them
     # up to the concurrency (under load version 1 may have needed fewer at once), never four more.
     assert 1 <= first <= 4 and len(opened) <= 4, opened
@@ -360,7 +358,7 @@ def test_after_a_pause_past_the_servers_keep_alive_no_request_fails_on_a_dead_co
         origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)
         assert node.refresh()[0] == 2
     finally:
-        node.idle.close()
+        node.close()
     stats = node.selector.stats[origin_server.url]
     assert (stats.failures, stats.unreachable) == (0, False)
 

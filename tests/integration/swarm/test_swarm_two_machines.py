@@ -1,7 +1,8 @@
 """docs/cross-machine.md's recipe, run as written, on two network namespaces joined by a veth pair.
 
-Machine A (10.213.0.1) runs its block — keys, coordinator, run, SFT, trainer with its origin on every interface,
-validator — and machine B (10.213.0.2) runs its block: a relay mirroring A's origin and a worker fetching
+Each machine's working directory holds the recipe's run config (examples/cross-machine/run.toml, trained for
+two steps here) and its data, and A's the reward functions too. Machine A (10.213.0.1) runs its block — keys,
+coordinator, run, SFT, trainer with its origin on every interface, validator — and machine B (10.213.0.2) runs its block: a relay mirroring A's origin and a worker fetching
 through it. Each line of the two `bash` blocks is run as it is written (bash, in the machine's namespace and
 working directory, `swarmrl` on the PATH); a line ending in `&` is a service started in the background and
 stopped by PID at the end; `NAME=$(...)` keeps its output for the lines after it, as a shell would, and
@@ -16,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,49 +37,20 @@ SRC = REPO / "src"
 RECIPE = REPO / "docs" / "cross-machine.md"
 ADDRESSES = {"A": "10.213.0.1", "B": "10.213.0.2"}
 STEPS = 2
-# The run config of the recipe: the demo's task on a tiny model, two steps; no [coordinator] table.
-RUN_TOML = f"""
-[run]
-name = "R"
+# The recipe's own run config, its data on both machines and its reward functions on A alone (B's worker never
+# scores). The test trains it for STEPS steps instead of the config's 20.
+RUN_TOML = REPO / "examples" / "cross-machine" / "run.toml"
+DATA = REPO / "examples" / "byo" / "data" / "sums.jsonl"
+REWARDS = REPO / "examples" / "byo" / "byo_example"
 
-[model]
-tokenizer_vocab_size = 280
 
-[model.tiny]
-hidden_size = 32
-num_layers = 2
-num_heads = 2
-num_kv_heads = 1
-max_position_embeddings = 128
-
-[prompt]
-template = "{{question}}\\nAnswer:"
-
-[sft]
-steps = 60
-batch_size = 32
-lr = 3e-3
-
-[[tasks.sources]]
-type = "reasoning_gym"
-generator = "spell_backward"
-size = 2000
-eval_size = 50
-generator_kwargs = {{ min_word_len = 3, max_word_len = 5 }}
-
-[tasks.extraction]
-mode = "raw"
-
-[trainer]
-steps = {STEPS}
-prompts_per_step = 8
-max_wait_seconds = 600
-
-[contract]
-prompts_per_batch = 8
-group_size = 4
-max_new_tokens = 8
-"""
+def set_up(directory: Path, side: str) -> None:
+    config = re.sub(r"(?m)^steps = 20$", f"steps = {STEPS}", RUN_TOML.read_text())
+    assert f"steps = {STEPS}" in config
+    (directory / "run.toml").write_text(config)
+    shutil.copy(DATA, directory / "sums.jsonl")
+    if side == "A":
+        shutil.copytree(REWARDS, directory / "byo_example")
 
 
 def recipe_blocks(text: str) -> dict[str, list[str]]:
@@ -131,7 +105,12 @@ class Machines:
             self.processes.append((name, process))
             return
         if exported := re.fullmatch(r"export (\w+)=(\S+)", line):
-            self.env[exported.group(1)] = exported.group(2)
+            # Expanded as the shell would, in the machine's working directory ($PWD).
+            value = subprocess.run(
+                ["bash", "-c", f"printf %s {exported.group(2)}"],
+                capture_output=True, text=True, env=self.env, cwd=self.dirs[side], timeout=10, check=True,
+            ).stdout  # fmt: skip
+            self.env[exported.group(1)] = value
             return
         assigned = re.fullmatch(r"(\w+)=\$\((.*)\)", line)
         command = self.shell(side, assigned.group(2) if assigned else line)
@@ -170,7 +149,11 @@ def _environment(bin_dir: Path) -> dict[str, str]:
     """`swarmrl` on the PATH (this checkout's), the machines' addresses, plain log lines."""
     bin_dir.mkdir()
     shim = bin_dir / "swarmrl"
-    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m swarmrl.cli "$@"\n')
+    # As an installed swarmrl: importable whatever PYTHONPATH the recipe sets.
+    src = shlex.quote(str(SRC))
+    shim.write_text(
+        f'#!/bin/sh\nPYTHONPATH={src}${{PYTHONPATH:+:$PYTHONPATH}} exec {sys.executable} -m swarmrl.cli "$@"\n'
+    )
     shim.chmod(0o755)
     keep = {k: v for k, v in os.environ.items() if not k.startswith("SWARMRL_")}
     return {
@@ -186,9 +169,9 @@ def test_the_cross_machine_recipe_runs_as_written(tmp_path):
     blocks = recipe_blocks(RECIPE.read_text())
     assert set(blocks) == {"A", "B"} and all(blocks.values()), blocks
     machines = Machines(str(os.getpid() % 100000), tmp_path, _environment(tmp_path / "bin"))
-    for directory in machines.dirs.values():
+    for side, directory in machines.dirs.items():
         directory.mkdir()
-        (directory / "run.toml").write_text(RUN_TOML)
+        set_up(directory, side)
     try:
         machines.create()
         for line in blocks["A"]:
@@ -210,12 +193,16 @@ def test_the_cross_machine_recipe_runs_as_written(tmp_path):
         )  # fmt: skip
         summary = json.loads(status.stdout)
         assert summary["run"]["status"] in ("draining", "drained"), summary["run"]
+        assert summary["trained_step"] == STEPS  # `status` says how far the finished run trained
         assert summary["submissions"]["accepted"] >= STEPS  # B's files, judged on A
         # B's relay and worker joined with the contract of run.toml, the one the run was created with.
         assert {"relay", "worker"} <= {node["role"] for node in summary["nodes"]}
         # B's worker fetched every policy through B's relay, which mirrored them from A's origin.
         assert (machines.dirs["B"] / "relay" / "step_0" / "model.safetensors").is_file()
         assert "policy step 0 loaded" in machines.log("B-worker")
+        # The validator read run.toml and judged with the reward functions the trainer pinned.
+        assert "checked against the trainer's once its policy arrives" in machines.log("A-validator")
+        assert not (machines.dirs["B"] / "byo_example").exists()
         for name in ("A-coordinator", "A-validator", "B-relay"):
             assert "Traceback" not in machines.log(name), machines.log(name)
     finally:

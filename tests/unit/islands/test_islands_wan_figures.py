@@ -8,6 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from swarmrl.islands.demo import islands_line
 from swarmrl.islands.island import merges_log
 from swarmrl.islands.wan_demo import arm_figures, island_figures
 from swarmrl.rundir import RunDir
@@ -68,3 +69,14 @@ def test_a_listener_names_its_upstream_whole_or_not_at_all():
         Listener(
             name="us->x", listen_host="10.1.0.1", listen_port=20000, upstream_host="10.2.0.10", shape=shape
         )
+
+
+def test_the_islands_demo_off_a_terminal_says_each_islands_step_reward_and_merges(tmp_path):
+    islands = [RunDir(tmp_path / "a"), RunDir(tmp_path / "b")]
+    for island in islands:
+        island.root.mkdir()
+    for step, reward in ((1, 0.25), (2, 0.5)):
+        islands[0].append_metrics({"step": step, "time": float(step), "sampled_reward": reward})
+    assert islands_line(islands) == (
+        "island 0: step 2, reward 0.375, 0 merges · island 1: step 0, reward -, 0 merges"
+    )

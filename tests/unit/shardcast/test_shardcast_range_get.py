@@ -9,13 +9,14 @@ import time
 import pytest
 
 from swarmrl.shardcast.range_get import (
-    ConnectionPool,
     CorruptShard,
-    IdleConnections,
     RangeSink,
     SourceFailure,
     fetch_range_into,
+    receive_range,
+    request_range,
 )
+from swarmrl.shardcast.range_pool import Cut, RangePool
 
 BODY = os.urandom(3 * 1024 * 1024 + 17)
 
@@ -24,6 +25,7 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the shardcast servers do
     connections: list[int] = []
     extra = b""  # bytes appended past the requested range (a lying source)
+    requests = 0
 
     closed: list[int] = []
 
@@ -36,6 +38,7 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
         type(self).closed.append(self.client_address[1])
 
     def do_GET(self) -> None:
+        type(self).requests += 1
         first, last = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers["Range"]).groups())
         payload = BODY[first : last + 1] + type(self).extra
         self.send_response(206)
@@ -53,6 +56,7 @@ def server():
     _RangeHandler.connections = []
     _RangeHandler.closed = []
     _RangeHandler.extra = b""
+    _RangeHandler.requests = 0
     _RangeHandler.timeout = None
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RangeHandler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -78,7 +82,7 @@ def _fetch(pool, url, tmp_path, first, length):
 
 
 def test_ranges_land_at_their_offsets_hashed_and_counted_over_one_kept_alive_connection(server, tmp_path):
-    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=5)
+    pool = RangePool(connect_timeout_s=5, read_timeout_s=5)
     half = len(BODY) // 2
     first_digest, first_count, _ = _fetch(pool, server, tmp_path, 0, half)
     second_digest, second_count, target = _fetch(pool, server, tmp_path, half, len(BODY) - half)
@@ -95,11 +99,11 @@ def test_connections_the_server_closed_while_idle_are_not_reused(server, tmp_pat
     pause between two versions every kept connection is dead: the next request must not fail on them (a
     failed request marks its source out of reach, and the download goes to a distant one)."""
     _RangeHandler.timeout = 0.3  # the handler closes a connection whose next request has not come by then
-    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=5, idle=IdleConnections())
-    host = server.split("/")[2]
-    kept = [pool.take("http", host)[0] for _ in range(3)]
-    for connection in kept:
-        pool.give_back("http", host, connection)
+    pool = RangePool(connect_timeout_s=5, read_timeout_s=5)
+    kept = [request_range(pool, server, 0, 10) for _ in range(3)]  # three connections at once
+    for answer in kept:
+        answer.response.read()
+        answer.response.close()  # read to the end: each goes back to the pool, kept alive
     deadline = time.monotonic() + 30
     while len(_RangeHandler.closed) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -113,7 +117,7 @@ def test_connections_the_server_closed_while_idle_are_not_reused(server, tmp_pat
 
 def test_a_body_longer_than_the_range_is_corrupt_and_not_written_past_it(server, tmp_path):
     _RangeHandler.extra = b"x" * 10
-    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=5)
+    pool = RangePool(connect_timeout_s=5, read_timeout_s=5)
     with pytest.raises(CorruptShard, match="more bytes"):
         _fetch(pool, server, tmp_path, 0, 1000)
     pool.close()
@@ -124,13 +128,13 @@ def test_an_unreachable_source_is_a_source_failure(tmp_path):
     with socket.socket() as probe:  # a port the OS just handed out and nobody listens on any more
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    pool = ConnectionPool(connect_timeout_s=2, read_timeout_s=2)
+    pool = RangePool(connect_timeout_s=2, read_timeout_s=2)
     with pytest.raises(SourceFailure, match="cannot connect"):
         _fetch(pool, f"http://127.0.0.1:{port}/f", tmp_path, 0, 10)
 
 
 def test_a_stopped_download_ends_at_the_next_read(server, tmp_path):
-    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=5)
+    pool = RangePool(connect_timeout_s=5, read_timeout_s=5)
     stop = threading.Event()
     stop.set()
     fd = os.open(tmp_path / "x.bin", os.O_WRONLY | os.O_CREAT)
@@ -142,31 +146,33 @@ def test_a_stopped_download_ends_at_the_next_read(server, tmp_path):
         os.close(fd)
 
 
-def test_interrupt_cuts_a_read_blocked_on_a_silent_source(tmp_path):
-    """A source that sends its headers and a few bytes, then goes silent: without the interrupt the fetch
-    thread would sit in recv for the whole 30 s read timeout."""
-    release, answered = threading.Event(), threading.Event()
+@pytest.mark.parametrize("head", [False, True], ids=["before-its-head", "mid-body"])
+def test_a_cut_ends_a_read_blocked_on_a_silent_source(tmp_path, head):
+    """A source that goes silent before its answer's head, or after the head and a few bytes: without the cut
+    the fetch thread would sit in recv for the whole 30 s read timeout."""
+    release, asked = threading.Event(), threading.Event()
     listener = socket.create_server(("127.0.0.1", 0))
 
     def stall() -> None:
         connection, _ = listener.accept()
         with connection:
             connection.recv(65536)
-            connection.sendall(
-                b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/100\r\n"
-                b"Content-Length: 100\r\n\r\n" + b"x" * 10
-            )
-            answered.set()
+            if head:
+                connection.sendall(
+                    b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/100\r\n"
+                    b"Content-Length: 100\r\n\r\n" + b"x" * 10
+                )
+            asked.set()
             release.wait(timeout=60)
 
     server = threading.Thread(target=stall, daemon=True)
     server.start()
-    pool = ConnectionPool(connect_timeout_s=5, read_timeout_s=30)
+    pool = RangePool(connect_timeout_s=5, read_timeout_s=30)
     stop, outcome = threading.Event(), []
     fd = os.open(tmp_path / "x.bin", os.O_WRONLY | os.O_CREAT)
+    sink = RangeSink(fd, 0, 100, hashlib.sha256(), time.monotonic() + 60, stop, lambda n: None)
 
     def fetch() -> None:
-        sink = RangeSink(fd, 0, 100, hashlib.sha256(), time.monotonic() + 60, stop, lambda n: None)
         try:
             fetch_range_into(pool, f"http://127.0.0.1:{listener.getsockname()[1]}/f", sink)
         except SourceFailure as exc:
@@ -175,14 +181,14 @@ def test_interrupt_cuts_a_read_blocked_on_a_silent_source(tmp_path):
     fetcher = threading.Thread(target=fetch)
     fetcher.start()
     try:
-        # The request has arrived, so its connection is in use. `stop` stays clear: the fetch loop checks it
-        # between reads, which would end the fetch without the interrupt whenever it won the race to a read.
-        assert answered.wait(timeout=10), "the fetch never sent its request"
+        # The request has arrived. `stop` stays clear: the fetch loop checks it between reads, which would end
+        # the fetch without the cut whenever it won the race to a read.
+        assert asked.wait(timeout=10), "the fetch never sent its request"
         started = time.monotonic()
-        pool.interrupt()
+        sink.cut()
         fetcher.join(timeout=10)
         assert not fetcher.is_alive() and time.monotonic() - started < 5
-        assert len(outcome) == 1
+        assert [str(exc) for exc in outcome] == ["request cut"]
     finally:
         release.set()
         fetcher.join(timeout=30)
@@ -190,3 +196,35 @@ def test_interrupt_cuts_a_read_blocked_on_a_silent_source(tmp_path):
         listener.close()
         os.close(fd)
         pool.close()
+
+
+def test_a_request_cut_before_it_goes_out_is_never_sent(server):
+    pool = RangePool(connect_timeout_s=5, read_timeout_s=5)
+    request = Cut()
+    request()
+    with pytest.raises(SourceFailure, match="request cut"):
+        request_range(pool, server, 0, 10, request)
+    pool.close()
+    assert _RangeHandler.requests == 0
+
+
+def test_a_late_cut_does_not_reach_the_connection_s_next_request(server, tmp_path):
+    """urllib3 gives a connection back to the pool as the last byte of a body is read, and a transfer may be cut
+    just then (a hedge that lost by a hair): by that time the connection may carry another shard's request,
+    which must not be cut with it."""
+    pool = RangePool(connect_timeout_s=5, read_timeout_s=5)
+    first = Cut()
+    assert request_range(pool, server, 0, 1000, first).response.read() == BODY[:1000]  # back in the pool
+    answer = request_range(pool, server, 1000, 1000)  # on the same connection, kept alive
+    first()
+    fd = os.open(tmp_path / "y.bin", os.O_WRONLY | os.O_CREAT)
+    try:
+        sink = RangeSink(
+            fd, 1000, 1000, hashlib.sha256(), time.monotonic() + 30, threading.Event(), lambda n: None
+        )
+        receive_range(answer, sink)
+    finally:
+        os.close(fd)
+        pool.close()
+    assert sink.digest.hexdigest() == hashlib.sha256(BODY[1000:2000]).hexdigest()
+    assert len(_RangeHandler.connections) == 1

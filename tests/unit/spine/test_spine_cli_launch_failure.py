@@ -1,4 +1,5 @@
-"""A launcher whose role process failed exits 1 with that process's message, not a traceback; its SIGTERM
+"""A launcher whose role process failed exits 1 with that process's message (2 with its one line when it stopped
+on a failure a person can fix), not a traceback; Ctrl-C says how to resume; its SIGTERM
 handler lasts as long as the launcher."""
 
 import signal
@@ -30,3 +31,22 @@ def test_sigterm_unwinds_only_while_supervising():
     with launchers.supervising():
         assert signal.getsignal(signal.SIGTERM) is not before
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_role_that_stopped_on_an_expected_failure_ends_the_launcher_with_its_line_and_code_2(capsys):
+    line = "trainer exited with code 2: no space left on the device holding runs/x (details in runs/x/logs/trainer.log)"
+    with pytest.raises(typer.Exit) as exit_info, launchers.supervising():
+        raise LaunchError(line, exit_code=2)
+    assert exit_info.value.exit_code == 2
+    assert capsys.readouterr().err == f"error: {line}\n"
+
+
+def test_ctrl_c_says_the_same_command_resumes(tmp_path, capsys):
+    from swarmrl.rundir import RunDir
+
+    with pytest.raises(typer.Exit) as exit_info, launchers.supervising(resumable=RunDir(tmp_path)):
+        raise KeyboardInterrupt
+    assert exit_info.value.exit_code == 130
+    assert capsys.readouterr().err == (
+        f"stopped: run the same command again to resume from the last checkpoint ({tmp_path})\n"
+    )

@@ -19,9 +19,15 @@ def fenced(page: str, language: str) -> list[str]:
 
 
 def test_the_dataset_pages_example_row_is_a_task(tmp_path):
-    (row_text,) = fenced("docs/datasets.md", "json")
-    task = row_to_task(json.loads(row_text), where="example", default_id="x", default_task_type=None)
-    assert (task.task_id, task.task_type, task.verification_info) == ("add-1", "math", {"ground_truth": "42"})
+    (rows_text,) = fenced("docs/datasets.md", "json")
+    tasks = [
+        row_to_task(json.loads(line), where=f"example line {number}", default_id="x", default_task_type=None)
+        for number, line in enumerate(rows_text.splitlines(), start=1)
+    ]
+    assert [(task.task_id, task.task_type) for task in tasks] == [
+        ("add-1", "math"), ("pair-1", "code"), ("sqrt-1", "code"), ("stack-1", "code"),
+    ]  # fmt: skip
+    assert tasks[0].verification_info == {"ground_truth": "42"}
     (source,) = [block for block in fenced("docs/datasets.md", "toml") if "[[tasks.sources]]" in block]
     (tmp_path / "run.toml").write_text(source)
     (configured,) = load_config(tmp_path / "run.toml").tasks.sources

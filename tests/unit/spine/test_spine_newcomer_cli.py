@@ -78,6 +78,7 @@ def test_keygen_writes_a_key_prints_its_public_key_and_never_overwrites(tmp_path
     assert made.returncode == 0, made.stderr
     public = made.stdout.strip()
     assert public == Identity.load(tmp_path / "trainer.pem").node_id and len(public) == 64
+    assert public in made.stderr  # stdout captured (HEX=$(...)): the person still sees the key
     again = swarmrl("keygen", "--out", str(tmp_path / "trainer.pem"))
     assert "never overwrites" in one_line_failure(again)
     assert Identity.load(tmp_path / "trainer.pem").node_id == public
@@ -140,6 +141,25 @@ def test_dry_run_reads_a_model_directory_and_its_tokenizer(tmp_path):
 
 
 # --- one line, exit code 2 ----------------------------------------------------------------------------------
+def test_a_reward_function_that_cannot_score_the_data_stops_rl_before_it_starts(tmp_path):
+    (tmp_path / "mine.py").write_text(
+        "def right(completions, answer, **kwargs):\n    return [1.0] * len(completions)\n"
+    )
+    data = write_jsonl(tmp_path / "p.jsonl", [{"prompt": "2+2?", "solution": "4"}])
+    prompts = f"tasks.sources=[{{type='prompts', name='p', path='{data}'}}]"
+    result = swarmrl(
+        "rl", str(DEMO), f"run.root='{tmp_path}'", prompts, "tasks.reward_functions=['mine:right']",
+        env={"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(tmp_path)])},
+    )  # fmt: skip
+    one_line_failure(result, "FAIL  reward function mine:right: its parameter 'answer' is never passed")
+    assert not (tmp_path / "demo").exists()
+    broken = write_jsonl(tmp_path / "bad.jsonl", [{"prompt": [{"role": "assistant", "content": "hi"}]}])
+    prompts = f"tasks.sources=[{{type='prompts', name='p', path='{broken}'}}]"
+    result = swarmrl("sft", str(DEMO), f"run.root='{tmp_path}'", prompts, "tasks.reward_functions=['mine:right']",
+                     env={"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(tmp_path)])})  # fmt: skip
+    one_line_failure(result, "row 0: a chat prompt must end on a user turn, not 'assistant'")
+
+
 def test_a_missing_model_directory_is_one_line_before_anything_starts(tmp_path):
     result = swarmrl("rl", str(DEMO), f"run.root='{tmp_path}'", f"model.path='{tmp_path / 'nope'}'")
     one_line_failure(result, f"{tmp_path / 'nope'}: no such model directory")
@@ -227,6 +247,7 @@ def test_a_failed_role_process_is_reported_even_when_its_log_cannot_be_written(t
     finally:
         group.stop()
     message = str(failed.value)
+    assert failed.value.exit_code == 2  # the launcher ends with the role's one line and code 2
     assert "trainer exited with code 2: config error:" in message
     assert "is not a prepared run directory" in message and "could not be written" in message
 

@@ -83,7 +83,8 @@ def test_light_roles_install_no_model_stack(extra):
 
 def test_role_extras_cover_what_their_roles_import():
     for role in ("worker", "validator", "trainer"):
-        assert {"torch", "transformers", "aiohttp", "reasoning-gym", "math-verify"} <= closure(role)
+        assert {"torch", "transformers", "reasoning-gym", "math-verify"} <= closure(role)
+    assert "aiohttp" in closure("trainer")  # it serves its checkpoints (the origin); workers only fetch
     assert {"fastapi", "uvicorn", "sqlalchemy"} <= closure("coordinator")
     for role, extras in ROLE_EXTRAS.items():
         for extra in extras - {role}:

@@ -62,9 +62,11 @@ def test_functions_get_trls_keyword_arguments_and_combine_like_trls_nansum(tmp_p
         chat,
         Task("d", "q", "prompts", {"given": None}),
     ]
-    totals = RewardFunctions(config).score(tasks, ["one", "two", "three", "skip"], [[1], [2, 3], [], [4]])
+    scores = RewardFunctions(config).score(tasks, ["one", "two", "three", "skip"], [[1], [2, 3], [], [4]])
     # 2·given − 0.5, a None or NaN leaving that function out; no function applies to the last row: 0 (TRL).
-    assert totals == [2 * 1.0 - 0.5, -0.5, -0.5, 0.0]
+    assert scores.totals == [2 * 1.0 - 0.5, -0.5, -0.5, 0.0]
+    assert scores.rewards == {"given": [1.0, None, None, None], "half": [0.5, 0.5, 0.5, None]}
+    assert scores.failures == {"given": {}, "half": {}}
     call = __import__(module).CALLS[-1]
     assert call["prompts"] == ["q", "q", [{"role": "user", "content": "hi"}], "q"]
     assert call["completions"][:3] == ["one", "two", [{"role": "assistant", "content": "three"}]]
@@ -78,8 +80,15 @@ def test_a_completion_a_function_cannot_score_gets_none_from_it(tmp_path, monkey
     config = pinned(TasksConfig(reward_functions=[f"{module}:fragile", f"{module}:wrong_length"]))
     tasks = [Task(str(i), "q", "prompts", {}) for i in range(3)]
     # Batch calls fail, so each completion is scored alone: wrong_length fits a batch of one.
-    assert RewardFunctions(config).score(tasks, ["ok", "boom", "ok"], [[], [], []]) == [2.0, 1.0, 2.0]
-    assert "fragile failed on task 1" in caplog.text
+    scores = RewardFunctions(config).score(tasks, ["ok", "boom", "ok"], [[], [], []])
+    assert scores.totals == [2.0, 1.0, 2.0]
+    assert scores.failures == {"fragile": {1: "ValueError: cannot read this (task 1)"}, "wrong_length": {}}
+    # One line per function and batch, however many completions it failed on.
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        f"reward function {module}:fragile failed on 1 of 3 completions (they get None from it); "
+        "first: ValueError: cannot read this (task 1)"
+    ]
 
 
 def test_the_computer_shapes_a_functions_reward_by_length(tmp_path, monkeypatch):

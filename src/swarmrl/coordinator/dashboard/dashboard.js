@@ -117,6 +117,18 @@ function drawCharts(summary) {
     name, points: summary.evals.filter((p) => name in p.metrics).map((p) => ({ x: p.step, y: p.metrics[name] })),
   }));
   legend("eval-legend", lineChart($("eval-chart"), series, "step", "the trainer has reported no eval yet"));
+  drawFunctions(summary.reward_functions || []);
+}
+
+// One line per reward function of the run (rewards/<name>/mean); the section shows once the trainer reports one.
+function drawFunctions(points) {
+  const names = [...new Set(points.flatMap((p) => Object.keys(p.metrics)))].filter((n) => n.endsWith("/mean")).sort();
+  $("reward-functions").hidden = !names.length;
+  const series = names.map((name) => ({
+    name: name.slice("rewards/".length, -"/mean".length),
+    points: points.filter((p) => name in p.metrics).map((p) => ({ x: p.step, y: p.metrics[name] })),
+  }));
+  legend("function-legend", lineChart($("function-chart"), series, "step", "no reward function reported yet"));
 }
 
 // The relay tree as the coordinator placed it: each relay once, under the upstream its breadth-first walk from

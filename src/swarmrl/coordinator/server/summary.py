@@ -18,6 +18,7 @@ from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import (
     EVAL_PREFIX,
     ISLANDS_PREFIX,
+    REWARDS_PREFIX,
     LedgerBalance,
     MemberInfo,
     MetricPoint,
@@ -331,5 +332,9 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
         or 0,
         evals=metric_curve(session, run, EVAL_PREFIX),
         islands=metric_curve(session, run, ISLANDS_PREFIX),
+        reward_functions=metric_curve(session, run, REWARDS_PREFIX),
+        trained_step=session.scalar(
+            select(func.max(TrainerMetrics.step)).where(TrainerMetrics.run_id == run_id)
+        ),
         relays=relays,
     )

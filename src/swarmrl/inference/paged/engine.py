@@ -10,34 +10,22 @@ the sequence finishes: completion token i's is position P − 1 + i's, as in the
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
 from swarmrl.configs.engine import PagedEngineConfig
-from swarmrl.inference.checks import check_requests, eos_token_ids, new_token_limit, stop_ids
+from swarmrl.inference.checks import eos_token_ids
 from swarmrl.inference.engine import Generation, GenerationRequest, SamplingParams
-from swarmrl.inference.errors import InvalidRequestError
 from swarmrl.inference.live_weights import LiveWeights
-from swarmrl.inference.paged.block_manager import BlockManager
 from swarmrl.inference.paged.model_runner import ModelRunner
-from swarmrl.inference.paged.scheduler import PrefillStep, Scheduler, SchedulerStats
-from swarmrl.inference.paged.sequence import PromptGroup
+from swarmrl.inference.paged.running import Row, RunningBatch, SampledToken, StepTiming
+from swarmrl.inference.paged.scheduler import PrefillStep, SchedulerStats
 from swarmrl.inference.paged.sequence import Sequence as Seq
 
 # (request index, sampled token, its logprob) -> end that completion now?
 TokenCallback = Callable[[int, int, float], bool]
-
-
-@dataclass
-class StepTiming:
-    """Wall time of the last `generate` by step kind (each step ends on a host sync, so times are exact)."""
-
-    prefill_seconds: float = 0.0
-    decode_seconds: float = 0.0
-    decode_rows: int = 0  # tokens sampled by decoding steps (their batch sizes summed)
 
 
 class PagedEngine(LiveWeights):
@@ -77,78 +65,40 @@ class PagedEngine(LiveWeights):
         with self._generating():
             return self._generate(requests, params, on_token)
 
+    @contextmanager
+    def running(self) -> Iterator[RunningBatch]:
+        """A batch that requests join while it runs (a server's); weights cannot change while it is open.
+        Its steps must run under `torch.inference_mode()`."""
+        with self._generating():
+            batch = self._batch()
+            try:
+                yield batch
+            finally:
+                self.last_stats, self.last_timing = batch.stats, batch.timing
+
     @torch.inference_mode()
     def _generate(
         self, requests: Sequence[GenerationRequest], params: SamplingParams, on_token: TokenCallback | None
     ) -> list[Generation]:
-        check_requests(requests, params, self.runner.model.parts)
-        blocks = BlockManager(self.runner.pool.num_blocks, self.runner.block_size)
-        for index, request in enumerate(requests):
-            # The most a sequence ever holds: every position but its last, plus one block while preempted
-            # work is recomputed.
-            limit = new_token_limit(request, params)
-            need = blocks.blocks_for(len(request.prompt_ids) + limit) + 1
-            if need > blocks.num_blocks:
-                raise InvalidRequestError(
-                    f"request {index}: {len(request.prompt_ids)} prompt + {limit} new tokens "
-                    f"need {need} KV blocks, the cache holds {blocks.num_blocks}; grant the engine more memory"
-                )
-        scheduler = Scheduler(blocks, self.config.max_num_seqs, self.config.max_num_batched_tokens)
-        scheduler.add(self._groups(requests))
-        stops = set(stop_ids(self.eos_token_ids, params))
-        limits = [new_token_limit(request, params) for request in requests]
+        batch = self._batch()
+        rows = (
+            [Row(on_token=_calling(on_token, index)) for index in range(len(requests))] if on_token else None
+        )
+        batch.add(requests, params, rows)
         results: list[Generation | None] = [None] * len(requests)
-        timing = StepTiming()
-        while scheduler.has_work:
-            started = time.perf_counter()
-            step = scheduler.schedule()
-            self.runner.pool.zero_through(blocks.highest_used)
-            if isinstance(step, PrefillStep):
-                sampled, logits = (
-                    step.starts + [i.sequence for i in step.items if i.sequence],
-                    self._prefill(step),
-                )
-            else:
-                self.runner.copy_blocks(step.copies)
-                sampled, logits = step.sequences, self.runner.decode(step.sequences)
-            tokens, logprobs = self.runner.sample(
-                logits, [s.seed for s in sampled], [len(s.completion_ids) for s in sampled], params
-            )
-            finished = []
-            for sequence, token, logprob in zip(sampled, tokens, logprobs, strict=True):
-                sequence.completion_ids.append(token)
-                sequence.logprobs.append(logprob)
-                asked = on_token is not None and on_token(sequence.index, token, logprob)
-                if token in stops:
-                    finished.append((sequence, "eos"))
-                elif len(sequence.completion_ids) == limits[sequence.index]:
-                    finished.append((sequence, "length"))
-                elif asked:
-                    finished.append((sequence, "stop"))
-            if isinstance(step, PrefillStep):
-                timing.prefill_seconds += time.perf_counter() - started
-            else:
-                timing.decode_seconds += time.perf_counter() - started
-                timing.decode_rows += len(sampled)
-            for sequence, reason in finished:
-                results[sequence.index] = self._collect(sequence, reason)
-                scheduler.finish(sequence, reason)
-        self.last_stats, self.last_timing = scheduler.stats, timing
+
+        def collect(sequence: Seq, reason: str) -> None:
+            results[sequence.index] = self._collect(sequence, reason)
+
+        while batch.has_work:
+            batch.step(collect)
+        self.last_stats, self.last_timing = batch.stats, batch.timing
         return [r for r in results if r is not None]
 
-    def _groups(self, requests: Sequence[GenerationRequest]) -> list[PromptGroup]:
-        groups: dict[tuple[int, ...], PromptGroup] = {}
-        ordered: list[PromptGroup] = []
-        for index, request in enumerate(requests):
-            key = tuple(request.prompt_ids) if self.config.share_prompts else (index,)
-            if key not in groups:
-                groups[key] = PromptGroup(prompt_ids=list(request.prompt_ids))
-                ordered.append(groups[key])
-            group = groups[key]
-            group.pending.append(Seq(index, group.prompt_ids, request.seed, group))
-        return ordered
+    def _batch(self) -> RunningBatch:
+        return RunningBatch(self.runner, self.config, self.eos_token_ids, self.prefill_logits)
 
-    def _prefill(self, step: PrefillStep) -> torch.Tensor:
+    def prefill_logits(self, step: PrefillStep) -> torch.Tensor:
         """Logits [sampled rows, V] of a prefill step: starts draw from their group's last prompt state,
         recomputed sequences from their own last position."""
         recomputed: list[torch.Tensor] = []
@@ -194,3 +144,7 @@ class PagedEngine(LiveWeights):
             hidden_states=hidden,
             prompt_hidden_states=prompt_hidden,
         )
+
+
+def _calling(on_token: TokenCallback, index: int) -> Callable[[SampledToken], bool]:
+    return lambda sampled: on_token(index, sampled.token, sampled.logprob)
