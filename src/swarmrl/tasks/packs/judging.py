@@ -167,7 +167,9 @@ class RewardFunctionJudge:
     ) -> None:
         tasks = [self.pack.rows[items[index].row].task for index in batch]
         arguments = trl_arguments(tasks, [items[index].completion for index in batch], [()] * len(batch))
-        del arguments["completion_ids"]  # a pack's verdict may not depend on any tokenizer
+        # A pack's verdict may depend on neither a tokenizer nor the run's schedule (and the sandbox takes plain
+        # data only): TRL's completion_ids and trainer_state are not handed over.
+        del arguments["completion_ids"], arguments["trainer_state"]
         started = time.monotonic()
         reply = session.call(self.pack.manifest.verifier.function, (), arguments)
         took = time.monotonic() - started
