@@ -181,10 +181,13 @@ class RetirementConfig(_Strict):
     window_groups: int = Field(
         64,
         ge=1,
-        description="The last groups of a pack's rows the trainer saw that its informativeness is read on.",
+        description="The last groups (rows) of a pack its informativeness and its verifier's failures are read "
+        "on: what the trainer's filter was offered, what validators judged.",
     )
     min_groups: int = Field(
-        16, ge=1, description="Groups a pack is seen in before its informativeness can retire it."
+        16,
+        ge=1,
+        description="Groups (rows) a pack is seen in before its informativeness or its failures can retire it.",
     )
     min_informative_share: float = Field(
         0.1,
@@ -197,8 +200,8 @@ class RetirementConfig(_Strict):
         0.02,
         ge=0,
         le=1,
-        description="Share of completions its verifier failed on in the run (raised, timed out, answered out of "
-        "form), above which the pack is retired (refused while on probation).",
+        description="Share of the completions of its last window_groups rows its verifier failed on in the run "
+        "(raised, timed out, answered out of form), above which the pack is retired (refused while on probation).",
     )
     max_disagreements: int = Field(
         0,

@@ -26,7 +26,14 @@ def test_newcomers_share_one_lane_per_hour_whatever_their_number():
 
 
 def health(**counts) -> PackHealth:
-    values = {"completions": 1000, "failed": 0, "disagreements": 0, "window_groups": 64, "window_kept": 32}
+    values = {
+        "judged_rows": 64,
+        "judged": 512,
+        "failed": 0,
+        "disagreements": 0,
+        "window_groups": 64,
+        "window_kept": 32,
+    }
     return PackHealth(**{**values, **counts})
 
 
@@ -42,9 +49,14 @@ def test_a_pack_whose_groups_stopped_being_informative_retires_without_blame():
 
 
 def test_a_verifier_that_fails_or_disagrees_retires_its_pack_for_cause():
-    failing = retirement_of(health(failed=21), RETIREMENT)  # 21 / 1000 > 0.02
-    assert failing is not None and failing.for_cause and "failed on 21 of 1000" in failing.reason
-    assert retirement_of(health(failed=20), RETIREMENT) is None
+    failing = retirement_of(health(failed=11), RETIREMENT)  # 11 / 512 = 0.0215 > 0.02
+    assert (
+        failing is not None and failing.for_cause and "failed on 11 of the 512 completions" in failing.reason
+    )
+    assert retirement_of(health(failed=10), RETIREMENT) is None  # 0.0195
+    assert (
+        retirement_of(health(judged_rows=15, judged=120, failed=120), RETIREMENT) is None
+    )  # too few rows yet
     disagreeing = retirement_of(health(disagreements=1), RETIREMENT)
     assert disagreeing is not None and disagreeing.for_cause
 

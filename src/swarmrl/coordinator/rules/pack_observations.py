@@ -115,19 +115,31 @@ def _compare(session: Session, pack: TaskPackRecord, submission_id: int) -> None
 
 
 def health_of(session: Session, pack: TaskPackRecord, window_groups: int) -> PackHealth:
-    """The pack's counts, its informativeness over the trainer's most recent files up to `window_groups`."""
+    """The pack's recent record: what validators judged of its last rows and what the trainer's filter kept of
+    its last groups, each over the most recent files until about `window_groups` rows."""
+    judged_rows = judged = failed = 0
+    for (scores,) in _recent(session, pack, VALIDATOR, PackObservation.scores):
+        if judged_rows >= window_groups:
+            break
+        for _, values in scores:
+            judged_rows, judged = judged_rows + 1, judged + len(values)
+            failed += sum(value is None for value in values)
     groups = kept = 0
-    recent = session.execute(
-        select(PackObservation.groups, PackObservation.kept)
-        .where(PackObservation.pack_id == pack.id, PackObservation.judge == TRAINER)
-        .order_by(PackObservation.id.desc())
-    )
-    for file_groups, file_kept in recent:
+    for file_groups, file_kept in _recent(
+        session, pack, TRAINER, PackObservation.groups, PackObservation.kept
+    ):
         if groups >= window_groups:
             break
-        groups += file_groups or 0
-        kept += file_kept or 0
-    return PackHealth(pack.completions, pack.failed, pack.disagreements, groups, kept)
+        groups, kept = groups + (file_groups or 0), kept + (file_kept or 0)
+    return PackHealth(judged_rows, judged, failed, pack.disagreements, groups, kept)
+
+
+def _recent(session: Session, pack: TaskPackRecord, judge: str, *columns):
+    return session.execute(
+        select(*columns)
+        .where(PackObservation.pack_id == pack.id, PackObservation.judge == judge)
+        .order_by(PackObservation.id.desc())
+    )
 
 
 def _retire_if_due(

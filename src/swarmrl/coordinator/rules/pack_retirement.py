@@ -1,6 +1,8 @@
 """When a pack in the run stops being worth its units, from what its trusted judges measured (pure).
 
-- its verifier fails on more than `max_failure_share` of the completions validators judged;
+- its verifier failed on more than `max_failure_share` of the completions validators judged of its last
+  `window_groups` rows (at least `min_groups`): a verifier that starts failing late is caught by what it does
+  now, not diluted by everything it did before;
 - a validator and the trainer scored the same completions of a file differently on more than
   `max_disagreements` files: the verifier is not deterministic across judges (a lie, or a dependence on the
   machine), and its author's unpaid credit is wiped;
@@ -18,10 +20,11 @@ from swarmrl.configs.task_packs import RetirementConfig
 
 @dataclass(frozen=True)
 class PackHealth:
-    completions: int  # judged by validators in the run
-    failed: int
-    disagreements: int
-    window_groups: int  # the most recent groups offered to the filter, at most `window_groups` of them
+    judged_rows: int  # the most recent rows (groups) validators judged, about `window_groups` of them
+    judged: int  # their completions
+    failed: int  # of those, the ones its verifier failed on
+    disagreements: int  # files ever scored differently by a validator and the trainer
+    window_groups: int  # the most recent groups offered to the filter, about `window_groups` of them
     window_kept: int
 
 
@@ -38,10 +41,11 @@ def retirement_of(health: PackHealth, config: RetirementConfig) -> Retirement | 
             f"(at most {config.max_disagreements} tolerated)",
             for_cause=True,
         )
-    if health.completions and health.failed / health.completions > config.max_failure_share:
+    if health.judged_rows >= config.min_groups and health.failed / health.judged > config.max_failure_share:
         return Retirement(
-            f"its verifier failed on {health.failed} of {health.completions} completions in the run "
-            f"(share {health.failed / health.completions:.3f} > {config.max_failure_share:g})",
+            f"its verifier failed on {health.failed} of the {health.judged} completions of its last "
+            f"{health.judged_rows} rows judged (share {health.failed / health.judged:.3f} > "
+            f"{config.max_failure_share:g})",
             for_cause=True,
         )
     if health.window_groups >= config.min_groups:
