@@ -23,9 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-KEY = String(64)
-SHA = String(64)
-RUN_ID = String(128)
+from swarmrl.coordinator.store.schema_v1 import KEY, RUN_ID, SHA
 
 
 class PackBase(DeclarativeBase):
