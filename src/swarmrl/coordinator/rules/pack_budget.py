@@ -12,9 +12,12 @@ A pack is checked on one of two lanes, chosen when a validator leases it:
   proof-of-work ticket per submission (`tasks/packs/ticket.py`), so flooding it costs compute, not keys.
 
 A check reserves the validators' own cap on one admission (`admission.seconds`) before it starts and is
-charged what the validator measured when its verdict comes, so the validator time spent on packs of keys
-without accepted work is at most `newcomer_seconds_per_hour` per hour plus one reserve per validator, whatever
-the number of keys; and earned time is bounded by the accepted work behind it. A pack never earns credit by
+charged what the validator measured when its verdict comes. A newcomer's check is leased only while what the
+lane was charged in the last hour, what its checks in flight reserve and its own reserve fit in the lane, and no
+check takes more than its reserve: the validator time spent on packs of keys without accepted work is at most
+`newcomer_seconds_per_hour` per rolling hour, whatever the number of keys or validators (a check charged just
+after the hour it was leased in may overlap the next by one reserve). Earned time is bounded by the accepted
+work behind it. A pack never earns credit by
 being checked (`pack_credit`), so junk costs its keys a ticket each and earns 0.
 
 `accepted_work` is the one place that reads what a key has earned; a graded trust figure can replace it.
