@@ -124,7 +124,13 @@ def test_a_v1_database_upgrades_in_place_and_keeps_its_work(db_url):
         assert migrate(engine) == 6  # again: a no-op
         tables = set(inspect(engine).get_table_names())
         assert {"trainer_metrics", "relay_reports"} <= tables
-        assert {"pack_policies", "task_packs", "pack_mixes", "pack_observations", "pack_credits"} <= tables  # v6
+        assert {
+            "pack_policies",
+            "task_packs",
+            "pack_mixes",
+            "pack_observations",
+            "pack_credits",
+        } <= tables  # v6
         with Session(engine) as session:
             run = session.get(Run, "r")
             assert (run.status, run.step_units, run.current_step) == ("open", None, 3)
