@@ -2,7 +2,10 @@
 
     python examples/task-packs/make_examples.py      # rewrites good/, hackable/ and leaky/ next to this file
 
-- good/: sort a word's letters; the verifier compares the last line (or last \\boxed{}) with the answer.
+- good/: spell a word backward, in reasoning-gym's spell_backward prompt, over a word list of its own (none of
+  them in the held-out split of configs/demo*.toml, so it leaks nothing into the demo's evals); the verifier
+  compares the last line (or last \\boxed{}) with the answer. The demo's policy solves some of its rows and not
+  others: a pack its run finds useful (`swarmrl demo --swarm @configs/demo-packs.toml` admits it mid-run).
 - hackable/: count a word's vowels; the verifier rewards any completion that contains the answer somewhere, so
   the "very long output" and constant cheats collect reward without counting anything.
 - leaky/: sort a word's letters, but the prompt template shows the worked answer of the row itself.
@@ -34,12 +37,30 @@ WORDS = (
 VOWELS = set("aeiou")
 
 
+# reasoning-gym's spell_backward prompt; the good pack's rows are in its format
+SPELL_BACKWARD = "Spell this word backward (example: sun -> nus): {word}"
+# Words of the spell_backward held-out split of configs/demo.toml (eval_seed 1000003, 200 words of 3-5 letters)
+# that WORDS shares: left out of the good pack, so its prompts copy none of the demo's held-out evals.
+DEMO_HELD_OUT = frozenset({"frog"})
+
+
 def unsorted_words() -> list[str]:
     """Words whose letters are not already in order: the sorted word must not be the word itself."""
     return [word for word in WORDS if "".join(sorted(word)) != word]
 
 
-SORT_VERIFIER = '''"""Reward for sort-the-letters rows: 1.0 when the answer is the word's letters in alphabetical order.
+def backward_words() -> list[str]:
+    """Words whose reversal is a new word-shaped answer: not a palindrome, not a word of the prompt's own
+    template (its answer would stand in the prompt), not one of the demo's held-out words."""
+    template = set(SPELL_BACKWARD.replace("(", " ").replace(")", " ").replace(":", " ").split())
+    return [
+        word
+        for word in WORDS
+        if word[::-1] != word and word[::-1] not in template and word not in template | DEMO_HELD_OUT
+    ]
+
+
+LAST_LINE_VERIFIER = '''"""Reward: 1.0 when the completion's final answer is the row's answer.
 
 The answer is the content of the last \\\\boxed{} when there is one, else the last non-empty line.
 """
@@ -97,25 +118,19 @@ def jsonl(rows: list[dict]) -> bytes:
 
 def good_pack() -> dict[str, bytes]:
     rows, references = [], []
-    for index, word in enumerate(unsorted_words()):
-        answer = "".join(sorted(word))
-        rows.append(
-            {
-                "id": f"sort-{index}",
-                "prompt": f"Sort the letters of the word {word} alphabetically.",
-                "answer": answer,
-            }
-        )
+    for index, word in enumerate(backward_words()):
+        answer = word[::-1]
+        rows.append({"id": f"backward-{index}", "prompt": SPELL_BACKWARD.format(word=word), "answer": answer})
         references.append(
-            {"id": f"sort-{index}", "completion": f"The letters of {word} in order: {answer}\n{answer}"}
+            {"id": f"backward-{index}", "completion": f"{word} spelled backward is {answer}\n{answer}"}
         )
     return {
         "manifest.toml": manifest(
-            "sort-letters", "text", "Sort the letters of a word alphabetically."
+            "spell-backward", "text", "Spell a word backward (reasoning-gym's spell_backward format)."
         ).encode(),
         "prompts.jsonl": jsonl(rows),
         "references.jsonl": jsonl(references),
-        "verifier.py": SORT_VERIFIER.encode(),
+        "verifier.py": LAST_LINE_VERIFIER.encode(),
     }
 
 
@@ -148,7 +163,7 @@ def leaky_pack() -> dict[str, bytes]:
         ).encode(),
         "prompts.jsonl": jsonl(rows),
         "references.jsonl": jsonl(references),
-        "verifier.py": SORT_VERIFIER.encode(),
+        "verifier.py": LAST_LINE_VERIFIER.encode(),
     }
 
 

@@ -1,4 +1,4 @@
-"""Reward for sort-the-letters rows: 1.0 when the answer is the word's letters in alphabetical order.
+"""Reward: 1.0 when the completion's final answer is the row's answer.
 
 The answer is the content of the last \\boxed{} when there is one, else the last non-empty line.
 """

@@ -47,13 +47,14 @@ def one(module: str, function: str) -> Callable[[], typer.Typer]:
 
 
 def group(module: str, help: str, commands: dict[str, str]) -> Callable[[], typer.Typer]:
-    """A group of commands, each a function of `module`: {command name: function name}."""
+    """A group of commands, each a function of `module`: {command name: function name}, or "module:function"
+    for one that lives on another floor (a command that talks to the coordinator, in a group of offline ones)."""
 
     def load() -> typer.Typer:
-        loaded = importlib.import_module(module)
         group = typer.Typer(help=help, no_args_is_help=True, add_completion=False)
         for name, function in commands.items():
-            group.command(name)(getattr(loaded, function))
+            where, _, attribute = function.rpartition(":")
+            group.command(name)(getattr(importlib.import_module(where or module), attribute))
         return group
 
     return load
@@ -150,16 +151,18 @@ COMMANDS = {
         one("swarmrl.diloco.cli", "diloco_replica"),
     ),
     "tasks": Command(
-        "Inspect and filter task sources; check, sign and archive community task packs.",
+        "Inspect and filter task sources; check, sign, archive and submit community task packs.",
         group(
             "swarmrl.tasks.cli",
-            "Inspect and filter task sources; check, sign and archive community task packs.",
+            "Inspect and filter task sources; check, sign, archive and submit community task packs.",
             {
                 "preview": "preview_generator",
                 "filter-band": "filter_band",
                 "check": "check_pack",
                 "sign": "sign_pack",
                 "pack": "archive_pack",
+                "submit": "swarmrl.cli.packs:submit_pack",
+                "status": "swarmrl.cli.packs:pack_status",
             },
         ),
     ),

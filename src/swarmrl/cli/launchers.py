@@ -151,6 +151,11 @@ def demo(
             from swarmrl.islands.demo import run_islands_demo
 
             run_islands_demo(cfg, console)
+        elif swarm and cfg.swarm.submit_packs:  # community task packs submitted mid-run
+            from swarmrl.launch.pack_demo import run_pack_demo
+
+            if run_pack_demo(cfg, console):
+                raise typer.Exit(1)
         elif swarm:
             from swarmrl.launch.swarm import run_swarm_demo
 

@@ -157,6 +157,11 @@ class RunConfig(Section):
                 "a 'prompts' source is scored by your own reward functions: set tasks.reward_functions "
                 "(or play it in an [env] that gives the rewards)"
             )
+        if self.tasks.community.accept and self.env is not None:
+            raise ConfigError(
+                "tasks.community.accept takes single-turn task packs; a run with an [env] plays its episodes "
+                "in its environment, which a pack's rows have none of"
+            )
         if self.loss.max_tokens is None:
             # Dr.GRPO's constant is the longest completion a worker may produce, never the padded width.
             self.loss.max_tokens = self.contract.max_new_tokens

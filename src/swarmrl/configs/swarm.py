@@ -24,3 +24,11 @@ class SwarmSection(Section):
         "that is down, overloaded or rate limiting (jittered exponential back-off, its Retry-After honoured) "
         "before it gives up with one line naming the coordinator",
     )
+    submit_packs: list[str] = Field(
+        default_factory=list,
+        description="community task packs (directories) `demo --swarm` submits mid-run, each re-signed by an "
+        "author key of its own: the run's [tasks.community] must accept them",
+    )
+    submit_packs_at_step: int = Field(
+        5, ge=0, description="the run's step at which `demo --swarm` submits `submit_packs`"
+    )

@@ -140,9 +140,121 @@ class AdmissionConfig(_Strict):
     )
 
 
-class CommunityTasksConfig(_Strict):
-    """Task packs contributed by anyone (phase 1: their admission checks; the run mix comes later)."""
+class AdmissionBudgetConfig(_Strict):
+    """What admitting packs may cost the run's validators, enforced by the coordinator. Keys are free, so the
+    bound is never per key: an author's own allowance grows only with its accepted work, and every author
+    without one shares one lane of validator time per hour, entered with a proof-of-work ticket."""
 
+    seconds_per_accepted_row: float = Field(
+        0.5,
+        ge=0,
+        description="Validator-seconds of admission an author earns per row of its accepted work in the run "
+        "(rollout rows credited to its key, rows of its packs trained in informative groups), less what its "
+        "earlier packs cost.",
+    )
+    newcomer_seconds_per_hour: float = Field(
+        900.0,
+        ge=0,
+        description="Validator-seconds per rolling hour for the packs of every author without an allowance of "
+        "its own, all such authors together: any number of keys share it.",
+    )
+    ticket_bits: int = Field(
+        20,
+        ge=0,
+        le=32,
+        description="Leading zero bits of the proof-of-work ticket every submission carries (about 2^bits "
+        "SHA-256 evaluations for the submitter): a place in the newcomers' lane costs compute, not keys.",
+    )
+    max_pending_per_author: int = Field(
+        1, ge=1, description="Packs of one author waiting for, or under, admission at once."
+    )
+    max_pending: int = Field(
+        64,
+        ge=1,
+        description="Packs of the run waiting for admission at once (their archives kept meanwhile).",
+    )
+
+
+class RetirementConfig(_Strict):
+    """When an admitted pack leaves the mix, measured on the run's own rollouts by its trusted judges."""
+
+    window_groups: int = Field(
+        64,
+        ge=1,
+        description="The last groups (rows) of a pack its informativeness and its verifier's failures are read "
+        "on: what the trainer's filter was offered, what validators judged.",
+    )
+    min_groups: int = Field(
+        16,
+        ge=1,
+        description="Groups (rows) a pack is seen in before its informativeness or its failures can retire it.",
+    )
+    min_informative_share: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Share of those groups whose rewards differ (what the online filter keeps) below which the "
+        "pack is retired: the policy always or never solves it now.",
+    )
+    max_failure_share: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Share of the completions of its last window_groups rows its verifier failed on in the run "
+        "(raised, timed out, answered out of form), above which the pack is retired (refused while on probation).",
+    )
+    max_disagreements: int = Field(
+        0,
+        ge=0,
+        description="Files on which a validator and the trainer scored the same completions of the pack "
+        "differently that are tolerated; one more retires it and wipes its author's unpaid credit.",
+    )
+
+
+class CommunityTasksConfig(_Strict):
+    """Task packs contributed by anyone: whether the run takes them, their share of its tasks, what admitting
+    them may cost, when they retire (`swarmrl admin create-run --config` hands these to the coordinator), and
+    the caps, verifier budgets and thresholds trusted nodes admit them by (docs/task-packs.md)."""
+
+    accept: bool = Field(
+        False,
+        description="Take task packs from anyone (`swarmrl tasks submit`); off: every submission is refused.",
+    )
+    max_share: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Most of the run's work units (each one pack's or the run's own tasks) given to community "
+        "packs, probation included.",
+    )
+    per_author_cap: float = Field(
+        0.1, ge=0, le=1, description="Most of the run's work units given to the packs of one author together."
+    )
+    probation_share: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Units given to packs on probation (passed every check but `useful`): their rows are "
+        "generated, judged and measured like any, never trained on until the pack is admitted.",
+    )
+    probation_rows: int = Field(
+        16,
+        ge=1,
+        description="Rows of a pack on probation measured (each one group of the run's group_size samples) "
+        "before the validators' last verdict (all its rows when it has fewer).",
+    )
+    budget: AdmissionBudgetConfig = Field(
+        default_factory=AdmissionBudgetConfig, description="What admission may cost validators."
+    )
+    retirement: RetirementConfig = Field(
+        default_factory=RetirementConfig, description="When an admitted pack leaves the mix."
+    )
     admission: AdmissionConfig = Field(
         default_factory=AdmissionConfig, description="Caps, verifier budgets and thresholds of admission."
     )
+
+    @model_validator(mode="after")
+    def _shares_fit(self) -> CommunityTasksConfig:
+        if self.per_author_cap > self.max_share or self.probation_share > self.max_share:
+            raise ValueError("per_author_cap and probation_share must each be at most max_share")
+        return self

@@ -171,12 +171,41 @@ def create_run(
     token: AdminToken,
     run_id: RunIdOption = None,
 ) -> None:
-    """Open a run for a trainer with the config's contract; prints its state, including the run secret that
-    keys task seeds."""
+    """Open a run for a trainer with the config's contract (and, when its [tasks.community] accepts task
+    packs, their policy); prints its state, including the run secret that keys task seeds."""
+    from swarmrl.coordinator.pack_client import PackClient
+
     settings = load_run_config_file(str(config), [])
     run = _named_run(settings, run_id)
     key = _public_key(trainer_key, "--trainer-key")
-    _admin_call(coordinator_url, token, lambda c: c.create_run(run, key, settings.contract))
+
+    def open_run(client):
+        created = client.create_run(run, key, settings.contract)
+        if settings.tasks.community.accept:
+            PackClient(client.transport).set_pack_policy(run, settings.tasks.community)
+        return created
+
+    _admin_call(coordinator_url, token, open_run)
+
+
+@admin.command("pack-policy")
+def pack_policy(
+    config: Annotated[Path, typer.Option("--config", help="the run config: its [tasks.community]")],
+    coordinator_url: CoordinatorUrl,
+    token: AdminToken,
+    run_id: RunIdOption = None,
+) -> None:
+    """Set (or change) the run's community task-pack policy from the config's [tasks.community]: whether it
+    takes packs, their shares, admission budgets and retirement; it applies from the next step's mix."""
+    from swarmrl.coordinator.pack_client import PackClient
+
+    settings = load_run_config_file(str(config), [])
+    run = _named_run(settings, run_id)
+    _admin_call(
+        coordinator_url,
+        token,
+        lambda c: PackClient(c.transport).set_pack_policy(run, settings.tasks.community),
+    )
 
 
 @admin.command("add-validator")

@@ -32,6 +32,7 @@ from swarmrl.configs import RunConfig
 from swarmrl.coordinator.cli import ADMIN_TOKEN_ENV
 from swarmrl.coordinator.client import AdminClient, PublicReads
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.pack_client import PackClient
 from swarmrl.coordinator.transport import SHORT_RETRY
 from swarmrl.identity import Identity
 from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
@@ -242,8 +243,8 @@ def _start_relays(swarm: Swarm, origin_url: str, trainer_key: str) -> None:
 
 
 def _open_run(swarm: Swarm, trainer_key: str, validators: list[str]) -> None:
-    """The run on the coordinator with the config's contract (kept as it is when it exists: a restarted demo)
-    and its validators."""
+    """The run on the coordinator with the config's contract (kept as it is when it exists: a restarted demo),
+    its validators and, when its [tasks.community] accepts task packs, their policy."""
     config = swarm.config
     with swarm.admin() as admin:
         try:
@@ -253,6 +254,8 @@ def _open_run(swarm: Swarm, trainer_key: str, validators: list[str]) -> None:
                 raise
         for name in validators:
             admin.add_validator(config.run.id, swarm.identity(name).node_id)
+        if config.tasks.community.accept:
+            PackClient(admin.transport).set_pack_policy(config.run.id, config.tasks.community)
 
 
 def validator_names(count: int) -> list[str]:

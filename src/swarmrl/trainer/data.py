@@ -27,13 +27,14 @@ from swarmrl.rollouts import (
     read_header,
     read_rollouts,
 )
-from swarmrl.rollouts.advantages import OnlineFilter
+from swarmrl.rollouts.advantages import GroupVerdict, OnlineFilter
 from swarmrl.rollouts.checks import CheckFailed
 from swarmrl.trainer.reward_tally import RewardTally
 
 log = logging.getLogger(__name__)
 
-Scorer = Callable[[list[RolloutRow]], list[ScoredRow]]
+# rows → trusted scored rows; a FileAudit may hand it more per file (`scoring`: a pack unit's tasks and rewards)
+Scorer = Callable[..., list[ScoredRow]]
 WITHDRAWN = "withdrawn"  # a file that passed the trainer's checks but whose node's work was voided meanwhile
 
 
@@ -56,6 +57,7 @@ class CollectStats:
     # file name → "trained" (rows offered to the step) | "stale" | "refused": what the step did with each file
     outcomes: dict[str, str] = field(default_factory=dict)
     rows_used: dict[str, int] = field(default_factory=dict)
+    groups_kept: dict[str, int] = field(default_factory=dict)  # file name → its informative groups trained on
     rewards: RewardTally = field(default_factory=RewardTally)  # per reward function, over every row offered
 
     @property
@@ -130,6 +132,10 @@ class FileAudit(Protocol):
     def failed(self, path: Path, failure: CheckFailed) -> None:
         """The file failed `failure.check`: report it; it is never trained on."""
 
+    def scoring(self, path: Path, rows: list[RolloutRow]) -> dict[str, Any]:
+        """What the trusted scorer needs besides the rows for this file (a community pack's unit: its tasks and
+        the pack verifier's rewards); empty for a file of the run's own tasks."""
+
 
 class RolloutFeed:
     def __init__(
@@ -196,6 +202,7 @@ class RolloutFeed:
                 "groups": num_groups,
                 "outcomes": stats.outcomes,
                 "rows_used": stats.rows_used,
+                "groups_kept": stats.groups_kept,
                 "groups_seen": accumulator.seen,
                 "groups_dropped": accumulator.dropped,
             },
@@ -227,7 +234,7 @@ class RolloutFeed:
             return
         stats.files += 1
         stats.outcomes[path.name] = "trained"
-        stats.rows_used[path.name] = 0
+        stats.rows_used[path.name] = stats.groups_kept[path.name] = 0
         stats.policy_lag.extend([step - header.policy_step] * len(groups))
         for group in groups:
             if accumulator.full:
@@ -236,7 +243,8 @@ class RolloutFeed:
             stats.sampled_rows += len(group)
             stats.rows_used[path.name] += len(group)
             stats.rewards.add(group)
-            accumulator.add(group, [row.reward for row in group])
+            if accumulator.add(group, [row.reward for row in group]) is GroupVerdict.KEPT:
+                stats.groups_kept[path.name] += 1
         stats.rewards.check(step + 1, self.reward_failure_share)  # the policy step these rows train
 
     def _admit(
@@ -253,7 +261,8 @@ class RolloutFeed:
         groups = None
         if header.policy_step >= step - self.async_level:
             try:
-                groups = group_rows(self.scorer(rows), self.group_size)
+                scoring = self.audit.scoring(path, rows) if self.audit is not None else {}
+                groups = group_rows(self.scorer(rows, **scoring), self.group_size)
             except RolloutError as exc:
                 raise CheckFailed("rewards", str(exc)) from exc
         if self.audit is not None and not self.audit.passed(path, rows):

@@ -8,6 +8,8 @@ import functools
 import logging
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from swarmrl.configs.shardcast import ShardcastConfig
 from swarmrl.coordinator.api import METRIC_NAME_PATTERN
 from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.pack_client import PackClient, community_tasks
 from swarmrl.coordinator.transport import node_retry
 from swarmrl.generation.colocated import ColocatedSource, colocated_source
 from swarmrl.httpserve.reach import loopback_warning
@@ -41,11 +44,21 @@ from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.core_share import CoreShare
 from swarmrl.trainer.data import RolloutFeed, RolloutSource
 from swarmrl.trainer.metrics import MetricsForward
+from swarmrl.trainer.pack_units import PackUnits
 from swarmrl.trainer.parallel import is_distributed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions, FileChecks
 from swarmrl.trainer.train import AfterStep, Publisher, run_trainer, train_device
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SwarmFiles:
+    """How a swarm trainer takes each file: its checks against its submission, and the parts of community pack
+    units (built once the trainer's client exists)."""
+
+    checks: FileChecks
+    pack_units: Callable[[TrainerClient], PackUnits]
 
 
 def trainer_role(
@@ -76,9 +89,12 @@ def trainer_role(
     checks = functools.partial(
         structural_checks, config=config, tasks=tasks, prompts=prompt_format(tokenizer, config.prompt)
     )
+    pack_units = functools.partial(
+        _pack_units, config=config, rundir=rundir, tasks=tasks, tokenizer=tokenizer
+    )
     with contextlib.ExitStack() as stack:
         source, publish, forward = _rollout_endpoints(
-            config, rundir, device, coordinator_url, key, origin, stack, checks
+            config, rundir, device, coordinator_url, key, origin, stack, SwarmFiles(checks, pack_units)
         )
         feed = _feed(config, rundir, source, scorer)
 
@@ -114,11 +130,11 @@ def _rollout_endpoints(
     key: Path | None,
     origin: dict[str, Any] | None,
     stack: contextlib.ExitStack,
-    checks: FileChecks,
+    files: SwarmFiles,
 ) -> tuple[RolloutSource, Publisher | None, MetricsForward | None]:
     """Where the trainer's rollouts come from, where its checkpoints go and where its metrics go besides
     metrics.jsonl: an in-process engine (`trainer.colocate`), the run directory, or a swarm (whose files pass
-    `checks` before they train)."""
+    `files.checks` before they train, each unit's tasks the run's own or a community pack's)."""
     if config.trainer.colocate:
         return _colocated_source(config, coordinator_url, device), None, None
     if coordinator_url is None:
@@ -133,7 +149,7 @@ def _rollout_endpoints(
         )
         return source, None, None
     shardcast = ShardcastConfig.model_validate({**config.shardcast.model_dump(), **(origin or {})})
-    return _swarm_endpoints(config, shardcast, rundir, coordinator_url, key, stack, checks)
+    return _swarm_endpoints(config, shardcast, rundir, coordinator_url, key, stack, files)
 
 
 def _core_share(config: RunConfig, source) -> CoreShare | None:
@@ -219,7 +235,7 @@ def _swarm_endpoints(
     coordinator_url: str,
     key: Path | None,
     stack: contextlib.ExitStack,
-    checks: FileChecks,
+    files: SwarmFiles,
 ):
     """The trainer's coordinator feed (whose files pass `checks` before they train), its shardcast origin
     (serving every checkpoint it publishes; the origin's URL, as relays are to open it, goes to
@@ -255,12 +271,34 @@ def _swarm_endpoints(
         units_per_step=files_per_step(config),
         last_step=config.trainer.steps - 1,
         async_level=config.contract.async_level,
-        checks=checks,
+        checks=files.checks,
+        packs=files.pack_units(client),
     )
     return (
         source,
         publish,
         functools.partial(_report_metrics, client, config.run.id),
+    )
+
+
+def _pack_units(
+    client: TrainerClient,
+    *,
+    config: RunConfig,
+    rundir: RunDir,
+    tasks: TaskSource,
+    tokenizer: PreTrainedTokenizerBase,
+) -> PackUnits:
+    """Each unit's tasks, the run's own or a community pack's, and the pack units' scoring and reports."""
+    limits = config.tasks.community.admission.limits
+    return PackUnits(
+        community_tasks(client, config.run.id, tasks, limits),
+        PackClient(client.transport),
+        tokenizer,
+        config.tasks,
+        config.contract.group_size,
+        config.contract.async_level,
+        rundir.root / "packs_trained.jsonl",
     )
 
 

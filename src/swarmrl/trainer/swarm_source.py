@@ -34,6 +34,7 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.rollouts import RolloutHeader, RolloutRow
 from swarmrl.rollouts.checks import CheckFailed, FileOrigin, completion_tokens
 from swarmrl.rundir import RunDir, write_json_atomic
+from swarmrl.trainer.pack_units import PackUnits
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,9 @@ class AcceptedSubmissions:
     # The trainer's checks of a file against its submission (`rollouts.checks.structural_checks`, bound to the
     # run's config, tasks and prompt format); None: only schema, policy age and the trusted scorer.
     checks: FileChecks | None = None
+    # Community packs: each unit's tasks (the run's own or a pack's) and how a pack unit's rows are scored and
+    # reported (`PackUnits`); None: every unit is the run's own.
+    packs: PackUnits | None = None
     files_per_step: float | None = field(default=None, init=False)
     _demanded: set[int] = field(default_factory=set, init=False)  # steps whose demand this trainer set
     # file name → its submission record, for the trainer's checks and its report of them
@@ -116,8 +120,8 @@ class AcceptedSubmissions:
         while page := self.client.training_feed(self.run_id, step, after_id=after_id):
             for submission in page:
                 name = file_name(submission)
-                if name in seen:
-                    continue
+                if name in seen or (self.packs is not None and self.packs.on_probation(submission)):
+                    continue  # a unit of a pack on probation is measured by validators, never trained
                 self._submissions[name] = submission
                 path = self.directory(submission.step) / name
                 if path.exists() or self._download(submission, path):
@@ -170,7 +174,17 @@ class AcceptedSubmissions:
             )
         batch = submission.batch_index if submission.batch_index is not None else header.batch_index
         seed = self.client.task_seed(self.run_id, submission.step, batch, node_id=submission.node_id)
-        self.checks(header, rows, FileOrigin(self.run_id, submission.node_id, submission.step, batch, seed))
+        origin = FileOrigin(self.run_id, submission.node_id, submission.step, batch, seed)
+        if self.packs is None:
+            self.checks(header, rows, origin)
+        else:
+            self.checks(header, rows, origin, tasks=self.packs.tasks_of(submission))
+
+    def scoring(self, path: Path, rows: list[RolloutRow]) -> dict[str, Any]:
+        submission = self._submissions.get(path.name)
+        if submission is None or self.packs is None:
+            return {}
+        return self.packs.scoring(submission, rows)
 
     def passed(self, path: Path, rows: list[RolloutRow]) -> bool:
         """A file no validator judged is credited with what the trainer measured in it; False when the
@@ -216,6 +230,14 @@ class AcceptedSubmissions:
         }
         trained = [(submission_id(n), rows.get(n, 0)) for n, o in outcomes.items() if o == "trained"]
         self.client.report_outcomes(self.run_id, step, trained=trained, **by_outcome)
+        if self.packs is not None:
+            kept = summary.get("groups_kept", {})
+            used = [
+                (self._submissions[name], rows.get(name, 0), kept.get(name, 0))
+                for name, outcome in outcomes.items()
+                if outcome == "trained" and name in self._submissions
+            ]
+            self.packs.report(step, used)
         used = float(len(trained))
         estimate = self._estimate()
         self.files_per_step = (

@@ -30,6 +30,7 @@ from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.coordinator.api import SubmissionInfo
 from swarmrl.coordinator.client import ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.pack_client import PackClient, community_tasks
 from swarmrl.coordinator.transport import node_retry
 from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.envs.build import env_replay
@@ -39,14 +40,17 @@ from swarmrl.models.adapter import fetch_base
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
 from swarmrl.rollouts import RolloutLimits
 from swarmrl.rollouts.checks import CheckFailed, completion_tokens
+from swarmrl.rollouts.pack_scoring import judge_pack_rows
 from swarmrl.rundir import write_json_atomic
 from swarmrl.shardcast.client import CheckpointFetcher, local_versions
 from swarmrl.shardcast.prefetch import Prefetch
 from swarmrl.steps import BASE_STEP
+from swarmrl.tasks.packs.community import CommunityTasks
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.reward import reward_computer
 from swarmrl.tasks.reward_check import check_reward_functions
 from swarmrl.tasks.run_pins import adopt_local_pins, check_pins
+from swarmrl.validator.packs import PackChecker, PackCheckerThread
 from swarmrl.validator.rollout_checks import SeenFiles, ValidationContext, validate_file
 from swarmrl.validator.service import PolicyCache
 
@@ -137,9 +141,10 @@ def swarm_context(
     trainer_key: str,
     device: torch.device,
     adopted_pins: bool = False,
-) -> ValidationContext:
+) -> SwarmContext:
     """What the validator trusts in a swarm: its first policy fetched through relays, whose checkpoint carries
-    the trainer's reward-function pins, checked against this config's (or the code here, `adopted_pins`)."""
+    the trainer's reward-function pins, checked against this config's (or the code here, `adopted_pins`); and
+    where each unit's tasks come from."""
     policies = FetchedPolicies(
         options,
         trainer_key,
@@ -160,7 +165,7 @@ def swarm_context(
     check_pins(config.tasks, start, adopted_pins)
     policies.prefetch.start()
     tasks, tokenizer = build_tasks(config.tasks), load_tokenizer(start)
-    return ValidationContext(
+    context = ValidationContext(
         config=config,
         settings=config.validator,
         tasks=tasks,
@@ -171,6 +176,31 @@ def swarm_context(
         limits=RolloutLimits.for_contract(config.contract, policy_vocab_size(start)),
         env_replay=env_replay(config, tasks, tokenizer),
     )
+    return SwarmContext(
+        context, community_tasks(client, options.run_id, tasks, config.tasks.community.admission.limits)
+    )
+
+
+@dataclass
+class SwarmContext:
+    """A swarm validator's context, and where each unit's tasks come from (the run's own or a pack's)."""
+
+    context: ValidationContext
+    community: CommunityTasks
+
+    def for_unit(self, submission: SubmissionInfo) -> ValidationContext:
+        """The context of one file: the tasks of the unit it was leased for, scored by the pack's own verifier
+        when the unit is a community pack's."""
+        context = leased_unit(self.context, submission)
+        unit = self.community.unit(submission.step, submission.batch_index)
+        if unit.pack is None:
+            return context
+        pack, config, tokenizer = unit.pack, context.config, context.tokenizer
+        return dataclasses.replace(
+            context,
+            tasks=unit.tasks,
+            pack_scores=lambda rows: judge_pack_rows(pack, rows, tokenizer, config.tasks),
+        )
 
 
 def leased_unit(context: ValidationContext, submission: SubmissionInfo) -> ValidationContext:
@@ -190,9 +220,7 @@ def leased_unit(context: ValidationContext, submission: SubmissionInfo) -> Valid
     return dataclasses.replace(context, task_seed=seed)
 
 
-def judge(
-    client: ValidatorClient, submission: SubmissionInfo, context: ValidationContext, work_dir: Path
-) -> dict:
+def judge(client: ValidatorClient, submission: SubmissionInfo, swarm: SwarmContext, work_dir: Path) -> dict:
     """The verdict of one submission, judged once: a recorded verdict is returned as it was."""
     record_path = work_dir / "verdicts" / f"{submission.id}.json"
     if record_path.exists():
@@ -214,10 +242,8 @@ def judge(
         write_json_atomic(record_path, record)
         return record
     # No recorded verdict: any trace of this exact file in the replay table is from a judgement cut short.
-    context.seen.forget(submission.sha256)
-    verdict = validate_file(
-        path, submission.step, leased_unit(context, submission), node_id=submission.node_id
-    )
+    swarm.context.seen.forget(submission.sha256)
+    verdict = validate_file(path, submission.step, swarm.for_unit(submission), node_id=submission.node_id)
     rows = verdict.scored_rows or []
     accept, check, reason = verdict.accepted, verdict.failed_check or "all", verdict.reason
     tokens = completion_tokens(rows)
@@ -237,6 +263,10 @@ def judge(
             "passed": verdict.passed,
         },
     }
+    if accept and verdict.pack_scores is not None:  # what the pack's verifier gave: the run measures the pack
+        unit = swarm.community.unit(submission.step, submission.batch_index)
+        assert unit.share is not None
+        record["pack"] = {"pack_id": unit.share.pack_id, "scores": verdict.pack_scores.by_row()}
     write_json_atomic(record_path, record)
     return record
 
@@ -256,11 +286,12 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
     client.check_contract(options.run_id, config.contract)  # judging by another contract is refused here
     trainer_key = client.reads.run_state(options.run_id).trainer_public_key
     context = swarm_context(config, client, options, trainer_key, device, adopted)
-    check_reward_functions(config, context.tasks)  # tried on the run's first rows before any judging
+    check_reward_functions(config, context.context.tasks)  # tried on the run's first rows before any judging
     posted = 0
     tally: Counter[tuple[str, str]] = Counter()  # (outcome, check) → verdicts posted
     timing = {"judge_seconds_total": 0.0}
     metrics = serve_metrics(config.metrics, validator_collector(tally, timing), options.work_dir)
+    packs = _start_pack_checker(config, options, identity, retry)
     try:
         while not options.stop.is_set():
             asked, wait_s = time.monotonic(), options.poll_seconds * LEASE_WAIT_POLLS
@@ -275,20 +306,7 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
             started = time.monotonic()
             record = judge(client, submission, context, options.work_dir)
             timing["judge_seconds_total"] += time.monotonic() - started
-            try:
-                client.post_verdict(
-                    submission.id,
-                    accept=record["accept"],
-                    check=record["check"],
-                    reason=record["reason"][:2000],
-                    rewards_summary=record["rewards_summary"],
-                    rows=record.get("rows"),
-                    tokens=record.get("tokens"),
-                )
-            except CoordinatorError as exc:
-                if exc.kind not in _MOOT:
-                    raise
-                log.info("submission %d: verdict not needed (%s)", submission.id, exc.kind)
+            if not post(client, options.run_id, submission, record):
                 continue
             posted += 1
             tally["accepted" if record["accept"] else "rejected", record["check"]] += 1
@@ -300,12 +318,54 @@ def run_validator_node(config: RunConfig, options: ValidatorOptions) -> int:
                 "accepted" if record["accept"] else f"rejected by {record['check']}: {record['reason']}",
             )
     finally:
+        packs.stop.set()
         client.close()
         if metrics is not None:
             metrics.close()
-        if isinstance(context.policy, FetchedPolicies):
-            context.policy.close()
+        if isinstance(context.context.policy, FetchedPolicies):
+            context.context.policy.close()
     return posted
+
+
+def post(client: ValidatorClient, run_id: str, submission: SubmissionInfo, record: dict) -> bool:
+    """Post a recorded verdict (and, for an accepted file of a pack's unit, the pack's scores); False when
+    the coordinator no longer wants it."""
+    try:
+        client.post_verdict(
+            submission.id,
+            accept=record["accept"],
+            check=record["check"],
+            reason=record["reason"][:2000],
+            rewards_summary=record["rewards_summary"],
+            rows=record.get("rows"),
+            tokens=record.get("tokens"),
+        )
+    except CoordinatorError as exc:
+        if exc.kind not in _MOOT:
+            raise
+        log.info("submission %d: verdict not needed (%s)", submission.id, exc.kind)
+        return False
+    if "pack" in record:
+        try:
+            PackClient(client.transport).post_scores(
+                run_id, submission.id, record["pack"]["pack_id"], record["pack"]["scores"]
+            )
+        except CoordinatorError as exc:  # the file's verdict stands; the pack misses one measurement
+            if exc.kind != "already_recorded":
+                log.warning("submission %d: pack scores not recorded: %s", submission.id, exc)
+    return True
+
+
+def _start_pack_checker(
+    config: RunConfig, options: ValidatorOptions, identity: Identity, retry
+) -> PackCheckerThread:
+    """Pack admission beside file judging, on its own connection (the coordinator offers none to a run that
+    takes no packs, so it costs that run one request per poll)."""
+    client = PackClient.at(options.coordinator_url, identity, retry=retry, stop=options.stop)
+    checker = PackChecker(client, options.run_id, config, options.work_dir)
+    thread = PackCheckerThread(checker, threading.Event(), poll_seconds=max(2.0, options.poll_seconds))
+    thread.start()
+    return thread
 
 
 def validator_collector(tally: Counter[tuple[str, str]], timing: dict[str, float]) -> RoleCollector:

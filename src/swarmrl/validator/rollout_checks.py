@@ -43,6 +43,7 @@ from swarmrl.rollouts.checks import (
     check_termination_format,
 )
 from swarmrl.rollouts.scoring import score_rows
+from swarmrl.tasks.packs.in_run import JudgedFile
 from swarmrl.tasks.reward_functions import RunSchedule
 from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import ProofError, verify_proofs_batch
@@ -75,6 +76,7 @@ class Verdict:
     header: RolloutHeader | None = None
     scored_rows: list[ScoredRow] | None = None
     passed: list[str] = field(default_factory=list)
+    pack_scores: JudgedFile | None = None  # a community pack's unit: its verifier's scores of the rows
 
 
 class SeenFiles:
@@ -121,6 +123,9 @@ class ValidationContext:
     # Multi-turn runs: the trusted reward of a row from replaying its environment in this validator's own
     # sandbox (raises swarmrl.envs.ReplayMismatch); None for single-turn runs.
     env_replay: Callable[[RolloutRow], float] | None = None
+    # A community pack's unit: the rows' rewards from the pack's verifier in the sandbox (`tasks` is then the
+    # pack's rows); None for a unit of the run's own tasks.
+    pack_scores: Callable[[list[RolloutRow]], JudgedFile] | None = None
 
 
 @dataclass
@@ -136,6 +141,7 @@ class _File:
     results: list[PrefillResult] = field(default_factory=list)
     env_rewards: list[float | None] = field(default_factory=list)
     scored: list[ScoredRow] | None = None
+    pack_scores: JudgedFile | None = None
 
     @property
     def signed(self) -> RolloutHeader:
@@ -180,7 +186,7 @@ def validate_file(
             passed.append(name)
     except CheckFailed as failure:
         return Verdict(False, failure.check, failure.reason, judged.header, None, passed)
-    return Verdict(True, None, "all checks passed", judged.header, judged.scored, passed)
+    return Verdict(True, None, "all checks passed", judged.header, judged.scored, passed, judged.pack_scores)
 
 
 def _stages(seeded: bool) -> list[tuple[str, Stage]]:
@@ -399,6 +405,9 @@ def _termination(rows: list[RolloutRow], results: list[PrefillResult], settings:
 
 def _rewards(f: _File, context: ValidationContext, _: _Budget) -> None:
     rows, env_rewards = f.rows, f.env_rewards
+    if context.pack_scores is not None:  # a pack's verifier failing is the pack's fault, never the worker's
+        f.pack_scores = context.pack_scores(rows)
+        env_rewards = list(f.pack_scores.rewards)
     try:
         scored = score_rows(
             rows,

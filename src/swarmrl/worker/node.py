@@ -29,6 +29,7 @@ from swarmrl.configs.engine import EngineConfig
 from swarmrl.coordinator.api import UnitInfo, WorkLease
 from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.pack_client import community_tasks
 from swarmrl.coordinator.transport import SHORT_RETRY, node_retry
 from swarmrl.devices import hardware_of, resolve_device
 from swarmrl.generation.batch import write_batch
@@ -46,6 +47,8 @@ from swarmrl.rundir import write_json_atomic, write_text_atomic
 from swarmrl.shardcast.client import local_versions
 from swarmrl.shardcast.errors import ShardcastError
 from swarmrl.steps import step_dir_name
+from swarmrl.tasks.packs.community import CommunityTasks
+from swarmrl.tasks.packs.errors import PackError
 from swarmrl.tasks.registry import build_tasks
 from swarmrl.tasks.task import TaskSource
 from swarmrl.worker.feed import NodeOptions, PolicyFeed, start_policy_feed
@@ -279,7 +282,7 @@ class WorkerNode:
     async_level: int  # the run's: how far behind a unit's step the policy may be
     heartbeat: Heartbeat
     policy: Policy
-    tasks: TaskSource
+    tasks: CommunityTasks  # the run's own tasks, or a community pack's rows, unit by unit (the step's mix)
     params: SamplingParams
     log_book: WorkLog
     notices: Notices  # a refusal that repeats is said once, until work goes through again
@@ -316,7 +319,12 @@ class WorkerNode:
             feed.run.async_level,
             heartbeat,
             Policy(options, feed, config, device),
-            build_tasks(config.tasks, cache=options.work_dir / "cache"),
+            community_tasks(
+                client,
+                options.run_id,
+                build_tasks(config.tasks, cache=options.work_dir / "cache"),
+                config.tasks.community.admission.limits,
+            ),
             params,
             WorkLog(options.work_dir / "work.json"),
             Notices(log),
@@ -390,9 +398,12 @@ class WorkerNode:
             contract.group_size, contract.seed, unit.seed,
         )  # fmt: skip
         path = options.work_dir / "rollouts" / f"step_{unit.step}" / f"b{unit.batch_index:04d}.parquet"
+        tasks = self._unit_tasks(unit)
+        if tasks is None:
+            return True
         started, started_at = time.monotonic(), time.time()
         tokenizer = self.policy.prompts.tokenizer
-        rows = write_batch(engine, spec, self.tasks, tokenizer, config, self.params, path, self.identity)
+        rows = write_batch(engine, spec, tasks, tokenizer, config, self.params, path, self.identity)
         self.log_book.generated(len(rows))
         if options.slowdown > 1.0:
             options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
@@ -400,6 +411,18 @@ class WorkerNode:
         timing.update(leased=leased_at, started=started_at, generated=time.time())
         self._submit(unit, path, rows, timing)
         return True
+
+    def _unit_tasks(self, unit: UnitInfo) -> TaskSource | None:
+        """The unit's tasks: the run's own or a community pack's, as the step's mix says; None when the pack
+        cannot be had (this unit is given up: its lease lapses and is leased again)."""
+        try:
+            return self.tasks.unit(unit.step, unit.batch_index).tasks
+        except (CoordinatorError, PackError) as exc:
+            if isinstance(exc, CoordinatorError) and exc.kind in _FATAL:
+                raise
+            self.notices.failure("pack_tasks", f"step {unit.step} batch {unit.batch_index}: no tasks: {exc}")
+            self.log_book.count("unit_tasks_unavailable")
+            return None
 
     def _opened_step(self) -> int | None:
         """The newest step the run is known to have opened: the last heartbeat's, or the one before the newest

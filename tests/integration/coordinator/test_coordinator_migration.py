@@ -120,9 +120,17 @@ def test_a_v1_database_upgrades_in_place_and_keeps_its_work(db_url):
     try:
         _write_v1(engine)
         assert current_version(engine) == 1
-        assert migrate(engine) == SCHEMA_VERSION == 5
-        assert migrate(engine) == 5  # again: a no-op
-        assert {"trainer_metrics", "relay_reports"} <= set(inspect(engine).get_table_names())
+        assert migrate(engine) == SCHEMA_VERSION == 6
+        assert migrate(engine) == 6  # again: a no-op
+        tables = set(inspect(engine).get_table_names())
+        assert {"trainer_metrics", "relay_reports"} <= tables
+        assert {
+            "pack_policies",
+            "task_packs",
+            "pack_mixes",
+            "pack_observations",
+            "pack_credits",
+        } <= tables  # v6
         with Session(engine) as session:
             run = session.get(Run, "r")
             assert (run.status, run.step_units, run.current_step) == ("open", None, 3)

@@ -41,6 +41,9 @@ ROLES = [
                 "swarmrl.coordinator.transport",
                 "swarmrl.coordinator.api",
                 "swarmrl.coordinator.errors",
+                # community task packs: their calls and wire schema, over the same transport
+                "swarmrl.coordinator.pack_client",
+                "swarmrl.coordinator.pack_api",
             }
         ),
     ),

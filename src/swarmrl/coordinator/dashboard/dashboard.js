@@ -6,6 +6,7 @@
 const SVG = "http://www.w3.org/2000/svg";
 const POLL_MS = 5000; // how often the page polls the summary when the server has no stream to spare
 const STREAM_RETRY_MS = 60000; // how long it polls before asking for a stream again
+const PACKS_MS = 5000; // how often the community task packs are read
 let updates = 0;
 let lastUpdate = 0;
 let mode = "live"; // "live": pushed by the event stream · "polling": the server's stream budget was full
@@ -293,6 +294,32 @@ function render(summary) {
   setLive(true, mode);
 }
 
+// The run's community task packs: their own read (GET /v1/runs/{run}/packs), every few seconds, not with each
+// summary; the section shows once a pack was submitted.
+async function refreshPacks(run) {
+  try {
+    const response = await fetch(`/v1/runs/${encodeURIComponent(run)}/packs`);
+    if (!response.ok) return;
+    const packs = await response.json();
+    $("packs").hidden = packs.length === 0;
+    fillTable("pack-table", packs, (tr, p) => {
+      tr.dataset.packId = String(p.id);
+      cell(tr, p.label).title = p.digest;
+      cell(tr, short(p.author)).title = p.author;
+      cell(tr, p.refused_by ? `refused by ${p.refused_by}` : p.status, `pack-${p.status}`);
+      cell(tr, Object.entries(p.checks).map(([name, status]) => `${name}:${status}`).join(" ") || "–");
+      cell(tr, p.admission_seconds.toFixed(1));
+      cell(tr, `${fmt(p.groups_kept)} / ${fmt(p.groups_seen)}`);
+      cell(tr, fmt(p.rows_trained));
+      cell(tr, fmt(p.credit.pending_rows + p.credit.unlocked_rows));
+      cell(tr, fmt(p.credit.wiped_rows));
+      cell(tr, p.reason || "");
+    });
+  } catch (err) {
+    // the next refresh tries again; the summary's own liveness says when the coordinator is gone
+  }
+}
+
 function setLive(on, text) {
   $("live-dot").className = on ? "dot on" : "dot off";
   $("live").textContent = text;
@@ -355,6 +382,8 @@ async function start() {
   if (response.ok) render(await response.json());
   else setLive(false, `GET ${base}: HTTP ${response.status}`);
   follow(base);
+  refreshPacks(run);
+  setInterval(() => refreshPacks(run), PACKS_MS);
   setInterval(() => {
     if (lastUpdate && Date.now() - lastUpdate > 15000) {
       setLive(false, `no update for ${((Date.now() - lastUpdate) / 1000).toFixed(0)}s`);

@@ -25,6 +25,8 @@ from swarmrl.coordinator.server.routes import (
     dashboard,
     leases,
     nodes,
+    pack_judging,
+    packs,
     read,
     reports,
     trainer,
@@ -113,6 +115,8 @@ def create_app(
     )
     app.state.engine = engine
     for module in (admin, nodes, contract, leases, uploads, work, trainer, reports, read, dashboard):
+        app.include_router(module.router)
+    for module in (packs, pack_judging):  # community task packs (docs/task-packs.md)
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit_bytes=config.max_request_body_bytes)

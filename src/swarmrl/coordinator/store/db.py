@@ -34,6 +34,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from swarmrl.coordinator.errors import SchemaVersionError
 from swarmrl.coordinator.store import schema_v1
+from swarmrl.coordinator.store.pack_tables import PACK_TABLES, PackBase
 
 KEY = String(64)
 SHA = String(64)
@@ -324,6 +325,11 @@ def _upgrade_v5(engine: Engine) -> None:
     _add_columns(engine, "runs", ["contract"])
 
 
+def _upgrade_v6(engine: Engine) -> None:
+    """Community task packs: submissions, admission, each step's mix, what the run measured, author credit."""
+    PackBase.metadata.create_all(engine, tables=[table.__table__ for table in PACK_TABLES])
+
+
 V2_INDEXES = (
     Index("ix_submissions_run_step_status", Submission.run_id, Submission.step, Submission.status),
     Index("ix_upload_slots_expires_at", UploadSlot.expires_at),
@@ -336,6 +342,7 @@ MIGRATIONS: dict[int, Callable[[Engine], None]] = {
     3: _upgrade_v3,
     4: _upgrade_v4,
     5: _upgrade_v5,
+    6: _upgrade_v6,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

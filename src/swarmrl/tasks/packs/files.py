@@ -192,6 +192,11 @@ def _check_name(name: str, where: str) -> None:
 
 
 def write_archive(files: PackFiles, folder: str, out: Path) -> None:
+    """A reproducible .tar.gz of the pack at `out` (`archive_bytes`)."""
+    out.write_bytes(archive_bytes(files, folder))
+
+
+def archive_bytes(files: PackFiles, folder: str) -> bytes:
     """A reproducible .tar.gz of the pack: its files under `folder`, sorted, with no times, owners or modes
     of this machine."""
     buffer = io.BytesIO()
@@ -201,4 +206,4 @@ def write_archive(files: PackFiles, folder: str, out: Path) -> None:
                 info = tarfile.TarInfo(f"{folder}/{name}")
                 info.size, info.mode, info.mtime = len(files.files[name]), 0o644, 0
                 archive.addfile(info, io.BytesIO(files.files[name]))
-    out.write_bytes(buffer.getvalue())
+    return buffer.getvalue()

@@ -167,8 +167,8 @@ class RewardFunctionJudge:
     ) -> None:
         tasks = [self.pack.rows[items[index].row].task for index in batch]
         arguments = trl_arguments(tasks, [items[index].completion for index in batch], [()] * len(batch))
-        # A pack's verdict may depend on neither a tokenizer nor the run's progress: every judge, at any step,
-        # must score a completion alike.
+        # A pack's verdict may depend on neither a tokenizer nor the run's schedule (and the sandbox takes plain
+        # data only): TRL's completion_ids and trainer_state are not handed over.
         del arguments["completion_ids"], arguments["trainer_state"]
         started = time.monotonic()
         reply = session.call(self.pack.manifest.verifier.function, (), arguments)
