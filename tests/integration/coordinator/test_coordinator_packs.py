@@ -9,6 +9,7 @@ its own checks, the lease."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from task_pack_kit import write_pack
 from typer.testing import CliRunner
@@ -289,3 +290,5 @@ def test_an_author_submits_and_follows_a_pack_from_the_command_line(live, tmp_pa
         2,
         "error: pack 99: unknown_pack: no pack 99 in run 'r'",
     )
+    past_a_row_id = httpx.get(f"{live}/v1/runs/r/packs/{2**64}", timeout=10)
+    assert past_a_row_id.status_code == 422, past_a_row_id.text

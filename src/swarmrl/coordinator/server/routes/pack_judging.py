@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.task_packs import CommunityTasksConfig
-from swarmrl.coordinator.api import RunId
+from swarmrl.coordinator.api import RowId, RunId
 from swarmrl.coordinator.errors import ApiError, ConflictError, NotFoundError
 from swarmrl.coordinator.pack_api import (
     PackDetail,
@@ -75,7 +75,7 @@ def lease_pack(run_id: RunId, request: Request, who: SignedCaller) -> PackLease:
 
 @router.post("/v1/runs/{run_id}/packs/{pack_id:int}/verdict", response_model=PackDetail)
 def post_pack_verdict(
-    run_id: RunId, pack_id: int, body: PackVerdict, request: Request, who: SignedCaller
+    run_id: RunId, pack_id: RowId, body: PackVerdict, request: Request, who: SignedCaller
 ) -> PackDetail:
     """A validator's report of the stage it leased the pack for: refused, on probation, or admitted."""
     state = state_of(request)

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from swarmrl.configs.task_packs import CommunityTasksConfig, PackLimitsConfig
-from swarmrl.coordinator.api import HexKey, Ok, RunId, Step
+from swarmrl.coordinator.api import HexKey, Ok, RowId, RunId, Step
 from swarmrl.coordinator.errors import ApiError, ConflictError, ForbiddenError, NotFoundError
 from swarmrl.coordinator.pack_api import (
     PackDetail,
@@ -235,7 +235,7 @@ def list_packs(
 
 
 @router.get("/v1/runs/{run_id}/packs/{pack_id:int}", response_model=PackDetail)
-def get_pack(run_id: RunId, pack_id: int, request: Request) -> PackDetail:
+def get_pack(run_id: RunId, pack_id: RowId, request: Request) -> PackDetail:
     """A pack with its whole admission report: every check with its figures (the author sees why)."""
     state = state_of(request)
     with state.sessions() as session, session.begin():
@@ -244,7 +244,7 @@ def get_pack(run_id: RunId, pack_id: int, request: Request) -> PackDetail:
 
 
 @router.get("/v1/runs/{run_id}/packs/{pack_id:int}/archive", response_class=Response)
-def pack_archive(run_id: RunId, pack_id: int, request: Request, who: SignedCaller) -> Response:
+def pack_archive(run_id: RunId, pack_id: RowId, request: Request, who: SignedCaller) -> Response:
     """The pack's archive: to any signed node once it is in the run's mix (its prompts are what units hold);
     before, to its author and the run's trusted roles only."""
     state = state_of(request)
