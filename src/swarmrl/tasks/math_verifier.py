@@ -105,6 +105,12 @@ def gold_text(truth: str) -> str:
     return f"${stripped}$"
 
 
+def warm_math_verify() -> bool:
+    """One small verification in a new worker: math-verify's imports and its LaTeX grammar load under the pool's
+    start-up limit, so a call's own timeout never pays for them (a slow or loaded machine would score 0)."""
+    return verify_math("\\boxed{1}", ["1"])
+
+
 def verify_math(
     answer_text: str,
     ground_truths: Sequence[str],
@@ -255,5 +261,7 @@ class MathVerifier:
     def _get_pool(self) -> WallClockPool:
         with self._lock:
             if self._pool is None:
-                self._pool = WallClockPool(self.config.num_workers, self.config.start_method)
+                self._pool = WallClockPool(
+                    self.config.num_workers, self.config.start_method, warm=warm_math_verify
+                )
             return self._pool

@@ -23,8 +23,11 @@ from swarmrl.tasks.errors import RewardError, VerifierCrash, VerifierTimeout
 _START_TIMEOUT_S = 120.0
 
 
-def _serve(conn: Connection) -> None:
-    """Worker loop: run (fn, args) requests until the parent closes the pipe."""
+def _serve(conn: Connection, warm: Callable[[], object] | None) -> None:
+    """Worker loop: run (fn, args) requests until the parent closes the pipe. `warm` runs before the worker
+    says it is ready, so imports and lazy caches are paid under the start-up limit, never a call's own."""
+    if warm is not None:
+        warm()
     conn.send(("ready", None))
     while True:
         try:
@@ -38,9 +41,11 @@ def _serve(conn: Connection) -> None:
 
 
 class _Worker:
-    def __init__(self, context: multiprocessing.context.BaseContext) -> None:
+    def __init__(
+        self, context: multiprocessing.context.BaseContext, warm: Callable[[], object] | None
+    ) -> None:
         self.conn, child_conn = context.Pipe(duplex=True)
-        self.process = context.Process(target=_serve, args=(child_conn,), daemon=False)
+        self.process = context.Process(target=_serve, args=(child_conn, warm), daemon=False)
         self.process.start()
         child_conn.close()
         try:
@@ -62,12 +67,16 @@ class _Worker:
 
 
 class WallClockPool:
-    """Run picklable functions in worker processes, each call bounded by its own timeout."""
+    """Run picklable functions in worker processes, each call bounded by its own timeout. A new worker (the
+    first, or one replacing a killed one) runs the picklable `warm` before its first call."""
 
-    def __init__(self, max_workers: int = 2, start_method: str = "spawn") -> None:
+    def __init__(
+        self, max_workers: int = 2, start_method: str = "spawn", warm: Callable[[], object] | None = None
+    ) -> None:
         if max_workers < 1:
             raise RewardError("max_workers must be >= 1")
         self._context = multiprocessing.get_context(start_method)
+        self._warm = warm
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
@@ -121,7 +130,7 @@ class WallClockPool:
         try:
             return self._idle.get_nowait()
         except queue.Empty:
-            worker = _Worker(self._context)
+            worker = _Worker(self._context, self._warm)
             with self._lock:
                 self._all.add(worker)
             return worker

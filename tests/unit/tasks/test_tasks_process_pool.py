@@ -24,6 +24,10 @@ def _die() -> None:
     os._exit(3)
 
 
+def _slow_import() -> None:
+    time.sleep(1.0)  # stands for a verifier's imports on a loaded machine
+
+
 def _score_in_child(queue) -> None:
     verifier = MathVerifier(MathRewardConfig(num_workers=1))
     try:
@@ -48,6 +52,14 @@ def test_timeout_kills_and_replaces_the_worker(pool):
     with pytest.raises(ProcessLookupError):
         os.kill(first, 0)
     assert pool.call(_pid, timeout=30) != first
+
+
+def test_a_new_workers_warm_up_is_not_charged_to_a_calls_timeout():
+    with WallClockPool(max_workers=1, warm=_slow_import) as warmed:
+        first = warmed.call(_pid, timeout=0.3)  # the warm-up alone takes 3x this limit
+        with pytest.raises(VerifierTimeout):
+            warmed.call(time.sleep, 30, timeout=0.3)
+        assert warmed.call(_pid, timeout=0.3) != first  # so does the replacement's
 
 
 def test_errors_and_deaths_are_reported_and_survived(pool):
