@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from polling import wait_for
 
 from swarmrl.configs.shardcast import OriginConfig, RelayConfig
 from swarmrl.identity import Identity
@@ -67,12 +68,7 @@ def start_relay(
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, interval: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError("condition not reached in time")
+    wait_for(predicate, timeout, "the condition", interval)
 
 
 def assert_same_tree(a: Path, b: Path) -> None:

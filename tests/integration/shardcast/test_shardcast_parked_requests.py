@@ -150,7 +150,7 @@ def test_parked_requests_wait_for_their_version_and_those_refused_leave_room(tmp
     parked = ParkedRanges(ClientConfig(connect_timeout_s=1), wait_s=5, limit=16)
     try:
         assert parked.park_next(server.url, manifest) == len(predicted) > 0
-        time.sleep(0.3)
+        wait_until(lambda: origin.notifier.waiting == len(predicted), timeout=10)  # each asked, none answered
         assert all(parked.has(server.url, 3, s) for s in predicted)  # held by the origin: no version 3 yet
         parked.drop(3)
         assert not any(parked.has(server.url, 3, s) for s in predicted)
