@@ -117,6 +117,7 @@ class SlowLink:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self.carried = 0  # bytes passed downstream so far: a transfer through the link is under way
         self.url = ""
 
     def start(self) -> SlowLink:
@@ -152,6 +153,7 @@ class SlowLink:
                     dst.write(data)
                     await dst.drain()
                     if limited:
+                        self.carried += len(data)
                         await asyncio.sleep(len(data) / self._rate)
             except (ConnectionError, OSError):
                 pass

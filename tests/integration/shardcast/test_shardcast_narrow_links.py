@@ -254,9 +254,10 @@ def test_a_near_relay_that_dies_holding_the_version_is_not_waited_for(tmp_path, 
     origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)
     wait_until(lambda: relay_holds(relay, 2))
     fetched: list = []
+    carried = near.carried
     fetch = threading.Thread(target=lambda: fetched.append(node.refresh()), daemon=True)
     fetch.start()
-    time.sleep(1.0)
+    wait_until(lambda: near.carried >= carried + 150_000, timeout=20)  # version 2's shards under way
     near.close()
     died = time.monotonic()
     fetch.join(timeout=30)
@@ -354,7 +355,8 @@ def test_after_a_pause_past_the_servers_keep_alive_no_request_fails_on_a_dead_co
     node = Node([origin_server.url], tmp_path / "worker", ClientConfig(concurrency=4))
     try:
         assert node.refresh()[0] == 1
-        time.sleep(1.0)  # past the origin's keep-alive: it closes the connections the node keeps
+        # Past the origin's keep-alive: it closes the connections the node keeps.
+        wait_until(lambda: origin.metrics.connections.open_connections == 0, timeout=10)
         origin.publish(write_checkpoint(root, 2, SIZE, seed=2), 2)
         assert node.refresh()[0] == 2
     finally:
