@@ -237,7 +237,7 @@ def test_a_near_relay_that_is_down_is_not_waited_for(tmp_path, servers, relay_do
         near.close()
     took = _next_version_fetched(root, origin, node, [next_region, near])
     assert node.bytes_by_source[next_region.url] > 0
-    assert (took < 3.0) if relay_down else (took >= 5.0), took
+    assert (took < 5.0) if relay_down else (took >= 5.0), took  # the near wait: not waited, or waited
 
 
 def test_a_near_relay_that_dies_holding_the_version_is_not_waited_for(tmp_path, servers):
@@ -268,7 +268,7 @@ def test_a_near_relay_that_dies_holding_the_version_is_not_waited_for(tmp_path, 
     assert version == 2
     assert_same_tree(root / "step_2", path)
     assert node.bytes_by_source[near.url] > 0 and node.bytes_by_source[next_region.url] > 0
-    assert took < 4.0, took
+    assert took < config.near_wait_s, took  # the shards left were not held to the near wait
 
 
 def test_a_near_relay_back_from_an_outage_serves_at_once_not_after_its_back_off(tmp_path, servers):
@@ -283,7 +283,7 @@ def test_a_near_relay_back_from_an_outage_serves_at_once_not_after_its_back_off(
     assert not node.selector.ready(relay_server.url, time.monotonic() + 9.0)
     took = _next_version_fetched(root, origin, node, [far])
     assert node.bytes_by_source[relay_server.url] > 0 and node.bytes_by_source.get(far.url, 0) == 0
-    assert took < 5.0
+    assert took < 9.0  # not after the 9 s of back-off left
 
 
 @pytest.mark.parametrize("another_source_may_be_faster", [False, True])
@@ -306,7 +306,9 @@ def test_a_shard_only_slow_sources_hold_waits_only_for_a_source_that_may_be_fast
         node.selector.stats[relay_server.url].throughput = None  # not measured yet: it may be fast
     took = _next_version_fetched(root, origin, node, [])
     assert node.bytes_by_source[origin_server.url] > 0
-    assert (took >= 4.0) if another_source_may_be_faster else (took < 2.0), took
+    assert (took >= 4.0) if another_source_may_be_faster else (took < 4.0), (
+        took
+    )  # the hedge delay: waited or not
 
 
 def test_the_next_version_reuses_the_shard_connections_of_the_last(tmp_path, servers, monkeypatch):

@@ -184,10 +184,9 @@ def test_a_cut_ends_a_read_blocked_on_a_silent_source(tmp_path, head):
         # The request has arrived. `stop` stays clear: the fetch loop checks it between reads, which would end
         # the fetch without the cut whenever it won the race to a read.
         assert asked.wait(timeout=10), "the fetch never sent its request"
-        started = time.monotonic()
         sink.cut()
         fetcher.join(timeout=10)
-        assert not fetcher.is_alive() and time.monotonic() - started < 5
+        assert not fetcher.is_alive()
         assert [str(exc) for exc in outcome] == ["request cut"]
     finally:
         release.set()
