@@ -11,11 +11,12 @@ from collections.abc import AsyncIterator
 
 class Notifier:
     """Wakes every waiter at once; `notify` is safe from any thread. Bound to the server's event loop at its
-    start (`bind`), or by the first `wait`."""
+    start (`bind`), or by the first `wait`. `waiting` counts the waits asleep now (requests held between looks)."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
+        self.waiting = 0
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -43,13 +44,16 @@ class Notifier:
         if self._loop is None:
             self.bind(asyncio.get_running_loop())
         event = self._event
-        if event is None:
-            await asyncio.sleep(timeout)
-            return
+        self.waiting += 1
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            if event is None:
+                await asyncio.sleep(timeout)
+            else:
+                await asyncio.wait_for(event.wait(), timeout)
         except TimeoutError:
             pass
+        finally:
+            self.waiting -= 1
 
     async def looks(self, seconds: float, recheck: float = math.inf) -> AsyncIterator[bool]:
         """A long poll's rounds: yields before each look whether it is the last (`seconds` are up: answer with

@@ -6,7 +6,7 @@ torch._dynamo and torch.distributed's tensor code, seconds of CPU before the fir
 node stays away from work). The paged engine runs the layers' arithmetic itself (`inference.llama_layers`) and
 needs only the modules: this tree has transformers' module names, shapes and operations (its norms and rotary
 phases computed as transformers computes them), so its state dict is the checkpoint's and its hidden states
-equal a transformers model's bit for bit (tests/unit/models/test_models_native.py checks both against
+equal a transformers model's bit for bit (tests/integration/models/test_models_native.py checks both against
 transformers). A config this module does not reproduce exactly — another architecture, scaled or partial
 RoPE, sliding windows, a missing setting whose default differs between architectures — is left to
 transformers (`load_native` answers None).

@@ -53,7 +53,7 @@ def serve(
     """Serve a checkpoint over an OpenAI-compatible API: /v1/completions and /v1/chat/completions."""
     from swarmrl.devices import DeviceUnavailable
     from swarmrl.errors import UserError
-    from swarmrl.models.loading import ModelLoadError
+    from swarmrl.models.errors import ModelLoadError
     from swarmrl.models.prompting import PromptError
     from swarmrl.serve.preflight import check_model_dir
 

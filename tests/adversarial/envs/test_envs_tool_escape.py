@@ -57,7 +57,10 @@ def test_hang_and_fork_bomb_are_cut(env):
     # Cut by whichever limit comes first on this machine: the wall-clock timeout or the CPU-time rlimit.
     assert "error: timed out" in hang or "killed by SIGXCPU" in hang, hang
     bomb = run(env, "import os\nwhile True:\n    os.fork()")
-    assert "error" in bomb or "exit status" in bomb
+    # The sandbox strips os.fork from the solution's interpreter (STRIPPED_ATTRIBUTES): the bomb ends at once.
+    assert bomb.endswith("(exit status 1)\nAttributeError: module 'os' has no attribute 'fork'\n</output>"), (
+        bomb
+    )
 
 
 def test_oversized_output_is_cut_to_the_limit(env):

@@ -20,6 +20,7 @@ from adversarial.shardcast.hostile_relay_kit import (
     hostile_app,
     make_checkpoint,
 )
+from polling import wait_for
 
 from swarmrl.configs.shardcast import OriginConfig, RelayConfig
 from swarmrl.shardcast import CheckpointFetcher, Origin, Relay, ServerThread, ShardcastClient, latest_version
@@ -200,8 +201,14 @@ def test_a_genuine_announcement_is_installed_without_asking_for_its_manifest_aga
     assert lies.requests.count("/versions") == 1
 
 
+def mirrored(relay: Relay, version: int) -> bool:
+    entry = relay.store.get(version)
+    return entry is not None and entry.complete
+
+
 def test_relay_does_not_chase_an_upstream_announcing_lies(world):
-    bad = world["liar"](Lies(announce=HUGE))
+    lies = Lies(announce=HUGE)
+    bad = world["liar"](lies)
     relay = Relay(
         RelayConfig(upstreams=[bad, world["url"]], data_dir=world["tmp"] / "relay", long_poll_s=1),
         TRAINER.node_id,
@@ -210,11 +217,9 @@ def test_relay_does_not_chase_an_upstream_announcing_lies(world):
     server = relay.serve_in_thread()
     world["servers"].append(server)
 
-    deadline = time.monotonic() + 20
-    while not (relay.store.get(2) is not None and relay.store.get(2).complete):
-        assert time.monotonic() < deadline, "relay did not mirror the genuine version"
-        time.sleep(0.05)
-    time.sleep(1.5)  # more polls of the liar
+    wait_for(lambda: mirrored(relay, 2), 20, "the relay to mirror the genuine version", 0.05)
+    asked = len(lies.requests)
+    wait_for(lambda: len(lies.requests) >= asked + 2, 20, "two more polls of the liar", 0.05)
 
     assert HUGE not in relay._mirroring  # no mirror task spins on the lie
     assert HUGE not in relay.store.versions()
@@ -238,15 +243,11 @@ def test_a_relay_mirrors_from_the_truth_when_an_announcer_claims_shards_it_does_
     )
     servers.append(relay.serve_in_thread())
     try:
-        deadline = time.monotonic() + 10
-        while not any(p.startswith("/v/1/data/") for p in lies.requests):
-            assert time.monotonic() < deadline, "the claimed shards were never asked for"
-            time.sleep(0.05)
+        wait_for(
+            lambda: any(p.startswith("/v/1/data/") for p in lies.requests), 10, "a claimed shard asked", 0.05
+        )
         asyncio.run_coroutine_threadsafe(relay.add_upstream(servers[0].url), servers[2].loop).result(5)
-        deadline = time.monotonic() + 20
-        while not (relay.store.get(1) is not None and relay.store.get(1).complete):
-            assert time.monotonic() < deadline, "relay did not mirror the version from the origin"
-            time.sleep(0.05)
+        wait_for(lambda: mirrored(relay, 1), 20, "the relay to mirror the version from the origin", 0.05)
     finally:
         for server in servers:
             server.stop()

@@ -140,7 +140,7 @@ def test_cheap_model_tokens_with_real_proofs(world, context, tmp_path):
         for r in rows
     ]
     verdict = validate_file(submit(world, tmp_path, rows), 0, context)
-    assert verdict.failed_check in {"seeded_sampling", "termination_format"}, verdict.reason
+    assert verdict.failed_check == "seeded_sampling", verdict.reason  # its tokens are not the seeded picks
 
 
 def test_altered_prompt(world, context, tmp_path):
@@ -202,7 +202,7 @@ def test_early_eos_forced(world, context, tmp_path):
         for r in honest_rows(world)
     ]
     verdict = validate_file(submit(world, tmp_path, reprove(world, rows)), 0, context)
-    assert verdict.failed_check in {"seeded_sampling", "termination"}, verdict.reason
+    assert verdict.failed_check == "seeded_sampling", verdict.reason  # the eos is not the seeded pick
 
 
 def test_two_tokens_swapped(world, context, tmp_path):

@@ -4,8 +4,8 @@ reaches any of them. (The page itself, in a browser: tests/integration/dashboard
 
 import json
 import re
-import time
 from importlib import resources
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -15,6 +15,7 @@ from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import RunSummary
 from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.server.routes import dashboard
 from swarmrl.coordinator.server.routes.dashboard import STREAM_SHARE_S, shared_summary
 from swarmrl.coordinator.server.summary import mean_rewards, steps_per_minute
 from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
@@ -168,13 +169,16 @@ def test_the_stream_sends_a_summary_every_interval(world):
     assert too_fast.status_code == 422 and too_fast.json()["error"] == "invalid_request"
 
 
-def test_streams_share_one_read_per_second(world):
+def test_streams_share_one_read_per_second(world, monkeypatch):
+    now = [1000.0]  # the streams' own clock, moved by the test
+    monkeypatch.setattr(dashboard, "time", SimpleNamespace(monotonic=lambda: now[0]))
     state = world.app.state.coordinator
     world.trainer.publish_step(world.run_id, 0)
     first = shared_summary(state, world.run_id)
     world.trainer.publish_step(world.run_id, 1)
+    now[0] += STREAM_SHARE_S - 0.01
     assert shared_summary(state, world.run_id) is first  # within the second: the same read
-    time.sleep(STREAM_SHARE_S + 0.1)
+    now[0] += 0.02
     assert shared_summary(state, world.run_id).run.current_step == 1
 
 

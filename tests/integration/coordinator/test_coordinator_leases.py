@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from polling import wait_for
 
 from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.api import MAX_LEASE_WAIT_S
@@ -31,6 +32,23 @@ BASE = dict(
 @pytest.fixture
 def make(clocked):
     return lambda **config: clocked(**{**BASE, **config})
+
+
+def _held(world, notifier: str, count: int = 1) -> None:
+    """Waits until `count` long polls sleep on the service's `notifier`: each looked, found nothing, and waits."""
+    state = world.app.state.coordinator
+    wait_for(
+        lambda: getattr(state, notifier).waiting == count, 10, f"{count} requests held on {notifier}", 0.01
+    )
+
+
+def _answered(world, route: str) -> float:
+    """How many requests to `route` (a template) the coordinator answered so far, hung up ones included."""
+    labels = {"method": "POST", "route": route}
+    count = world.app.state.coordinator.metrics.registry.get_sample_value(
+        "swarmrl_coordinator_request_seconds_count", labels
+    )
+    return count or 0.0
 
 
 def _kind(call) -> str:
@@ -177,12 +195,12 @@ def test_a_node_waiting_for_room_is_answered_the_moment_the_trainer_opens_a_step
     waiting, late = world.node(), world.node()
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(waiting.lease_work, "r", wait_s=15.0)
-        time.sleep(0.5)
+        _held(world, "work_changed")
         assert not answer.done()  # held, not refused with step_full
         world.trainer.publish_step("r", 1, units=1)
         assert [(u.step, u.batch_index) for u in answer.result(timeout=10).units] == [(1, 0)]
         refusal = pool.submit(_kind, lambda: late.lease_work("r", wait_s=15.0))
-        time.sleep(0.5)
+        _held(world, "work_changed")
         assert not refusal.done()
         world.trainer.drain("r")
         assert refusal.result(timeout=10) == "run_draining"
@@ -201,15 +219,17 @@ def test_when_a_step_opens_its_units_go_first_to_the_waiting_node_that_returns_t
     slow.upload_and_submit("r", 0, slow_unit.batch_index, b"slow", 1, 1)
     with ThreadPoolExecutor(2) as pool:
         slow_answer = pool.submit(_kind, lambda: slow.lease_work("r", wait_s=3.0))
-        time.sleep(0.3)
+        _held(world, "work_changed")
         fast_answer = pool.submit(fast.lease_work, "r", wait_s=15.0)
-        time.sleep(0.3)
+        _held(world, "work_changed", 2)
         world.trainer.publish_step("r", 1, units=1)
         assert [(u.step, u.batch_index) for u in fast_answer.result(timeout=10).units] == [(1, 0)]
         assert slow_answer.result(timeout=10) == "step_full"
 
 
-def test_a_waiting_node_gets_a_lapsed_unit_and_every_wait_ends_in_time(make):
+def test_a_waiting_node_gets_a_lapsed_unit_and_every_wait_ends_in_time(make, monkeypatch):
+    # No wake-up announces a lapse: a look again finds it.
+    monkeypatch.setattr(lease_routes, "LEASE_RECHECK_S", 0.1)
     world = make(default_step_units=1, lease_slack_units=0)
     world.node().lease_work("r")
     waiting = world.node()
@@ -219,7 +239,7 @@ def test_a_waiting_node_gets_a_lapsed_unit_and_every_wait_ends_in_time(make):
     assert _kind(lambda: waiting.lease_work("r", wait_s=MAX_LEASE_WAIT_S + 1)) == "invalid_request"
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(waiting.lease_work, "r", wait_s=15.0)
-        time.sleep(0.5)
+        _held(world, "work_changed")
         world.wait(60.0, waiting)  # the holder's unit lapses (25 s deadline); a look again finds it free
         assert [(u.step, u.batch_index) for u in answer.result(timeout=10).units] == [(0, 0)]
 
@@ -298,10 +318,14 @@ def test_a_node_that_hung_up_while_held_is_granted_nothing(make, monkeypatch):
     gone.join("r", ContractSection())
     with pytest.raises(CoordinatorError):  # its client gives up and closes the connection; the request waits
         gone.lease_work("r", wait_s=15.0)
-    time.sleep(0.5)
+    _held(world, "work_changed")
+    answered = _answered(world, "/v1/runs/{run_id}/leases")
     world.trainer.publish_step("r", 1, units=1)
-    time.sleep(0.5)  # the held request looks again, finds its node gone, grants nothing
-    assert [w.leased for w in world.admin.reads.work("r", node_id=gone.node_id)] in ([], [0])
+    # The held request looks again, finds its node gone, grants nothing.
+    wait_for(
+        lambda: _answered(world, "/v1/runs/{run_id}/leases") > answered, 10, "the held request's end", 0.01
+    )
+    assert [w.leased for w in world.admin.reads.work("r", node_id=gone.node_id)] == [0]  # a member, no unit
     assert [(u.step, u.batch_index) for u in world.node().lease_work("r").units] == [(1, 0)]
 
 
@@ -315,11 +339,13 @@ def test_a_validator_that_hung_up_while_held_leases_no_file(make, monkeypatch):
     world.admin.add_validator("r", gone.node_id)
     with pytest.raises(CoordinatorError):
         gone.lease_validation("r", wait_s=15.0)
-    time.sleep(0.5)
+    _held(world, "files_pending")
+    answered = _answered(world, "/v1/runs/{run_id}/validation-leases")
     node = world.node()
     (unit,) = node.lease_work("r", max_units=1).units
     submitted = node.upload_and_submit("r", 0, unit.batch_index, b"judge me", 1, 1)
-    time.sleep(0.5)
+    route = "/v1/runs/{run_id}/validation-leases"
+    wait_for(lambda: _answered(world, route) > answered, 10, "the held request's end", 0.01)
     assert world.validator.lease_validation("r").submission.id == submitted.id  # not held by the one gone
 
 
@@ -395,7 +421,7 @@ def test_a_validator_waiting_for_a_file_gets_it_the_moment_it_is_submitted(make,
     (unit,) = node.lease_work("r", max_units=1).units
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(world.validator.lease_validation, "r", wait_s=15.0)
-        time.sleep(0.5)
+        _held(world, "files_pending")
         assert not answer.done()
         submitted = node.upload_and_submit("r", 0, unit.batch_index, b"judge me", 1, 1)
         assert answer.result(timeout=10).submission.id == submitted.id
@@ -470,15 +496,14 @@ def test_a_trainer_waiting_on_the_feed_hears_of_a_file_the_moment_it_may_train_o
     assert time.monotonic() - started >= 1.0
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(world.trainer.training_feed, "r", 0, wait_s=15.0)
-        time.sleep(0.5)
+        _held(world, "files_decided")
         accept(second, files[1])  # decided, but waits behind file 0: the held request looks and answers
         assert answer.result(timeout=10) == []
         answer = pool.submit(world.trainer.training_feed, "r", 0, after_id=files[1].id, wait_s=15.0)
-        time.sleep(0.5)
+        _held(world, "files_decided")
         assert not answer.done()
-        started = time.monotonic()
         accept(first, files[0])
-        assert answer.result(timeout=10) == [] and time.monotonic() - started < 5.0
+        assert answer.result(timeout=10) == []  # within 10 s of a 15 s wait: its wake-up answered it
     assert [s.id for s in world.trainer.training_feed("r", 0)] == [f.id for f in files]
 
 

@@ -5,12 +5,14 @@ when it starts, with the fields that differ and both values named."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from polling import wait_for
 
 from swarmrl.configs import load_config
 from swarmrl.configs.contract import ContractMismatch
@@ -128,19 +130,26 @@ def test_a_worker_leases_no_unit_before_it_holds_a_policy(coordinator, tmp_path)
     """A lease's deadline runs from the lease: a node that leased before its first download and engine build
     (minutes on a slow link) lost that unit to the deadline, its work refused at submission (issue 35)."""
     url, admin, _ = coordinator
-    options = NodeOptions(url, RUN, tmp_path / "worker.pem", ["http://127.0.0.1:9"], tmp_path / "worker")
+    relay = socket.create_server(("127.0.0.1", 0))  # hangs up on every request: no policy to fetch
+    asked: list[int] = []
+
+    def hang_up() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                relay.accept()[0].close()
+                asked.append(1)
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    relay_url = f"http://127.0.0.1:{relay.getsockname()[1]}"
+    options = NodeOptions(url, RUN, tmp_path / "worker.pem", [relay_url], tmp_path / "worker")
     node = threading.Thread(target=run_node, args=(node_config(), options), daemon=True)
     node.start()
     try:
-        deadline = time.monotonic() + 60
-        while not admin.reads.summary(RUN).nodes_total and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for(lambda: asked, 60, "the worker to ask its relay for a policy")
         assert admin.reads.summary(RUN).nodes_total == 1  # it registered and joined ...
-        time.sleep(3.0)
-        assert (
-            admin.reads.units(RUN) == []
-        )  # ... and, with no relay to fetch a policy from, asked for nothing
+        assert admin.reads.units(RUN) == []  # ... and, before it holds a policy, leased nothing
     finally:
         options.stop.set()
         node.join(timeout=30)
+        relay.close()
     assert not node.is_alive()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from polling import wait_for
 
 from swarmrl.configs.shardcast import OriginConfig, RelayConfig
 from swarmrl.identity import Identity
@@ -67,12 +68,7 @@ def start_relay(
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, interval: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError("condition not reached in time")
+    wait_for(predicate, timeout, "the condition", interval)
 
 
 def assert_same_tree(a: Path, b: Path) -> None:
@@ -121,6 +117,7 @@ class SlowLink:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self.carried = 0  # bytes passed downstream so far: a transfer through the link is under way
         self.url = ""
 
     def start(self) -> SlowLink:
@@ -156,6 +153,7 @@ class SlowLink:
                     dst.write(data)
                     await dst.drain()
                     if limited:
+                        self.carried += len(data)
                         await asyncio.sleep(len(data) / self._rate)
             except (ConnectionError, OSError):
                 pass

@@ -145,4 +145,5 @@ def test_a_replay_past_its_seconds_is_cut_and_names_the_row():
         replay_rows(slow, list(range(20)), concurrency=1, seconds=0.75)
     assert spent.value.row == 2
     # Rows not started are cancelled; the one running finishes: about 0.75 s + 0.3 s, not 20 x 0.3 s.
-    assert time.monotonic() - begin < 2.0 and len(started) <= 4
+    assert len(started) <= 4
+    assert time.monotonic() - begin < 20 * 0.3 / 2

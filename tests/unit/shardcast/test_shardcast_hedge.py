@@ -44,8 +44,8 @@ def test_a_slow_attempt_is_hedged_and_cancelled_when_the_hedge_wins():
     log: list[str] = []
     result, seconds = race([attempt(log, "slow", 30), attempt(log, "fast", 0.01)], hedge_after_s=0.2)
     assert result == "fast"
-    assert log == ["start slow", "start fast", "cancel slow"]
-    assert 0.2 <= seconds < 2.0
+    assert log == ["start slow", "start fast", "cancel slow"]  # the hedge won: the slow one's 30 s not waited
+    assert seconds >= 0.2  # the hedge waited its delay
 
 
 def test_a_failure_moves_on_without_waiting_for_the_delay():
@@ -53,7 +53,7 @@ def test_a_failure_moves_on_without_waiting_for_the_delay():
     result, seconds = race(
         [attempt(log, "bad", 0.0, fail=True), attempt(log, "good", 0.01)], hedge_after_s=10
     )
-    assert result == "good" and seconds < 1.0
+    assert result == "good" and seconds < 10 / 4  # not the hedge delay
 
 
 def test_all_failures_are_reported_in_order():

@@ -37,7 +37,12 @@ def test_last_python_block():
 def test_hostile_extraction_inputs_stay_fast():
     import time
 
+    # Against an anchor timed here: a benign text as long. A quadratic scan would take thousands of times as long.
+    started = time.monotonic()
+    assert last_python_block("```python\n" + "x = 1\n" * 50_000 + "```") is not None
+    assert answer_region("y" * 800_000 + "</think>x", AnswerExtractionConfig()) == "x"
+    anchor = time.monotonic() - started
     started = time.monotonic()
     assert last_python_block("```python\n" * 50_000) is not None
     assert answer_region("</think>" * 100_000 + "x", AnswerExtractionConfig()) == "x"
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 50 * anchor + 0.5

@@ -87,7 +87,7 @@ def test_the_deadline_covers_the_whole_session(plan):
     with session(plan, "import time\ndef slow():\n    time.sleep(60)\n", limits) as box:
         with pytest.raises(SessionBroken, match="timed out"):
             box.call("slow", (), {})
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 60 / 2  # cut at the session's deadline, not the call's 60 s
 
 
 def test_cpu_limit_ends_a_busy_run(plan):

@@ -48,7 +48,7 @@ def test_timeout_kills_and_replaces_the_worker(pool):
     started = time.monotonic()
     with pytest.raises(VerifierTimeout):
         pool.call(time.sleep, 30, timeout=0.5)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30 / 2  # cut at its timeout, not waited for
     with pytest.raises(ProcessLookupError):
         os.kill(first, 0)
     assert pool.call(_pid, timeout=30) != first
