@@ -44,7 +44,10 @@ class CoordinatorConfig(BaseModel):
         description="largest JSON request body (uploads have their own cap); larger gets 413",
     )
     upload_max_bytes: int = Field(
-        100 * MIB, ge=1, description="largest rollout file a node may upload (bytes)"
+        100 * MIB,
+        ge=1,
+        description="largest rollout file a node may upload (bytes): an outer cap; a run's own cap is what its "
+        "contract lets one unit's file weigh (rows × the most one row of max_new_tokens can), when smaller",
     )
     uploads_per_hour: int | None = Field(
         None,
@@ -64,6 +67,14 @@ class CoordinatorConfig(BaseModel):
     )
     storage_quota_bytes: int = Field(
         64 * 1024 * MIB, ge=1, description="bytes of uploaded files one run may hold; more gets 507"
+    )
+    storage_unproven_fraction: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="share of storage_quota_bytes that the files of unproven nodes (fewer than "
+        "lease_proven_files accepted) hold together, however many keys they are; proven nodes' files hold the "
+        "rest, so no number of fresh keys takes the room an honest node's upload needs",
     )
     # --- work leases (rationed generation) ------------------------------------------------------------------
     default_step_units: int = Field(
