@@ -46,7 +46,6 @@ from swarmrl.rollouts.checks import completion_tokens
 from swarmrl.rundir import write_json_atomic, write_text_atomic
 from swarmrl.shardcast.client import local_versions
 from swarmrl.shardcast.errors import ShardcastError
-from swarmrl.shardcast.layout import manifest_path
 from swarmrl.steps import step_dir_name
 from swarmrl.tasks.packs.community import CommunityTasks
 from swarmrl.tasks.packs.errors import PackError
@@ -214,7 +213,7 @@ class Policy:
         self.fetcher.holds.hold(newest)
         loaded = False
         try:
-            if not manifest_path(path).is_file():  # pruned between the listing and the hold: pick again
+            if newest not in local_versions(self.root):  # pruned between the listing and the hold: pick again
                 log.info("policy step %d was pruned before it could be loaded", newest)
                 return
             loaded = self._load_version(newest, path)
