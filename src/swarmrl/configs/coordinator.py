@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from swarmrl.configs.connections import ConnectionLimits
 
 Severity = Literal["soft", "hard"]
+NodeKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 MIB = 1024 * 1024
 
@@ -181,6 +182,12 @@ class CoordinatorConfig(BaseModel):
         "hard", description="severity of a rejection whose check name is not in reject_severity"
     )
     list_limit: int = Field(500, ge=1, le=10000, description="most rows a list endpoint returns per call")
+    operator_relays: list[NodeKey] = Field(
+        default_factory=list,
+        description="node ids (public keys, 64 hex digits) of the SHARDCAST relays the operator runs: always "
+        "listed, first, in the relays panel, the tree and the nodes table, and marked as the operator's; any "
+        "other relay's report is its own claim, ranked below",
+    )
     connections: ConnectionLimits = Field(
         default_factory=ConnectionLimits,
         description="slow-client limits of the HTTP server: request head/body deadlines, open-connection caps",
