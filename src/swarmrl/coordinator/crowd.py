@@ -30,6 +30,8 @@ def add_members(
     last_seen: float | None = None,
 ) -> None:
     """Register and join each of `node_ids` (never proven: no file of theirs accepted)."""
+    if not node_ids:
+        return
     with state.sessions() as session, session.begin():
         session.execute(
             insert(Node),
@@ -57,6 +59,8 @@ def add_relay_reports(
     state: ServiceState, run_id: str, node_ids: Sequence[str], *, now: float, version: int
 ) -> None:
     """Each relay of `node_ids` claims to serve at its own URL and to hold `version` complete."""
+    if not node_ids:
+        return
     with state.sessions() as session, session.begin():
         session.execute(
             insert(RelayState),
@@ -82,6 +86,8 @@ def add_files(
 ) -> int:
     """One uploaded and submitted file of `size` bytes per node, in `status` (pending, rejected, voided), its
     bytes in the coordinator's storage; returns the bytes written."""
+    if not node_ids:
+        return 0
     slots, submissions = [], []
     staging = state.storage.staging_dir()
     for node_id in node_ids:
@@ -115,6 +121,8 @@ def add_files(
 
 def ban(state: ServiceState, node_ids: Sequence[str], *, now: float, reason: str = "forged files") -> None:
     """Ban each of `node_ids` (as a hard rejection at the threshold does; their memberships ejected)."""
+    if not node_ids:
+        return
     with state.sessions() as session, session.begin():
         session.execute(insert(Ban), [{"node_id": n, "reason": reason, "banned_at": now} for n in node_ids])
         session.query(Membership).filter(Membership.node_id.in_(node_ids)).update(

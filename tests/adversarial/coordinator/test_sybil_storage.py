@@ -74,8 +74,8 @@ def test_throwaway_keys_banned_at_once_hold_no_room_and_their_bytes_are_deleted(
         key = world.node()
         junk = leased_submit(key, "r", bytes([i]) * FILE)
         world.validator.post_verdict(junk.id, accept=False, check="upload_hash", reason="forged")
-    assert storage_bytes(world) == honest_bytes  # released at each verdict: no room held
-    assert files_on_disk(world) == honest_bytes + 6 * FILE  # ... until the janitor's next pass
+    assert storage_bytes(world) == honest_bytes  # released at each verdict: no room held ...
+    assert files_on_disk(world) == honest_bytes  # ... and its bytes deleted right after it
     newcomer = world.node()
     leased_submit(newcomer, "r", b"a newcomer's honest file")  # never refused for the junk's room
     leased_submit(honest, "r", b"an honest node's next file")

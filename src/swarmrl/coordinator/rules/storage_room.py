@@ -6,7 +6,8 @@ Identities are free, so room is held for them in proportion to nothing they can 
   with (rows per unit × the most a row of `max_new_tokens` completion tokens and a prompt the validators still
   take can weigh in parquet), `upload_max_bytes` only an outer cap.
 - A file judged worthless holds nothing: the bytes of a rejected or voided file (its node hard-invalidated or
-  banned) leave the count at the verdict, and the janitor deletes them at its next pass.
+  banned) leave the count at the verdict and are deleted right after it (`janitor.release_node`); a file
+  rejected elsewhere (the trainer's audit) at the janitor's next pass.
 - Files of unproven nodes (fewer than `lease_proven_files` of their files accepted by a validator) share
   `storage_unproven_fraction` of the quota, however many keys they are; proven nodes' files use the rest. No
   number of fresh keys can take the room an honest proven node's upload needs, and a key proven with one honest
@@ -141,9 +142,10 @@ def check_room(
     )
 
 
-def releasable(run_id: str | None = None):
-    """Uploaded slots whose file is released and whose bytes are still on disk (the janitor's to delete)."""
+def releasable(node_id: str | None = None):
+    """Uploaded slots whose file is released and whose bytes are still on disk (the janitor's to delete); of
+    `node_id` alone when given."""
     where = [UploadSlot.purged_at.is_(None), UploadSlot.storage_key.is_not(None), _released()]
-    if run_id is not None:
-        where.append(UploadSlot.run_id == run_id)
+    if node_id is not None:
+        where.append(UploadSlot.node_id == node_id)
     return and_(*where)
