@@ -112,7 +112,7 @@ def storage_arm(root: Path, name: str, keys: int, honest_files: int, junk: int, 
             if i < keys:
                 key = world.node()
                 attackers.add(key.node_id)
-                forged = leased_submit(key, "r", bytes([i % 251]) * junk)
+                forged = leased_submit(key, "r", i.to_bytes(4, "big") * (junk // 4))
                 peak = max(peak, parquet_bytes(world, attackers))  # its file waits for its verdict
                 world.validator.post_verdict(forged.id, accept=False, check="upload_hash", reason="junk")
                 world.wait(1.0, worker, relay)
