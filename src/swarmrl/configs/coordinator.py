@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from swarmrl.configs.connections import ConnectionLimits
 
 Severity = Literal["soft", "hard"]
+NodeKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 
 MIB = 1024 * 1024
 
@@ -44,7 +45,10 @@ class CoordinatorConfig(BaseModel):
         description="largest JSON request body (uploads have their own cap); larger gets 413",
     )
     upload_max_bytes: int = Field(
-        100 * MIB, ge=1, description="largest rollout file a node may upload (bytes)"
+        100 * MIB,
+        ge=1,
+        description="largest rollout file a node may upload (bytes): an outer cap; a run's own cap is what its "
+        "contract lets one unit's file weigh (rows × the most one row of max_new_tokens can), when smaller",
     )
     uploads_per_hour: int | None = Field(
         None,
@@ -64,6 +68,14 @@ class CoordinatorConfig(BaseModel):
     )
     storage_quota_bytes: int = Field(
         64 * 1024 * MIB, ge=1, description="bytes of uploaded files one run may hold; more gets 507"
+    )
+    storage_unproven_fraction: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="share of storage_quota_bytes that the files of unproven nodes (fewer than "
+        "lease_proven_files accepted) hold together, however many keys they are; proven nodes' files hold the "
+        "rest, so no number of fresh keys takes the room an honest node's upload needs",
     )
     # --- work leases (rationed generation) ------------------------------------------------------------------
     default_step_units: int = Field(
@@ -170,6 +182,12 @@ class CoordinatorConfig(BaseModel):
         "hard", description="severity of a rejection whose check name is not in reject_severity"
     )
     list_limit: int = Field(500, ge=1, le=10000, description="most rows a list endpoint returns per call")
+    operator_relays: list[NodeKey] = Field(
+        default_factory=list,
+        description="node ids (public keys, 64 hex digits) of the SHARDCAST relays the operator runs: always "
+        "listed, first, in the relays panel, the tree and the nodes table, and marked as the operator's; any "
+        "other relay's report is its own claim, ranked below",
+    )
     connections: ConnectionLimits = Field(
         default_factory=ConnectionLimits,
         description="slow-client limits of the HTTP server: request head/body deadlines, open-connection caps",

@@ -530,6 +530,10 @@ class RelaySummary(RelayReport):
         description="the URL it is drawn under (an origin or another relay); null: reachable only by a cycle",
     )
     depth: int = Field(0, description="hops from its origin (1: mirrors the origin itself); 0 when unplaced")
+    operator: bool = Field(
+        False,
+        description="a relay the operator named (`operator_relays`); any other relay's report is its claim",
+    )
 
 
 class ValidatorSummary(BaseModel):
@@ -562,6 +566,15 @@ class RunSummary(BaseModel):
     backlog: ValidatorBacklog
     nodes: list[NodeSummary]
     nodes_total: int = Field(description="members of the run (the list holds at most list_limit of them)")
+    nodes_left_out: dict[str, int] = Field(
+        default_factory=dict,
+        description="members the list leaves out, by rank tier (proven, banned, never-proven ...): the list "
+        "ranks by accepted work, never by node id",
+    )
+    relays_left_out: dict[str, int] = Field(
+        default_factory=dict,
+        description="relays the relay list leaves out, by rank tier (the operator's first)",
+    )
     evals: list[MetricPoint] = Field(
         default_factory=list, description="the trainer's held-out eval figures (eval/...) by policy step"
     )

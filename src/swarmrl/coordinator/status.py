@@ -30,16 +30,27 @@ def latest_metrics(points: list[MetricPoint]) -> dict[str, tuple[float, int]]:
     return {name: (value, point.step) for point in points for name, value in point.metrics.items()}
 
 
+def left_out_line(left_out: dict[str, int], noun: str) -> str:
+    """`and 9,500 never-proven nodes, 3 banned nodes not shown` (empty when a list left nothing out)."""
+    if not left_out:
+        return ""
+    return "and " + ", ".join(f"{count:,} {tier} {noun}" for tier, count in left_out.items()) + " not shown"
+
+
 def relays_table(summary: RunSummary) -> Table:
     """Each relay with its upstream (the tree's edges) and what it reports holding. URLs are the relays' own
-    claims: escaped, never read as markup."""
-    relays = Table(title="SHARDCAST relays", title_justify="left")
+    claims: escaped, never read as markup; the operator's relays (`operator_relays`) are marked."""
+    relays = Table(
+        title="SHARDCAST relays",
+        title_justify="left",
+        caption=left_out_line(summary.relays_left_out, "relays"),
+    )
     for column in ("relay", "serves", "mirrors", "state", "complete versions", "served MB"):
         relays.add_column(column, justify="right" if column == "served MB" else "left")
     for relay in summary.relays:
         held = sorted(v.version for v in relay.versions if v.complete)
         relays.add_row(
-            relay.node_id[:12],
+            relay.node_id[:12] + (" (operator)" if relay.operator else ""),
             escape(relay.url),
             escape(", ".join(relay.upstreams)),
             relay.health,
@@ -89,7 +100,11 @@ def summary_view(summary: RunSummary, url: str) -> Group:
             f"{merge.get('round', '-')} merges committed; at step {last.step} "
             f"{merge.get('contributors', '-')} of {merge.get('participants', '-')} islands contributed"
         )
-    nodes = Table(title=f"nodes ({len(summary.nodes)} of {summary.nodes_total})", title_justify="left")
+    nodes = Table(
+        title=f"nodes ({len(summary.nodes)} of {summary.nodes_total})",
+        title_justify="left",
+        caption=left_out_line(summary.nodes_left_out, "nodes"),
+    )
     for column in ("node", "role", "device", "state", "policy step", *NODE_COLUMNS, "banned", "rejected by"):
         nodes.add_column(
             column.replace("_", " "), justify="left" if column in ("node", "role", "device") else "right"

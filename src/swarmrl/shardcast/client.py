@@ -32,6 +32,7 @@ from swarmrl.shardcast.discovery import (
 from swarmrl.shardcast.errors import DeltaError, ManifestError, ShardcastError, ShardIntegrityError
 from swarmrl.shardcast.fsutil import atomic_write_bytes, preallocate, resolve_inside
 from swarmrl.shardcast.hashing import digest_range
+from swarmrl.shardcast.holds import VersionHolds
 from swarmrl.shardcast.layout import manifest_path
 from swarmrl.shardcast.loop_thread import LoopThread
 from swarmrl.shardcast.manifest import Manifest, ShardEntry
@@ -71,7 +72,8 @@ class ShardcastClient:
     """Async client; use as `async with ShardcastClient(...) as client: path = await client.fetch(k)`.
 
     Its connections to the sources (`Connections`) are opened on entry and kept alive until it closes.
-    `selector`: carry what was learned about the sources over from an earlier client.
+    `selector`: carry what was learned about the sources over from an earlier client. `holds`: the versions
+    the node is loading or using, which pruning old versions never deletes.
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class ShardcastClient:
         config: ClientConfig | None = None,
         run_id: str | None = None,
         selector: SourcePolicy | None = None,
+        holds: VersionHolds | None = None,
     ) -> None:
         self.sources = normalize_sources(sources)
         self.trainer_public_key = trainer_public_key.lower()
@@ -90,6 +93,7 @@ class ShardcastClient:
         self.run_id = run_id
         self.selector = selector or source_policy(self.sources, self.config)
         self.last_stats = TransferStats()
+        self.holds = holds or VersionHolds()
         self._connections: Connections | None = None
 
     async def __aenter__(self) -> ShardcastClient:
@@ -425,11 +429,11 @@ class ShardcastClient:
         shutil.rmtree(resolve_inside(partial.directory, ".shardcast/delta"), ignore_errors=True)
 
     def _collect_old_versions(self, keep: int) -> None:
-        """Keep the newest `keep_versions` installed versions (never the one just fetched, nor a pinned one)."""
+        """Keep the newest `keep_versions` installed versions (never the one just fetched, a pinned one, nor
+        one the node holds: loading or using)."""
         installed = [v for v in local_versions(self.dest_root) if v not in self.config.pinned_versions]
-        for old in installed[: max(len(installed) - self.config.keep_versions, 0)]:
-            if old != keep:
-                shutil.rmtree(self.dest_root / step_dir_name(old), ignore_errors=True)
+        old = [v for v in installed[: max(len(installed) - self.config.keep_versions, 0)] if v != keep]
+        self.holds.prune(self.dest_root, old)
 
 
 class CheckpointFetcher:
@@ -462,6 +466,7 @@ class CheckpointFetcher:
         self._client = ShardcastClient(
             self.sources, trainer_public_key, self.dest_root, self.config, run_id, self.selector
         )
+        self.holds = self._client.holds  # a version held here is never pruned by an install
         self._loop = LoopThread("shardcast-fetcher")
         self._loop.run(self._client.__aenter__())
 

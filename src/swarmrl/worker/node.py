@@ -160,6 +160,7 @@ class Policy:
         self.root = self.fetcher.dest_root
         self.engine: InferenceEngine | None = None
         self.prompts: PromptFormat | None = None
+        self._in_use: int | None = None  # the loaded version, held against pruning
 
     @property
     def step(self) -> int | None:
@@ -207,11 +208,24 @@ class Policy:
         if found is None or (self.engine is not None and found[0] <= self.engine.policy_step):
             return
         newest, path = found
+        # Held from before its files are read until the next version replaces it: the prefetch thread's
+        # pruning never deletes it meanwhile (issue 57: a slow start lost the version it was loading).
+        self.fetcher.holds.hold(newest)
+        loaded = False
+        try:
+            if newest not in local_versions(self.root):  # pruned between the listing and the hold: pick again
+                log.info("policy step %d was pruned before it could be loaded", newest)
+                return
+            loaded = self._load_version(newest, path)
+        finally:
+            self._settle_hold(newest, loaded)
+
+    def _load_version(self, newest: int, path: Path) -> bool:
         try:
             fetch_base(path, self.fetcher.fetch, self.fetcher.config.pinned_versions)
         except ShardcastError as exc:
             log.warning("policy step %d is an adapter whose base could not be fetched: %s", newest, exc)
-            return
+            return False
         if self.prompts is None:
             tokenizer = worker_tokenizer(path, self.options.work_dir / "cache", self.prompt_settings)
             self.prompts = prompt_format(tokenizer, self.prompt_settings)
@@ -220,6 +234,15 @@ class Policy:
         else:
             self.engine = self._build(self.engine_config, path, newest)
         log.info("policy step %d loaded", newest)
+        return True
+
+    def _settle_hold(self, version: int, loaded: bool) -> None:
+        """Keep the hold on the version now in use and release the one it replaced (or `version`, not loaded)."""
+        released = self._in_use if loaded else version
+        if loaded:
+            self._in_use = version
+        if released is not None:
+            self.fetcher.holds.release(released)
 
     def _build(self, engine_config: EngineConfig, path: Path, step: int) -> InferenceEngine:
         assert self.prompts is not None

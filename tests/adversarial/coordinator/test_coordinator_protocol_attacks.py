@@ -96,7 +96,13 @@ def test_ledger_totals_count_every_entry_past_the_page_limit(make_world):
 
 # --- 20.4: orphan uploads expire, are deleted, and count against a quota ---------------------------------------
 def test_orphan_uploads_are_deleted_when_their_slot_expires_and_a_run_has_a_quota(make_world):
-    world = make_world(storage_quota_bytes=3 * 4096, upload_slot_ttl_s=60.0, lease_target_s=1000.0)
+    # Proven nodes' files have 3 × 4096 bytes of room: the quota less the share unproven nodes' files hold.
+    world = make_world(
+        storage_quota_bytes=4 * 4096,
+        storage_unproven_fraction=0.25,
+        upload_slot_ttl_s=60.0,
+        lease_target_s=1000.0,
+    )
     node = world.node()
     units = node.lease_work("r").units
     assert len(units) == 4

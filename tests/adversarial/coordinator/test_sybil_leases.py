@@ -18,6 +18,7 @@ from sqlalchemy import event
 
 from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.errors import CoordinatorError
+from swarmrl.coordinator.rules.storage_room import unit_file_cap
 from swarmrl.coordinator.server.routes.leases import ROOM_FRESH_S
 from swarmrl.coordinator.signing import sign_request
 from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
@@ -150,17 +151,18 @@ def test_an_honest_node_gets_a_unit_within_one_lease_period_while_100_fresh_keys
     assert grants["honest"] >= grants["sybils"] / 2, grants  # 55 grants to 10 before: standing is favoured
 
 
-def test_an_upload_slot_declaring_100_mib_reserves_nothing_and_extends_nothing(make_world):
-    world = make_world(storage_quota_bytes=100 * MIB, lease_proven_files=0)
+def test_an_upload_slot_declaring_the_largest_file_reserves_nothing_and_extends_nothing(make_world):
+    largest = unit_file_cap(ContractSection())  # the run's file cap, from its contract's unit bounds
+    world = make_world(storage_quota_bytes=2 * largest, lease_proven_files=0)
     hoarder, honest = world.node(), world.node()
     (unit,) = hoarder.lease_work("r", max_units=1).units
-    hoarder.request_upload("r", 0, unit.batch_index, "ab" * 32, 100 * MIB)  # ... never sent
+    hoarder.request_upload("r", 0, unit.batch_index, "ab" * 32, largest)  # ... never sent
     (recorded,) = world.admin.reads.units("r", node_id=hoarder.node_id)
     assert recorded.expires_at == unit.expires_at  # the lease was not extended by a promise
     data = b"x" * 4096
     (mine,) = honest.lease_work("r", max_units=1).units
     slot = honest.request_upload("r", 0, mine.batch_index, hashlib.sha256(data).hexdigest(), len(data))
-    honest.upload(slot, data)  # the quota had room: 100 MiB declared is not 100 MiB held
+    honest.upload(slot, data)  # the quota had room: the largest file declared is not that file held
     assert (
         f'swarmrl_coordinator_storage_bytes{{run="r"}} {len(data)}' in httpx.get(f"{world.url}/metrics").text
     )

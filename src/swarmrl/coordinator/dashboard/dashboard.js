@@ -134,7 +134,13 @@ function drawFunctions(points) {
 // The relay tree as the coordinator placed it: each relay once, under the upstream its breadth-first walk from
 // the origins reached first (`parent`, `depth`), parents before children; relays reachable only through a cycle
 // of claims come last with no parent. One pass, one element per relay: what relays claim cannot make it slower.
-function relayTree(relays, now) {
+// What a ranked list left out, by tier: "and 9,500 never-proven nodes not shown" ("" when nothing was).
+function leftOut(counts, noun, lead = "") {
+  const parts = Object.entries(counts || {}).map(([tier, n]) => `${fmt(n)} ${tier} ${noun}`);
+  return parts.length ? `${lead}and ${parts.join(", ")} not shown` : "";
+}
+
+function relayTree(relays, now, left = {}) {
   const lists = new Map(); // URL → the list its mirrors hang from
   const origins = [];
   const unplaced = [];
@@ -155,7 +161,7 @@ function relayTree(relays, now) {
   for (const r of relays) {
     const held = r.versions.filter((v) => v.complete).map((v) => v.version);
     const latest = held.length ? `v${Math.max(...held)}` : "no complete version";
-    const label = `relay ${short(r.node_id)} · ${r.url} · ${r.health} · ${latest} · `
+    const label = `${r.operator ? "operator's relay" : "relay"} ${short(r.node_id)} · ${r.url} · ${r.health} · ${latest} · `
       + `${mb(r.served_bytes)} served · reported ${ago(r.reported_at, now)}`;
     const li = item(label, `state-${r.health}`, r.depth);
     li.dataset.nodeId = r.node_id;
@@ -176,6 +182,13 @@ function relayTree(relays, now) {
     li.className = "empty";
     li.textContent = "no relay reports to this coordinator";
     origins.push(li);
+  }
+  const more = leftOut(left, "relays");
+  if (more) {
+    const li = document.createElement("li");
+    li.className = "empty";
+    li.textContent = more;
+    unplaced.push(li);
   }
   $("relay-tree").replaceChildren(...origins, ...unplaced);
 }
@@ -237,7 +250,8 @@ function render(summary) {
 
   drawCharts(summary);
 
-  $("nodes-total").textContent = `(${summary.nodes.length} of ${summary.nodes_total})`;
+  $("nodes-total").textContent = `(${summary.nodes.length} of ${summary.nodes_total}`
+    + `${leftOut(summary.nodes_left_out, "nodes", " · ")})`;
   fillTable("nodes", summary.nodes, (tr, n) => {
     tr.dataset.nodeId = n.node_id;
     tr.dataset.banned = String(n.banned);
@@ -283,7 +297,7 @@ function render(summary) {
     cell(tr, `${spread.complete} / ${relays.length}`);
     cell(tr, spread.rate === null ? "–" : spread.rate.toFixed(1));
   });
-  relayTree(relays, now);
+  relayTree(relays, now, summary.relays_left_out);
   renderIslands(summary.islands);
 
   updates += 1;

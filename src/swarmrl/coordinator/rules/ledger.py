@@ -68,13 +68,17 @@ def balances(
     run_id: str,
     node_id: str | None = None,
     *,
+    node_ids: list[str] | None = None,
     after_node: str = "",
     limit: int | None = None,
 ) -> list[LedgerBalance]:
-    """Per-node totals by status over every entry of the run, sorted by node id (paged by node)."""
+    """Per-node totals by status over every entry of the run, sorted by node id (paged by node; `node_ids`: of
+    these nodes alone)."""
     nodes = select(LedgerEntry.node_id).where(LedgerEntry.run_id == run_id, LedgerEntry.node_id > after_node)
     if node_id is not None:
         nodes = nodes.where(LedgerEntry.node_id == node_id)
+    if node_ids is not None:
+        nodes = nodes.where(LedgerEntry.node_id.in_(node_ids))
     nodes = nodes.group_by(LedgerEntry.node_id).order_by(LedgerEntry.node_id)
     if limit is not None:
         nodes = nodes.limit(limit)

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.rules import janitor, leases, ledger
+from swarmrl.coordinator.rules import leases, ledger, storage_room
 from swarmrl.coordinator.server.stats import node_work, step_work
 from swarmrl.coordinator.server.summary import rejections_by_node, validator_backlog
 from swarmrl.coordinator.store.db import Ban, Membership, Run
@@ -65,7 +65,9 @@ def run_metrics(session: Session, run: Run, config: CoordinatorConfig, now: floa
     leases.expire_lapsed(session, run.run_id, config, now)
     out: dict[str, list[Sample]] = defaultdict(list)
     base = {"run": run.run_id}
-    out["swarmrl_coordinator_storage_bytes"].append((base, janitor.held_bytes(session, run.run_id)))
+    out["swarmrl_coordinator_storage_bytes"].append(
+        (base, storage_room.held_bytes(session, run.run_id, config).total)
+    )
     out["swarmrl_coordinator_run_draining"].append((base, int(run.status == "draining")))
     out["swarmrl_coordinator_run_step"].append((base, run.current_step))
     backlog = validator_backlog(session, run.run_id, now)

@@ -60,6 +60,14 @@ class Metrics:
         self.orphan_bytes_purged = Counter(
             "swarmrl_coordinator_orphan_bytes_purged", "bytes of those files", registry=self.registry
         )
+        self.released_purged = Counter(
+            "swarmrl_coordinator_released_uploads_purged",
+            "submitted files rejected or voided (their node hard-invalidated or banned), deleted",
+            registry=self.registry,
+        )
+        self.released_bytes_purged = Counter(
+            "swarmrl_coordinator_released_bytes_purged", "bytes of those files", registry=self.registry
+        )
 
 
 @dataclass

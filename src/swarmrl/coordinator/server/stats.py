@@ -47,14 +47,22 @@ def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig, 
 
 
 def node_work(
-    session: Session, run_id: str, *, node_id: str | None = None, after_node: str = "", limit: int
+    session: Session,
+    run_id: str,
+    *,
+    node_id: str | None = None,
+    node_ids: list[str] | None = None,
+    after_node: str = "",
+    limit: int,
 ) -> list[NodeWork]:
-    """Per-node counts for the run's members (paged by node id)."""
+    """Per-node counts for the run's members (paged by node id; `node_ids`: of these members alone)."""
     members = select(Membership.node_id, Membership.unit_seconds).where(
         Membership.run_id == run_id, Membership.node_id > after_node
     )
     if node_id is not None:
         members = members.where(Membership.node_id == node_id)
+    if node_ids is not None:
+        members = members.where(Membership.node_id.in_(node_ids))
     page = dict(session.execute(members.order_by(Membership.node_id).limit(limit)).all())
     if not page:
         return []

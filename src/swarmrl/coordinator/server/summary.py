@@ -32,6 +32,7 @@ from swarmrl.coordinator.api import (
 )
 from swarmrl.coordinator.rules import ledger
 from swarmrl.coordinator.rules.leases import expire_lapsed
+from swarmrl.coordinator.server.ranking import ranked_members, ranked_relays
 from swarmrl.coordinator.server.routes.trainer import current_state
 from swarmrl.coordinator.server.stats import node_work, step_work
 from swarmrl.coordinator.server.views import member_info
@@ -230,11 +231,10 @@ class MemberFacts:
     reports: dict[str, RelayState]
 
     @classmethod
-    def read(cls, session: Session, run_id: str, ids: list[str], limit: int) -> MemberFacts:
+    def read(cls, session: Session, run_id: str, ids: list[str]) -> MemberFacts:
         return cls(
-            # Both page by node id like the members, so their first pages cover these members.
-            works={w.node_id: w for w in node_work(session, run_id, limit=limit)},
-            balances={b.node_id: b for b in ledger.balances(session, run_id, limit=limit)},
+            works={w.node_id: w for w in node_work(session, run_id, node_ids=ids, limit=len(ids))},
+            balances={b.node_id: b for b in ledger.balances(session, run_id, node_ids=ids)},
             banned=set(session.scalars(select(Ban.node_id).where(Ban.node_id.in_(ids)))),
             validators=set(session.scalars(select(Validator.public_key).where(Validator.run_id == run_id))),
             rejections=rejections_by_node(session, run_id),
@@ -269,45 +269,53 @@ def node_summary(member: Membership, run: Run, facts: MemberFacts, info: MemberI
     )
 
 
-def members_view(
-    session: Session, run: Run, config: CoordinatorConfig, now: float
-) -> tuple[list[NodeSummary], list[RelaySummary], dict[str, int]]:
-    """The nodes table (members by node id, at most `list_limit`), the relays among them with their last report,
-    and the run's rejections by check."""
-    members = list(
-        session.scalars(
-            select(Membership)
-            .where(Membership.run_id == run.run_id)
-            .order_by(Membership.node_id)
-            .limit(config.list_limit)
+@dataclass
+class MembersView:
+    """The nodes table, the relays with their last report, what each left out, and rejections by check."""
+
+    nodes: list[NodeSummary]
+    relays: list[RelaySummary]
+    nodes_left_out: dict[str, int]
+    relays_left_out: dict[str, int]
+    rejections: dict[str, int]
+
+
+def members_view(session: Session, run: Run, config: CoordinatorConfig, now: float) -> MembersView:
+    """At most `list_limit` members and as many reporting relays, each list ranked by what cannot be minted
+    for free (`ranking`), never by node id."""
+    members = ranked_members(session, run, config, now, config.list_limit)
+    relays = ranked_relays(session, run, config, now, config.list_limit)
+    ids = list(dict.fromkeys(m.node_id for m in (*members.members, *relays.members)))
+    facts = MemberFacts.read(session, run.run_id, ids)
+    operator = set(config.operator_relays)
+    placed = [
+        RelaySummary(
+            **facts.reports[member.node_id].report,
+            node_id=member.node_id,
+            health=member_info(member, now, config).health,
+            reported_at=facts.reports[member.node_id].reported_at,
+            operator=member.node_id in operator,
         )
-    )
-    facts = MemberFacts.read(session, run.run_id, [m.node_id for m in members], config.list_limit)
-    nodes, relays = [], []
-    for member in members:
-        info = member_info(member, now, config)
-        report = facts.reports.get(member.node_id)
-        if member.role == "relay" and report is not None:
-            relays.append(
-                RelaySummary(
-                    **report.report,
-                    node_id=member.node_id,
-                    health=info.health,
-                    reported_at=report.reported_at,
-                )
-            )
-        nodes.append(node_summary(member, run, facts, info))
+        for member in relays.members
+    ]
+    nodes = [node_summary(m, run, facts, member_info(m, now, config)) for m in members.members]
     total: Counter = Counter()
     for checks in facts.rejections.values():
         total.update(checks)
-    return nodes, place_relays(relays), dict(total)
+    return MembersView(
+        nodes=nodes,
+        relays=place_relays(placed),
+        nodes_left_out=members.left_out,
+        relays_left_out=relays.left_out,
+        rejections=dict(total),
+    )
 
 
 def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: float) -> RunSummary:
     """Call inside a transaction: lapsed units are expired first, as every read of unit counts does."""
     run_id = run.run_id
     expire_lapsed(session, run_id, config, now)
-    nodes, relays, rejections = members_view(session, run, config, now)
+    view = members_view(session, run, config, now)
     steps = _steps(session, run)
     by_status = dict(
         session.execute(
@@ -323,9 +331,10 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
         steps=steps,
         open_step=step_work(session, run, run.current_step, config, now),
         submissions={s: by_status.get(s, 0) for s in ("pending", "accepted", "rejected", "voided")},
-        rejections=rejections,
+        rejections=view.rejections,
         backlog=validator_backlog(session, run_id, now),
-        nodes=nodes,
+        nodes=view.nodes,
+        nodes_left_out=view.nodes_left_out,
         nodes_total=session.scalar(
             select(func.count()).select_from(Membership).where(Membership.run_id == run_id)
         )
@@ -336,5 +345,6 @@ def run_summary(session: Session, run: Run, config: CoordinatorConfig, now: floa
         trained_step=session.scalar(
             select(func.max(TrainerMetrics.step)).where(TrainerMetrics.run_id == run_id)
         ),
-        relays=relays,
+        relays=view.relays,
+        relays_left_out=view.relays_left_out,
     )

@@ -20,7 +20,7 @@ from swarmrl.coordinator.api import (
     StepInfo,
 )
 from swarmrl.coordinator.errors import ConflictError, NotFoundError
-from swarmrl.coordinator.rules import spot_checks
+from swarmrl.coordinator.rules import janitor, spot_checks
 from swarmrl.coordinator.rules.penalties import ban_node
 from swarmrl.coordinator.server.access import get_run, require_trainer_or_admin
 from swarmrl.coordinator.server.auth import AdminCaller, SignedCaller, state_of
@@ -81,6 +81,7 @@ def ban(body: BanRequest, request: Request, _: AdminCaller) -> Ok:
     with state.sessions() as session, session.begin():
         ban_node(session, body.node_id, body.reason, state.clock())
     state.files_decided.notify()  # its voided pending files no longer hold back the files behind them
+    janitor.release_node(state, body.node_id, state.clock())
     return Ok()
 
 

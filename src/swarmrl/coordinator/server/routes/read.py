@@ -32,6 +32,7 @@ from swarmrl.coordinator.rules.leases import expire_lapsed
 from swarmrl.coordinator.server.access import get_run
 from swarmrl.coordinator.server.auth import state_of
 from swarmrl.coordinator.server.metrics_text import gauge, merge_run_metrics, run_metrics
+from swarmrl.coordinator.server.ranking import ranked_members
 from swarmrl.coordinator.server.routes.trainer import current_state
 from swarmrl.coordinator.server.stats import node_work, step_work
 from swarmrl.coordinator.server.views import (
@@ -98,14 +99,8 @@ def list_members(
     state = state_of(request)
     now = state.clock()
     with state.sessions() as session:
-        get_run(session, run_id)
-        members = session.scalars(
-            select(Membership)
-            .where(Membership.run_id == run_id)
-            .order_by(Membership.joined_at)
-            .limit(state.config.list_limit)
-        )
-        infos = [member_info(m, now, state.config) for m in members]
+        page = ranked_members(session, get_run(session, run_id), state.config, now, state.config.list_limit)
+        infos = [member_info(m, now, state.config) for m in page.members]
     return [m for m in infos if health is None or m.health == health]
 
 

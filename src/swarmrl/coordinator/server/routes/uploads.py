@@ -35,13 +35,13 @@ from swarmrl.coordinator.api import (
     UploadSlotInfo,
 )
 from swarmrl.coordinator.errors import ApiError, AuthError, ConflictError, NotFoundError, RateLimitError
-from swarmrl.coordinator.rules import janitor, leases
+from swarmrl.coordinator.rules import janitor, leases, storage_room
 from swarmrl.coordinator.server.access import active_member, check_step_window, get_run
 from swarmrl.coordinator.server.auth import SignedCaller, authenticate_node, state_of
 from swarmrl.coordinator.server.routes.work import record_submission
 from swarmrl.coordinator.server.state import ServiceState
 from swarmrl.coordinator.signing import RequestSignatureError, parse_signed_headers
-from swarmrl.coordinator.store.db import Run, UploadSlot, WorkUnit
+from swarmrl.coordinator.store.db import Membership, Run, UploadSlot, WorkUnit
 
 router = APIRouter(tags=["work"])
 
@@ -66,17 +66,6 @@ def _too_large(size: int, config: CoordinatorConfig) -> ApiError | None:
     return ApiError(
         f"{size} bytes is over the {config.upload_max_bytes}-byte cap", kind="too_large", status=413
     )
-
-
-def _check_quota(session: Session, run_id: str, size: int, config: CoordinatorConfig) -> None:
-    held = janitor.held_bytes(session, run_id)
-    if held + size > config.storage_quota_bytes:
-        raise ApiError(
-            f"run {run_id!r} holds {held} bytes; {size} more would pass its quota of "
-            f"{config.storage_quota_bytes}",
-            kind="storage_quota",
-            status=507,
-        )
 
 
 def _slots(session: Session, *where) -> int:
@@ -152,11 +141,13 @@ def _create_slot(
     janitor.maybe_purge(state, now)
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
-        active_member(session, run_id, node_id, config, now)
+        member = active_member(session, run_id, node_id, config, now)
+        storage_room.check_size(run, body.size_bytes, config)
         check_step_window(run, body.step, config)
         unit = _held_unit(session, run_id, node_id, body.step, body.batch_index, now)
         _check_slot_budget(session, run, node_id, body, unit, now, config)
-        _check_quota(session, run_id, body.size_bytes, config)  # early: what has arrived leaves no room
+        # early: what has arrived leaves no room
+        storage_room.check_room(session, run_id, leases.is_proven(member, config), body.size_bytes, config)
         slot = UploadSlot(
             slot_id=secrets.token_hex(16),
             run_id=run_id,
@@ -351,7 +342,9 @@ def _store(state: ServiceState, slot_id: str, staged: Path, key: str) -> None:
         slot = session.get(UploadSlot, slot_id)
         if slot is None or slot.uploaded:
             raise ConflictError("this slot already received its file", kind="slot_used")
-        _check_quota(session, slot.run_id, slot.size_bytes, state.config)
+        member = session.get(Membership, (slot.run_id, slot.node_id))
+        proven = member is not None and leases.is_proven(member, state.config)
+        storage_room.check_room(session, slot.run_id, proven, slot.size_bytes, state.config)
         _extend_unit(session, slot, now + state.config.lease_grace_s, now)
         state.storage.put(key, staged)
         slot.uploaded = True

@@ -22,7 +22,7 @@ from swarmrl.coordinator.api import (
     VerdictRequest,
 )
 from swarmrl.coordinator.errors import ApiError, ConflictError, NotFoundError
-from swarmrl.coordinator.rules import leases, spot_checks
+from swarmrl.coordinator.rules import janitor, leases, spot_checks
 from swarmrl.coordinator.rules.judgement import COORDINATOR_JUDGE, claims_out_of_bounds, judge
 from swarmrl.coordinator.server.access import (
     active_member,
@@ -132,6 +132,7 @@ def record_submission(state: ServiceState, run_id: str, node_id: str, body: Subm
     else:  # accepted unjudged (spot checks) or refused for its claims: decided already
         state.files_decided.notify()
     if lie is not None:  # recorded and penalised above; the node hears why
+        janitor.release_node(state, node_id, now)
         raise ApiError(lie, kind="claims_out_of_bounds", status=422)
     return info
 
@@ -204,5 +205,7 @@ def post_verdict(
         verdict = judge(session, submission, validator_key, body, state.config, now, body.rewards_summary)
         info = verdict_info(verdict, submission)
     state.files_decided.notify()
+    if not body.accept:
+        janitor.release_node(state, submission.node_id, now)
     state.metrics.verdicts.labels(outcome="accept" if body.accept else f"reject_{verdict.severity}").inc()
     return info
