@@ -81,9 +81,8 @@ def test_every_rejection_counts_against_standing_and_the_grace_is_no_larger_than
     """Issue 57, attack 3: soft rejections cost nothing and a per-key grace let free keys drop units."""
     junk = Standing(expired=0, delivered=1, rejected=5)  # one accepted file, then five rejected: 5/6 failed
     assert junk.failed == 5 and not junk.allows_lease(CONFIG)
-    assert (
-        lease_size(7.0, Standing(expired=1, delivered=3, rejected=1), CONFIG) == 2
-    )  # 2 > min(4, 3): 4 · 3/5
+    shrunk = Standing(expired=2, delivered=6, rejected=3)  # 5 failed > min(4, 6): 5/11 failed
+    assert shrunk.allows_lease(CONFIG) and lease_size(7.0, shrunk, CONFIG) == 2  # floor(4 · 6/11)
     assert not Standing(expired=1, delivered=0).allows_lease(CONFIG)  # a fresh key that dropped its one unit
     assert Standing(expired=0, delivered=0).allows_lease(CONFIG)  # ... is worse off than the next fresh key
     assert Standing(expired=4, delivered=4).allows_lease(CONFIG)  # within the grace its accepted work earned
