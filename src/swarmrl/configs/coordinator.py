@@ -131,6 +131,11 @@ class CoordinatorConfig(BaseModel):
         description="while any trusted node is alive, proven but not yet trusted nodes together hold at most this "
         "fraction of a step's units (at least one), extra to its demand: nobody waits for them",
     )
+    worker_allow_list: list[str] = Field(
+        default_factory=list,
+        description="node ids (hex public keys) the operator admits as workers; empty (the default): any key "
+        "may join. A closed swarm: no free key can join to hold or squat on the unproven pool",
+    )
     lease_max_deadline_s: float = Field(
         300.0,
         gt=0,
