@@ -96,7 +96,12 @@ def test_ledger_totals_count_every_entry_past_the_page_limit(make_world):
 
 # --- 20.4: orphan uploads expire, are deleted, and count against a quota ---------------------------------------
 def test_orphan_uploads_are_deleted_when_their_slot_expires_and_a_run_has_a_quota(make_world):
-    world = make_world(storage_quota_bytes=3 * 4096, upload_slot_ttl_s=60.0, lease_target_s=1000.0)
+    world = make_world(
+        storage_quota_bytes=3 * 4096,
+        upload_slot_ttl_s=60.0,
+        lease_target_s=1000.0,
+        lease_max_deadline_s=1000.0,
+    )
     node = world.node()
     units = node.lease_work("r").units
     assert len(units) == 4
@@ -185,4 +190,5 @@ def test_generating_many_units_and_submitting_the_best_few_loses_standing(make_w
     assert (stopped.value.status, stopped.value.kind) == (403, "poor_standing")
     assert len(seeds) < 24
     (work,) = world.admin.reads.work("r")
-    assert work.expired > 4 and work.generated * 2 < work.leased
+    # Nothing of its was accepted (its files wait for a validator): its grace is none (issue 57).
+    assert work.expired >= 3 and work.generated * 2 < work.leased
