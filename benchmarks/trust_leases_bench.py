@@ -251,22 +251,29 @@ def main() -> None:
     args = parser.parse_args()
     random.seed(args.seed)
     counts = [int(k) for k in args.keys.split(",")]
-    with tempfile.TemporaryDirectory(prefix="trust-bench-") as tmp:
-        anchor = run_arm("anchor", 0, args, Path(tmp))
-        rows = [anchor] + [run_arm(arm, k, args, Path(tmp)) for arm in args.arms.split(",") for k in counts]
     print(
         f"{'arm':<18}{'keys':>5}{'steps/min':>11}{'ratio':>7}{'newcomer s':>12}{'ratio':>7}"
-        f"{'refused':>9}{'held':>6}{'max deadline s':>16}{'wall s':>8}"
+        f"{'refused':>9}{'held':>6}{'max deadline s':>16}{'wall s':>8}",
+        flush=True,
     )
-    for row in rows:
-        ratio = row["steps_per_min"] / anchor["steps_per_min"]
-        came = row["newcomer_s"]
-        came_ratio = "-" if came is None or not anchor["newcomer_s"] else f"{came / anchor['newcomer_s']:.2f}"
-        print(
-            f"{row['arm']:<18}{row['keys']:>5}{row['steps_per_min']:>11.1f}{ratio:>7.2f}"
-            f"{'never' if came is None else f'{came:.1f}':>12}{came_ratio:>7}{row['refused']:>9}{row['held']:>6}"
-            f"{row['longest_deadline']:>16.1f}{row['wall_s']:>8.0f}"
-        )
+    with tempfile.TemporaryDirectory(prefix="trust-bench-") as tmp:
+        anchor = run_arm("anchor", 0, args, Path(tmp))
+        print_row(anchor, anchor)
+        for arm in args.arms.split(","):
+            for keys in counts:
+                print_row(run_arm(arm, keys, args, Path(tmp)), anchor)
+
+
+def print_row(row: dict, anchor: dict) -> None:
+    ratio = row["steps_per_min"] / anchor["steps_per_min"]
+    came = row["newcomer_s"]
+    came_ratio = "-" if came is None or not anchor["newcomer_s"] else f"{came / anchor['newcomer_s']:.2f}"
+    print(
+        f"{row['arm']:<18}{row['keys']:>5}{row['steps_per_min']:>11.1f}{ratio:>7.2f}"
+        f"{'never' if came is None else f'{came:.1f}':>12}{came_ratio:>7}{row['refused']:>9}{row['held']:>6}"
+        f"{row['longest_deadline']:>16.1f}{row['wall_s']:>8.0f}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
