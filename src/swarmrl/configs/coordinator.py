@@ -140,7 +140,8 @@ class CoordinatorConfig(BaseModel):
         300.0,
         gt=0,
         description="no unit's deadline is further than this from its lease, however slow the node measured "
-        "(must be below the trainer's max_wait_seconds: no step waits on one node past the trainer's give-up)",
+        "(must be below the trainer's max_wait_seconds: no step waits on one node past the trainer's give-up; "
+        "left unset in a run config whose give-up is shorter, half of it)",
     )
     # --- validation --------------------------------------------------------------------------------------------
     validation_lease_s: float = Field(
