@@ -196,9 +196,11 @@ def test_when_a_step_opens_its_units_go_first_to_the_waiting_node_that_returns_t
     (fast_unit,) = fast.lease_work("r", max_units=1).units
     (slow_unit,) = slow.lease_work("r", max_units=1).units
     world.wait(1.0, fast, slow)
-    fast.upload_and_submit("r", 0, fast_unit.batch_index, b"fast", 1, 1)
+    fast_file = fast.upload_and_submit("r", 0, fast_unit.batch_index, b"fast", 1, 1)
     world.wait(4.0, fast, slow)
-    slow.upload_and_submit("r", 0, slow_unit.batch_index, b"slow", 1, 1)
+    slow_file = slow.upload_and_submit("r", 0, slow_unit.batch_index, b"slow", 1, 1)
+    for file in (fast_file, slow_file):  # only accepted files measure a node's speed
+        accept(world.validator, file)
     with ThreadPoolExecutor(2) as pool:
         slow_answer = pool.submit(_kind, lambda: slow.lease_work("r", wait_s=3.0))
         time.sleep(0.3)
