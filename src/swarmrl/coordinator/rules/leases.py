@@ -152,10 +152,6 @@ def nodes_between(run_id: str, low: int, high: int):
     return nodes_below(run_id, high).where(Membership.judged_accepted >= low)
 
 
-def is_proven(member: Membership, config: CoordinatorConfig) -> bool:
-    return member.judged_accepted >= config.lease_proven_files
-
-
 def live_members(
     session: Session, run_id: str, config: CoordinatorConfig, now: float, *, at_least: int = 0
 ) -> int:
