@@ -128,6 +128,33 @@ class CoordinatorConfig(BaseModel):
         description="while any proven node is alive, unproven nodes together hold at most this fraction of a "
         "step's units (at least one); the rest waits for proven nodes, shared among them alone",
     )
+    lease_trusted_files: int = Field(
+        4,
+        ge=0,
+        description="files of a node a validator judged and accepted in a run before it is trusted there (at "
+        "least lease_proven_files): while any trusted node is alive, the step's demand is shared among trusted "
+        "nodes alone, and proven nodes below this share the low-trust pool, each holding at most as many units "
+        "as it had files accepted (keys are free: one accepted file must not buy a long-standing node's rights)",
+    )
+    lease_low_trust_fraction: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="while any trusted node is alive, proven but not yet trusted nodes together hold at most this "
+        "fraction of a step's units (at least one), extra to its demand: nobody waits for them",
+    )
+    worker_allow_list: list[str] = Field(
+        default_factory=list,
+        description="node ids (hex public keys) the operator admits as workers; empty (the default): any key "
+        "may join. A closed swarm: no free key can join to hold or squat on the unproven pool",
+    )
+    lease_max_deadline_s: float = Field(
+        300.0,
+        gt=0,
+        description="no unit's deadline is further than this from its lease, however slow the node measured "
+        "(must be below the trainer's max_wait_seconds: no step waits on one node past the trainer's give-up; "
+        "left unset in a run config whose give-up is shorter, half of it)",
+    )
     # --- validation --------------------------------------------------------------------------------------------
     validation_lease_s: float = Field(
         300.0, gt=0, description="seconds a validator holds a file before another validator may take it"
@@ -192,6 +219,15 @@ class CoordinatorConfig(BaseModel):
         default_factory=ConnectionLimits,
         description="slow-client limits of the HTTP server: request head/body deadlines, open-connection caps",
     )
+
+    @model_validator(mode="after")
+    def _trusted_after_proven(self) -> CoordinatorConfig:
+        if self.lease_trusted_files < self.lease_proven_files:
+            raise ValueError(
+                f"lease_trusted_files {self.lease_trusted_files} must be >= lease_proven_files "
+                f"{self.lease_proven_files}: a trusted node is a proven one"
+            )
+        return self
 
     @model_validator(mode="after")
     def _dead_after_unhealthy(self) -> CoordinatorConfig:

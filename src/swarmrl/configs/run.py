@@ -150,6 +150,18 @@ class RunConfig(Section):
                 f"trainer.pack_length {self.trainer.pack_length} cannot hold a prompt and a completion of "
                 f"contract.max_new_tokens {self.contract.max_new_tokens} tokens"
             )
+        give_up = self.trainer.max_wait_seconds
+        deadline_set = "lease_max_deadline_s" in self.coordinator.model_fields_set
+        if not deadline_set and self.coordinator.lease_max_deadline_s >= give_up:
+            # The default cap would outlast this shorter give-up: half of it leaves the step time to re-issue a
+            # lapsed unit before the trainer ends the run.
+            self.coordinator.lease_max_deadline_s = give_up / 2
+        if self.coordinator.lease_max_deadline_s >= give_up:
+            raise ConfigError(
+                f"coordinator.lease_max_deadline_s {self.coordinator.lease_max_deadline_s} must be below "
+                f"trainer.max_wait_seconds {self.trainer.max_wait_seconds}: a step waiting on one node's unit "
+                "would outlast the trainer's give-up"
+            )
         self._check_online_eval()
         prompts = any(isinstance(source, PromptsSourceConfig) for source in self.tasks.sources)
         if prompts and self.env is None and not self.tasks.reward_functions:

@@ -341,15 +341,15 @@ class StepWork(BaseModel):
     voided: int
     unproven: int = Field(
         0,
-        description="of the leased and submitted, those of nodes with no accepted work yet while a node with "
-        "some is alive: nobody waits for them (a hundred fresh keys may hold, drop or fill such units with "
-        "garbage) and their leases are extra to the demand; 0 while no such node is alive, when they are the "
-        "step's only producers and count like any",
+        description="of the leased and submitted, those of nodes below the best trust tier alive (no accepted "
+        "work yet, or less than lease_trusted_files while a trusted node is alive): nobody waits for them (a "
+        "hundred fresh keys may hold, drop or fill such units with garbage) and their leases are extra to the "
+        "demand; 0 while no proven node is alive, when unproven nodes are the step's only producers and count",
     )
     silent: int = Field(
         0,
-        description="of the leased, those of nodes that missed a heartbeat (of proven nodes alone while "
-        "`unproven` counts the others): they hold them until found dead, but the step does not wait for them",
+        description="of the leased, those of nodes that missed a heartbeat (of the best trust tier alive alone "
+        "while `unproven` counts the others): they hold them until found dead, but the step does not wait for them",
     )
 
 

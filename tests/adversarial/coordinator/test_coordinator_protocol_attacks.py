@@ -102,6 +102,7 @@ def test_orphan_uploads_are_deleted_when_their_slot_expires_and_a_run_has_a_quot
         storage_unproven_fraction=0.25,
         upload_slot_ttl_s=60.0,
         lease_target_s=1000.0,
+        lease_max_deadline_s=1000.0,
     )
     node = world.node()
     units = node.lease_work("r").units
@@ -191,4 +192,5 @@ def test_generating_many_units_and_submitting_the_best_few_loses_standing(make_w
     assert (stopped.value.status, stopped.value.kind) == (403, "poor_standing")
     assert len(seeds) < 24
     (work,) = world.admin.reads.work("r")
-    assert work.expired > 4 and work.generated * 2 < work.leased
+    # Nothing of its was accepted (its files wait for a validator): its grace is none (issue 57).
+    assert work.expired >= 3 and work.generated * 2 < work.leased

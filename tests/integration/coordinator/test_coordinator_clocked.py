@@ -21,6 +21,7 @@ CONFIG = CoordinatorConfig(
     upload_slot_ttl_s=60.0,
     uploads_per_hour=2,
     clock_skew_s=30.0,
+    standing_max_drop_fraction=1.0,  # units lapse here on purpose; standing: test_coordinator_leases, adversarial
 )
 
 

@@ -214,9 +214,11 @@ def test_when_a_step_opens_its_units_go_first_to_the_waiting_node_that_returns_t
     (fast_unit,) = fast.lease_work("r", max_units=1).units
     (slow_unit,) = slow.lease_work("r", max_units=1).units
     world.wait(1.0, fast, slow)
-    fast.upload_and_submit("r", 0, fast_unit.batch_index, b"fast", 1, 1)
+    fast_file = fast.upload_and_submit("r", 0, fast_unit.batch_index, b"fast", 1, 1)
     world.wait(4.0, fast, slow)
-    slow.upload_and_submit("r", 0, slow_unit.batch_index, b"slow", 1, 1)
+    slow_file = slow.upload_and_submit("r", 0, slow_unit.batch_index, b"slow", 1, 1)
+    for file in (fast_file, slow_file):  # only accepted files measure a node's speed
+        accept(world.validator, file)
     with ThreadPoolExecutor(2) as pool:
         slow_answer = pool.submit(_kind, lambda: slow.lease_work("r", wait_s=3.0))
         _held(world, "work_changed")
@@ -260,11 +262,14 @@ def test_an_expired_unit_is_reissued_to_another_node(make):
 def test_a_dead_nodes_units_return_before_their_deadline(make):
     """A worker killed mid-lease: once it misses its heartbeats its unit goes to the next node; nothing else
     it did is lost."""
-    world = make(default_step_units=2, lease_slack_units=0, lease_initial_unit_s=150.0)
+    world = make(
+        default_step_units=2, lease_slack_units=0, lease_initial_unit_s=150.0, lease_max_deadline_s=500.0
+    )
     killed, other = world.node(), world.node()
     (first,) = killed.lease_work("r", max_units=1).units
     world.wait(200.0, killed, other)  # it works slowly: its next deadline will be long
     done = killed.upload_and_submit("r", 0, first.batch_index, b"delivered before the crash", 1, 1)
+    accept(world.validator, done)  # its speed is measured on its accepted files alone
     (held,) = killed.lease_work("r").units
     assert held.expires_at - world.clock() > 300
     assert _kind(lambda: other.lease_work("r")) == "step_full"
@@ -272,7 +277,7 @@ def test_a_dead_nodes_units_return_before_their_deadline(make):
     (taken,) = other.lease_work("r").units
     assert taken.batch_index == held.batch_index
     assert [s.id for s in world.admin.reads.submissions("r")] == [done.id]
-    assert world.admin.reads.submissions("r")[0].status == "pending"
+    assert world.admin.reads.submissions("r")[0].status == "accepted"
 
 
 def test_a_silent_nodes_units_are_leased_over_before_it_is_dead_and_its_late_file_still_counts(make):
@@ -360,14 +365,14 @@ def test_lease_size_and_deadlines_follow_each_nodes_measured_speed(make):
     fast, slow = world.node(), world.node()
     first = fast.lease_work("r")
     assert len(first.units) == 2  # unmeasured: 60 s / 30 s
+    (one,) = slow.lease_work("r", max_units=1).units
     for i, unit in enumerate(first.units):
         world.wait(2.0, slow)
-        fast.upload_and_submit("r", 0, unit.batch_index, f"fast {i}".encode(), 1, 1)
+        accept(world.validator, fast.upload_and_submit("r", 0, unit.batch_index, f"fast {i}".encode(), 1, 1))
     again = fast.lease_work("r")
     assert again.unit_seconds == pytest.approx(2.0) and len(again.units) == 4  # measured fast: a full lease
-    (one,) = slow.lease_work("r", max_units=1).units
-    world.wait(50.0, fast, slow)
-    slow.upload_and_submit("r", 0, one.batch_index, b"slow", 1, 1)
+    world.wait(46.0, fast, slow)
+    accept(world.validator, slow.upload_and_submit("r", 0, one.batch_index, b"slow", 1, 1))
     lease = slow.lease_work("r")
     assert lease.unit_seconds > 20.0 and len(lease.units) == 1  # a slow node gets one unit ...
     (unit,) = lease.units
@@ -384,7 +389,8 @@ def test_a_node_behind_the_newest_policy_leases_only_what_it_returns_before_the_
     first = [node.lease_work("r", max_units=1).units[0] for node in nodes]
     world.wait(8.0, *nodes)  # each node returns a unit in 8 s
     for node, unit in zip(nodes, first, strict=True):
-        node.upload_and_submit("r", 0, unit.batch_index, f"measured {unit.batch_index}".encode(), 1, 1)
+        data = f"measured {unit.batch_index}".encode()
+        accept(world.validator, node.upload_and_submit("r", 0, unit.batch_index, data, 1, 1))
     for step in (1, 2, 3):  # a step every 10 s
         world.wait(10.0, *nodes)
         world.trainer.publish_step("r", step, units=100)

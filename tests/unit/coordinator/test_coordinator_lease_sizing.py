@@ -5,15 +5,20 @@ from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.rules.leases import (
+    LOW_TRUST,
+    TRUSTED,
+    UNPROVEN,
     Standing,
+    StepRoom,
     fair_share,
     free_batch_indices,
     lease_size,
+    room_for,
     unit_deadlines,
     units_in_window,
     updated_speed,
 )
-from swarmrl.coordinator.store.db import Run, WorkUnit, make_engine, migrate
+from swarmrl.coordinator.store.db import Membership, Run, WorkUnit, make_engine, migrate
 from swarmrl.trainer.swarm_source import next_demand
 
 CONFIG = CoordinatorConfig(
@@ -63,13 +68,57 @@ def test_speed_is_a_moving_average_that_starts_at_the_first_measurement():
 
 
 def test_standing_shrinks_leases_past_the_grace_and_then_stops_them():
-    within_grace = Standing(expired=4, delivered=0)
+    within_grace = Standing(expired=4, delivered=4)
     assert within_grace.allows_lease(CONFIG) and lease_size(7.0, within_grace, CONFIG) == 4
     dropping = Standing(expired=5, delivered=15)  # 25% dropped
     assert dropping.allows_lease(CONFIG) and lease_size(7.0, dropping, CONFIG) == 3
     cherry_picker = Standing(expired=9, delivered=3)  # 75% dropped
     assert not cherry_picker.allows_lease(CONFIG)
     assert Standing(expired=0, delivered=0).drop_fraction == 0.0
+
+
+def test_every_rejection_counts_against_standing_and_the_grace_is_no_larger_than_accepted_work():
+    """Issue 57, attack 3: soft rejections cost nothing and a per-key grace let free keys drop units."""
+    junk = Standing(expired=0, delivered=1, rejected=5)  # one accepted file, then five rejected: 5/6 failed
+    assert junk.failed == 5 and not junk.allows_lease(CONFIG)
+    shrunk = Standing(expired=2, delivered=6, rejected=3)  # 5 failed > min(4, 6): 5/11 failed
+    assert shrunk.allows_lease(CONFIG) and lease_size(7.0, shrunk, CONFIG) == 2  # floor(4 · 6/11)
+    assert not Standing(expired=1, delivered=0).allows_lease(CONFIG)  # a fresh key that dropped its one unit
+    assert Standing(expired=0, delivered=0).allows_lease(CONFIG)  # ... is worse off than the next fresh key
+    assert Standing(expired=4, delivered=4).allows_lease(CONFIG)  # within the grace its accepted work earned
+
+
+def test_no_deadline_passes_the_cap_however_slow_the_node_measured():
+    capped = CONFIG.model_copy(update={"lease_max_deadline_s": 100.0})
+    assert unit_deadlines(100.0, 3, None, capped) == [145.0, 185.0, 200.0]  # the third: 225 capped at 200
+    assert unit_deadlines(100.0, 1, 5000.0, capped) == [200.0]
+    assert lease_size(60.0, GOOD, capped) == 1  # min(60 s target, 100 s cap) / 60 s a unit
+
+
+def _room(tier: int, top_alive: int, open_units: int = 9, unproven: int = 1, low: int = 2) -> StepRoom:
+    return StepRoom(0, 8, open_units, tier, top_alive, unproven, low)
+
+
+def test_the_best_tier_alive_shares_the_demand_and_the_tiers_below_share_pools():
+    trusting = CONFIG.model_copy(
+        update={"lease_proven_files": 1, "lease_trusted_files": 4, "lease_slack_units": 1}
+    )
+
+    def member(files: int) -> Membership:
+        return Membership(judged_accepted=files)
+
+    # A trusted node alive: the trusted share the step's 9 units, 3 of them alive.
+    assert room_for(member(4), _room(TRUSTED, 3), trusting) == 3
+    # A node proven by one file takes one unit of the low-trust pool, never a trusted node's share ...
+    assert room_for(member(1), _room(TRUSTED, 3), trusting) == 1
+    assert room_for(member(3), _room(TRUSTED, 3, low=5), trusting) == 3  # ... growing with accepted work
+    assert room_for(member(3), _room(TRUSTED, 3, low=0), trusting) == 0  # the pool is out
+    assert room_for(member(0), _room(TRUSTED, 3), trusting) == 1  # unproven: one unit of its pool
+    assert room_for(member(0), _room(TRUSTED, 3, unproven=0), trusting) == 0
+    # No trusted node alive: the low-trust are the best tier and share the step fairly, as proven nodes did.
+    assert room_for(member(1), _room(LOW_TRUST, 2), trusting) == 5
+    assert room_for(member(0), _room(UNPROVEN, 4), trusting) == 1  # nobody proven: still one unit at a time
+    assert room_for(member(4), _room(TRUSTED, 3, open_units=0), trusting) == 0
 
 
 def test_freed_indices_are_reissued_first_but_never_to_the_node_that_held_them(tmp_path):

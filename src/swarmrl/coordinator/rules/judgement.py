@@ -2,7 +2,7 @@
 spot-check draw left unjudged, or the coordinator's own refusal of claims outside the unit's bounds.
 
 An accepted file is credited with the rows and tokens the judge measured in the file itself, never with what
-the node claimed. A rejection drops the file (soft) or, for a forgery (hard), voids the node's unpaid work,
+the node claimed, and the time its unit took measures its node's speed (nothing else does: `leases.py`). A rejection drops the file (soft) or, for a forgery (hard), voids the node's unpaid work,
 ejects it and, at the threshold, bans it (`penalties.py`).
 """
 
@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import Measured
-from swarmrl.coordinator.rules import ledger
+from swarmrl.coordinator.rules import leases, ledger
 from swarmrl.coordinator.rules.penalties import hard_invalidate
 from swarmrl.coordinator.store.db import Membership, Run, Submission, Verdict, WorkUnit
 
@@ -53,12 +53,15 @@ def judge(
     if measured.accept:
         assert measured.rows is not None and measured.tokens is not None  # Measured's validator
         ledger.credit(session, submission, measured.rows, measured.tokens, now, config.credit_unlock_window_s)
-        if submission.checked:  # a validator's acceptance: what probation and lease standing count
+        if submission.checked:  # a validator's acceptance: what probation, trust and speed count
             session.execute(
                 update(Membership)
                 .where(Membership.run_id == submission.run_id, Membership.node_id == submission.node_id)
                 .values(judged_accepted=Membership.judged_accepted + 1)
             )
+            member = session.get(Membership, (submission.run_id, submission.node_id), populate_existing=True)
+            if unit is not None and member is not None:
+                leases.measure_accepted(session, member, unit, submission.submitted_at, config)
     elif severity == "hard":
         # Spot-checking judges only a fraction of files, so one caught forgery must cost everything.
         threshold = 1 if config.spot_check_fraction < 1.0 else config.hard_rejects_before_ban

@@ -4,17 +4,23 @@ When a step opens, every node waiting for room wakes at once, and the open step'
 first: often a distant or slow node, whose file the step then waited for. A woken request of a node
 FASTER_BY times slower than the fastest node held with it looks FASTER_FIRST_S later, so the units go first to
 whoever returns them soonest: a node's measured time per unit spans its lease to its submission, its round
-trips and upload included. A node not measured yet counts as slower than every measured one (identities are
-free: a fresh key is no one's first choice). Each request asks in O(log n), however many wait.
+trips and upload included, and only accepted files measure it (junk delivered at once makes no one fast). A node
+not measured yet counts as slower than every measured one (identities are free: a fresh key is no one's first
+choice), and unmeasured nodes draw lots among themselves: each looks after a random extra delay below
+LOTTERY_S, so a unit freed in the unproven pool goes to a random waiting key, not to whichever polls hardest.
+Each request asks in O(log n), however many wait.
 """
 
 from __future__ import annotations
 
 import heapq
+import random
 import threading
 
 FASTER_BY = 1.5
 FASTER_FIRST_S = 0.1
+LOTTERY_S = 0.25
+_DRAW = random.SystemRandom()
 
 
 class HeldLeases:
@@ -52,13 +58,14 @@ class HeldLeases:
 
     def delay(self, run_id: str, node_id: str) -> float:
         """Seconds a woken request of `node_id` waits before it looks: FASTER_FIRST_S when a node held with it
-        is FASTER_BY times faster, else 0."""
+        is FASTER_BY times faster, else 0; an unmeasured node's, plus its draw below LOTTERY_S."""
         with self._lock:
             held = self._seconds.get(run_id, {})
             heap = self._fastest.get(run_id, [])
             while heap and held.get(heap[0][1]) != heap[0][0]:
                 heapq.heappop(heap)  # a request that ended, or the node's earlier one
-            if not heap:
-                return 0.0
             mine = held.get(node_id)
-            return FASTER_FIRST_S if mine is None or heap[0][0] * FASTER_BY <= mine else 0.0
+            draw = _DRAW.uniform(0.0, LOTTERY_S) if node_id in held and mine is None else 0.0
+            if not heap:
+                return draw
+            return draw + (FASTER_FIRST_S if mine is None or heap[0][0] * FASTER_BY <= mine else 0.0)

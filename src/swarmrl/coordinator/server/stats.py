@@ -29,8 +29,8 @@ def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig, 
     )
     is_open = step == run.current_step and run.status == "open"
     in_flight = bool(counts.get("leased") or counts.get("submitted"))
-    # Unproven nodes' work is apart from the demand only while a proven node is alive (`leases.StepRoom`).
-    apart = in_flight and leases.live_members(session, run.run_id, config, now, proven=True) > 0
+    # The work of nodes below the best trust tier alive is apart from the demand (`leases.StepRoom`).
+    tier = leases.top_tier(session, run.run_id, config, now)[0] if in_flight else leases.UNPROVEN
     return StepWork(
         step=step,
         demand=leases.step_demand(run, config),
@@ -39,10 +39,10 @@ def step_work(session: Session, run: Run, step: int, config: CoordinatorConfig, 
         **{state: counts.get(state, 0) for state in ("leased", "submitted", "accepted", "rejected")},
         expired=counts.get("expired", 0),
         voided=counts.get("voided", 0),
-        unproven=leases.unproven_units(session, run, config, ("leased", "submitted"), step) if apart else 0,
-        silent=leases.silent_leased(session, run, config, now, step=step, proven_only=apart)
-        if in_flight
+        unproven=leases.apart_units(session, run, config, ("leased", "submitted"), tier, step)
+        if tier > leases.UNPROVEN
         else 0,
+        silent=leases.silent_leased(session, run, config, now, step=step, tier=tier) if in_flight else 0,
     )
 
 

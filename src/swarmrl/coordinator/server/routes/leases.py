@@ -188,13 +188,11 @@ def _grant(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -
             carry_steps = body.policy_step + run.async_level - room.step
             period = leases.step_seconds(session, run_id)
             size = leases.units_in_window(size, member.unit_seconds, carry_steps, period, config)
+        speed = member.unit_seconds
+        if speed is None:  # never measured: a typical node's time, so a squatted pool unit lapses soon
+            speed = leases.newcomer_seconds(session, run_id, config)
         held = leases.grant(
-            session,
-            run,
-            node_id,
-            leases.unit_deadlines(now, size, member.unit_seconds, config),
-            now,
-            room.step,
+            session, run, node_id, leases.unit_deadlines(now, size, speed, config), now, room.step
         )
         state.metrics.units_leased.inc(len(held))
         state.step_rooms.pop(run_id, None)
@@ -210,8 +208,9 @@ def _may_lease(session: Session, run: Run, member: Membership, config: Coordinat
     standing = leases.standing_of(session, run.run_id, member.node_id)
     if not standing.allows_lease(config):
         raise ForbiddenError(
-            f"this node let {standing.expired} of {standing.expired + standing.delivered} leased units "
-            f"expire (over {config.standing_max_drop_fraction:.0%}): no more leases in this run",
+            f"standing: {standing.failed} of this node's units expired or were rejected against "
+            f"{standing.delivered} accepted (over {config.standing_max_drop_fraction:.0%}, past a grace of at "
+            "most its accepted units): no more leases in this run",
             kind="poor_standing",
         )
     return standing
@@ -238,7 +237,7 @@ def _first_room(
     rooms = []
     for step in steps:
         rooms.append(room := room_of(step))
-        size = _room(member, room, config)
+        size = leases.room_for(member, room, config)
         if size > 0:
             return room, size
     open_step = rooms[0]
@@ -249,18 +248,6 @@ def _first_room(
         + "; ask again later",
         kind="step_full",
     )
-
-
-def _room(member: Membership, room: leases.StepRoom, config: CoordinatorConfig) -> int:
-    """Most units the node may take in the step: its open units, its fair share among proven nodes, or,
-    unproven, one unit of the pool unproven nodes share; 0 when that is none."""
-    available = room.open_units
-    if available > 0 and leases.is_proven(member, config):
-        units = room.demand + config.lease_slack_units
-        return min(available, leases.fair_share(units, room.proven_alive))
-    if available > 0 and room.unproven_room > 0:
-        return 1
-    return 0
 
 
 @router.post("/v1/runs/{run_id}/validation-leases", response_model=ValidationLease, tags=["validator"])

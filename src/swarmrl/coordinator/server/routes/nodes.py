@@ -70,6 +70,11 @@ def join(run_id: RunId, body: JoinRun, request: Request, who: SignedCaller) -> M
     role = body.role
     state = state_of(request)
     now = state.clock()
+    allowed = state.config.worker_allow_list
+    if role == "worker" and allowed and node_id not in allowed:
+        raise ForbiddenError(
+            "admission: this node is not on the operator's worker allow-list", kind="not_allowed"
+        )
     with state.sessions() as session, session.begin():
         require_contract(get_run(session, run_id), body.contract_sha256)
         require_registered(session, node_id)

@@ -108,9 +108,6 @@ def record_submission(state: ServiceState, run_id: str, node_id: str, body: Subm
         )
         session.add(submission)
         session.flush()
-        member.unit_seconds = leases.updated_speed(
-            member.unit_seconds, leases.seconds_for(session, unit, now), config.speed_smoothing
-        )
         unit.status, unit.submission_id, unit.ended_at = "submitted", submission.id, now
         slot.submitted = True
         lie = claims_out_of_bounds(run, body.rows, body.tokens)
@@ -125,6 +122,7 @@ def record_submission(state: ServiceState, run_id: str, node_id: str, body: Subm
             )
         elif not spot_checks.must_judge(member, config):
             submission.checked, submission.status, unit.status = False, "accepted", "accepted"
+            leases.measure_accepted(session, member, unit, now, config)
         info = submission_info(submission)
     state.metrics.submissions.inc()
     if info.status == "pending":
