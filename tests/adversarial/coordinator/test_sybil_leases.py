@@ -162,7 +162,8 @@ def test_an_upload_slot_declaring_100_mib_reserves_nothing_and_extends_nothing(m
     slot = honest.request_upload("r", 0, mine.batch_index, hashlib.sha256(data).hexdigest(), len(data))
     honest.upload(slot, data)  # the quota had room: 100 MiB declared is not 100 MiB held
     assert (
-        f'swarmrl_coordinator_storage_bytes{{run="r"}} {len(data)}' in httpx.get(f"{world.url}/metrics").text
+        f'swarmrl_coordinator_storage_bytes{{run="r"}} {float(len(data))}'
+        in httpx.get(f"{world.url}/metrics").text
     )
 
 
