@@ -7,11 +7,13 @@ exiting 2 when a check fails, so a mistake shows in seconds instead of minutes i
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated
 
 import typer
@@ -167,18 +169,31 @@ def demo(
             run_demo(cfg, console)
 
 
+LAB_MISSING = (
+    "demo --wan runs on swarmrl's lab package, which is not installed: pip install -e lab (make install does)"
+)
+
+
+def lab_module(name: str) -> ModuleType:
+    """A module of swarmrl's lab (lab/swarmrl_lab: the WAN emulator), which node operators do not install: the
+    one place swarmrl imports it. Missing, it is one line (a UserError) and exit 2."""
+    try:
+        return importlib.import_module(f"swarmrl_lab.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != "swarmrl_lab" and not (exc.name or "").startswith("swarmrl_lab."):
+            raise
+        raise UserError(LAB_MISSING) from exc
+
+
 def wan_runnable(islands: bool) -> Callable[[RunConfig], None]:
-    """`demo --wan`'s own refusals (not root, a tool missing, islands of swarms), checked before anything."""
+    """`demo --wan`'s own refusals (the lab not installed, not root, a tool missing, islands of swarms), checked
+    before anything."""
 
     def check(cfg: RunConfig) -> None:
         if islands:
-            from swarmrl.islands.wan_demo import check_runnable
-
-            check_runnable(cfg)
+            lab_module("wan.islands").check_runnable(cfg)
         else:
-            from swarmrl.wan.netns import check_available
-
-            check_available()
+            lab_module("wan.netns").check_available()
 
     return check
 
@@ -187,20 +202,17 @@ def run_wan_demo(cfg: RunConfig, islands: bool) -> None:
     """`demo --wan` (with --islands: the trainer islands across the regions); a machine that cannot emulate (not
     root, no iproute2/nftables) is told so in one line (`WanUnavailable` is a `UserError`). Exit 1 when the swarm
     lost honest work or trained a unit twice, or when an island's merge failed."""
-    from swarmrl.wan.errors import WanError
-
+    wan_error = lab_module("wan.errors").WanError
     with supervising():
         try:
             if islands:
-                from swarmrl.islands.wan_demo import run_islands_wan_demo
-
-                failed = run_islands_wan_demo(cfg, console)["wan"]["merges_failed"] > 0
+                failed = (
+                    lab_module("wan.islands").run_islands_wan_demo(cfg, console)["wan"]["merges_failed"] > 0
+                )
             else:
-                from swarmrl.launch.wan import run_wan_demo as run
-
-                goals = run(cfg, console)["goals"]
+                goals = lab_module("wan.demo").run_wan_demo(cfg, console)["goals"]
                 failed = not (goals["0 honest files lost"] and goals["no unit trained twice"])
-        except WanError as exc:
+        except wan_error as exc:
             if isinstance(exc, UserError):
                 raise
             console.print(f"the WAN emulation failed: {exc}", style="red", markup=False, highlight=False)

@@ -50,7 +50,7 @@ NODE_EJECTED_EXIT = 3  # `swarmrl worker` exits with this when the coordinator b
 class SwarmNetwork:
     """Where a swarm's roles run and the URLs they reach each other by. This default puts every role on this
     machine's 127.0.0.1 with ports the OS picks; `demo --wan` puts each on a machine of an emulated region
-    (`swarmrl.launch.wan`)."""
+    (`swarmrl_lab.wan.demo`)."""
 
     bind_host: str = "127.0.0.1"  # what the coordinator binds
     coordinator_port: int = 0

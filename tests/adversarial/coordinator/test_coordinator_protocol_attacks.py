@@ -19,8 +19,8 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import accept, leased_submit
 from swarmrl.identity import Identity
+from swarmrl_lab.coordinator_double import accept, leased_submit
 
 # Proven from the start: these attacks are about what a node with standing can do (sybils: test_sybil_*.py).
 BASE = dict(default_step_units=50, uploads_per_hour=1000, requests_per_minute=100_000, lease_proven_files=0)

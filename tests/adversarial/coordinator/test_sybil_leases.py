@@ -20,8 +20,8 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.routes.leases import ROOM_FRESH_S
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 
 MIB = 1024 * 1024
 # The open step alone unless a test leases ahead (each leasable step has its own unproven pool).

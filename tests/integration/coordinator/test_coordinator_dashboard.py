@@ -17,7 +17,7 @@ from swarmrl.coordinator.client import TrainerClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.routes.dashboard import STREAM_SHARE_S, shared_summary
 from swarmrl.coordinator.server.summary import mean_rewards, steps_per_minute
-from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
+from swarmrl_lab.coordinator_double import ClockedCoordinator, leased_submit
 
 
 def test_steps_per_minute_over_the_recent_intervals():

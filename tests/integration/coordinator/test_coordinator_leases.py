@@ -13,9 +13,9 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.api import MAX_LEASE_WAIT_S
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.routes import leases as lease_routes
-from swarmrl.coordinator.testing import accept, leased_submit
 from swarmrl.rundir import RunDir
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
+from swarmrl_lab.coordinator_double import accept, leased_submit
 
 # Nodes are proven from the start here: these tests are about leases as such (sybils: tests/adversarial), of
 # the open step alone unless a test leases ahead.

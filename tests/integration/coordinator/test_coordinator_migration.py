@@ -18,7 +18,7 @@ from swarmrl.coordinator.store.db import (
     make_engine,
     migrate,
 )
-from swarmrl.coordinator.testing import POSTGRES_SKIP_REASON, postgres_available, postgres_server
+from swarmrl_lab.coordinator_double import POSTGRES_SKIP_REASON, postgres_available, postgres_server
 
 NODE, TRAINER, VALIDATOR = "aa" * 32, "bb" * 32, "cc" * 32
 

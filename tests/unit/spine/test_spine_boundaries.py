@@ -159,3 +159,16 @@ def test_the_floors_find_an_import_up_or_sideways():
         "swarmrl.configs.run imports swarmrl.trainer.losses: configs is not above trainer",
         "swarmrl.worker.node imports swarmrl.trainer.role: worker is not above trainer",
     ]
+
+
+def test_swarmrl_never_imports_the_lab_but_in_the_demo_launcher():
+    """The lab (lab/swarmrl_lab) is not installed on a node: only `demo --wan`'s launcher may reach it, by
+    name at run time (cli/launchers.py `lab_module`), never with an import statement."""
+    naming = sorted(
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if "swarmrl_lab" in path.read_text()
+    )
+    assert naming == ["cli/launchers.py"]
+    assert "import swarmrl_lab" not in (PACKAGE / "cli" / "launchers.py").read_text()
+    assert "from swarmrl_lab" not in (PACKAGE / "cli" / "launchers.py").read_text()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from swarmrl.launch.cpu_use import (
+from swarmrl_lab.wan.cpu_use import (
     CpuUse,
     ProcessTimes,
     cpu_at,
