@@ -12,11 +12,14 @@ FINDLINKS := $(if $(WHEELS),--find-links $(WHEELS),--index-url https://download.
 
 .PHONY: install install-bench postgres sandbox-deps browser-deps wan-deps test test-swarm test-fast test-gpu demo demo-swarm bench lint docs clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml lab/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q $(FINDLINKS) "$(TORCH)"
 	$(PIP) install -q $(FINDLINKS) -e '.[dev]'
+	# The lab (lab/): the WAN emulator, the test coordinator, the cheating worker; tests, benchmarks and
+	# demos use it, node operators never install it.
+	$(PIP) install -q $(FINDLINKS) -e lab
 	# The reference TOPLOC package is the byte-format oracle of the proof tests; built against our torch.
 	$(PIP) install -q --no-build-isolation --no-binary toploc toploc==0.1.6
 	$(PY) -c "import torch; assert torch.version.cuda is None or torch.cuda.is_available(), 'a CUDA torch was installed on a CPU machine'"
@@ -100,7 +103,7 @@ bench: install-bench sandbox-deps
 	$(PY) benchmarks/sandbox_bench.py
 
 lint: install
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src lab tests benchmarks
 
 # The configuration reference (docs/configuration.md and the README's table of sections), rendered from the
 # config models; tests/unit/spine/test_spine_config_reference.py fails when they differ.

@@ -40,9 +40,9 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import accept, leased_submit, postgres_server, start_coordinator
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
+from swarmrl_lab.coordinator_double import accept, leased_submit, postgres_server, start_coordinator
 
 ANCHOR_APP = textwrap.dedent("""
     import sys

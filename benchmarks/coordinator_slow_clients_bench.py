@@ -37,9 +37,9 @@ import httpx
 from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
-from swarmrl.coordinator.testing import start_coordinator
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
+from swarmrl_lab.coordinator_double import start_coordinator
 
 PARTIAL_HEAD = b"POST /v1/runs/bench/heartbeat HTTP/1.1\r\nHost: coordinator\r\nContent-Type: application/json\r\nX-Pad: "
 

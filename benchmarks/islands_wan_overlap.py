@@ -21,9 +21,9 @@ from pathlib import Path
 from rich.console import Console
 
 from swarmrl.configs import load_config
-from swarmrl.islands.wan_demo import WanIslandsNetwork, island_machines, run_arm
-from swarmrl.wan import netns
-from swarmrl.wan.world import World
+from swarmrl_lab.wan import netns
+from swarmrl_lab.wan.islands import WanIslandsNetwork, island_machines, run_arm
+from swarmrl_lab.wan.world import World
 
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = [

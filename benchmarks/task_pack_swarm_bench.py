@@ -33,7 +33,6 @@ from swarmrl.coordinator.client import AdminClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.pack_client import PackClient
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 from swarmrl.tasks.packs.errors import PackError
@@ -42,6 +41,7 @@ from swarmrl.tasks.packs.pack import pack_from_files
 from swarmrl.tasks.packs.ticket import solve_ticket
 from swarmrl.tasks.registry import heldout_sources
 from swarmrl.validator.packs import PackChecker
+from swarmrl_lab.coordinator_double import serve_in_thread
 
 RUN = "junk"
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import ClockedCoordinator
+from swarmrl_lab.coordinator_double import ClockedCoordinator
 from swarmrl.identity import Identity
 
 BEAT_S = 5.0

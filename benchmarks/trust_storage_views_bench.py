@@ -34,11 +34,11 @@ import httpx
 from rich.console import Console
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator import crowd
+from swarmrl_lab import crowd
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.status import summary_view
-from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
 
 RELAY_REPORT = {

@@ -227,8 +227,8 @@ def main() -> int:
 
     from swarmrl.configs.wan import WanConfig
     from swarmrl.identity import Identity
-    from swarmrl.wan import netns
-    from swarmrl.wan.world import Machine, Service, World
+    from swarmrl_lab.wan import netns
+    from swarmrl_lab.wan.world import Machine, Service, World
 
     try:
         netns.check_available()

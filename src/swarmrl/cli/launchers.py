@@ -7,11 +7,13 @@ exiting 2 when a check fails, so a mistake shows in seconds instead of minutes i
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated
 
 import typer
@@ -137,7 +139,8 @@ def demo(
         else "configs/demo.toml"
     )
     path, overrides = split_overrides(config, overrides or [])
-    cfg = run_config(path or default, overrides, dry_run, refuse=wan_runnable(islands) if wan else None)
+    refuse = wan_runnable(islands) if wan else lab_workers_runnable(swarm) if swarm or islands else None
+    cfg = run_config(path or default, overrides, dry_run, refuse=refuse)
     from swarmrl.devices import check_run_devices
     from swarmrl.launch.progress import waiting
 
@@ -167,18 +170,42 @@ def demo(
             run_demo(cfg, console)
 
 
+def lab_module(name: str, needed_by: str) -> ModuleType:
+    """A module of swarmrl's lab (lab/swarmrl_lab: the WAN emulator, the cheating and slow workers), which node
+    operators do not install: the one place swarmrl imports it. Missing, it is one line (a UserError) and
+    exit 2."""
+    try:
+        return importlib.import_module(f"swarmrl_lab.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != "swarmrl_lab" and not (exc.name or "").startswith("swarmrl_lab."):
+            raise
+        raise UserError(
+            f"{needed_by} swarmrl's lab package, which is not installed here: pip install -e lab "
+            "(make install does)"
+        ) from exc
+
+
+def lab_workers_runnable(swarm: bool) -> Callable[[RunConfig], None]:
+    """A swarm (`demo --swarm`, islands of swarms) with cheating or slow workers starts the lab's worker for
+    them (launch/swarm.py)."""
+
+    def check(cfg: RunConfig) -> None:
+        swarms = swarm or cfg.islands.workers == "swarm"
+        if swarms and (cfg.swarm.cheating_workers or cfg.swarm.slow_workers):
+            lab_module("cheat_worker", "a swarm's cheating and slow workers need")
+
+    return check
+
+
 def wan_runnable(islands: bool) -> Callable[[RunConfig], None]:
-    """`demo --wan`'s own refusals (not root, a tool missing, islands of swarms), checked before anything."""
+    """`demo --wan`'s own refusals (the lab not installed, not root, a tool missing, islands of swarms), checked
+    before anything."""
 
     def check(cfg: RunConfig) -> None:
         if islands:
-            from swarmrl.islands.wan_demo import check_runnable
-
-            check_runnable(cfg)
+            lab_module("wan.islands", "demo --wan needs").check_runnable(cfg)
         else:
-            from swarmrl.wan.netns import check_available
-
-            check_available()
+            lab_module("wan.netns", "demo --wan needs").check_available()
 
     return check
 
@@ -187,20 +214,20 @@ def run_wan_demo(cfg: RunConfig, islands: bool) -> None:
     """`demo --wan` (with --islands: the trainer islands across the regions); a machine that cannot emulate (not
     root, no iproute2/nftables) is told so in one line (`WanUnavailable` is a `UserError`). Exit 1 when the swarm
     lost honest work or trained a unit twice, or when an island's merge failed."""
-    from swarmrl.wan.errors import WanError
-
+    wan_error = lab_module("wan.errors", "demo --wan needs").WanError
     with supervising():
         try:
             if islands:
-                from swarmrl.islands.wan_demo import run_islands_wan_demo
-
-                failed = run_islands_wan_demo(cfg, console)["wan"]["merges_failed"] > 0
+                failed = (
+                    lab_module("wan.islands", "demo --wan needs").run_islands_wan_demo(cfg, console)["wan"][
+                        "merges_failed"
+                    ]
+                    > 0
+                )
             else:
-                from swarmrl.launch.wan import run_wan_demo as run
-
-                goals = run(cfg, console)["goals"]
+                goals = lab_module("wan.demo", "demo --wan needs").run_wan_demo(cfg, console)["goals"]
                 failed = not (goals["0 honest files lost"] and goals["no unit trained twice"])
-        except WanError as exc:
+        except wan_error as exc:
             if isinstance(exc, UserError):
                 raise
             console.print(f"the WAN emulation failed: {exc}", style="red", markup=False, highlight=False)

@@ -3,7 +3,7 @@
 Regions are groups of machines behind one link to the internet core (its up and down rates); every pair of
 regions is joined by a path with a round-trip time, jitter and a packet loss rate; every machine has its own
 access link. Rates are enforced by the kernel (HTB), delay, jitter and loss by a user-space link proxy per
-path (this kernel has no `netem`), see `swarmrl.wan`.
+path (this kernel has no `netem`), see `swarmrl_lab.wan`.
 """
 
 from __future__ import annotations

@@ -245,5 +245,5 @@ def unban(
     _admin_call(coordinator_url, token, lambda c: c.unban(node_id))
 
 
-if __name__ == "__main__":  # `python -m swarmrl.coordinator.cli`: what coordinator.testing starts
+if __name__ == "__main__":  # `python -m swarmrl.coordinator.cli`: what swarmrl_lab.coordinator_double starts
     typer.run(coordinator)

@@ -60,7 +60,7 @@ def prepare_islands(config: RunConfig, progress=None) -> tuple[RunDir, list[RunD
 
 class IslandsNetwork:
     """Where the islands' processes run and how they reach each other: here every one on this machine's
-    loopback. `swarmrl.islands.wan_demo` puts each island, and the lighthouse, on a machine of an emulated
+    loopback. `swarmrl_lab.wan.islands` puts each island, and the lighthouse, on a machine of an emulated
     region instead."""
 
     def prefix(self, island: int) -> list[str]:

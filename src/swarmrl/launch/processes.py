@@ -108,6 +108,7 @@ class ProcessGroup:
         *,
         cpu_cores: set[int] | None = None,
         env: dict[str, str] | None = None,
+        module: str = "swarmrl.cli",
     ) -> RoleProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
@@ -118,7 +119,7 @@ class ProcessGroup:
         reporting = {FAILURE_FD_ENV: str(write_end), TRACEBACKS_ENV: "1"}
         try:
             popen = subprocess.Popen(
-                [*self.prefix(name), sys.executable, "-m", "swarmrl.cli", *args],
+                [*self.prefix(name), sys.executable, "-m", module, *args],
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

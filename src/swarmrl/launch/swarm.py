@@ -44,13 +44,16 @@ from swarmrl.steps import BASE_STEP
 from swarmrl.trainer.role import origin_url_file
 
 NODE_EJECTED_EXIT = 3  # `swarmrl worker` exits with this when the coordinator bans it
+# The slow and cheating workers are the lab's (lab/swarmrl_lab/cheat_worker.py), run by module name: swarmrl
+# itself never imports the lab, which node operators do not install (the demo launcher checks it is there).
+LAB_WORKER_MODULE, LAB_WORKER_COMMAND = "swarmrl_lab.cheat_worker", "cheat-worker"
 
 
 @dataclass
 class SwarmNetwork:
     """Where a swarm's roles run and the URLs they reach each other by. This default puts every role on this
     machine's 127.0.0.1 with ports the OS picks; `demo --wan` puts each on a machine of an emulated region
-    (`swarmrl.launch.wan`)."""
+    (`swarmrl_lab.wan.demo`)."""
 
     bind_host: str = "127.0.0.1"  # what the coordinator binds
     coordinator_port: int = 0
@@ -204,16 +207,21 @@ def start_swarm(
         # does not leave it fetching each new policy over long links while files wait for their verdicts.
         args = [*node_args("validator", name), "--relay", origin_url]
         swarm.start(name, _starter(swarm, name, args))
+
+    def lab_worker(name: str, misbehaviour: list[str]) -> Callable[[], RoleProcess]:
+        args = [LAB_WORKER_COMMAND, *node_args("worker", name)[1:], *misbehaviour]
+        return _starter(swarm, name, args, module=LAB_WORKER_MODULE)
+
     for index in range(config.swarm.honest_workers):
         name = f"worker-{index}"
-        args = node_args("worker", name)
         if index < config.swarm.slow_workers:
-            args += ["--slowdown", str(config.swarm.slowdown)]
-        swarm.start(name, _starter(swarm, name, args))
+            swarm.start(name, lab_worker(name, ["--slowdown", str(config.swarm.slowdown)]))
+        else:
+            swarm.start(name, _starter(swarm, name, node_args("worker", name)))
     for index in range(config.swarm.cheating_workers):
         name = f"cheater-{index}"
         swarm.cheaters.add(name)
-        swarm.start(name, _starter(swarm, name, [*node_args("worker", name), "--cheat", "half-layers"]))
+        swarm.start(name, lab_worker(name, ["--cheat", "half-layers"]))
     return swarm
 
 
@@ -262,8 +270,10 @@ def validator_names(count: int) -> list[str]:
     return ["validator"] if count == 1 else [f"validator-{i}" for i in range(count)]
 
 
-def _starter(swarm: Swarm, name: str, args: list[str]) -> Callable[[], RoleProcess]:
-    return lambda: swarm.group.start(name, args)
+def _starter(
+    swarm: Swarm, name: str, args: list[str], module: str = "swarmrl.cli"
+) -> Callable[[], RoleProcess]:
+    return lambda: swarm.group.start(name, args, module=module)
 
 
 def _port(url: str) -> str:

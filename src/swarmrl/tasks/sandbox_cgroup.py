@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 PREFIX = "swarmrl-sandbox-"
 
 
@@ -96,16 +98,18 @@ class SandboxCgroup:
             _write(self.memory_dir, "memory.memsw.limit_in_bytes", memory_bytes)
 
     def adopt(self, pid: int) -> None:
-        """Move `pid` and all its descendants into the group."""
+        """Move `pid` and all its descendants into the group. Whatever a moved process forks afterwards is
+        born inside, so listing the descendants again after each round of moves, until a listing finds none
+        left outside, leaves nothing behind (two listings when nothing forks meanwhile)."""
+        moved: set[int] = set()
         pending = [pid]
         while pending:
-            current = pending.pop()
-            try:
-                for path in self.dirs:
-                    _write(path, "cgroup.procs", current)
-                pending += _children(current)
-            except ProcessLookupError:
-                continue
+            for current in pending:
+                with contextlib.suppress(ProcessLookupError):  # exited meanwhile: nothing left to move
+                    for path in self.dirs:
+                        _write(path, "cgroup.procs", current)
+                moved.add(current)
+            pending = [child for child in _descendants(pid) if child not in moved]
 
     def empty(self) -> bool:
         # pids.current, not cgroup.procs: an exited task is charged until it is reaped (a sandbox's pid 1 is
@@ -182,22 +186,20 @@ def _wait_empty(group: SandboxCgroup, wait_seconds: float) -> bool:
 
 
 def _cgroup_mounts() -> dict[str, str]:
-    """Controller name ('' for the v2 hierarchy) -> mount point, from /proc/self/mountinfo."""
+    """Controller name ('' for the v2 hierarchy) -> mount point, from the mount table."""
     found: dict[str, str] = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        separator = fields.index("-")
-        fstype, options = fields[separator + 1], fields[separator + 3].split(",")
-        if fstype == "cgroup2":
-            found.setdefault("", fields[4])
-        elif fstype == "cgroup":
-            for option in options:
-                found.setdefault(option, fields[4])
+    for mount in psutil.disk_partitions(all=True):
+        if mount.fstype == "cgroup2":
+            found.setdefault("", mount.mountpoint)
+        elif mount.fstype == "cgroup":
+            for option in mount.opts.split(","):
+                found.setdefault(option, mount.mountpoint)
     return found
 
 
 def _own_cgroups() -> dict[str, str]:
-    """Controller name ('' for v2) -> this process's group path, from /proc/self/cgroup."""
+    """Controller name ('' for v2) -> this process's group path, from /proc/self/cgroup (psutil reads no
+    cgroup membership)."""
     found: dict[str, str] = {}
     for line in Path("/proc/self/cgroup").read_text().splitlines():
         _, controllers, path = line.split(":", 2)
@@ -216,15 +218,11 @@ def _can_create(parent: str) -> bool:
     return True
 
 
-def _children(pid: int) -> list[int]:
-    children: list[int] = []
+def _descendants(pid: int) -> list[int]:
     try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            text = Path(f"/proc/{pid}/task/{task}/children").read_text()
-            children += [int(child) for child in text.split()]
-    except FileNotFoundError:
-        pass
-    return children
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def _write(directory: str, name: str, value: int) -> None:
@@ -262,5 +260,5 @@ def _sweep(parents: CgroupParents) -> None:
             continue
         for name in names:
             owner = name[len(PREFIX) :].split("-", 1)[0]
-            if name.startswith(PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            if name.startswith(PREFIX) and owner.isdigit() and not psutil.pid_exists(int(owner)):
                 _remove(os.path.join(parent, name), wait_seconds=0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -33,16 +33,7 @@ def worker(
     key: NodeKey = None,
     relay: Relays = None,
     work_dir: WorkDir = None,
-    cheat: Annotated[
-        str | None, typer.Option(help="misbehave on purpose (demo and tests): half-layers")
-    ] = None,
     max_batches: Annotated[int | None, typer.Option(help="stop after this many submissions")] = None,
-    slowdown: Annotated[
-        float,
-        typer.Option(
-            min=1.0, help="simulate a slower machine (demo and tests): each unit takes N times as long"
-        ),
-    ] = 1.0,
     device: Device = None,
 ) -> None:
     """An inference worker: of a local run (--run-dir), or a permissionless node of a swarm (--coordinator).
@@ -52,16 +43,28 @@ def worker(
 
         worker_of_run_dir(local_run_dir(run_dir), index, device)
         return
+    run_swarm_node(coordinator_url, run_id, config, key, relay, work_dir, device, max_batches)
+
+
+def run_swarm_node(
+    coordinator_url: str,
+    run_id: str | None,
+    config: Path | None,
+    key: Path | None,
+    relay: list[str] | None,
+    work_dir: Path | None,
+    device: str | None,
+    max_batches: int | None,
+    **seams: Any,
+) -> None:
+    """A node of a swarm until stopped (SIGTERM), its run drains or `max_batches`; a node the coordinator
+    refused for good exits with EXIT_REFUSED. `seams`: NodeOptions' (the lab's misbehaving workers)."""
     from swarmrl.worker.feed import NodeOptions, start_policy_feed
 
     settings, run_id = node_args(run_id, config, key, relay, work_dir)
     if device is not None:
         settings.worker.device = device
-    if cheat not in (None, "half-layers"):
-        raise typer.BadParameter(f"unknown cheat {cheat!r}", param_hint="--cheat")
-    options = NodeOptions(
-        coordinator_url, run_id, key, relay, work_dir, cheat=cheat, max_batches=max_batches, slowdown=slowdown
-    )
+    options = NodeOptions(coordinator_url, run_id, key, relay, work_dir, max_batches=max_batches, **seams)
     stop_on_sigterm(options.stop)
     # The first policy downloads while torch and the engine are imported (seconds of CPU on a busy machine).
     feed = start_policy_feed(settings, options)

@@ -9,9 +9,10 @@ relays first; the download then runs while the rest of the node is imported.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 from swarmrl.configs import RunConfig
 from swarmrl.coordinator.api import RunState
@@ -21,8 +22,6 @@ from swarmrl.shardcast.client import CheckpointFetcher
 from swarmrl.shardcast.prefetch import Prefetch
 from swarmrl.steps import BASE_STEP
 
-Cheat = Literal["half-layers"]
-
 
 @dataclass
 class NodeOptions:
@@ -31,11 +30,14 @@ class NodeOptions:
     key: Path
     relays: list[str]
     work_dir: Path
-    cheat: Cheat | None = None
     max_batches: int | None = None
     poll_seconds: float = 0.5
-    slowdown: float = 1.0  # > 1 simulates a slower machine: each unit takes this many times as long
     stop: threading.Event = field(default_factory=threading.Event)
+    # Seams for the lab's misbehaving workers (lab/swarmrl_lab/cheat_worker.py); a node leaves them unset.
+    # edit_model changes each policy's model once loaded (its engine is then built anew for every policy);
+    # after_generate is told the seconds each unit took to generate, before the unit is submitted.
+    edit_model: Callable[[Any], None] | None = None
+    after_generate: Callable[[float, threading.Event], None] | None = None
 
 
 @dataclass

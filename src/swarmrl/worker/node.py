@@ -229,7 +229,7 @@ class Policy:
         if self.prompts is None:
             tokenizer = worker_tokenizer(path, self.options.work_dir / "cache", self.prompt_settings)
             self.prompts = prompt_format(tokenizer, self.prompt_settings)
-        if self.engine is not None and self.options.cheat is None:
+        if self.engine is not None and self.options.edit_model is None:
             self.engine.load_weights(path, policy_step=newest)
         else:
             self.engine = self._build(self.engine_config, path, newest)
@@ -252,11 +252,8 @@ class Policy:
 
     def _load(self, path: Path) -> torch.nn.Module:
         model = engine_model(self.engine_config, path, self.dtype, self.device)
-        if self.options.cheat == "half-layers":
-            # Saves half the compute and claims the full model's work: TOPLOC must see the difference.
-            keep = max(1, model.config.num_hidden_layers // 2)
-            model.model.layers = model.model.layers[:keep]
-            model.config.num_hidden_layers = keep
+        if self.options.edit_model is not None:
+            self.options.edit_model(model)
         return model.eval()
 
 
@@ -428,8 +425,8 @@ class WorkerNode:
         tokenizer = self.policy.prompts.tokenizer
         rows = write_batch(engine, spec, tasks, tokenizer, config, self.params, path, self.identity)
         self.log_book.generated(len(rows))
-        if options.slowdown > 1.0:
-            options.stop.wait((options.slowdown - 1.0) * (time.monotonic() - started))
+        if options.after_generate is not None:
+            options.after_generate(time.monotonic() - started, options.stop)
         timing = {"step": unit.step, "batch_index": unit.batch_index, "policy_step": engine.policy_step}
         timing.update(leased=leased_at, started=started_at, generated=time.time())
         self._submit(unit, path, rows, timing)

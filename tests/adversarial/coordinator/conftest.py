@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl.coordinator.testing import ClockedCoordinator
+from swarmrl_lab.coordinator_double import ClockedCoordinator
 
 
 @pytest.fixture

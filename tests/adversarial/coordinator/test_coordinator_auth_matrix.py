@@ -11,9 +11,9 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.signing import NODE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_request
-from swarmrl.coordinator.testing import POSTGRES_SKIP_REASON, coordinator_backend, postgres_available
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
+from swarmrl_lab.coordinator_double import POSTGRES_SKIP_REASON, coordinator_backend, postgres_available
 
 ADMIN = "admin-secret"
 CONFIG = CoordinatorConfig(clock_skew_s=30.0, requests_per_minute=20)

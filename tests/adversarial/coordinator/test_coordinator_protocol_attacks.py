@@ -19,8 +19,8 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import accept, leased_submit
 from swarmrl.identity import Identity
+from swarmrl_lab.coordinator_double import accept, leased_submit
 
 # Proven from the start: these attacks are about what a node with standing can do (sybils: test_sybil_*.py).
 BASE = dict(default_step_units=50, uploads_per_hour=1000, requests_per_minute=100_000, lease_proven_files=0)
@@ -114,14 +114,14 @@ def test_orphan_uploads_are_deleted_when_their_slot_expires_and_a_run_has_a_quot
     assert len(list(world.storage.rglob("*.parquet"))) == 3
     _refused(lambda: node.request_upload("r", 0, units[3].batch_index, "ab" * 32, 1), 507, "storage_quota")
     metrics = httpx.get(f"{world.url}/metrics").text
-    assert 'swarmrl_coordinator_storage_bytes{run="r"} 12288' in metrics
+    assert 'swarmrl_coordinator_storage_bytes{run="r"} 12288.0' in metrics
 
     world.wait(max(60.0, PURGE_EVERY_S) + 1, node)  # the slots lapse; the next sweep deletes their bytes
     assert not [p for p in world.storage.rglob("*.parquet")]
     metrics = httpx.get(f"{world.url}/metrics").text
     assert "swarmrl_coordinator_orphan_uploads_purged_total 3.0" in metrics
     assert "swarmrl_coordinator_orphan_bytes_purged_total 12288.0" in metrics
-    assert 'swarmrl_coordinator_storage_bytes{run="r"} 0' in metrics
+    assert 'swarmrl_coordinator_storage_bytes{run="r"} 0.0' in metrics
     leased_submit(node, "r", b"room again")
 
 

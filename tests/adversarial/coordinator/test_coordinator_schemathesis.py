@@ -15,8 +15,8 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import coordinator_backend, leased_submit
 from swarmrl.identity import Identity
+from swarmrl_lab.coordinator_double import coordinator_backend, leased_submit
 
 ADMIN = "admin-secret"
 MEMBER = Identity.from_seed(b"\x07" * 32)

@@ -18,11 +18,11 @@ import pytest
 from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
 from swarmrl.rollouts import RolloutLimits
 from swarmrl.rundir import RunDir
 from swarmrl.trainer.data import NotEnoughRollouts, RolloutFeed
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 
 HUGE = 2**53
 BASE = dict(default_step_units=100, uploads_per_hour=10_000, requests_per_minute=100_000)

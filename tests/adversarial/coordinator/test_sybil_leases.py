@@ -21,8 +21,8 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.storage_room import unit_file_cap
 from swarmrl.coordinator.server.routes.leases import ROOM_FRESH_S
 from swarmrl.coordinator.signing import sign_request
-from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 
 MIB = 1024 * 1024
 # The open step alone unless a test leases ahead (each leasable step has its own unproven pool).
@@ -171,7 +171,8 @@ def test_an_upload_slot_declaring_the_largest_file_reserves_nothing_and_extends_
     slot = honest.request_upload("r", 0, mine.batch_index, hashlib.sha256(data).hexdigest(), len(data))
     honest.upload(slot, data)  # the quota had room: the largest file declared is not that file held
     assert (
-        f'swarmrl_coordinator_storage_bytes{{run="r"}} {len(data)}' in httpx.get(f"{world.url}/metrics").text
+        f'swarmrl_coordinator_storage_bytes{{run="r"}} {float(len(data))}'
+        in httpx.get(f"{world.url}/metrics").text
     )
 
 

@@ -17,7 +17,7 @@ from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import MAX_RELAY_UPSTREAMS, RelaySummary
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.summary import place_relays
-from swarmrl.coordinator.testing import ClockedCoordinator
+from swarmrl_lab.coordinator_double import ClockedCoordinator
 
 ORIGIN = "http://127.0.0.1:7000"
 

@@ -22,9 +22,9 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.testing import serve_guarded_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
+from swarmrl_lab.coordinator_double import serve_guarded_in_thread
 
 LIMITS = ConnectionLimits(
     header_timeout_s=20.0,

@@ -12,9 +12,9 @@ import httpx
 import pytest
 from rich.console import Console
 
-from swarmrl.coordinator import crowd
+from swarmrl_lab import crowd
 from swarmrl.coordinator.status import summary_view
-from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
 
 GROUND = 10_000

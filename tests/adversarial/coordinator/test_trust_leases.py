@@ -14,7 +14,7 @@ import pytest
 from swarmrl.configs import RunConfig
 from swarmrl.configs.base import ConfigError
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import ClockedCoordinator, accept, leased_submit
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
 
 BASE = dict(

@@ -18,10 +18,10 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.shardcast import OriginConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.testing import serve_guarded_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 from swarmrl.shardcast import Origin
+from swarmrl_lab.coordinator_double import serve_guarded_in_thread
 
 LIMITS = ConnectionLimits(
     header_timeout_s=1.0, body_timeout_s=1.0, min_body_rate_bytes_s=1e6, max_per_address=20, max_total=60

@@ -40,6 +40,7 @@ PACKAGES = (
     "prometheus_client",
     "pyseccomp",
     "numpy",
+    "psutil",  # tasks/sandbox_cgroup.py: the sandbox's descendants and the cgroup mounts
 )
 PRIVATE_UIDS = range(1 << 30, (1 << 30) + (1 << 24))
 # Attacks that cost the host nothing when they succeed: the control run without OS isolation uses these.

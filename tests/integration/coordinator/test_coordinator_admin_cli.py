@@ -11,9 +11,9 @@ from swarmrl.configs import load_config
 from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.testing import leased_submit, serve_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
+from swarmrl_lab.coordinator_double import leased_submit, serve_in_thread
 
 TOKEN = "operator-token"
 

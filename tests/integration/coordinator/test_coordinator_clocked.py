@@ -9,9 +9,9 @@ from swarmrl.coordinator.client import AdminClient, NodeClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.store.db import Nonce
-from swarmrl.coordinator.testing import FakeClock, accept, leased_submit, serve_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
+from swarmrl_lab.coordinator_double import FakeClock, accept, leased_submit, serve_in_thread
 
 CONFIG = CoordinatorConfig(
     heartbeat_interval_s=10.0,

@@ -18,7 +18,7 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.routes import dashboard
 from swarmrl.coordinator.server.routes.dashboard import STREAM_SHARE_S, shared_summary
 from swarmrl.coordinator.server.summary import mean_rewards, steps_per_minute
-from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
+from swarmrl_lab.coordinator_double import ClockedCoordinator, leased_submit
 
 
 def test_steps_per_minute_over_the_recent_intervals():
@@ -137,6 +137,24 @@ def test_summary_counts_nodes_rejections_backlog_and_rate(world):
     assert samples["swarmrl_coordinator_validator_backlog", (*at, ("state", "judging"))] == 1
     assert samples["swarmrl_coordinator_rejections", (("check", "toploc"), *at)] == 1
     assert samples["swarmrl_coordinator_nodes_banned", at] == 1
+
+
+def test_a_hostile_check_name_reaches_prometheus_escaped(world):
+    # A check name is any text a validator sends; quotes, backslashes and newlines must not end the label
+    # value or the line (injecting a sample of another name), and the value must come back as sent.
+    run = world.run_id
+    world.trainer.publish_step(run, 0)
+    submitted = leased_submit(world.node(), run, b"file", rows=1, tokens=5)
+    hostile = 'x"} 1\nswarmrl_coordinator_runs 99\n\\'
+    lease = world.validator.lease_validation(run).submission
+    assert lease.id == submitted.id
+    world.validator.post_verdict(lease.id, accept=False, check=hostile, rows=lease.rows, tokens=lease.tokens)
+
+    text = httpx.get(f"{world.url}/metrics", timeout=5).text
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    (rejection,) = families["swarmrl_coordinator_rejections"].samples
+    assert rejection.labels == {"run": run, "check": hostile} and rejection.value == 1
+    assert [sample.value for sample in families["swarmrl_coordinator_runs"].samples] == [1]
 
 
 def test_unknown_run_is_a_typed_404(world):

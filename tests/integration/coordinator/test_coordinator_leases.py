@@ -7,15 +7,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 from polling import wait_for
 
 from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.api import MAX_LEASE_WAIT_S
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.routes import leases as lease_routes
-from swarmrl.coordinator.testing import accept, leased_submit
 from swarmrl.rundir import RunDir
 from swarmrl.trainer.swarm_source import AcceptedSubmissions
+from swarmrl_lab.coordinator_double import accept, leased_submit
 
 # Nodes are proven from the start here: these tests are about leases as such (sybils: tests/adversarial), of
 # the open step alone unless a test leases ahead.
@@ -536,12 +538,14 @@ def test_each_step_reports_what_it_used_and_unused_work_carries_over(make):
         4,
         1,
     )
-    metrics = httpx.get(f"{world.url}/metrics").text
-    assert f'swarmrl_coordinator_node_work{{run="r",node="{node.node_id}",count="trained"}} 1' in metrics
-    assert (
-        f'swarmrl_coordinator_node_credit_tokens{{run="r",node="{node.node_id}",status="pending"}} 120'
-        in metrics
-    )
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(httpx.get(f"{world.url}/metrics").text)
+        for sample in family.samples
+    }
+    mine = (("node", node.node_id), ("run", "r"))
+    assert samples["swarmrl_coordinator_node_work", (("count", "trained"), *mine)] == 1
+    assert samples["swarmrl_coordinator_node_credit_tokens", (*mine, ("status", "pending"))] == 120
 
 
 def test_spot_check_mode_judges_a_fraction_after_probation_and_credits_only_measured_work(make):

@@ -8,11 +8,9 @@ from sqlalchemy.orm import Session
 from swarmrl.coordinator.rules import ledger
 from swarmrl.coordinator.store import schema_v1
 from swarmrl.coordinator.store.db import (
-    MIGRATIONS,
     SCHEMA_VERSION,
     Membership,
     Run,
-    SchemaVersion,
     Submission,
     UploadSlot,
     Verdict,
@@ -20,7 +18,7 @@ from swarmrl.coordinator.store.db import (
     make_engine,
     migrate,
 )
-from swarmrl.coordinator.testing import POSTGRES_SKIP_REASON, postgres_available, postgres_server
+from swarmrl_lab.coordinator_double import POSTGRES_SKIP_REASON, postgres_available, postgres_server
 
 NODE, TRAINER, VALIDATOR = "aa" * 32, "bb" * 32, "cc" * 32
 
@@ -38,7 +36,7 @@ def db_url(request, tmp_path):
 
 def _write_v1(engine) -> None:
     assert current_version(engine) == 0  # creates the version table, as v1 did
-    MIGRATIONS[1](engine)
+    assert migrate(engine, to=1) == 1
     tables = schema_v1.metadata.tables
     with engine.begin() as db:
         db.execute(
@@ -111,8 +109,6 @@ def _write_v1(engine) -> None:
                 uploaded=False,
             )
         )
-    with Session(engine) as session, session.begin():
-        session.add(SchemaVersion(id=1, version=1))
 
 
 def test_a_v1_database_upgrades_in_place_and_keeps_its_work(db_url):

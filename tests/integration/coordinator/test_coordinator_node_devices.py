@@ -19,13 +19,13 @@ from swarmrl.configs.contract import ContractMismatch
 from swarmrl.coordinator.client import AdminClient
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.status import summary_view
-from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.devices import DeviceUnavailable
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node
 from swarmrl.worker.feed import NodeOptions
 from swarmrl.worker.node import run_node
+from swarmrl_lab.coordinator_double import serve_in_thread
 
 REPO = Path(__file__).resolve().parents[3]
 ADMIN = "admin-secret"

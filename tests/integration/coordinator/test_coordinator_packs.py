@@ -22,13 +22,13 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.pack_api import TrainedPackFile
 from swarmrl.coordinator.pack_client import PackClient
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.testing import accept, leased_submit, serve_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
 from swarmrl.tasks.packs.files import archive_bytes, read_pack_files
 from swarmrl.tasks.packs.pack import TaskPack, pack_from_files
 from swarmrl.tasks.packs.report import AdmissionReport, CheckResult
 from swarmrl.tasks.packs.ticket import solve_ticket
+from swarmrl_lab.coordinator_double import accept, leased_submit, serve_in_thread
 
 RESERVE = 10.0  # the validators' cap on one admission: what a check reserves of its lane
 POLICY = CommunityTasksConfig(

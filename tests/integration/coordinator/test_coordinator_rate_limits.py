@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl.coordinator.testing import leased_submit
+from swarmrl_lab.coordinator_double import leased_submit
 
 UNITS = 8
 

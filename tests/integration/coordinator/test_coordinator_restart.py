@@ -8,9 +8,9 @@ from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
 from swarmrl.coordinator.seeds import task_seed
-from swarmrl.coordinator.testing import accept, leased_submit, start_coordinator
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
+from swarmrl_lab.coordinator_double import accept, leased_submit, start_coordinator
 
 ADMIN = "admin-secret"
 

@@ -14,9 +14,9 @@ from swarmrl.coordinator.client import AdminClient, NodeClient, ValidatorClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.server.app import create_app
 from swarmrl.coordinator.store.storage import S3Storage
-from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
+from swarmrl_lab.coordinator_double import serve_in_thread
 
 ADMIN = "admin-secret"
 

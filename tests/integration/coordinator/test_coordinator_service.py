@@ -23,16 +23,16 @@ from swarmrl.coordinator.signing import (
     TIMESTAMP_HEADER,
     canonical_message,
 )
-from swarmrl.coordinator.testing import (
+from swarmrl.identity import Identity
+from swarmrl.retry import NO_RETRY
+from swarmrl.rollouts.assignment import batch_seed
+from swarmrl_lab.coordinator_double import (
     POSTGRES_SKIP_REASON,
     accept,
     coordinator_backend,
     leased_submit,
     postgres_available,
 )
-from swarmrl.identity import Identity
-from swarmrl.retry import NO_RETRY
-from swarmrl.rollouts.assignment import batch_seed
 
 ADMIN = "admin-secret"
 CONFIG = CoordinatorConfig(

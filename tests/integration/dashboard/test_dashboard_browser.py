@@ -18,9 +18,9 @@ from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.client import AdminClient, NodeClient, TrainerClient, ValidatorClient
-from swarmrl.coordinator.testing import coordinator_backend, leased_submit
 from swarmrl.identity import Identity
 from swarmrl.retry import NO_RETRY
+from swarmrl_lab.coordinator_double import coordinator_backend, leased_submit
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -14,13 +14,13 @@ from prometheus_client import generate_latest
 
 from swarmrl.configs.metrics import MetricsSection
 from swarmrl.coordinator.api import EVAL_PREFIX
-from swarmrl.coordinator.testing import ClockedCoordinator, leased_submit
 from swarmrl.islands.island import merge_metrics
 from swarmrl.islands.merge import MergeRecord
 from swarmrl.node_metrics import metric_name, serve_metrics
 from swarmrl.shardcast.server import ServerMetrics
 from swarmrl.validator.node import validator_collector
 from swarmrl.worker.node import WorkLog, worker_collector
+from swarmrl_lab.coordinator_double import ClockedCoordinator, leased_submit
 
 ROOT = Path(__file__).resolve().parents[3]
 DASHBOARD = ROOT / "dashboards" / "grafana-swarmrl.json"

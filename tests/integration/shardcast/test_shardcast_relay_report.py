@@ -12,9 +12,9 @@ from shardcast_testkit import TRAINER, relay_holds, start_origin, start_relay, w
 from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.client import AdminClient
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.shardcast import fetch_checkpoint
 from swarmrl.shardcast.coordinator_report import report_forever
+from swarmrl_lab.coordinator_double import serve_in_thread
 
 
 def test_a_chained_relay_reports_its_upstream_versions_and_traffic(tmp_path):

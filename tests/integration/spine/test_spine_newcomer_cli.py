@@ -305,7 +305,7 @@ def test_a_relay_bound_for_other_machines_warns_when_it_advertises_loopback(tmp_
 
 # --- status off a terminal ----------------------------------------------------------------------------------
 def test_status_into_a_pipe_keeps_every_column_of_the_nodes_table(tmp_path):
-    from swarmrl.coordinator.testing import ClockedCoordinator
+    from swarmrl_lab.coordinator_double import ClockedCoordinator
 
     world = ClockedCoordinator(tmp_path / "coordinator")
     try:

@@ -8,10 +8,10 @@ import pytest
 from swarmrl.configs.contract import ContractMismatch
 from swarmrl.coordinator.client import AdminClient
 from swarmrl.coordinator.server.app import create_app
-from swarmrl.coordinator.testing import serve_in_thread
 from swarmrl.identity import Identity
 from swarmrl.rundir import RunDir
 from swarmrl.trainer.role import origin_url_file, trainer_role
+from swarmrl_lab.coordinator_double import serve_in_thread
 
 
 def test_a_swarm_trainer_with_another_contract_is_refused_before_it_serves(run_copy, tmp_path):

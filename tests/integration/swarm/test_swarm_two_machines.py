@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from polling import wait_for
 
-from swarmrl.wan import netns
-from swarmrl.wan.errors import WanError
+from swarmrl_lab.wan import netns
+from swarmrl_lab.wan.errors import WanError
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.swarm, pytest.mark.timeout(900)]
 
@@ -76,7 +76,7 @@ class Machines:
         self.processes: list[tuple[str, subprocess.Popen]] = []
 
     def create(self) -> None:
-        """The WAN emulator's own helpers (swarmrl.wan.netns): each veth end is made inside its namespace."""
+        """The WAN emulator's own helpers (swarmrl_lab.wan.netns): each veth end is made inside its namespace."""
         try:
             netns.check_available()
             for side in ADDRESSES:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swarmrl.wan import netns
+from swarmrl_lab.wan import netns
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from swarmrl.wan import netns
+from swarmrl_lab.wan import netns
 
 # A whole swarm across the emulated regions: it runs alone, like the other swarm-scale tests.
 pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.swarm, pytest.mark.timeout(900)]

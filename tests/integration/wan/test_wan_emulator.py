@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from swarmrl.configs.wan import WanConfig
-from swarmrl.wan import netns
-from swarmrl.wan.world import Machine, Service, World
+from swarmrl_lab.wan import netns
+from swarmrl_lab.wan.world import Machine, Service, World
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.timeout(180)]
 

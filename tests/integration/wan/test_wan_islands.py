@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from swarmrl.wan import netns
+from swarmrl_lab.wan import netns
 
 pytest.importorskip("torchft")
 

@@ -3,7 +3,7 @@ from pydantic import ValidationError
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.rules.health import Health, dead_cutoff, health_of, missed_beats
-from swarmrl.coordinator.testing import FakeClock
+from swarmrl_lab.coordinator_double import FakeClock
 
 
 @pytest.mark.parametrize(

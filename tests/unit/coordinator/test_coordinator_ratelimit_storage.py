@@ -4,7 +4,7 @@ import pytest
 
 from swarmrl.coordinator.server.ratelimit import TokenBuckets
 from swarmrl.coordinator.store.storage import LocalStorage, StorageError
-from swarmrl.coordinator.testing import FakeClock
+from swarmrl_lab.coordinator_double import FakeClock
 
 
 def test_bucket_allows_a_burst_then_refills_at_the_rate():

@@ -10,9 +10,9 @@ from pydantic import ValidationError
 
 from swarmrl.islands.demo import islands_line
 from swarmrl.islands.island import merges_log
-from swarmrl.islands.wan_demo import arm_figures, island_figures
 from swarmrl.rundir import RunDir
-from swarmrl.wan.link import Listener, Shape
+from swarmrl_lab.wan.islands import arm_figures, island_figures
+from swarmrl_lab.wan.link import Listener, Shape
 
 
 def _island(

@@ -10,6 +10,7 @@ ARCHITECTURE.md's drawing of the floors holds every package and top-level module
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -159,3 +160,20 @@ def test_the_floors_find_an_import_up_or_sideways():
         "swarmrl.configs.run imports swarmrl.trainer.losses: configs is not above trainer",
         "swarmrl.worker.node imports swarmrl.trainer.role: worker is not above trainer",
     ]
+
+
+def test_swarmrl_never_imports_the_lab_but_in_the_demo_launcher():
+    """The lab (lab/swarmrl_lab) is not installed on a node: no import statement of swarmrl reaches it, and
+    only `demo --wan`'s launcher loads it, by name at run time (cli/launchers.py `lab_module`)."""
+    importing, loading = [], []
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(name.split(".")[0] == "swarmrl_lab" for name in names):
+                importing.append(path.relative_to(PACKAGE).as_posix())
+        if 'import_module(f"swarmrl_lab.' in text:
+            loading.append(path.relative_to(PACKAGE).as_posix())
+    assert importing == []
+    assert loading == ["cli/launchers.py"]

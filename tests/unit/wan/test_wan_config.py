@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from swarmrl.configs import load_config
 from swarmrl.configs.wan import WanConfig
-from swarmrl.wan import netns
-from swarmrl.wan.errors import WanUnavailable
+from swarmrl_lab.wan import netns
+from swarmrl_lab.wan.errors import WanUnavailable
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from swarmrl.wan.link import DelayLine, LinkPlan, LinkProxy, Listener, Shape
+from swarmrl_lab.wan.link import DelayLine, LinkPlan, LinkProxy, Listener, Shape
 
 
 def test_delay_without_jitter_or_loss_is_the_one_way_delay():

@@ -8,7 +8,7 @@ import pytest
 
 from swarmrl.configs.wan import ChurnConfig
 from swarmrl.coordinator.api import SubmissionInfo
-from swarmrl.launch.wan_report import (
+from swarmrl_lab.wan.report import (
     broadcast_bounds,
     broadcast_by_worker,
     broadcast_times,
@@ -18,7 +18,7 @@ from swarmrl.launch.wan_report import (
     units_trained_twice,
     worker_idle_fraction,
 )
-from swarmrl.launch.wan_watch import Holdings, Outage, Published, SwarmWatch, churn_plan
+from swarmrl_lab.wan.watch import Holdings, Outage, Published, SwarmWatch, churn_plan
 
 
 def watch_of(tmp_path, held: dict[str, dict[int, float]], outages: list[Outage] = ()) -> SwarmWatch:
@@ -145,7 +145,7 @@ def test_churn_plan_is_a_seeded_draw_within_the_run():
 
 
 def test_a_restarted_worker_is_back_when_it_asks_for_work_a_relay_when_it_mirrors_again():
-    from swarmrl.launch.wan import goals
+    from swarmrl_lab.wan.demo import goals
 
     def result(back: dict, ready: dict) -> dict:
         churn = {"back_to_work_s": back, "ready_s": ready, "nodes_killed": 2, "nodes_rejoined": 1}

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import ApiError
 from swarmrl.coordinator.server.bodylimit import BodySizeLimit
+from swarmrl.coordinator.server.db_metrics import DatabaseMetrics
 from swarmrl.coordinator.server.ratelimit import TokenBuckets
 from swarmrl.coordinator.server.request_metrics import RequestMetrics
 from swarmrl.coordinator.server.routes import (
@@ -114,6 +115,7 @@ def create_app(
         streams=StreamBudget.of(config.connections),
     )
     app.state.engine = engine
+    app.state.coordinator.metrics.registry.register(DatabaseMetrics(app.state.coordinator))
     for module in (admin, nodes, contract, leases, uploads, work, trainer, reports, read, dashboard):
         app.include_router(module.router)
     for module in (packs, pack_judging):  # community task packs (docs/task-packs.md)

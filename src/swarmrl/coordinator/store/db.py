@@ -2,6 +2,17 @@
 
 Times are stored as float seconds since the epoch (the service's injectable clock), so the same code runs on
 SQLite and Postgres without timezone handling.
+
+Migrations: every schema change is written with Alembic's operations (`op.add_column`, `op.create_table`,
+`op.create_index`, `op.execute` of a Core statement) over a MigrationContext on the service's own connection,
+so Alembic renders the DDL for SQLite and Postgres alike and no SQL is assembled from strings. Which ones to
+run stays ours: an ordered `MIGRATIONS` list and the `schema_version` row, not Alembic's script directory,
+env.py and `alembic_version` table, because
+- the coordinator migrates itself in-process before its first request (`create_app`), from an installed
+  package, with no alembic.ini or migration scripts on the node's disk and no second command to run;
+- every database already written records its version in `schema_version`: it upgrades from there as before;
+- each step is idempotent (it adds only the columns, tables and indexes the database lacks), so an upgrade
+  cut off on SQLite, whose ALTER TABLE commits at once, runs again to the end.
 """
 
 from __future__ import annotations
@@ -9,26 +20,36 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from alembic.operations import Operations
+from alembic.operations.ops import CreateIndexOp, CreateTableOp
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
     Column,
+    Connection,
+    DefaultClause,
     Engine,
     Float,
     ForeignKey,
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
+    column,
     create_engine,
     event,
     false,
+    func,
     inspect,
     select,
+    table,
     text,
     true,
+    update,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
@@ -263,71 +284,106 @@ class RelayState(Base):
     reported_at: Mapped[float] = mapped_column(Float)
 
 
-def _create_v1(engine: Engine) -> None:
-    schema_v1.metadata.create_all(engine)
+def _create_tables(op: Operations, tables: list[Table]) -> None:
+    """op.create_table, then its indexes, for each of `tables` the database lacks (a half-applied upgrade
+    re-runs: a table already there gets the indexes it lacks)."""
+    found = inspect(op.get_bind())
+    have = set(found.get_table_names())
+    for wanted in tables:
+        indexes = sorted(wanted.indexes, key=lambda index: index.name)
+        if wanted.name in have:
+            named = {index["name"] for index in found.get_indexes(wanted.name)}
+            indexes = [index for index in indexes if index.name not in named]
+        else:
+            op.invoke(CreateTableOp.from_table(wanted))
+        for index in indexes:
+            op.invoke(CreateIndexOp.from_index(index))
 
 
-def _add_columns(engine: Engine, table: str, names: list[str]) -> None:
-    """ALTER TABLE ADD COLUMN for each of the ORM's `names` the table lacks (a half-applied upgrade re-runs)."""
-    have = {c["name"] for c in inspect(engine).get_columns(table)}
+def _add_columns(op: Operations, table: str, names: list[str]) -> None:
+    """op.add_column for each of the ORM's `names` the table lacks (a half-applied upgrade re-runs). A column
+    with a server default is NOT NULL, filled with the default in the rows already there."""
+    have = {c["name"] for c in inspect(op.get_bind()).get_columns(table)}
     columns: dict[str, Column] = Base.metadata.tables[table].c
-    with engine.begin() as connection:
-        for name in names:
-            if name in have:
-                continue
-            column = columns[name]
-            ddl = f"ALTER TABLE {table} ADD COLUMN {name} {column.type.compile(dialect=engine.dialect)}"
-            if column.server_default is not None:
-                default = column.server_default.arg
-                rendered = (
-                    f"'{default}'" if isinstance(default, str) else default.compile(dialect=engine.dialect)
-                )
-                ddl += f" DEFAULT {rendered} NOT NULL"
-            connection.execute(text(ddl))
-
-
-def _upgrade_v2(engine: Engine) -> None:
-    """Work leases, validation leases, spot checks, run draining, training outcomes, orphan upload purge."""
-    _add_columns(engine, "runs", ["status", "step_units"])
-    _add_columns(engine, "memberships", ["unit_seconds"])
-    _add_columns(engine, "upload_slots", ["batch_index", "submitted", "purged_at"])
-    _add_columns(
-        engine,
-        "submissions",
-        ["batch_index", "checked", "judge_key", "judge_until", "used_step", "use_outcome", "used_rows"],
-    )
-    Base.metadata.create_all(engine, tables=[WorkUnit.__table__])
-    for index in V2_INDEXES:
-        index.create(engine, checkfirst=True)
-
-
-def _upgrade_v3(engine: Engine) -> None:
-    """The dashboard's inputs: trainer metrics by step, relay reports."""
-    Base.metadata.create_all(engine, tables=[TrainerMetrics.__table__, RelayState.__table__])
-
-
-def _upgrade_v4(engine: Engine) -> None:
-    """Credit from measured work: a run's unit bounds; members join as workers or relays."""
-    _add_columns(engine, "runs", ["unit_rows", "unit_max_tokens"])
-    _add_columns(engine, "memberships", ["role", "judged_accepted"])
-    with engine.begin() as connection:  # what members earned before the count was kept
-        connection.execute(
-            text(
-                "UPDATE memberships SET judged_accepted = (SELECT count(*) FROM submissions s WHERE "
-                "s.run_id = memberships.run_id AND s.node_id = memberships.node_id AND s.checked AND "
-                "s.status = 'accepted')"
-            )
+    for name in names:
+        if name in have:
+            continue
+        default = columns[name].server_default
+        op.add_column(
+            table,
+            Column(
+                name,
+                columns[name].type,
+                server_default=default.arg if isinstance(default, DefaultClause) else None,
+                nullable=default is None,
+            ),
         )
 
 
-def _upgrade_v5(engine: Engine) -> None:
+def _create_indexes(op: Operations, indexes: tuple[Index, ...]) -> None:
+    """op.create_index (unique and partial ones as declared) for each of `indexes` the database lacks."""
+    found = inspect(op.get_bind())
+    for index in indexes:
+        if index.name not in {i["name"] for i in found.get_indexes(index.table.name)}:
+            op.invoke(CreateIndexOp.from_index(index))
+
+
+def _create_v1(op: Operations) -> None:
+    """The tables as the first release wrote them (schema_v1.py keeps their definitions as they were)."""
+    _create_tables(op, list(schema_v1.metadata.sorted_tables))
+
+
+def _upgrade_v2(op: Operations) -> None:
+    """Work leases, validation leases, spot checks, run draining, training outcomes, orphan upload purge."""
+    _add_columns(op, "runs", ["status", "step_units"])
+    _add_columns(op, "memberships", ["unit_seconds"])
+    _add_columns(op, "upload_slots", ["batch_index", "submitted", "purged_at"])
+    _add_columns(
+        op,
+        "submissions",
+        ["batch_index", "checked", "judge_key", "judge_until", "used_step", "use_outcome", "used_rows"],
+    )
+    _create_tables(op, [WorkUnit.__table__])
+    _create_indexes(op, V2_INDEXES)
+
+
+def _upgrade_v3(op: Operations) -> None:
+    """The dashboard's inputs: trainer metrics by step, relay reports."""
+    _create_tables(op, [TrainerMetrics.__table__, RelayState.__table__])
+
+
+def _upgrade_v4(op: Operations) -> None:
+    """Credit from measured work: a run's unit bounds; members join as workers or relays."""
+    _add_columns(op, "runs", ["unit_rows", "unit_max_tokens"])
+    _add_columns(op, "memberships", ["role", "judged_accepted"])
+    # What members earned before the count was kept. The tables as this version knew them, not the ORM's:
+    # a later version's columns must not enter an old migration.
+    memberships = table("memberships", column("run_id"), column("node_id"), column("judged_accepted"))
+    submissions = table(
+        "submissions", column("run_id"), column("node_id"), column("checked"), column("status")
+    )
+    earned = (
+        select(func.count())
+        .select_from(submissions)
+        .where(
+            submissions.c.run_id == memberships.c.run_id,
+            submissions.c.node_id == memberships.c.node_id,
+            submissions.c.checked,
+            submissions.c.status == "accepted",
+        )
+        .scalar_subquery()
+    )
+    op.execute(update(memberships).values(judged_accepted=earned))
+
+
+def _upgrade_v5(op: Operations) -> None:
     """The run's contract, checked at every join."""
-    _add_columns(engine, "runs", ["contract"])
+    _add_columns(op, "runs", ["contract"])
 
 
-def _upgrade_v6(engine: Engine) -> None:
+def _upgrade_v6(op: Operations) -> None:
     """Community task packs: submissions, admission, each step's mix, what the run measured, author credit."""
-    PackBase.metadata.create_all(engine, tables=[table.__table__ for table in PACK_TABLES])
+    _create_tables(op, [pack.__table__ for pack in PACK_TABLES])
 
 
 V2_INDEXES = (
@@ -335,8 +391,9 @@ V2_INDEXES = (
     Index("ix_upload_slots_expires_at", UploadSlot.expires_at),
 )
 
-# version → upgrade from version-1. A new column or table is a new entry here, never an edit of an old one.
-MIGRATIONS: dict[int, Callable[[Engine], None]] = {
+# version → upgrade from version-1, written with Alembic's operations (op.add_column, op.create_table,
+# op.create_index, op.execute). A new column or table is a new entry here, never an edit of an old one.
+MIGRATIONS: dict[int, Callable[[Operations], None]] = {
     1: _create_v1,
     2: _upgrade_v2,
     3: _upgrade_v3,
@@ -354,20 +411,37 @@ def current_version(engine: Engine) -> int:
         return 0 if row is None else row.version
 
 
-def migrate(engine: Engine) -> int:
-    """Bring the database to SCHEMA_VERSION; running it again is a no-op. Returns the version."""
+def migrate(engine: Engine, to: int = SCHEMA_VERSION) -> int:
+    """Bring the database to version `to` (tests stop short of the last); running it again is a no-op.
+    Returns the version. Each version's changes and its record commit together (on Postgres, whose DDL is
+    transactional, a failed upgrade leaves the version before it whole). An empty database is created whole
+    from the tables' definitions and recorded at the last version, as Alembic's own recipe does for a new
+    database: the same schema the upgrades reach (tests/unit/coordinator/test_coordinator_migrations.py),
+    in a fraction of the time, which every coordinator start on a new database (every test's) pays."""
     version = current_version(engine)
     if version > SCHEMA_VERSION:
         raise SchemaVersionError(f"database schema is v{version}; this swarmrl knows up to v{SCHEMA_VERSION}")
-    for target in range(version + 1, SCHEMA_VERSION + 1):
-        MIGRATIONS[target](engine)
-        with Session(engine) as session, session.begin():
-            row = session.get(SchemaVersion, 1)
-            if row is None:
-                session.add(SchemaVersion(id=1, version=target))
-            else:
-                row.version = target
-    return SCHEMA_VERSION
+    if version == 0 and to == SCHEMA_VERSION and set(inspect(engine).get_table_names()) <= {"schema_version"}:
+        with engine.begin() as connection:
+            for metadata in (Base.metadata, PackBase.metadata):
+                metadata.create_all(connection)
+            _record_version(connection, SCHEMA_VERSION)
+        return SCHEMA_VERSION
+    for target in range(version + 1, to + 1):
+        with engine.begin() as connection:
+            MIGRATIONS[target](Operations(MigrationContext.configure(connection)))
+            _record_version(connection, target)
+    return max(version, to)
+
+
+def _record_version(connection: Connection, version: int) -> None:
+    with Session(connection) as session:
+        row = session.get(SchemaVersion, 1)
+        if row is None:
+            session.add(SchemaVersion(id=1, version=version))
+        else:
+            row.version = version
+        session.flush()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from swarmrl.coordinator.api import (
     HexKey,
@@ -27,11 +27,9 @@ from swarmrl.coordinator.api import (
 )
 from swarmrl.coordinator.errors import NotFoundError
 from swarmrl.coordinator.rules import janitor, ledger
-from swarmrl.coordinator.rules.health import Health, health_of
 from swarmrl.coordinator.rules.leases import expire_lapsed
 from swarmrl.coordinator.server.access import get_run
 from swarmrl.coordinator.server.auth import state_of
-from swarmrl.coordinator.server.metrics_text import gauge, merge_run_metrics, run_metrics
 from swarmrl.coordinator.server.ranking import ranked_members
 from swarmrl.coordinator.server.routes.trainer import current_state
 from swarmrl.coordinator.server.stats import node_work, step_work
@@ -44,7 +42,7 @@ from swarmrl.coordinator.server.views import (
     unit_info,
     verdict_info,
 )
-from swarmrl.coordinator.store.db import Ban, Membership, Node, Run, Submission, Verdict, WorkUnit
+from swarmrl.coordinator.store.db import Ban, Membership, Node, Submission, Verdict, WorkUnit
 from swarmrl.coordinator.store.db import Step as StepRow
 
 router = APIRouter(tags=["read"])
@@ -227,34 +225,7 @@ def get_step_work(run_id: RunId, step: Step, request: Request) -> StepWork:
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     """Prometheus text: the service's counters, node health, submissions, and per run its storage, the open
-    step's units and every node's work counts."""
+    step's units and every node's work counts (server/db_metrics.py reads them at this scrape)."""
     state = state_of(request)
-    now = state.clock()
-    janitor.maybe_purge(state, now)
-    with state.sessions() as session, session.begin():
-        by_health = {h.value: 0 for h in Health}
-        for member in session.scalars(select(Membership).where(Membership.status == "active")):
-            by_health[health_of(member.last_seen, now, state.config).value] += 1
-        counts = dict(
-            session.execute(select(Submission.status, func.count()).group_by(Submission.status)).all()
-        )
-        runs = list(session.scalars(select(Run).order_by(Run.run_id)))
-        per_run = [run_metrics(session, run, state.config, now) for run in runs]
-    text = [generate_latest(state.metrics.registry).decode()]
-    text.append(
-        gauge(
-            "swarmrl_coordinator_nodes",
-            "active run members by health",
-            [({"health": h}, n) for h, n in by_health.items()],
-        )
-    )
-    text.append(
-        gauge(
-            "swarmrl_coordinator_submissions_by_status",
-            "submissions by status",
-            [({"status": s}, counts.get(s, 0)) for s in ("pending", "accepted", "rejected", "voided")],
-        )
-    )
-    text.append(gauge("swarmrl_coordinator_runs", "runs", [({}, len(runs))]))
-    text.extend(merge_run_metrics(per_run))
-    return Response("".join(text), media_type=CONTENT_TYPE_LATEST)
+    janitor.maybe_purge(state, state.clock())
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

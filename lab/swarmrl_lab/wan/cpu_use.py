@@ -21,11 +21,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+
+import psutil
 
 SAMPLE_S = 1.0
 DEMO = "demo"  # the demo's own process and whatever it runs that no role started (ip, nft)
-PROC = Path("/proc")
 
 
 @dataclass(frozen=True)
@@ -34,34 +34,21 @@ class ProcessTimes:
     cpu_s: float  # user + system since the process started
 
 
-def read_stat(text: str, ticks_per_s: float) -> ProcessTimes:
-    """Parent pid and CPU seconds from the text of /proc/<pid>/stat (the command name, in parentheses, may
-    hold spaces and parentheses: the fields are counted after its last ')')."""
-    fields = text.rsplit(")", 1)[1].split()
-    user, system = int(fields[11]), int(fields[12])
-    return ProcessTimes(parent=int(fields[1]), cpu_s=(user + system) / ticks_per_s)
-
-
-def read_steal(text: str, ticks_per_s: float) -> float:
-    """Seconds of steal time summed over every CPU, from the text of /proc/stat (its first line: "cpu user
-    nice system idle iowait irq softirq steal ...")."""
-    fields = text.split("\n", 1)[0].split()
-    if len(fields) < 9 or fields[0] != "cpu":
-        raise ValueError(f"/proc/stat does not start with a cpu line of 8 counters: {fields[:9]}")
-    return int(fields[8]) / ticks_per_s
-
-
-def process_table(proc: Path = PROC) -> dict[int, ProcessTimes]:
-    """Every process of the machine now (one that exits while it is read is left out)."""
-    ticks = os.sysconf("SC_CLK_TCK")
+def process_table() -> dict[int, ProcessTimes]:
+    """Every process of the machine now (one that exits while it is read is left out, one whose times this
+    user may not read counts none)."""
     table = {}
-    for entry in proc.iterdir():
-        if entry.name.isdigit():
-            try:
-                table[int(entry.name)] = read_stat((entry / "stat").read_text(), ticks)
-            except (OSError, IndexError, ValueError):
-                continue
+    for process in psutil.process_iter(["ppid", "cpu_times"]):
+        times = process.info["cpu_times"]
+        table[process.pid] = ProcessTimes(
+            parent=process.info["ppid"], cpu_s=times.user + times.system if times is not None else 0.0
+        )
     return table
+
+
+def steal_s() -> float | None:
+    """Seconds of steal time summed over every CPU, None where the platform does not count it."""
+    return getattr(psutil.cpu_times(), "steal", None)
 
 
 def role_of(pid: int, table: dict[int, ProcessTimes], roots: dict[int, str], demo_pid: int) -> str | None:
@@ -131,10 +118,9 @@ class CpuUse:
                 continue
             self.roles[pid] = role
             self.samples.setdefault(pid, []).append((now, times.cpu_s))
-        try:
-            self.steal.append((now, read_steal((PROC / "stat").read_text(), os.sysconf("SC_CLK_TCK"))))
-        except (OSError, ValueError):
-            pass  # no /proc/stat to read: the figure is left out
+        steal = steal_s()
+        if steal is not None:  # not counted here: the figure is left out
+            self.steal.append((now, steal))
 
     def used_between(self, start: float, end: float) -> dict[str, float]:
         """CPU seconds each role's processes used from `start` to `end` (unix times)."""

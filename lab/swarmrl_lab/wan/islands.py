@@ -4,7 +4,7 @@ region, merging across the WAN's links; with `[wan] baseline` the same islands o
 Island i sits in `wan.island_region(i)` (us and asia unless `wan.island_regions` says otherwise: demo-wan's
 narrowest path) and the islands' torchft lighthouse in the first region. Every merge's quorum, collectives and
 state transfers cross the emulated paths: islands reach each other at their machines' own addresses, which the
-emulator's routers carry over the link proxies (`swarmrl.wan.world`). Per arm, from each island's merges.jsonl
+emulator's routers carry over the link proxies (`swarmrl_lab.wan.world`). Per arm, from each island's merges.jsonl
 and metrics: the traffic between islands, the seconds of each merge, and trainer utilisation, the share of the
 trainer's busy time (its steps, merges included) not spent blocked in a merge: OpenDiLoCo's compute
 utilisation. Written to
@@ -27,12 +27,12 @@ from swarmrl.configs import ConfigError, RunConfig
 from swarmrl.islands.demo import read_merges, run_fleet
 from swarmrl.islands.launch import IslandsNetwork, island_config, prepare_islands
 from swarmrl.launch.demo import evaluate_checkpoint
-from swarmrl.launch.wan import table_cell
-from swarmrl.launch.wan_report import steps_per_min
 from swarmrl.rundir import RunDir, write_json_atomic
 from swarmrl.steps import latest_checkpoint
-from swarmrl.wan import netns
-from swarmrl.wan.world import MACHINE_INTERFACE, Machine, World
+from swarmrl_lab.wan import netns
+from swarmrl_lab.wan.demo import table_cell
+from swarmrl_lab.wan.report import steps_per_min
+from swarmrl_lab.wan.world import MACHINE_INTERFACE, Machine, World
 
 LIGHTHOUSE = "lighthouse"
 

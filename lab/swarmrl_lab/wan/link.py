@@ -12,9 +12,9 @@ lost packet is delivered one retransmission timeout later, and so is everything 
 arrived earlier — the head-of-line stall a TCP receiver sees while a SACK sender retransmits, with the rest of
 the window still flowing. A new connection's first bytes wait one round trip more (the handshake).
 
-Rates are not the proxy's job: the kernel enforces them (HTB on the veth ends, `swarmrl.wan.netns`).
+Rates are not the proxy's job: the kernel enforces them (HTB on the veth ends, `swarmrl_lab.wan.netns`).
 
-    python -m swarmrl.wan.link PLAN.json       # serve every listener of the plan until SIGTERM
+    python -m swarmrl_lab.wan.link PLAN.json       # serve every listener of the plan until SIGTERM
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class Listener(BaseModel):
 
 
 class LinkPlan(BaseModel):
-    """What one link proxy process serves: written by the emulator, read by `python -m swarmrl.wan.link`."""
+    """What one link proxy process serves: written by the emulator, read by `python -m swarmrl_lab.wan.link`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -264,7 +264,9 @@ async def serve(plan: LinkPlan) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m swarmrl.wan.link", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m swarmrl_lab.wan.link", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("plan", type=Path, help="the LinkPlan JSON file the emulator wrote")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from swarmrl.configs.wan import ChurnConfig
 from swarmrl.coordinator.api import SubmissionInfo
-from swarmrl.launch.cpu_use import CpuUse
 from swarmrl.launch.swarm import Swarm, SwarmSnapshot
 from swarmrl.shardcast.layout import META_DIR, manifest_path
 from swarmrl.shardcast.manifest import SignedManifest
 from swarmrl.steps import parse_step_dir_name
+from swarmrl_lab.wan.cpu_use import CpuUse
 
 log = logging.getLogger(__name__)
 POLL_S = 0.2

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swarmrl.configs.wan import WanConfig
-from swarmrl.wan import netns
-from swarmrl.wan.errors import WanError
-from swarmrl.wan.link import LinkPlan, Listener, Shape
+from swarmrl_lab.wan import netns
+from swarmrl_lab.wan.errors import WanError
+from swarmrl_lab.wan.link import LinkPlan, Listener, Shape
 
 CORE = "10.255.0"
 VIRTUAL = "10.254.0"
@@ -249,7 +249,7 @@ class World:
                 self.proxies.append(
                     subprocess.Popen(
                         [*netns.exec_prefix(self.region_namespace(region.name)), sys.executable, "-m",
-                         "swarmrl.wan.link", str(plan_file)],
+                         "swarmrl_lab.wan.link", str(plan_file)],
                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     )
                 )  # fmt: skip

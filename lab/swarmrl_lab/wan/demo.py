@@ -2,7 +2,7 @@
 
 The first region of `[wan] regions` holds the coordinator, the trainer with its SHARDCAST origin and the
 validators; every region gets a relay; workers sit in `worker_regions` (mixed speeds: `[swarm] slow_workers`
-run `slowdown` times slower). Each role is a machine of `swarmrl.wan.World` (its own namespace and access
+run `slowdown` times slower). Each role is a machine of `swarmrl_lab.wan.World` (its own namespace and access
 link) and reaches the coordinator, the origin and the relays at one virtual address each. Churn kills and
 restarts `churn.worker_fraction` of the workers and `churn.relays` relays during the run.
 
@@ -21,13 +21,13 @@ from rich.console import Console
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
-from swarmrl.launch.cpu_use import same_work_ratio
 from swarmrl.launch.swarm import SwarmNetwork, run_swarm_demo, validator_names
-from swarmrl.launch.wan_report import arm_figures
-from swarmrl.launch.wan_watch import SwarmWatch
 from swarmrl.rundir import RunDir, write_json_atomic
-from swarmrl.wan.netns import check_available
-from swarmrl.wan.world import Machine, Service, World
+from swarmrl_lab.wan.cpu_use import same_work_ratio
+from swarmrl_lab.wan.netns import check_available
+from swarmrl_lab.wan.report import arm_figures
+from swarmrl_lab.wan.watch import SwarmWatch
+from swarmrl_lab.wan.world import Machine, Service, World
 
 COORDINATOR_PORT, ORIGIN_PORT, RELAY_PORT = 8700, 8800, 8900
 THROUGHPUT_GOAL = 0.8  # WAN steps/min over loopback's

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from swarmrl.wan.errors import WanError, WanUnavailable
+from swarmrl_lab.wan.errors import WanError, WanUnavailable
 
 TAG_PREFIX = "swan"
 _TAG = re.compile(rf"^({TAG_PREFIX}(\d+)x[0-9a-f]{{4}})-")

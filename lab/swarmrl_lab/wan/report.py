@@ -16,7 +16,7 @@
 - churn: nodes killed, nodes back (a worker leasing a unit, a relay holding a version it did not hold
   before), and how long each took after its restart;
 - cpu: CPU seconds the arm's processes used over the window steps_per_min measures, by role, and the share of
-  the machine's cores that was (`swarmrl.launch.cpu_use`): every node shares this machine's cores.
+  the machine's cores that was (`swarmrl_lab.wan.cpu_use`): every node shares this machine's cores.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from swarmrl.launch.cpu_use import cpu_figures
-from swarmrl.launch.wan_watch import Outage, SwarmWatch
 from swarmrl.rundir import RunDir
+from swarmrl_lab.wan.cpu_use import cpu_figures
+from swarmrl_lab.wan.watch import Outage, SwarmWatch
 
 
 def median(values: list[float]) -> float | None:
