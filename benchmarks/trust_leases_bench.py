@@ -37,8 +37,8 @@ from pathlib import Path
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl_lab.coordinator_double import ClockedCoordinator
 from swarmrl.identity import Identity
+from swarmrl_lab.coordinator_double import ClockedCoordinator
 
 BEAT_S = 5.0
 CONFIG = dict(

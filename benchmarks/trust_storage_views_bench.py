@@ -34,12 +34,12 @@ import httpx
 from rich.console import Console
 
 from swarmrl.configs.coordinator import CoordinatorConfig
-from swarmrl_lab import crowd
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.status import summary_view
-from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
+from swarmrl_lab import crowd
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 
 RELAY_REPORT = {
     "url": "http://127.0.0.1:8901",

@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from swarmrl.configs.contract import ContractSection
-from swarmrl_lab import crowd
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.rules.janitor import PURGE_EVERY_S
 from swarmrl.coordinator.rules.storage_room import unit_file_cap
+from swarmrl_lab import crowd
 from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 
 FILE = 4096

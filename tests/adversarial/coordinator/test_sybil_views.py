@@ -12,10 +12,10 @@ import httpx
 import pytest
 from rich.console import Console
 
-from swarmrl_lab import crowd
 from swarmrl.coordinator.status import summary_view
-from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
+from swarmrl_lab import crowd
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 
 GROUND = 10_000
 FAKE_RELAYS = 1_000

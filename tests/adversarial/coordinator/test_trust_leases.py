@@ -14,8 +14,8 @@ import pytest
 from swarmrl.configs import RunConfig
 from swarmrl.configs.base import ConfigError
 from swarmrl.coordinator.errors import CoordinatorError
-from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 from swarmrl.identity import Identity
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 
 BASE = dict(
     uploads_per_hour=10_000,

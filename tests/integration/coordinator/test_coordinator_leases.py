@@ -7,9 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from polling import wait_for
+from prometheus_client.parser import text_string_to_metric_families
 
 from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.api import MAX_LEASE_WAIT_S

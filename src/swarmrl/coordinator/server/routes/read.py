@@ -42,7 +42,7 @@ from swarmrl.coordinator.server.views import (
     unit_info,
     verdict_info,
 )
-from swarmrl.coordinator.store.db import Ban, Membership, Node, Submission, Verdict, WorkUnit
+from swarmrl.coordinator.store.db import Ban, Node, Submission, Verdict, WorkUnit
 from swarmrl.coordinator.store.db import Step as StepRow
 
 router = APIRouter(tags=["read"])
