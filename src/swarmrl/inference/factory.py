@@ -55,7 +55,9 @@ def engine_model(
     """The model an engine of `config` serves from the checkpoint at `path`. The paged engine gets a
     Llama-family checkpoint built without transformers (`models.native`: the same weights and hidden states,
     and a worker skips seconds of imports); other architectures, and the padded engine, transformers' own."""
-    model = load_native(path, dtype, device) if isinstance(config, PagedEngineConfig) else None
+    model: torch.nn.Module | None = (
+        load_native(path, dtype, device) if isinstance(config, PagedEngineConfig) else None
+    )
     if model is None:
         from swarmrl.models import load_model  # transformers' model classes, imported only when needed
 
