@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -34,7 +34,7 @@ def worker(
     relay: Relays = None,
     work_dir: WorkDir = None,
     cheat: Annotated[
-        str | None, typer.Option(help="misbehave on purpose (demo and tests): half-layers")
+        Literal["half-layers"] | None, typer.Option(help="misbehave on purpose (demo and tests): half-layers")
     ] = None,
     max_batches: Annotated[int | None, typer.Option(help="stop after this many submissions")] = None,
     slowdown: Annotated[
@@ -54,13 +54,19 @@ def worker(
         return
     from swarmrl.worker.feed import NodeOptions, start_policy_feed
 
-    settings, run_id = node_args(run_id, config, key, relay, work_dir)
+    node = node_args(run_id, config, key, relay, work_dir)
+    settings = node.config
     if device is not None:
         settings.worker.device = device
-    if cheat not in (None, "half-layers"):
-        raise typer.BadParameter(f"unknown cheat {cheat!r}", param_hint="--cheat")
     options = NodeOptions(
-        coordinator_url, run_id, key, relay, work_dir, cheat=cheat, max_batches=max_batches, slowdown=slowdown
+        coordinator_url,
+        node.run_id,
+        node.key,
+        node.relays,
+        node.work_dir,
+        cheat=cheat,
+        max_batches=max_batches,
+        slowdown=slowdown,
     )
     stop_on_sigterm(options.stop)
     # The first policy downloads while torch and the engine are imported (seconds of CPU on a busy machine).
