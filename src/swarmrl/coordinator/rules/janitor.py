@@ -48,6 +48,7 @@ def purge_orphans(state: ServiceState, now: float) -> int:
             .limit(PURGE_BATCH)
         )
         for slot in orphans:
+            assert slot.storage_key is not None  # the query's filter
             try:
                 state.storage.delete(slot.storage_key)
             except (OSError, StorageError) as exc:

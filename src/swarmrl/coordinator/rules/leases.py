@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.rules.health import dead_cutoff, unhealthy_cutoff
 from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, Step, WorkUnit
+from swarmrl.coordinator.store.rows import rows_changed
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,7 @@ def expire_lapsed(session: Session, run_id: str, config: CoordinatorConfig, now:
         .values(status="expired", ended_at=now)
         .execution_options(synchronize_session=False)
     )
-    return result.rowcount or 0
+    return rows_changed(result)
 
 
 # The two reads of every lease request, most of which are answered from them (the units held, or a refusal):

@@ -76,8 +76,8 @@ def run_metrics(session: Session, run: Run, config: CoordinatorConfig, now: floa
     checks: Counter = Counter()
     for node_checks in rejections_by_node(session, run.run_id).values():
         checks.update(node_checks)
-    for check, count in sorted(checks.items()):
-        out["swarmrl_coordinator_rejections"].append(({**base, "check": _label_value(check)}, count))
+    for check, rejected in sorted(checks.items()):
+        out["swarmrl_coordinator_rejections"].append(({**base, "check": _label_value(check)}, rejected))
     banned = session.scalar(
         select(func.count())
         .select_from(Membership)
@@ -96,14 +96,14 @@ def run_metrics(session: Session, run: Run, config: CoordinatorConfig, now: floa
                 out["swarmrl_coordinator_node_work"].append((labels, getattr(work, count)))
         after = page[-1].node_id
     after = ""
-    while page := ledger.balances(session, run.run_id, after_node=after, limit=PAGE):
-        for balance in page:
+    while balances := ledger.balances(session, run.run_id, after_node=after, limit=PAGE):
+        for balance in balances:
             for status in ledger.LEDGER_STATES:
                 labels = {**base, "node": balance.node_id, "status": status}
                 out["swarmrl_coordinator_node_credit_tokens"].append(
                     (labels, getattr(balance, f"{status}_tokens"))
                 )
-        after = page[-1].node_id
+        after = balances[-1].node_id
     return out
 
 

@@ -7,19 +7,20 @@ SQLite and Postgres without timezone handling.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    Column,
+    DefaultClause,
     Engine,
     Float,
     ForeignKey,
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
     create_engine,
@@ -42,7 +43,7 @@ RUN_ID = String(128)
 
 
 class Base(DeclarativeBase):
-    pass
+    __table__: ClassVar[Table]  # a mapped class's table (DeclarativeBase types it as any FromClause)
 
 
 class SchemaVersion(Base):
@@ -270,14 +271,14 @@ def _create_v1(engine: Engine) -> None:
 def _add_columns(engine: Engine, table: str, names: list[str]) -> None:
     """ALTER TABLE ADD COLUMN for each of the ORM's `names` the table lacks (a half-applied upgrade re-runs)."""
     have = {c["name"] for c in inspect(engine).get_columns(table)}
-    columns: dict[str, Column] = Base.metadata.tables[table].c
+    columns = Base.metadata.tables[table].c
     with engine.begin() as connection:
         for name in names:
             if name in have:
                 continue
             column = columns[name]
             ddl = f"ALTER TABLE {table} ADD COLUMN {name} {column.type.compile(dialect=engine.dialect)}"
-            if column.server_default is not None:
+            if isinstance(column.server_default, DefaultClause):
                 default = column.server_default.arg
                 rendered = (
                     f"'{default}'" if isinstance(default, str) else default.compile(dialect=engine.dialect)
