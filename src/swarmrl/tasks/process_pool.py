@@ -16,7 +16,7 @@ import traceback
 import weakref
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Literal
 
 from swarmrl.tasks.errors import RewardError, VerifierCrash, VerifierTimeout
 
@@ -38,7 +38,9 @@ def _serve(conn: Connection) -> None:
 
 
 class _Worker:
-    def __init__(self, context: multiprocessing.context.BaseContext) -> None:
+    def __init__(
+        self, context: multiprocessing.context.SpawnContext | multiprocessing.context.ForkServerContext
+    ) -> None:
         self.conn, child_conn = context.Pipe(duplex=True)
         self.process = context.Process(target=_serve, args=(child_conn,), daemon=False)
         self.process.start()
@@ -64,10 +66,14 @@ class _Worker:
 class WallClockPool:
     """Run picklable functions in worker processes, each call bounded by its own timeout."""
 
-    def __init__(self, max_workers: int = 2, start_method: str = "spawn") -> None:
+    def __init__(self, max_workers: int = 2, start_method: Literal["spawn", "forkserver"] = "spawn") -> None:
         if max_workers < 1:
             raise RewardError("max_workers must be >= 1")
-        self._context = multiprocessing.get_context(start_method)
+        self._context = (
+            multiprocessing.get_context("forkserver")
+            if start_method == "forkserver"
+            else multiprocessing.get_context("spawn")
+        )
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
