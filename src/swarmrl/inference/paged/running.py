@@ -214,7 +214,9 @@ class RunningBatch:
             part = logits if len(groups) == 1 else logits[torch.tensor(rows, device=logits.device)]
             for row, choice in zip(rows, self._sample_group([sampled[r] for r in rows], part), strict=True):
                 choices[row] = choice
-        return choices  # type: ignore[return-value]
+        chosen = [choice for choice in choices if choice is not None]
+        assert len(chosen) == len(choices)  # every row belongs to a group
+        return chosen
 
     def _sample_group(self, sequences: Sequence[Seq], logits: torch.Tensor) -> list[SampledToken]:
         entries = [self._entries[s.index] for s in sequences]
