@@ -102,8 +102,11 @@ bench: install-bench sandbox-deps
 	$(PY) benchmarks/diloco_bench.py --quick
 	$(PY) benchmarks/sandbox_bench.py
 
+# ruff's rules and formatting, then mypy over src/ (pyproject's [tool.mypy]): CI runs this first (.ci/run).
 lint: install
 	$(VENV)/bin/ruff check src lab tests benchmarks
+	$(VENV)/bin/ruff format --check src lab tests benchmarks
+	$(PY) -m mypy
 
 # The configuration reference (docs/configuration.md and the README's table of sections), rendered from the
 # config models; tests/unit/spine/test_spine_config_reference.py fails when they differ.

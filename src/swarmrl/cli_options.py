@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -86,21 +87,31 @@ def local_run_dir(run_dir: Path | None) -> Path:
     return run_dir
 
 
-def node_args(run_id, config_file, key, relays, work_dir) -> tuple[RunConfig, str]:
-    """The run config and run id of a swarm node; the run id is the config's (`run.run_id`, else its name)."""
-    missing = [
-        flag
-        for flag, value in (
-            ("--config", config_file),
-            ("--key", key),
-            ("--relay", relays),
-            ("--work-dir", work_dir),
-        )
-        if not value
-    ]
-    if missing:
+@dataclass(frozen=True)
+class NodeArgs:
+    """What every swarm node starts from; the run id is the config's (`run.run_id`, else its name)."""
+
+    config: RunConfig
+    run_id: str
+    key: Path
+    relays: list[str]
+    work_dir: Path
+
+
+def node_args(
+    run_id: str | None,
+    config_file: Path | None,
+    key: Path | None,
+    relays: list[str] | None,
+    work_dir: Path | None,
+) -> NodeArgs:
+    """A swarm node's arguments, each of them present."""
+    if config_file is None or key is None or not relays or work_dir is None:
+        flags = (("--config", config_file), ("--key", key), ("--relay", relays), ("--work-dir", work_dir))
+        missing = [flag for flag, value in flags if not value]
         raise typer.BadParameter(f"a swarm node also needs {', '.join(missing)}", param_hint="--coordinator")
-    return run_config_of(config_file, run_id)
+    config, config_run_id = run_config_of(config_file, run_id)
+    return NodeArgs(config, config_run_id, key, relays, work_dir)
 
 
 def run_config_of(config_file: Path, run_id: str | None) -> tuple[RunConfig, str]:

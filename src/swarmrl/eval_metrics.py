@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +72,7 @@ def eval_record(step: int, result: EvalResult, seconds: float) -> dict[str, Any]
     }
 
 
-def is_eval_record(record: dict[str, Any]) -> bool:
+def is_eval_record(record: Mapping[str, Any]) -> bool:
     return any(key.startswith(EVAL_PREFIX) for key in record)
 
 

@@ -58,9 +58,11 @@ class RoleCollector:
             for labels, value in sorted(counter.read().items()):
                 family.add_metric(list(labels), float(value))
             yield family
-        for key, value in sorted(self.gauges().items()):
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                yield GaugeMetricFamily(metric_name(self.role, key), f"{self.role} {key}", value=float(value))
+        for key, reading in sorted(self.gauges().items()):
+            if isinstance(reading, int | float) and not isinstance(reading, bool):
+                yield GaugeMetricFamily(
+                    metric_name(self.role, key), f"{self.role} {key}", value=float(reading)
+                )
 
 
 @dataclass

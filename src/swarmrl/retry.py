@@ -106,7 +106,7 @@ def call_with_retries(
     """
     policy = policy or RetryPolicy()
     stop = stop or threading.Event()
-    accept = retry_on if _is_predicate(retry_on) else (lambda exc: isinstance(exc, retry_on))  # type: ignore[arg-type]
+    accept = _acceptor(retry_on)
     jitter = wait_random_exponential(multiplier=policy.initial_seconds, max=policy.max_seconds)
     last: list[BaseException] = []
 
@@ -151,7 +151,9 @@ def call_with_retries(
     return result
 
 
-def _is_predicate(retry_on: RetryOn) -> bool:
-    return not isinstance(retry_on, tuple) and not (
-        isinstance(retry_on, type) and issubclass(retry_on, BaseException)
-    )
+def _acceptor(retry_on: RetryOn) -> Callable[[BaseException], bool]:
+    """Whether an error is retried: `retry_on` itself when it is a predicate, else an isinstance test."""
+    if isinstance(retry_on, tuple | type):  # exception classes
+        kinds = retry_on
+        return lambda exc: isinstance(exc, kinds)
+    return retry_on

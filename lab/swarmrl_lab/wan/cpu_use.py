@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -124,7 +124,7 @@ class CpuUse:
 
     def used_between(self, start: float, end: float) -> dict[str, float]:
         """CPU seconds each role's processes used from `start` to `end` (unix times)."""
-        used: Counter[str] = Counter()
+        used: defaultdict[str, float] = defaultdict(float)
         for pid, samples in self.samples.items():
             used[self.roles[pid]] += max(0.0, cpu_at(samples, end) - cpu_at(samples, start))
         return dict(used)
@@ -144,7 +144,7 @@ def cpu_figures(use: CpuUse, start: float, end: float, cores: int) -> dict:
     cores_busy: core_s over the window and the machine's cores (1.0: every core busy all the time); steal_s:
     the machine's steal time over the window (None unless it was sampled before the window opened); same_work_s:
     the trainer's and validators' share of core_s."""
-    by_role: Counter[str] = Counter()
+    by_role: defaultdict[str, float] = defaultdict(float)
     for role, seconds in use.used_between(start, end).items():
         by_role[role_group(role)] += seconds
     total = sum(by_role.values())

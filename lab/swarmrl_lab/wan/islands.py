@@ -18,6 +18,7 @@ import os
 import shutil
 import statistics
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -144,7 +145,7 @@ def run_arm(
     config: RunConfig,
     arm: str,
     console: Console,
-    regions: list[str | None],
+    regions: Sequence[str | None],
     network: IslandsNetwork | None = None,
 ) -> dict[str, Any]:
     """One arm from scratch (the SFT start is cached); its figures, and the held-out accuracy of island 0's

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import math
 import random
@@ -193,7 +194,7 @@ class LinkProxy:
     async def start(self) -> None:
         for listener in self.plan.listeners:
             server = await asyncio.start_server(
-                lambda r, w, listener=listener: self._accept(listener, r, w),
+                functools.partial(self._accept, listener),
                 listener.listen_host,
                 listener.listen_port,
                 reuse_address=True,
@@ -217,6 +218,7 @@ class LinkProxy:
                 if (host, port) == sock.getsockname()[:2]:
                     raise OSError("addressed to the proxy itself, not redirected to it")
             else:
+                assert listener.upstream_port is not None  # given with upstream_host
                 host, port = listener.upstream_host, listener.upstream_port
             up_reader, up_writer = await asyncio.wait_for(
                 asyncio.open_connection(host, port), CONNECT_TIMEOUT_S

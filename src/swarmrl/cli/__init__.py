@@ -195,7 +195,8 @@ class _CommandsGroup(TyperGroup):
         for name, entry in COMMANDS.items():
             self.commands.setdefault(name, _Summary(name, help=escape(entry.summary)))
 
-    def invoke(self, ctx: typer.Context):
+    # typer hands its groups a typer.Context; the base class names its private vendored click's Context.
+    def invoke(self, ctx: typer.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except ModuleNotFoundError as exc:
@@ -206,9 +207,10 @@ class _CommandsGroup(TyperGroup):
             fail(exc)
             raise
 
-    def resolve_command(self, ctx: typer.Context, args: list[str]):
+    def resolve_command(self, ctx: typer.Context, args: list[str]):  # type: ignore[override]
         name, command, rest = super().resolve_command(ctx, args)
         if isinstance(command, _Summary):
+            assert name is not None  # a listed command resolved by its name
             try:
                 command = keep_brackets(typer.main.get_command(COMMANDS[name].load()))
             except ModuleNotFoundError as exc:

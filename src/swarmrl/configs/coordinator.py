@@ -14,6 +14,31 @@ NodeKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 MIB = 1024 * 1024
 
 
+# Keyed by the validator's check names. Soft: what an honest node can hit by bad luck (a batch that went stale
+# in transit, a heuristic flag, a reward the trusted scorer disagrees with); hard: forgery.
+_REJECT_SEVERITY: dict[str, Severity] = {
+    "claims": "hard",
+    "upload_hash": "hard",
+    "file_missing": "soft",
+    "schema_and_signature": "hard",
+    "node": "hard",
+    "duplicate": "hard",
+    "async_window": "soft",
+    "assigned_prompts": "hard",
+    "sampling_params": "hard",
+    "termination_format": "hard",
+    "prefill": "hard",
+    "toploc": "hard",
+    "logprobs": "hard",
+    "seeded_sampling": "hard",
+    "termination": "soft",
+    "rewards": "soft",
+    # The validator's per-file time budget: an honest file can run long (slow tools); the file is
+    # dropped, its node not punished.
+    "time_budget": "soft",
+}
+
+
 class CoordinatorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -180,29 +205,7 @@ class CoordinatorConfig(BaseModel):
         1, ge=1, description="hard rejections of one node after which its key is banned from every run"
     )
     reject_severity: dict[str, Severity] = Field(
-        # Keyed by the validator's check names. Soft: what an honest node can hit by bad luck (a batch that
-        # went stale in transit, a heuristic flag, a reward the trusted scorer disagrees with); hard: forgery.
-        default_factory=lambda: {
-            "claims": "hard",
-            "upload_hash": "hard",
-            "file_missing": "soft",
-            "schema_and_signature": "hard",
-            "node": "hard",
-            "duplicate": "hard",
-            "async_window": "soft",
-            "assigned_prompts": "hard",
-            "sampling_params": "hard",
-            "termination_format": "hard",
-            "prefill": "hard",
-            "toploc": "hard",
-            "logprobs": "hard",
-            "seeded_sampling": "hard",
-            "termination": "soft",
-            "rewards": "soft",
-            # The validator's per-file time budget: an honest file can run long (slow tools); the file is
-            # dropped, its node not punished.
-            "time_budget": "soft",
-        },
+        default_factory=_REJECT_SEVERITY.copy,
         description="validator check name → soft (drop this submission's units) or hard (wipe pending, eject)",
     )
     default_reject_severity: Severity = Field(

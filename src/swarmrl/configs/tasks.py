@@ -263,9 +263,13 @@ class LengthRewardConfig(_Strict):
         return self
 
 
+def _default_sources() -> list[SourceConfig]:
+    return [ReasoningGymSourceConfig(generator="basic_arithmetic")]
+
+
 class TasksConfig(_Strict):
     sources: list[SourceConfig] = Field(
-        default_factory=lambda: [ReasoningGymSourceConfig(generator="basic_arithmetic")],
+        default_factory=_default_sources,
         description="Task sources, mixed by their weights.",
     )
     mix_seed: int = Field(0, description="Seed of the deterministic weighted interleaving of sources.")

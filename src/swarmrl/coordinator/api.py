@@ -22,6 +22,8 @@ SubmissionStatus = Literal["pending", "accepted", "rejected", "voided"]
 RunStatus = Literal["open", "draining", "drained"]
 UseOutcome = Literal["trained", "stale", "refused"]
 LedgerStatus = Literal["pending", "unlocked", "wiped"]
+HealthName = Literal["healthy", "unhealthy", "dead"]  # rules.health.Health's values
+NodeRole = Literal["worker", "validator", "trainer", "relay"]
 # A trainer metric's name as its metrics.jsonl writes it: loss, reward, eval/avg@8, eval/pass@8, ...
 METRIC_NAME_PATTERN = r"^[A-Za-z0-9_.@/:-]{1,64}$"
 MetricName = Annotated[str, StringConstraints(pattern=METRIC_NAME_PATTERN)]
@@ -279,7 +281,7 @@ class NodeInfo(Row):
 class MemberInfo(BaseModel):
     node_id: str
     status: str
-    health: Literal["healthy", "unhealthy", "dead"]
+    health: HealthName
     joined_at: float
     last_seen: float
     heartbeats: int
@@ -407,7 +409,7 @@ class SubmissionInfo(Row):
     use_outcome: UseOutcome | None = None
     used_rows: int | None = Field(None, description="completions the step that trained on it read")
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot see through it; pydantic's documented form
     @property
     def file_path(self) -> str:
         """Where a judge GETs the file (signed)."""
@@ -481,9 +483,9 @@ class NodeSummary(BaseModel):
     """One run member as the dashboard shows it: liveness, the checkpoint it holds, its files and credit."""
 
     node_id: str
-    role: Literal["worker", "validator", "trainer", "relay"]
+    role: NodeRole
     status: str = Field(description="membership: active | left | ejected")
-    health: Literal["healthy", "unhealthy", "dead"]
+    health: HealthName
     last_seen: float
     policy_step: int | None
     held: int = Field(description="units leased now, waiting for their file")
@@ -523,7 +525,7 @@ class RelaySummary(RelayReport):
     tree once, by a breadth-first walk from the origins."""
 
     node_id: str
-    health: Literal["healthy", "unhealthy", "dead"]
+    health: HealthName
     reported_at: float
     parent: str | None = Field(
         None,

@@ -6,7 +6,7 @@ import json
 import logging
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -18,6 +18,9 @@ from swarmrl.configs.base import validation_problems
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.errors import SchemaVersionError
 from swarmrl.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from swarmrl.coordinator.store.storage import Storage
 
 ADMIN_TOKEN_ENV = "SWARMRL_ADMIN_TOKEN"
 EXIT_REFUSED = 2  # the coordinator refused an operator command (wrong token, unknown run ...): one line
@@ -86,7 +89,7 @@ def coordinator(
     logging.basicConfig(level=logging.INFO)
     settings = load_config(config)
     try:
-        storage = storage_dir
+        storage: Path | Storage = storage_dir
         if s3_bucket is not None:
             from swarmrl.coordinator.store.storage import S3Storage
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -420,9 +421,9 @@ class TrainerClient(RoleClient):
         run_id: str,
         step: int,
         *,
-        trained: list[tuple[int, int]] = (),
-        stale: list[int] = (),
-        refused: list[int] = (),
+        trained: Sequence[tuple[int, int]] = (),
+        stale: Sequence[int] = (),
+        refused: Sequence[int] = (),
     ) -> OutcomeReceipt:
         """`trained`: (submission id, rows read) of the files step `step` trained on."""
         body = {

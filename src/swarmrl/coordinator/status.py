@@ -132,14 +132,14 @@ def summary_view(summary: RunSummary, url: str) -> Group:
     for column in ("validator", "device", "verdicts", "rejected", "judging", "last verdict"):
         validators.add_column(column, justify="left" if column in ("validator", "device") else "right")
     for validator in backlog.validators:
-        last = validator.last_verdict_at
+        verdict_at = validator.last_verdict_at
         validators.add_row(
             validator.node_id[:12],
             validator.device or "-",
             str(validator.verdicts),
             str(validator.rejected),
             str(validator.judging),
-            "-" if last is None else f"{max(0.0, summary.generated_at - last):.0f}s ago",
+            "-" if verdict_at is None else f"{max(0.0, summary.generated_at - verdict_at):.0f}s ago",
         )
     parts.append(validators)
     if summary.relays:

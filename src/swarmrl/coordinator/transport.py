@@ -157,7 +157,7 @@ class SignedTransport:
             raise CoordinatorError(0, "no_identity", "this client has no identity to sign with")
         return sign_request(self.identity, method, target, body, now=self.clock())
 
-    def call(self, model: type[Model] | Any, method: str, path: str, **kwargs: Any) -> Model:
+    def call(self, model: type[Model], method: str, path: str, **kwargs: Any) -> Model:
         """A call whose JSON answer is validated as `model`."""
         response = self.request(method, path, **kwargs)
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -11,7 +12,7 @@ from swarmrl.configs.diloco import DiLoCoConfig
 from swarmrl.diloco.errors import DiLoCoConfigError
 
 
-def load_diloco_config(path: Path, overrides: dict[str, object] | None = None) -> DiLoCoConfig:
+def load_diloco_config(path: Path, overrides: Mapping[str, object] | None = None) -> DiLoCoConfig:
     """Read a TOML file (its `[diloco]` table if present, else the whole file) and apply flat overrides."""
     try:
         raw = tomllib.loads(path.read_text())

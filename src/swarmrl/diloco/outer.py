@@ -8,11 +8,13 @@ m_t   = μ m_{t−1} + Δ̄_t               (m_0 = Δ̄_1, torch's SGD conventio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
 def pseudo_gradient(
-    global_params: list[torch.Tensor], local_params: list[torch.Tensor]
+    global_params: Sequence[torch.Tensor], local_params: Sequence[torch.Tensor]
 ) -> list[torch.Tensor]:
     """Δ = global − local, in fp32 on the global copy's device."""
     return [

@@ -168,13 +168,13 @@ def with_env_replay(
 ) -> Callable[[list[RolloutRow]], list[ScoredRow]]:
     """The trainer's trusted scorer for a run with an `[env]` section: every row's reward is the trainer's own
     replay of its environment (`score_rows(env_rewards=...)`); a row whose replay differs is refused by name."""
-    replay_row = env_replay(config, tasks, tokenizer)
-    if replay_row is None:
+    env, replay_row = config.env, env_replay(config, tasks, tokenizer)
+    if env is None or replay_row is None:
         raise EnvError("this run has no [env] section")
 
     def scored(rows: list[RolloutRow]) -> list[ScoredRow]:
         try:
-            rewards = replay_rows(replay_row, rows, config.env.max_concurrent_steps)
+            rewards = replay_rows(replay_row, rows, env.max_concurrent_steps)
         except RowReplayFailed as failed:  # a ReplayMismatch cause names the check that failed
             raise RolloutError(f"row {failed.row}: environment replay: {failed.cause}") from failed.cause
         return score(rows, env_rewards=rewards)

@@ -32,7 +32,9 @@ class PromptTurnCodec:
         body = list(ids)
         if body and body[-1] in self.stop_token_ids:
             body = body[:-1]
-        return self.fmt.tokenizer.decode(body, skip_special_tokens=False)
+        text = self.fmt.tokenizer.decode(body, skip_special_tokens=False)
+        assert isinstance(text, str)  # one sequence of ids decodes to one string
+        return text
 
     def _env_text(self, message: str) -> str:
         if not self.fmt.chat:

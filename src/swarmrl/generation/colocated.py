@@ -23,7 +23,7 @@ import torch
 
 from swarmrl.configs import RunConfig
 from swarmrl.generation.writer import BatchWriter
-from swarmrl.inference.engine import InferenceEngine
+from swarmrl.inference.engine import LiveEngine
 from swarmrl.inference.factory import build_engine
 from swarmrl.models import model_skeleton
 from swarmrl.rundir import RunDir, RunDirSource
@@ -45,7 +45,7 @@ class ColocatedSource:
     def __init__(
         self,
         writer: BatchWriter,
-        engine: InferenceEngine,
+        engine: LiveEngine,
         async_level: int,
         *,
         groups_per_step: int,
@@ -94,7 +94,7 @@ class ColocatedSource:
         return "no policy yet" if step == NO_POLICY else f"policy {step}"
 
 
-def colocated_engine(config: RunConfig, writer: BatchWriter, device: torch.device) -> InferenceEngine:
+def colocated_engine(config: RunConfig, writer: BatchWriter, device: torch.device) -> LiveEngine:
     """The engine of `config.engine` on `device`, its weights empty until the trainer pushes a policy.
 
     It is built before the trainer loads its model, so on CUDA `engine.gpu_memory_fraction` is the engine's

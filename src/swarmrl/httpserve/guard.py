@@ -251,7 +251,7 @@ class GuardedProtocol(asyncio.Protocol):
         port = int(peer[1]) if isinstance(peer, tuple) and len(peer) > 1 else 0
         connection = _Connection(self, address, "head", self.guard.clock(), port=port)
         if not self.guard.admit(connection):
-            transport.abort()
+            self.transport.abort()
             return
         self._connection = connection
         self.inner = self._inner_factory()

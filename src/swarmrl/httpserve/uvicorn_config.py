@@ -48,7 +48,8 @@ def guarded_uvicorn_config(
     ) -> GuardedProtocol:
         return GuardedProtocol(lambda: H11Protocol(config, server_state, app_state, _loop), guard)
 
-    return uvicorn.Config(app, http=protocol, backlog=guard.backlog, **config), guard
+    # uvicorn calls `http` as it calls a protocol class; its annotation admits only classes and names.
+    return uvicorn.Config(app, http=protocol, backlog=guard.backlog, **config), guard  # type: ignore[arg-type]
 
 
 def bind(host: str, port: int, what: str = "server") -> socket.socket:

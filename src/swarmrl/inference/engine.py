@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -71,4 +71,12 @@ class InferenceEngine(Protocol):
 
     def load_weights(self, source: Mapping[str, torch.Tensor] | str | Path, *, policy_step: int) -> None:
         """Swap in new policy weights (a state dict or a checkpoint directory) and record their step."""
+        ...
+
+
+class LiveEngine(InferenceEngine, Protocol):
+    """An engine whose weights a trainer in the same process streams in place (`inference.live_weights`)."""
+
+    def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]], step: int) -> None:
+        """Copy the named tensors of policy `step` into the model's parameters, one at a time."""
         ...

@@ -11,7 +11,7 @@ import torch
 
 from swarmrl.configs.engine import EngineConfig, PagedEngineConfig, TorchEngineConfig
 from swarmrl.inference import llama_layers
-from swarmrl.inference.engine import InferenceEngine
+from swarmrl.inference.engine import LiveEngine
 from swarmrl.inference.paged.engine import PagedEngine
 from swarmrl.models.native import load_native
 
@@ -24,7 +24,7 @@ def build_engine(
     *,
     eos_token_id: int | Sequence[int] | None = None,
     policy_step: int = 0,
-) -> InferenceEngine:
+) -> LiveEngine:
     """The engine for `config.kind`, serving `model` (a HF causal LM) at `policy_step`.
 
     The paged engine runs Llama-family layers itself; any other architecture is served by the padded engine,
@@ -55,7 +55,9 @@ def engine_model(
     """The model an engine of `config` serves from the checkpoint at `path`. The paged engine gets a
     Llama-family checkpoint built without transformers (`models.native`: the same weights and hidden states,
     and a worker skips seconds of imports); other architectures, and the padded engine, transformers' own."""
-    model = load_native(path, dtype, device) if isinstance(config, PagedEngineConfig) else None
+    model: torch.nn.Module | None = (
+        load_native(path, dtype, device) if isinstance(config, PagedEngineConfig) else None
+    )
     if model is None:
         from swarmrl.models import load_model  # transformers' model classes, imported only when needed
 

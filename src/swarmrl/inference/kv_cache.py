@@ -38,8 +38,7 @@ class PreallocatedLayer(DynamicLayer):
         self._key_buffer[:, :, self.length : end] = key_states
         self._value_buffer[:, :, self.length : end] = value_states
         self.length = end
-        self._refresh_views()
-        return self.keys, self.values
+        return self._refresh_views()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.is_initialized:
@@ -68,9 +67,10 @@ class PreallocatedLayer(DynamicLayer):
         if self.is_initialized:
             self._refresh_views()
 
-    def _refresh_views(self) -> None:
-        self.keys = self._key_buffer[:, :, : self.length]
-        self.values = self._value_buffer[:, :, : self.length]
+    def _refresh_views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = self._key_buffer[:, :, : self.length], self._value_buffer[:, :, : self.length]
+        self.keys, self.values = keys, values
+        return keys, values
 
 
 def generation_cache(model_config: PretrainedConfig, capacity: int) -> DynamicCache:

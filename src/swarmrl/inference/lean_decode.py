@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from swarmrl.inference import llama_layers
 from swarmrl.inference.kv_cache import PreallocatedLayer
+from swarmrl.models.lm_types import CausalLM
 
 
 class LeanDecoder:
@@ -23,7 +23,7 @@ class LeanDecoder:
 
     supports = staticmethod(llama_layers.supports)
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: CausalLM) -> None:
         if not self.supports(model):
             raise ValueError(f"{type(model).__name__} is not a plain Llama-family model")
         backbone = model.get_decoder()

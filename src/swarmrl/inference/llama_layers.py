@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from swarmrl.models.lm_types import CausalLM, LayerPart
 from swarmrl.models.native import plain_llama_layers
 
 
@@ -32,7 +33,7 @@ class AttentionShape:
     scaling: float
 
     @classmethod
-    def of(cls, model: nn.Module) -> AttentionShape:
+    def of(cls, model: CausalLM) -> AttentionShape:
         attn = model.get_decoder().layers[0].self_attn
         config = model.config
         return cls(config.num_attention_heads, config.num_key_value_heads, attn.head_dim, attn.scaling)
@@ -43,7 +44,7 @@ class AttentionShape:
 
 
 def project_qkv(
-    attn: nn.Module, h: torch.Tensor, shape: AttentionShape
+    attn: LayerPart, h: torch.Tensor, shape: AttentionShape
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """q [..., Hq, D], k and v [..., Hkv, D] of the normed residual `h` [..., H], before the rotation."""
     lead = h.shape[:-1]
@@ -61,12 +62,12 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
-def attention_output(attn: nn.Module, heads: torch.Tensor) -> torch.Tensor:
+def attention_output(attn: LayerPart, heads: torch.Tensor) -> torch.Tensor:
     """o_proj of the attention heads flattened into the last dimension ([..., Hq·D] → [..., H])."""
     return F.linear(heads, attn.o_proj.weight, attn.o_proj.bias)
 
 
-def mlp(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def mlp(layer: LayerPart, x: torch.Tensor) -> torch.Tensor:
     """The layer's gated MLP of its post-attention norm of `x`: down(silu(gate(h)) · up(h))."""
     h = layer.post_attention_layernorm(x)
     mlp = layer.mlp

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from swarmrl.inference.errors import UnsupportedModelError
+from swarmrl.models.lm_types import CausalLM
 
 # Config attributes of HF models whose logits are not lm_head(hidden) alone (Gemma 2/3, Cohere, Granite).
 _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
@@ -22,13 +23,13 @@ _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 @dataclass(frozen=True)
 class CausalLMParts:
     backbone: nn.Module
-    head: nn.Module
+    head: nn.Linear
     hidden_size: int
     vocab_size: int
     max_positions: int | None  # longest sequence the model's position table covers, when it declares one
 
 
-def split_causal_lm(model: nn.Module) -> CausalLMParts:
+def split_causal_lm(model: CausalLM) -> CausalLMParts:
     config = getattr(model, "config", None)
     if config is None or getattr(config, "is_encoder_decoder", False):
         raise UnsupportedModelError(f"{type(model).__name__} is not a decoder-only HF causal LM")

@@ -142,28 +142,27 @@ def _prefill_batch(
     scored = scored.to(device)
     flat_hidden = hidden[scored]  # [N, H], rows in (pair, completion index) order
     targets = torch.tensor([t for c in completions for t in c], dtype=torch.long, device=device)
-    flat_seeds = positions = None
+    replay = None  # (seed, position) of every completion token, when the sampler's choices are replayed
     if seeds is not None:
-        flat_seeds = torch.tensor(
-            [s for s, c in zip(seeds, completion_lengths, strict=True) for _ in range(c)]
+        replay = (
+            torch.tensor([s for s, c in zip(seeds, completion_lengths, strict=True) for _ in range(c)]),
+            torch.tensor([i for c in completion_lengths for i in range(c)], dtype=torch.int64),
         )
-        positions = torch.tensor([i for c in completion_lengths for i in range(c)], dtype=torch.int64)
     # The head's [N, vocab] logits are made a chunk of tokens at a time (models/logprobs.py's budget).
     chunks = [
         _score_tokens(
             parts.head(flat_hidden[rows]),
             targets[rows],
-            flat_seeds[rows] if flat_seeds is not None else None,
-            positions[rows] if positions is not None else None,
+            None if replay is None else (replay[0][rows], replay[1][rows]),
             temperature=temperature,
             top_p=top_p,
             eos_token_id=eos_token_id,
         )
         for rows in list(token_chunks(len(targets), DEFAULT_CHUNK_TOKENS)) or [slice(0, 0)]
     ]
-    chosen, entropy, eos_probs, replayed, margins = (
-        torch.cat(column) if column[0] is not None else None for column in zip(*chunks, strict=True)
-    )
+    chosen = torch.cat([chunk[0] for chunk in chunks])
+    entropy = torch.cat([chunk[1] for chunk in chunks])
+    eos_probs, replayed, margins = (_cat_present([chunk[i] for chunk in chunks]) for i in (2, 3, 4))
 
     results = []
     offsets = [0]
@@ -189,22 +188,29 @@ def _prefill_batch(
     return results
 
 
+def _cat_present(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
+    """The chunks' column concatenated, or None where the column was not computed (None in every chunk)."""
+    present = [part for part in parts if part is not None]
+    return torch.cat(present) if present else None
+
+
 def _score_tokens(
     logits: torch.Tensor,
     targets: torch.Tensor,
-    seeds: torch.Tensor | None,
-    positions: torch.Tensor | None,
+    replay: tuple[torch.Tensor, torch.Tensor] | None,
     *,
     temperature: float,
     top_p: float,
     eos_token_id: int | None,
-) -> tuple[torch.Tensor, ...]:
-    """(chosen logprob, entropy, π(EOS) or None, replayed id or None, margin or None) of a chunk of tokens."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """(chosen logprob, entropy, π(EOS) or None, replayed id or None, margin or None) of a chunk of tokens;
+    `replay`: the tokens' (seeds, positions), to replay the sampler's choices."""
     log_probs = sampling_log_probs(logits, temperature, top_p)
     chosen = log_probs.gather(-1, targets[:, None]).squeeze(-1)
     eos_probs = log_probs[:, eos_token_id].exp() if eos_token_id is not None else None
     replayed = margins = None
-    if seeds is not None:
+    if replay is not None:
+        seeds, positions = replay
         replayed = choose(logits, seeds, positions, temperature, top_p)[0]
         margins = choice_margins(logits, targets, seeds, positions, temperature, top_p)
     return chosen, _entropy(log_probs), eos_probs, replayed, margins

@@ -22,6 +22,7 @@ from swarmrl.inference.lean_decode import LeanDecoder
 from swarmrl.inference.live_weights import LiveWeights
 from swarmrl.inference.lm_parts import padded_position_ids, split_causal_lm
 from swarmrl.inference.sampler import choose
+from swarmrl.models.lm_types import CausalLM
 
 
 @dataclass
@@ -48,9 +49,11 @@ class _Outputs:
 class TorchEngine(LiveWeights):
     """`InferenceEngine` over a HF causal LM held in memory (puts the model in eval mode)."""
 
+    model: CausalLM  # its transformers config sizes the generation cache
+
     def __init__(
         self,
-        model: torch.nn.Module,
+        model: CausalLM,
         config: TorchEngineConfig | None = None,
         *,
         eos_token_id: int | Sequence[int] | None = None,
@@ -127,10 +130,9 @@ class TorchEngine(LiveWeights):
         self, tokens: torch.Tensor, positions: torch.Tensor, attention_mask: torch.Tensor, cache: DynamicCache
     ) -> torch.Tensor:
         """Final hidden states [B, H] after feeding one token per row."""
-        if self._lean_decoder is not None and all(
-            isinstance(layer, PreallocatedLayer) for layer in cache.layers
-        ):
-            return self._lean_decoder.step(tokens, positions, attention_mask, cache.layers)
+        preallocated = [layer for layer in cache.layers if isinstance(layer, PreallocatedLayer)]
+        if self._lean_decoder is not None and len(preallocated) == len(cache.layers):
+            return self._lean_decoder.step(tokens, positions, attention_mask, preallocated)
         return self._parts.backbone(
             input_ids=tokens[:, None],
             attention_mask=attention_mask,

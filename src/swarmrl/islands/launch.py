@@ -15,11 +15,12 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from swarmrl.configs import RunConfig
 from swarmrl.configs.islands import IslandsConfig
 from swarmrl.launch.prepare import prepare_run
-from swarmrl.launch.processes import LaunchError, ProcessGroup
+from swarmrl.launch.processes import LaunchError, ProcessGroup, RoleProcess
 from swarmrl.launch.swarm import Swarm, start_swarm, stop_swarm
 from swarmrl.layout import local_workers
 from swarmrl.rundir import RunDir, write_json_atomic
@@ -90,10 +91,10 @@ class IslandFleet:
     config: RunConfig
     islands: list[RunDir]
     network: IslandsNetwork = field(default_factory=IslandsNetwork)
-    lighthouse: object = None
+    lighthouse: Any = None  # torchft's LighthouseServer (torchft is untyped)
     lighthouse_url: str = ""
     groups: dict[int, ProcessGroup] = field(default_factory=dict)
-    trainers: dict[int, object] = field(default_factory=dict)
+    trainers: dict[int, RoleProcess] = field(default_factory=dict)
     swarms: dict[int, Swarm] = field(default_factory=dict)
 
     def __enter__(self) -> IslandFleet:

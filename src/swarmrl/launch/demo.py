@@ -36,6 +36,7 @@ def _evaluate_env(config: RunConfig, engine, prompts: PromptFormat, tasks: list[
     from swarmrl.envs.codec import PromptTurnCodec
     from swarmrl.envs.evaluate import env_accuracy
 
+    assert config.env is not None  # multi-turn runs only
     k = config.eval.samples_per_task
     params = SamplingParams(
         max_new_tokens=config.contract.max_new_tokens,

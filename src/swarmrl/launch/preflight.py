@@ -173,11 +173,11 @@ def _rewards(config: RunConfig, task_types: set[str], report: Report) -> None:
 
 
 def _ports(config: RunConfig, report: Report) -> None:
-    fixed = [
+    configured = [
         ("metrics", config.metrics.prometheus_host, config.metrics.prometheus_port),
         ("shardcast origin", config.shardcast.origin_host, config.shardcast.origin_port),
     ]
-    fixed = [(what, host, port) for what, host, port in fixed if port]
+    fixed = [(what, host, port) for what, host, port in configured if port]
     if not fixed:
         report.add("ports", True, "none fixed (the OS picks free ones)")
     for what, host, port in fixed:

@@ -113,6 +113,7 @@ def _sft_env_start_policy(config: RunConfig, tasks: TaskSource, progress: Progre
     from swarmrl.envs.codec import PromptTurnCodec
     from swarmrl.envs.demonstrate import demonstration_examples, play_demonstrations
 
+    assert config.env is not None  # the warm start of multi-turn runs only
     verifier = TaskVerifier(config.tasks)
     played = play_demonstrations(
         config.env, verifier, tasks, config.sft.num_examples if config.sft.steps else 0

@@ -45,7 +45,8 @@ def load_model(
         model = AutoModelForCausalLM.from_pretrained(
             path, dtype=torch_dtype, local_files_only=True, attn_implementation=attn_implementation
         )
-    return model.to(device)
+    # transformers wraps `to` with functools.wraps(nn.Module.to), which typeshed types without its self.
+    return model.to(device)  # type: ignore[arg-type]
 
 
 def model_skeleton(

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from swarmrl.models.lm_types import CausalLM
+
 DEFAULT_CHUNK_TOKENS = 1024  # × a 152k vocab: 0.6 GB per fp32 [chunk, vocab] buffer
 
 # Config attributes of HF models whose logits are not lm_head(hidden) alone (Gemma 2/3, Cohere, Granite):
@@ -50,7 +52,7 @@ def token_chunks(num_tokens: int, chunk_tokens: int) -> Iterator[slice]:
         yield slice(start, min(start + chunk_tokens, num_tokens))
 
 
-def split_lm(model: nn.Module) -> tuple[nn.Module, nn.Linear]:
+def split_lm(model: CausalLM) -> tuple[nn.Module, nn.Linear]:
     """(backbone: ids → final hidden state after the last norm, head: a plain linear projection to logits)."""
     config = getattr(model, "config", None)
     if config is None or getattr(config, "is_encoder_decoder", False):

@@ -155,6 +155,8 @@ class RotaryEmbedding(nn.Module):
     """cos and sin of plain RoPE for given positions, in the dtype of `x`: inverse frequencies
     base^(-2i/d) in float32, phases position · frequency, each frequency used for both halves of a head."""
 
+    inv_freq: torch.Tensor  # a buffer
+
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
         # Computed on the CPU even inside a meta-device block (and moved with the module): float32 whatever

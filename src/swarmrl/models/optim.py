@@ -30,7 +30,8 @@ def build_optimizer(
     decay_steps: int | None = None,
     min_lr_ratio: float = 0.1,
 ) -> tuple[torch.optim.AdamW, LambdaLR]:
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue

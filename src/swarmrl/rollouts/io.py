@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,7 @@ class RolloutLimits(BaseModel):
         )
 
 
-def _table(rows: list[RolloutRow], schema: pa.Schema) -> pa.Table:
+def _table(rows: Sequence[RolloutRow], schema: pa.Schema) -> pa.Table:
     names = schema.names
     columns = {name: [getattr(row, name) for row in rows] for name in names}
     return pa.Table.from_pydict(columns, schema=schema)
@@ -83,7 +84,7 @@ def _digest(header: RolloutHeader, table: pa.Table, schema: pa.Schema) -> bytes:
 
 
 def write_rollouts(
-    path: str | Path, header: RolloutHeader, rows: list[RolloutRow], identity: Identity | None = None
+    path: str | Path, header: RolloutHeader, rows: Sequence[RolloutRow], identity: Identity | None = None
 ) -> Path:
     """Write rows (scored if they are `ScoredRow`s), signed by `identity` when given; atomic."""
     path = Path(path)

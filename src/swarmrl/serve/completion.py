@@ -95,11 +95,16 @@ class Completion:
         self.deliver(Finished(self.choice, reason, len(self.ids)))
 
     def _text(self) -> str:
-        return self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        return self._decode(self.ids, skip_special_tokens=True)
+
+    def _decode(self, ids: list[int], *, skip_special_tokens: bool) -> str:
+        text = self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+        assert isinstance(text, str)  # one sequence of ids decodes to one string
+        return text
 
     def _new_text(self) -> str:
         """The text the newest tokens add, once they make whole characters ("" while one is incomplete)."""
-        decode = self.tokenizer.decode
+        decode = self._decode
         before = decode(self.ids[self._prefix : self._read], skip_special_tokens=True)
         now = decode(self.ids[self._prefix :], skip_special_tokens=True)
         if len(now) <= len(before) or now.endswith("\ufffd"):
@@ -112,7 +117,7 @@ class Completion:
         return TokenLogprob(self._token(sampled.token), sampled.logprob, top)
 
     def _token(self, token: int) -> str:
-        return self.tokenizer.decode([token], skip_special_tokens=False)
+        return self._decode([token], skip_special_tokens=False)
 
     def _send(self, text: str, logprobs: tuple[TokenLogprob, ...]) -> None:
         delta = text[len(self.sent) :] if len(text) > len(self.sent) and text.startswith(self.sent) else ""

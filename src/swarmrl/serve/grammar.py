@@ -11,16 +11,19 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from swarmrl.serve.schema import ResponseFormat
 
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions  # declared in its stub only
+
 _BITS = torch.arange(32, dtype=torch.int32)
 # No whitespace between tokens of the document: free whitespace lets a model pad a document without end.
-_COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+_COMPACT: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 
 
 class FormatError(ValueError):
@@ -94,10 +97,15 @@ class Grammars:
             if self._ll_tokenizer is None:
                 import llguidance.hf
 
+                tokenizer = self.tokenizer
+                if not isinstance(tokenizer, PreTrainedTokenizerFast):
+                    raise FormatError(
+                        f"response_format needs a fast tokenizer, not {type(tokenizer).__name__}"
+                    )
                 try:
                     self._ll_tokenizer = llguidance.hf.from_tokenizer(
-                        self.tokenizer, n_vocab=self.vocab_size, eos_token=self.stop_token_ids
+                        tokenizer, n_vocab=self.vocab_size, eos_token=self.stop_token_ids
                     )
-                except ValueError as exc:  # a slow (Python) tokenizer
+                except ValueError as exc:
                     raise FormatError(f"response_format needs a fast tokenizer: {exc}") from exc
             return self._ll_tokenizer

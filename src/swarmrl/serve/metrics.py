@@ -10,7 +10,7 @@ rows decoding are read from the engine's thread when Prometheus scrapes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -63,7 +63,7 @@ class ServeMetrics:
         ).set_function(running)
 
 
-def request_usage(scope: dict[str, Any]) -> dict[str, Any]:
+def request_usage(scope: MutableMapping[str, Any]) -> dict[str, Any]:
     """Where a route leaves what its request generated, for the log line and the counters."""
     return scope.setdefault("state", {}).setdefault("usage", {})
 

@@ -131,14 +131,13 @@ def chat_chunk(
 
 
 def text_chunk(answer: Answer, event: Event) -> dict[str, Any]:
-    delta = isinstance(event, Delta)
-    start = len(answer.states[event.choice].text) - (len(event.text) if delta else 0)
-    part = {
-        "index": event.choice,
-        "text": event.text if delta else "",
-        "logprobs": _text_logprobs(answer, event.logprobs, start) if delta and event.logprobs else None,
-        "finish_reason": event.finish_reason if isinstance(event, Finished) else None,
-    }
+    text = answer.states[event.choice].text
+    if isinstance(event, Delta):
+        start = len(text) - len(event.text)
+        logprobs = _text_logprobs(answer, event.logprobs, start) if event.logprobs else None
+        part = {"index": event.choice, "text": event.text, "logprobs": logprobs, "finish_reason": None}
+    else:
+        part = {"index": event.choice, "text": "", "logprobs": None, "finish_reason": event.finish_reason}
     return {**_envelope(answer, "text_completion"), "choices": [part]}
 
 

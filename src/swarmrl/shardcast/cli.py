@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from aiohttp import web
@@ -57,7 +57,7 @@ async def _serve_until_signalled(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    waits = [asyncio.create_task(stop.wait())]
+    waits: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
     if beside is not None:
         waits.append(asyncio.create_task(beside(public)))
     try:
@@ -175,7 +175,7 @@ def publish(
     run_id: Annotated[str, typer.Option(help="run id written into the manifest")] = "swarmrl",
     shard_size_mib: Annotated[float, typer.Option(help="shard size in MiB")] = DEFAULT_SHARD_SIZE / 2**20,
     delta: Annotated[bool, typer.Option(help="also write a delta against the newest older sibling")] = True,
-    hash_algorithm: Annotated[str, typer.Option(help="blake3 or sha256")] = "blake3",
+    hash_algorithm: Annotated[Literal["blake3", "sha256"], typer.Option(help="blake3 or sha256")] = "blake3",
 ) -> None:
     """Sign a checkpoint directory (and its delta) so a running `origin` serves it."""
     config = OriginConfig(shard_size=int(shard_size_mib * 2**20), delta=delta, hash_algorithm=hash_algorithm)

@@ -7,7 +7,7 @@ manifest for another version than the one asked for (a replay of an older, genui
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -17,10 +17,10 @@ from swarmrl.shardcast.errors import ManifestError
 from swarmrl.shardcast.fsutil import is_safe_relative_path
 from swarmrl.shardcast.layout import DELTA_DIR, is_metadata_path
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT: Final = 1
 MAX_MANIFEST_BYTES = 32 * 1024 * 1024
 MAX_FILES = 100_000
-DELTA_CODEC = "xor-shuffle4-zstd"
+DELTA_CODEC: Final = "xor-shuffle4-zstd"
 
 HexDigest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 

@@ -61,9 +61,9 @@ class OriginStore:
         directory the trainer pruned; return the new versions."""
         with self._lock:
             gone = [v for v, entry in self._published.items() if not manifest_path(entry.directory).is_file()]
-            for version in gone:
-                del self._published[version]
-        added = []
+            for old in gone:
+                del self._published[old]
+        added: list[int] = []
         if not self.root.is_dir():
             return added
         for child in self.root.iterdir():

@@ -12,6 +12,7 @@ believed: a taken answer's bytes are checked against the manifest's digest like 
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -69,7 +70,7 @@ class ParkedRanges:
                 self._parked[key] = future
                 self._waiting[future] = request
                 # Runs at once, under this lock, when the request already failed: hence the RLock.
-                future.add_done_callback(lambda done, key=key: self._answered(key, done))
+                future.add_done_callback(functools.partial(self._answered, key))
                 parked += 1
         return parked
 

@@ -478,7 +478,8 @@ class ShardDownloader:
             try:
                 winner = await self._race(shard, transfers)
             finally:
-                if primary.flight is not None:  # before a loser's bytes are cut, zeroed or overwritten
+                # Before a loser's bytes are cut, zeroed or overwritten (a flight is registered with `in_flight`).
+                if primary.flight is not None and self.in_flight is not None:
                     self.in_flight.ended(primary.flight, verified=winner is primary)
                 await self._end(transfers)
             if winner is None:

@@ -33,13 +33,14 @@ JUDGE_MODULE = "__swarmrl_judge__"
 
 def run_test_program(tests: CodeTests, remote: Remote, ledger: Ledger) -> str | None:
     """Why the program does not pass (a failure or a refusal); None when it does."""
-    assert tests.check is not None
+    check = tests.check
+    assert check is not None
     runner = {"unit": _run_unit, "check": _run_check, "script": _run_script}[tests.program_kind]
     saved = sys.modules.get(tests.solution_module)
     sys.modules[tests.solution_module] = remote.module(tests.solution_module)
     try:
         with counting(ledger):
-            failure = runner(tests, remote, ledger)
+            failure = runner(tests, check, remote, ledger)
     except SessionBroken as exc:
         return f"sandbox: {exc}"
     except BaseException as exc:  # noqa: BLE001 — an assert or anything else the tests raise is a failure
@@ -86,40 +87,40 @@ def _namespace(tests: CodeTests, remote: Remote, ledger: Ledger, name: str) -> d
     return namespace
 
 
-def _run_check(tests: CodeTests, remote: Remote, ledger: Ledger) -> str | None:
+def _run_check(tests: CodeTests, check: str, remote: Remote, ledger: Ledger) -> str | None:
     namespace = _namespace(tests, remote, ledger, "__swarmrl_tests__")
     assert tests.entry_point is not None
     candidate = entry_point_stand_in(remote, tests.entry_point)
     if tests.entry_point.isidentifier():
         namespace[tests.entry_point] = candidate
-    exec(_compiled(prepared(tests.check, "check", "<task tests>"), "<task tests>"), namespace)
+    exec(_compiled(prepared(check, "check", "<task tests>"), "<task tests>"), namespace)
     namespace["check"](candidate)
     return None
 
 
-def _run_script(tests: CodeTests, remote: Remote, ledger: Ledger) -> str | None:
+def _run_script(tests: CodeTests, check: str, remote: Remote, ledger: Ledger) -> str | None:
     namespace = _namespace(tests, remote, ledger, "__main__")
-    solution_names, modules = unbound_names(tests.check)
+    solution_names, modules = unbound_names(check)
     for module in modules:
         if module not in namespace:
             namespace[module] = importlib.import_module(module)
     for name in solution_names:
         if name not in namespace:
             namespace[name] = _stand_in(remote, name)
-    exec(_compiled(prepared(tests.check, "script", "<task tests>"), "<task tests>"), namespace)
+    exec(_compiled(prepared(check, "script", "<task tests>"), "<task tests>"), namespace)
     return None
 
 
-def _run_unit(tests: CodeTests, remote: Remote, ledger: Ledger) -> str | None:
+def _run_unit(tests: CodeTests, check: str, remote: Remote, ledger: Ledger) -> str | None:
     from swarmrl.tasks.unit_programs import run_unit_program
 
-    source = tests.check if tests.setup is None else f"{tests.setup}\n{tests.check}"
+    source = check if tests.setup is None else f"{tests.setup}\n{check}"
     solution_names, modules = unbound_names(source)
     judge = types.ModuleType(JUDGE_MODULE)
     setattr(judge, CHECK_NAME, ledger.check)
     for name in solution_names:
         setattr(judge, name, _stand_in(remote, name))
-    tree = prepared(tests.check, "unit", "<task tests>")
+    tree = prepared(check, "unit", "<task tests>")
     prelude = [f"import {module}" for module in modules]
     prelude.append(f"from {JUDGE_MODULE} import {', '.join([CHECK_NAME, *solution_names])}")
     setup = parse_python(tests.setup).body if tests.setup is not None else []
@@ -146,7 +147,7 @@ def _after_future_imports(tree: ast.Module) -> int:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         index = 1  # the module docstring
     while (
-        index < len(body) and isinstance(body[index], ast.ImportFrom) and body[index].module == "__future__"
+        index < len(body) and isinstance(node := body[index], ast.ImportFrom) and node.module == "__future__"
     ):
         index += 1
     return index

@@ -100,9 +100,9 @@ def _stdio_failure(session: SandboxSession, case: StdioCase, rule: OutputRule, c
 
 def _call_failure(session: SandboxSession, call: CallCase, rule: OutputRule, checker: Any) -> str | None:
     reply = session.invoke("call", call.fn_name, None, tuple(call.args))
-    if reply.kind == "raised":
+    if reply.raised is not None:
         return f"raised {reply.raised.type_name}: {reply.raised.message[:300]}"
-    if reply.kind == "object":
+    if reply.ref is not None:
         return f"returned a {reply.ref.type_name} object, which is not plain data"
     result = reply.value
     if checker is not None:

@@ -10,4 +10,6 @@ if TYPE_CHECKING:
 
 def completion_text(tokenizer: PreTrainedTokenizerBase, completion_ids: list[int]) -> str:
     """The answer text a verifier sees: special tokens dropped, and the space after the prompt's colon too."""
-    return tokenizer.decode(completion_ids, skip_special_tokens=True).strip()
+    text = tokenizer.decode(completion_ids, skip_special_tokens=True)
+    assert isinstance(text, str)  # one sequence of ids decodes to one string
+    return text.strip()

@@ -16,7 +16,7 @@ import traceback
 import weakref
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Literal
 
 from swarmrl.tasks.errors import RewardError, VerifierCrash, VerifierTimeout
 
@@ -42,7 +42,9 @@ def _serve(conn: Connection, warm: Callable[[], object] | None) -> None:
 
 class _Worker:
     def __init__(
-        self, context: multiprocessing.context.BaseContext, warm: Callable[[], object] | None
+        self,
+        context: multiprocessing.context.SpawnContext | multiprocessing.context.ForkServerContext,
+        warm: Callable[[], object] | None,
     ) -> None:
         self.conn, child_conn = context.Pipe(duplex=True)
         self.process = context.Process(target=_serve, args=(child_conn, warm), daemon=False)
@@ -71,11 +73,18 @@ class WallClockPool:
     first, or one replacing a killed one) runs the picklable `warm` before its first call."""
 
     def __init__(
-        self, max_workers: int = 2, start_method: str = "spawn", warm: Callable[[], object] | None = None
+        self,
+        max_workers: int = 2,
+        start_method: Literal["spawn", "forkserver"] = "spawn",
+        warm: Callable[[], object] | None = None,
     ) -> None:
         if max_workers < 1:
             raise RewardError("max_workers must be >= 1")
-        self._context = multiprocessing.get_context(start_method)
+        self._context = (
+            multiprocessing.get_context("forkserver")
+            if start_method == "forkserver"
+            else multiprocessing.get_context("spawn")
+        )
         self._warm = warm
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: set[_Worker] = set()

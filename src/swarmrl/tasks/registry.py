@@ -111,7 +111,7 @@ def build_tasks(config: TasksConfig, cache: Path | None = None) -> TaskSource:
     """The run's task source: every configured source, band-filtered if asked, mixed by weight."""
     sources: list[TaskSource] = [build_source(c, cache) for c in config.sources]
     if config.solve_rate_band is not None:
-        kept = [filter_by_solve_rate(s, *config.solve_rate_band) for s in sources]
+        kept: list[TaskSource] = [filter_by_solve_rate(s, *config.solve_rate_band) for s in sources]
         for source_config, source, band in zip(config.sources, sources, kept, strict=True):
             if len(band) == 0:
                 raise TaskError(_empty_band_reason(source_config, source, config.solve_rate_band))

@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from prometheus_client import Gauge
 
@@ -325,6 +325,7 @@ class SandboxSession:
             )
         except OSError as exc:
             raise SandboxError(f"cannot start the sandbox: {exc}") from exc
+        assert process.stdin is not None  # a pipe
         os.set_blocking(process.stdin.fileno(), False)
         return process
 
@@ -362,14 +363,17 @@ class SandboxSession:
 
     def _reply(self, setup: bool) -> tuple:
         """Write what is pending and read one reply frame before the deadline."""
-        process = self.process
+        stdin, stdout, stderr = self.process.stdin, self.process.stdout, self.process.stderr
+        assert (
+            stdin is not None and stdout is not None and stderr is not None
+        )  # `_start` made all three pipes
         header = sandbox_wire.HEADER_BYTES
         needed: int | None = None
         with selectors.DefaultSelector() as selector:
             if self._pending:
-                selector.register(process.stdin, selectors.EVENT_WRITE)
-            selector.register(process.stdout, selectors.EVENT_READ)
-            selector.register(process.stderr, selectors.EVENT_READ)
+                selector.register(stdin, selectors.EVENT_WRITE)
+            selector.register(stdout, selectors.EVENT_READ)
+            selector.register(stderr, selectors.EVENT_READ)
             while True:
                 if needed is None and len(self._buffer) >= header:
                     needed = header + sandbox_wire.frame_length(bytes(self._buffer[:header]))
@@ -392,7 +396,7 @@ class SandboxSession:
                     self._broken(setup, f"timed out after {self.limits.wall_seconds:g} s")
                 events = selector.select(timeout=min(remaining, 1.0))
                 for key, _ in events:
-                    if key.fileobj is process.stdin:
+                    if key.fileobj is stdin:
                         try:
                             written = os.write(key.fd, self._pending[: 1 << 16])
                         except BlockingIOError:
@@ -401,19 +405,19 @@ class SandboxSession:
                             self._broken(setup, "the sandbox closed its input")
                         self._pending = self._pending[written:]
                         if not self._pending:
-                            selector.unregister(process.stdin)
+                            selector.unregister(stdin)
                         continue
                     data = os.read(key.fd, 1 << 16)
                     if not data:
-                        if key.fileobj is process.stdout:
+                        if key.fileobj is stdout:
                             self._broken(setup, "the sandbox exited")
                         selector.unregister(key.fileobj)
-                    elif key.fileobj is process.stdout:
+                    elif key.fileobj is stdout:
                         self._buffer += data
                     elif len(self._stderr) < 8192:
                         self._stderr += data[: 8192 - len(self._stderr)]
 
-    def _broken(self, setup: bool, why: str) -> None:
+    def _broken(self, setup: bool, why: str) -> NoReturn:
         if setup:
             # The solution has not run yet: this is the sandbox failing, not a wrong answer.
             raise SandboxError(f"sandbox setup failed ({self.plan.mode}): {why}: {self.stderr_tail[-2000:]}")

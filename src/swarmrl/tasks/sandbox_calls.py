@@ -36,7 +36,7 @@ import sandbox_wire
 MAX_ITEMS = 100_000
 MAX_NAMES = 2000
 MAX_METHODS = 500
-_BUILTINS = {
+_BUILTINS: dict = {  # name -> builtin callable
     "len": len,
     "iter": iter,
     "next": next,
@@ -187,7 +187,7 @@ class Calls:
         if type(value) in (range, type({}.keys()), type({}.values()), type({}.items())):
             return ("value", list(value))  # an iterable view: its items, as a list
         if is_iterator(value):
-            items = []
+            items: list[object] = []
             for item in value:
                 if len(items) == MAX_ITEMS:
                     raise CannotAnswer(f"the iterator yielded more than {MAX_ITEMS} items")

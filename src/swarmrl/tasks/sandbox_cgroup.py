@@ -47,9 +47,9 @@ def cgroup_parents() -> CgroupParents | None:
         own = _own_cgroups()
     except OSError:
         return None
-    v1 = {name: mounts.get(name) for name in ("memory", "pids")}
-    if all(v1.values()) and all(name in own for name in v1):
-        parents = CgroupParents(1, v1["memory"] + own["memory"], v1["pids"] + own["pids"])
+    memory, pids = mounts.get("memory"), mounts.get("pids")
+    if memory and pids and "memory" in own and "pids" in own:
+        parents = CgroupParents(1, memory + own["memory"], pids + own["pids"])
         if _can_create(parents.memory) and _can_create(parents.pids):
             return parents
     unified = mounts.get("")

@@ -214,7 +214,8 @@ def install_exit():
     def exit(code=None):  # noqa: A001 — the builtin it stands for
         raise SystemExit(code)
 
-    builtins.exit = builtins.quit = exit
+    # typeshed types them as site's Quitter; the -S interpreter has neither.
+    builtins.exit = builtins.quit = exit  # type: ignore[assignment]
 
 
 def exit_code_of(exit_request):
@@ -232,7 +233,9 @@ class Server:
         self.setup = setup
         self.max_frame = setup["limits"]["max_frame_bytes"]
         self.max_output = setup["limits"]["max_output_bytes"]
-        self.caller = None  # (pid, request fd, reply fd) of the solution process serving calls
+        self.caller: tuple[int, int, int] | None = (
+            None  # (pid, request fd, reply fd) of the solution process serving calls
+        )
         self.caller_dead = None
 
     def serve(self):
@@ -304,7 +307,7 @@ class Server:
         """Forward a call request to the solution process and its reply back, byte for byte."""
         if self.caller is None and self.caller_dead is None:
             self.start_caller()
-        if self.caller_dead is None:
+        if self.caller is not None:  # else it died, saying why in caller_dead
             pid, request_fd, reply_fd = self.caller
             try:
                 write_all(request_fd, frame)

@@ -20,7 +20,8 @@ class RecordError(ValueError):
 def graph(value, names, tree):
     """The tree of `value` (by `tree(value, hook)`), wrapped as a graph when it holds objects whose class is
     one of `names` (a dict name -> the exact class allowed to travel, or a set of names)."""
-    index_of, pending = {}, []
+    index_of: dict[int, int] = {}
+    pending: list[object] = []
 
     def hook(obj):
         kind = type(obj)
@@ -35,11 +36,11 @@ def graph(value, names, tree):
         return ["rr", index_of[key]]
 
     root = tree(value, hook)
-    entries = []
+    entries: list[list[object]] = []
     while len(entries) < len(pending):
         obj = pending[len(entries)]
         fields = object.__getattribute__(obj, "__dict__")
-        entry = [type(obj).__name__]
+        entry: list[object] = [type(obj).__name__]
         for key, item in list(dict.items(fields)):
             if type(key) is not str:
                 raise RecordError(f"a {type(obj).__name__} attribute name that is not a string")
@@ -52,7 +53,7 @@ def made(entries, class_of):
     """The objects of a graph's entries, attributes not yet set (they may refer to each other)."""
     if type(entries) is not list or len(entries) > MAX_RECORDS:
         raise RecordError("malformed record graph")
-    objects = []
+    objects: list[object] = []
     for entry in entries:
         if type(entry) is not list or not entry or type(entry[0]) is not str or len(entry) % 2 != 1:
             raise RecordError("malformed record")

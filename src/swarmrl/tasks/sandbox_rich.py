@@ -21,7 +21,9 @@ import sys
 
 TAGS = frozenset({"nt", "C", "O", "dd", "dq", "Q", "D", "dt", "da", "tm", "td", "nd"})
 _FACTORIES = ("list", "int", "set", "dict", "str", "float", "tuple", "frozenset", "bool", "bytes")
-_NAMEDTUPLES = {}  # (typename, fields) -> class, so that one result's values share one type
+_NAMEDTUPLES: dict[
+    tuple[str, tuple[str, ...]], type
+] = {}  # (typename, fields) -> class, so that one result's values share one type
 _MAX_NAMEDTUPLE_TYPES = 256
 
 
@@ -161,8 +163,9 @@ def _build_namedtuple(items, value_of):
     if kind is None:
         import collections
 
+        make = collections.namedtuple  # a class made at run time, which mypy's namedtuple() support refuses
         try:
-            kind = collections.namedtuple(name, fields)
+            kind = make(name, fields)
         except (ValueError, TypeError) as exc:
             raise RichError(f"malformed namedtuple: {exc}") from None
         if len(_NAMEDTUPLES) < _MAX_NAMEDTUPLE_TYPES:
@@ -182,11 +185,13 @@ def _build_mapping(tag, items, value_of):
     if len(items) % 2:
         raise RichError("a mapping payload must alternate keys and values")
     values = [value_of(item) for item in items]
-    result = {
-        "C": collections.Counter,
-        "O": collections.OrderedDict,
-        "dd": lambda: collections.defaultdict(factory),
-    }[tag]()
+    result: dict
+    if tag == "C":
+        result = collections.Counter()
+    elif tag == "O":
+        result = collections.OrderedDict()
+    else:
+        result = collections.defaultdict(factory)
     try:
         for index in range(0, len(values), 2):
             result[values[index]] = values[index + 1]
@@ -218,7 +223,11 @@ def _build_moment(tag, items):
             raise RichError("malformed timedelta") from None
     if len(items) != 1 or type(items[0]) is not str or len(items[0]) > 64:
         raise RichError(f"malformed {tag}")
-    kind = {"dt": datetime.datetime, "da": datetime.date, "tm": datetime.time}[tag]
+    kind: type[datetime.date | datetime.time] = {
+        "dt": datetime.datetime,
+        "da": datetime.date,
+        "tm": datetime.time,
+    }[tag]
     try:
         return kind.fromisoformat(items[0])
     except ValueError:

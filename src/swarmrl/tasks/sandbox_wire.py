@@ -37,7 +37,7 @@ _PLAIN_INT_DIGITS = 4300
 _HEX_DIGITS = frozenset("0123456789abcdef")
 _CONSTANTS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 _SEQUENCE_TAGS = {"l": list, "t": tuple, "s": set, "f": frozenset}
-_TAG_OF = {list: "l", tuple: "t", set: "s", frozenset: "f"}
+_TAG_OF: dict[type, str] = {list: "l", tuple: "t", set: "s", frozenset: "f"}
 
 
 class WireError(ValueError):
@@ -56,7 +56,8 @@ class Ref:
         return f"Ref({self.id})"
 
 
-_SIBLINGS = {}  # sandbox_rich and sandbox_records, imported on first need (most frames use neither)
+# sandbox_rich and sandbox_records, imported on first need (most frames use neither)
+_SIBLINGS: dict = {}  # name -> module (`types` is not imported here: it is not loaded at a sandbox's start)
 
 
 def _sibling(name):
@@ -152,7 +153,8 @@ class _ScannerSettings:
 # Arguments as json.JSONEncoder passes them: no cycle markers (trees are acyclic and depth-capped), compact
 # separators, ASCII strings, NaN and infinities written as NaN / Infinity.
 _ENCODER = make_encoder(None, _unencodable, encode_basestring_ascii, None, ":", ",", False, False, True)
-_SCANNER = make_scanner(_ScannerSettings())
+# typeshed types the context as a JSONDecoder; the scanner reads only the attributes above.
+_SCANNER = make_scanner(_ScannerSettings())  # type: ignore[arg-type]
 
 
 def _value(node, depth, counter):
@@ -266,7 +268,12 @@ def _plain_base(value):
         return complex.__complex__(value)
     if isinstance(value, dict):
         return dict(dict.items(value))
-    for base in (list, tuple, set, frozenset):
-        if isinstance(value, base):
-            return base(base.__iter__(value))
+    if isinstance(value, list):
+        return list(list.__iter__(value))
+    if isinstance(value, tuple):
+        return tuple(tuple.__iter__(value))
+    if isinstance(value, set):
+        return set(set.__iter__(value))
+    if isinstance(value, frozenset):
+        return frozenset(frozenset.__iter__(value))
     raise WireError(f"a {type(value).__name__} is not plain data")

@@ -168,8 +168,9 @@ def verify_proofs_batch(
             else ""
         )
         reports[owner] = VerifyReport(ok=not failed, reason=reason, chunks=tuple(chunks))
-    assert all(report is not None for report in reports)
-    return reports  # type: ignore[return-value]
+    done = [report for report in reports if report is not None]
+    assert len(done) == len(reports)  # every owner had a report
+    return done
 
 
 def _compare(

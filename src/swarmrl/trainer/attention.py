@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 from transformers import AttentionInterface
 
+from swarmrl.models.lm_types import CausalLM
 from swarmrl.trainer.packing import block_causal_mask
 
 AttentionKind = Literal["sdpa", "eager", "flex"]
@@ -45,7 +46,7 @@ def resolve_attention(choice: AttentionChoice, device: torch.device) -> Attentio
     return choice
 
 
-def use_attention(model: nn.Module, kind: AttentionKind) -> None:
+def use_attention(model: CausalLM, kind: AttentionKind) -> None:
     """Switch a transformers model to the backend that takes `document_mask(…, kind)` masks."""
     name = {"sdpa": "sdpa", "eager": "eager", "flex": FLEX_IMPLEMENTATION}[kind]
     if kind == "flex":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -41,7 +42,8 @@ class MicroBatch:
 
     def to(self, device: torch.device) -> MicroBatch:
         moved = {f.name: getattr(self, f.name) for f in fields(self)}
-        return replace(self, **{k: v.to(device) for k, v in moved.items() if isinstance(v, Tensor)})
+        changes: dict[str, Any] = {k: v.to(device) for k, v in moved.items() if isinstance(v, Tensor)}
+        return replace(self, **changes)
 
     @property
     def real_tokens(self) -> int:

@@ -21,6 +21,8 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from swarmrl.models.lm_types import CausalLM
+
 
 class CoreShare:
     """`cores` threads while `workers_idle()`, else `own` (the trainer's own thread count)."""
@@ -81,7 +83,7 @@ class CoreShare:
             torch.set_num_threads(threads)
 
 
-def decoder_layers(model: nn.Module) -> nn.ModuleList | None:
+def decoder_layers(model: CausalLM) -> nn.ModuleList | None:
     """The transformer blocks of a transformers causal LM (its decoder's `layers`), if it has that layout."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
     layers = getattr(decoder, "layers", None)

@@ -165,7 +165,7 @@ class RolloutFeed:
         self, step: int, num_groups: int, max_wait_seconds: float
     ) -> tuple[list[ScoredRow], CollectStats]:
         stats = CollectStats()
-        accumulator = OnlineFilter(num_groups)
+        accumulator: OnlineFilter[list[ScoredRow]] = OnlineFilter(num_groups)
         seen: set[str] = set()
         start = last_progress = time.monotonic()
         self.source.open_step(step)
@@ -210,7 +210,9 @@ class RolloutFeed:
         )
         return [row for group in accumulator.groups for row in group], stats
 
-    def _ingest(self, path, step: int, accumulator: OnlineFilter, stats: CollectStats) -> None:
+    def _ingest(
+        self, path, step: int, accumulator: OnlineFilter[list[ScoredRow]], stats: CollectStats
+    ) -> None:
         try:
             header, rows, groups = self._admit(path, step)
         except CheckFailed as failure:

@@ -33,7 +33,7 @@ def wrap_lora(model: torch.nn.Module, section: LoraSection) -> PeftModel:
     """Inject adapters into `model` in place (its base weights frozen) and return peft's wrapper."""
     config = LoraConfig(
         r=section.r,
-        lora_alpha=section.alpha,
+        lora_alpha=section.alpha,  # type: ignore[arg-type]  # peft types it int; it only scales alpha / r
         lora_dropout=section.dropout,
         target_modules=list(section.target_modules),
         bias="none",
@@ -86,7 +86,7 @@ def save_adapter_checkpoint(
         for file in base.iterdir():
             if file.is_file() and not file.name.endswith(_WEIGHT_SUFFIXES):
                 shutil.copyfile(file, tmp / file.name)
-        peft_model.peft_config["default"].save_pretrained(tmp)
+        peft_model.peft_config["default"].save_pretrained(str(tmp))
         save_file(adapter_state(peft_model, full_state), tmp / ADAPTER_WEIGHTS)
     prune_checkpoints(root, keep, protect=BASE_STEP)
     return path

@@ -7,7 +7,7 @@ full, unsharded state: rank 0 writes what every worker and relay downloads, and 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -20,6 +20,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 
 
 def world() -> tuple[int, int]:
@@ -32,9 +33,7 @@ def is_distributed() -> bool:
     return world()[1] > 1
 
 
-def shard_model(
-    root: torch.nn.Module, blocks: Iterable[torch.nn.Module], *, bf16: bool = False
-) -> torch.nn.Module:
+def shard_model(root: ModuleT, blocks: Iterable[torch.nn.Module], *, bf16: bool = False) -> ModuleT:
     """Shard each transformer block, then the root (embeddings, final norm, head and whatever the root's
     forward adds); in place. With `bf16`, parameters are gathered in bf16 for compute and gradients reduced
     in fp32 into the fp32 shards (the master weights)."""
@@ -55,8 +54,8 @@ def full_model_state(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
     """The unsharded weights on rank 0 (None elsewhere); every rank must call it."""
     if not is_distributed():
         return None
-    state = get_model_state_dict(model, options=_FULL)
-    return state if dist.get_rank() == 0 else None
+    state = get_model_state_dict(model, options=_FULL)  # full_state_dict: every value a plain tensor
+    return cast(dict[str, torch.Tensor], state) if dist.get_rank() == 0 else None
 
 
 def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:

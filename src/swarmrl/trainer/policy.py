@@ -18,6 +18,7 @@ from contextlib import nullcontext
 import torch
 from torch import Tensor, nn
 
+from swarmrl.models.lm_types import CausalLM
 from swarmrl.models.logprobs import DEFAULT_CHUNK_TOKENS, split_lm, token_logprobs
 from swarmrl.trainer.attention import AttentionKind, document_mask, use_attention
 from swarmrl.trainer.batch import MicroBatch
@@ -26,7 +27,7 @@ from swarmrl.trainer.batch import MicroBatch
 class PackedPolicy(nn.Module):
     def __init__(
         self,
-        model: nn.Module,
+        model: CausalLM,
         *,
         attention: AttentionKind = "sdpa",
         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
@@ -82,7 +83,7 @@ class PackedPolicy(nn.Module):
             )
         blank = torch.zeros(loss_mask.shape, dtype=torch.float32, device=input_ids.device)
         logprobs = blank.masked_scatter(scored, scores.logprobs.float())
-        entropy = blank.masked_scatter(scored, scores.entropy.float()) if with_entropy else None
+        entropy = None if scores.entropy is None else blank.masked_scatter(scored, scores.entropy.float())
         return logprobs, entropy
 
     def score(self, micro: MicroBatch, temperature: float, with_entropy: bool = False):
@@ -98,7 +99,7 @@ class PackedPolicy(nn.Module):
         )
 
 
-def enable_activation_checkpointing(model: nn.Module) -> None:
+def enable_activation_checkpointing(model: CausalLM) -> None:
     """Recompute each transformer block in backward (transformers' own per-layer checkpointing)."""
     # Non-reentrant: works under FSDP2 and when the block inputs do not require grad.
     options = {"use_reentrant": False}

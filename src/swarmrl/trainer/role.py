@@ -30,7 +30,7 @@ from swarmrl.identity import Identity
 from swarmrl.layout import borrowed_cores, local_workers, trainer_generates
 from swarmrl.models import load_tokenizer, policy_vocab_size
 from swarmrl.models.prompting import prompt_format
-from swarmrl.rollouts import RolloutLimits
+from swarmrl.rollouts import RolloutLimits, RolloutRow, ScoredRow
 from swarmrl.rollouts.checks import structural_checks
 from swarmrl.rollouts.scoring import score_rows
 from swarmrl.rundir import RunDir, RunDirSource, write_text_atomic
@@ -175,11 +175,13 @@ def _rollout_limits(config: RunConfig, rundir: RunDir, *, swarm: bool) -> Rollou
     return limits if swarm else limits.model_copy(update={"require_proofs": config.contract.local_proofs})
 
 
-def trusted_scorer(config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase):
+def trusted_scorer(
+    config: RunConfig, tasks: TaskSource, tokenizer: PreTrainedTokenizerBase
+) -> Callable[[list[RolloutRow]], list[ScoredRow]]:
     """How the trainer scores rows itself: the run's reward functions (refused here, before any training, when
     they differ from what the run pinned) or verifiers, and for a multi-turn run its environment's replay."""
     check_reward_functions(config, tasks)  # pinned, imported, and tried on the run's first rows
-    scorer = functools.partial(
+    scorer: Callable[[list[RolloutRow]], list[ScoredRow]] = functools.partial(
         score_rows,
         tasks=tasks,
         tokenizer=tokenizer,

@@ -8,7 +8,6 @@ import random
 from collections.abc import Sequence
 
 import torch
-from transformers import PreTrainedModel
 
 from swarmrl.models.logprobs import DEFAULT_CHUNK_TOKENS, split_lm, token_logprobs
 from swarmrl.models.optim import build_optimizer
@@ -65,7 +64,7 @@ def sft_loss(
 
 
 def run_sft(
-    model: PreTrainedModel,
+    model: torch.nn.Module,
     prompts: PromptFormat,
     demonstrations: Sequence[tuple[str, str]] | Sequence[Example],
     *,
@@ -103,7 +102,8 @@ def run_sft(
             rng.sample(examples, min(batch_size, len(examples))), prompts.tokenizer.pad_token_id
         )
         with autocast:
-            loss = sft_loss(model, *(t.to(device) for t in batch))
+            input_ids, attention_mask, labels = (t.to(device) for t in batch)
+            loss = sft_loss(model, input_ids, attention_mask, labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

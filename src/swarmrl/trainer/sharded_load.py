@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from safetensors import safe_open
@@ -48,6 +48,9 @@ class LoadStats:
         return self.bytes_read / self.checkpoint_bytes if self.checkpoint_bytes else 0.0
 
 
+WrappedT = TypeVar("WrappedT", bound=nn.Module)
+
+
 @contextmanager
 def parameters_on_meta() -> Iterator[None]:
     """Modules built inside keep their parameters on the meta device and their buffers real.
@@ -65,11 +68,12 @@ def parameters_on_meta() -> Iterator[None]:
         if param is not None and not param.is_meta:
             module._parameters[name] = type(param)(param.to("meta"), requires_grad=param.requires_grad)
 
-    nn.Module.register_parameter = register_on_meta
+    # Patching the class is the point: every module's constructor registers through it.
+    nn.Module.register_parameter = register_on_meta  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:
-        nn.Module.register_parameter = register
+        nn.Module.register_parameter = register  # type: ignore[method-assign]
 
 
 def empty_model(path: str | Path, attn_implementation: str = "sdpa") -> PreTrainedModel:
@@ -86,10 +90,10 @@ def empty_model(path: str | Path, attn_implementation: str = "sdpa") -> PreTrain
 
 def load_sharded(
     path: str | Path,
-    wrap: Callable[[PreTrainedModel], nn.Module],
+    wrap: Callable[[PreTrainedModel], WrappedT],
     device: torch.device,
     attn_implementation: str = "sdpa",
-) -> tuple[PreTrainedModel, nn.Module, LoadStats]:
+) -> tuple[PreTrainedModel, WrappedT, LoadStats]:
     """(model, root, stats): the checkpoint at `path` built on meta, handed to `wrap` (which wraps and
     `fully_shard`s it and returns the root), then each rank's shards allocated on `device` and read from the
     checkpoint. Every rank must call it."""
@@ -117,6 +121,7 @@ def materialise(root: nn.Module, model: nn.Module, path: str | Path, device: tor
             for file in {file for file, _ in index.values()}
         }
         for names, key in zip(groups, keys, strict=True):
+            assert key is not None  # a missing name was refused above
             stored = handles[index[key][0]].get_slice(key)
             stats.bytes_read += _fill(model.get_parameter(names[0]), stored, key)
         for name, value in buffers.items():

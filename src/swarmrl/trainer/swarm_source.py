@@ -23,10 +23,9 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from swarmrl.coordinator.api import StepWork, SubmissionInfo
 from swarmrl.coordinator.client import TrainerClient
@@ -34,6 +33,7 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.rollouts import RolloutHeader, RolloutRow
 from swarmrl.rollouts.checks import CheckFailed, FileOrigin, completion_tokens
 from swarmrl.rundir import RunDir, write_json_atomic
+from swarmrl.tasks.task import TaskSource
 from swarmrl.trainer.pack_units import PackUnits
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,13 @@ def counted_in_flight(work: StepWork) -> int:
     return work.leased + work.submitted - work.unproven - work.silent
 
 
-FileChecks = Callable[[RolloutHeader, list[RolloutRow], FileOrigin], None]
+class FileChecks(Protocol):
+    """The trainer's checks of a file against the unit it was submitted for; `tasks` replaces the run's own task
+    source for a community pack's unit."""
+
+    def __call__(
+        self, header: RolloutHeader, rows: list[RolloutRow], origin: FileOrigin, *, tasks: TaskSource = ...
+    ) -> None: ...
 
 
 @dataclass
@@ -232,12 +238,12 @@ class AcceptedSubmissions:
         self.client.report_outcomes(self.run_id, step, trained=trained, **by_outcome)
         if self.packs is not None:
             kept = summary.get("groups_kept", {})
-            used = [
+            trained_units = [
                 (self._submissions[name], rows.get(name, 0), kept.get(name, 0))
                 for name, outcome in outcomes.items()
                 if outcome == "trained" and name in self._submissions
             ]
-            self.packs.report(step, used)
+            self.packs.report(step, trained_units)
         used = float(len(trained))
         estimate = self._estimate()
         self.files_per_step = (

@@ -335,7 +335,7 @@ def _load_policy_and_optimizer(config: RunConfig, rundir: RunDir, step: int, *, 
         from swarmrl.trainer.lora import load_lora_policy  # peft is the optional `lora` extra
 
         adapter = load_lora_policy(rundir.checkpoints, step, config.trainer.lora)
-        model = adapter.base_model.model  # the transformers model, adapters injected in place
+        model = adapter.get_base_model()  # the transformers model, adapters injected in place
         policy_module = build_policy(model, config.trainer, device)
     else:
         # Sharded straight from the checkpoint under torchrun; `trainer.precision` decides the compute dtype.
@@ -433,6 +433,7 @@ def _train_loop(
         weights = full_model_state(model)
         optimizer_state = full_optimizer_state(model, optimizer)
         if rank == 0:
+            assert optimizer_state is not None  # rank 0 holds the full state
             _save_policy(rundir, step, policy, config.trainer.keep_checkpoints, weights)
             save_trainer_state(rundir.trainer_state, step, optimizer_state, scheduler, {"run": config.run.id})
             if publish is not None:

@@ -30,6 +30,7 @@ from swarmrl.inference.engine import Generation, GenerationRequest, SamplingPara
 from swarmrl.inference.prefill import prefill
 from swarmrl.inference.torch_engine import TorchEngine
 from swarmrl.models import load_model
+from swarmrl.models.lm_types import CausalLM
 from swarmrl.models.prompting import PromptFormat
 from swarmrl.tasks.task import TaskSource
 from swarmrl.toploc import build_proofs_batch, verify_proofs_batch
@@ -82,7 +83,7 @@ def bf16_weights(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def half_layers(model: torch.nn.Module) -> torch.nn.Module:
-    clone = copy.deepcopy(model)
+    clone: CausalLM = copy.deepcopy(model)
     keep = max(1, clone.config.num_hidden_layers // 2)
     clone.model.layers = clone.model.layers[:keep]
     clone.config.num_hidden_layers = keep
@@ -156,6 +157,7 @@ def measure(
     measured = []
     for generation, result, report in zip(generations, results, reports, strict=True):
         chunks = report.chunks
+        assert result.choice_margins is not None  # the prefill replayed the seeds
         measured.append(
             Measured(
                 source=source,

@@ -57,8 +57,11 @@ def judge(
         return
     from swarmrl.validator.node import ValidatorOptions, ValidatorStopped, run_validator_node
 
-    settings, run_id = node_args(run_id, config, key, relay, work_dir)
-    options = ValidatorOptions(coordinator_url, run_id, key, relay, work_dir, device=device)
+    node = node_args(run_id, config, key, relay, work_dir)
+    settings = node.config
+    options = ValidatorOptions(
+        coordinator_url, node.run_id, node.key, node.relays, node.work_dir, device=device
+    )
     stop_on_sigterm(options.stop)
     try:
         posted = run_validator_node(settings, options)

@@ -374,7 +374,7 @@ def validator_collector(tally: Counter[tuple[str, str]], timing: dict[str, float
         "verdicts_total",
         "verdicts this validator posted, by outcome and deciding check",
         ("outcome", "check"),
-        lambda: tally,
+        lambda: {labels: count for labels, count in tally.items()},
     )
     seconds = LabelledCounter(
         "judge_seconds_total", "seconds spent judging files", (), lambda: {(): timing["judge_seconds_total"]}

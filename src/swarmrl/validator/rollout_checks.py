@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -329,7 +330,7 @@ def _per_row(results: list[PrefillResult], owners: list[int], count: int) -> lis
         if len(turns) == 1:
             joined.append(turns[0])
             continue
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(PrefillResult):
             pieces = [getattr(turn, f.name) for turn in turns]
             values[f.name] = None if pieces[0] is None else torch.cat(pieces)

@@ -21,6 +21,7 @@ from swarmrl.configs.validator import ValidatorConfig
 from swarmrl.devices import resolve_device
 from swarmrl.envs.build import env_replay
 from swarmrl.models import load_model, load_tokenizer
+from swarmrl.models.lm_types import CausalLM
 from swarmrl.rollouts import RolloutLimits, write_rollouts
 from swarmrl.rollouts.assignment import batch_seed
 from swarmrl.rundir import write_json_atomic
@@ -44,7 +45,7 @@ class PolicyCache:
     def path(self, step: int) -> Path:
         return checkpoint_dir(self.checkpoints, step)
 
-    def __call__(self, step: int) -> torch.nn.Module:
+    def __call__(self, step: int) -> CausalLM:
         if step not in self._models:
             self._models[step] = load_model(self.path(step), self.dtype, device=str(self.device)).eval()
             while len(self._models) > self.keep:

@@ -61,10 +61,13 @@ def run_swarm_node(
     refused for good exits with EXIT_REFUSED. `seams`: NodeOptions' (the lab's misbehaving workers)."""
     from swarmrl.worker.feed import NodeOptions, start_policy_feed
 
-    settings, run_id = node_args(run_id, config, key, relay, work_dir)
+    node = node_args(run_id, config, key, relay, work_dir)
+    settings = node.config
     if device is not None:
         settings.worker.device = device
-    options = NodeOptions(coordinator_url, run_id, key, relay, work_dir, max_batches=max_batches, **seams)
+    options = NodeOptions(
+        coordinator_url, node.run_id, node.key, node.relays, node.work_dir, max_batches=max_batches, **seams
+    )
     stop_on_sigterm(options.stop)
     # The first policy downloads while torch and the engine are imported (seconds of CPU on a busy machine).
     feed = start_policy_feed(settings, options)

@@ -26,7 +26,7 @@ import torch
 from swarmrl.configs import RunConfig
 from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.engine import EngineConfig
-from swarmrl.coordinator.api import UnitInfo, WorkLease
+from swarmrl.coordinator.api import WorkLease, WorkUnitInfo
 from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.pack_client import community_tasks
@@ -37,6 +37,7 @@ from swarmrl.identity import Identity
 from swarmrl.inference.engine import InferenceEngine, SamplingParams
 from swarmrl.inference.factory import build_engine, engine_model
 from swarmrl.models.adapter import fetch_base
+from swarmrl.models.lm_types import CausalLM
 from swarmrl.models.prompting import PromptFormat, prompt_format
 from swarmrl.models.tokenizer_snapshot import worker_tokenizer
 from swarmrl.node_metrics import LabelledCounter, RoleCollector, serve_metrics
@@ -251,7 +252,7 @@ class Policy:
         )
 
     def _load(self, path: Path) -> torch.nn.Module:
-        model = engine_model(self.engine_config, path, self.dtype, self.device)
+        model: CausalLM = engine_model(self.engine_config, path, self.dtype, self.device)
         if self.options.edit_model is not None:
             self.options.edit_model(model)
         return model.eval()
@@ -273,7 +274,9 @@ def run_node(config: RunConfig, options: NodeOptions, feed: PolicyFeed | None = 
             if node.heartbeat.fatal is not None:
                 raise NodeEjected(str(node.heartbeat.fatal))
             lease = node.lease()
-            for unit in lease.units if lease is not None else []:
+            if lease is None:
+                continue
+            for unit in lease.units:
                 if options.stop.is_set() or node.done or not node.answer(unit, lease.unit_seconds):
                     break
     except CoordinatorError as exc:
@@ -390,7 +393,7 @@ class WorkerNode:
         self.full_streak = 0
         return lease
 
-    def answer(self, unit: UnitInfo, unit_seconds: float) -> bool:
+    def answer(self, unit: WorkUnitInfo, unit_seconds: float) -> bool:
         """Generate, sign, upload and submit one unit; False when the rest of the lease must wait (no policy
         for this unit yet: lease again, retry). `unit_seconds`: the coordinator's estimate of this node's time
         per unit, lease to submission."""
@@ -422,17 +425,22 @@ class WorkerNode:
         if tasks is None:
             return True
         started, started_at = time.monotonic(), time.time()
+        assert self.policy.prompts is not None  # set before its first engine
         tokenizer = self.policy.prompts.tokenizer
         rows = write_batch(engine, spec, tasks, tokenizer, config, self.params, path, self.identity)
         self.log_book.generated(len(rows))
         if options.after_generate is not None:
             options.after_generate(time.monotonic() - started, options.stop)
-        timing = {"step": unit.step, "batch_index": unit.batch_index, "policy_step": engine.policy_step}
+        timing: dict[str, float] = {
+            "step": unit.step,
+            "batch_index": unit.batch_index,
+            "policy_step": engine.policy_step,
+        }
         timing.update(leased=leased_at, started=started_at, generated=time.time())
         self._submit(unit, path, rows, timing)
         return True
 
-    def _unit_tasks(self, unit: UnitInfo) -> TaskSource | None:
+    def _unit_tasks(self, unit: WorkUnitInfo) -> TaskSource | None:
         """The unit's tasks: the run's own or a community pack's, as the step's mix says; None when the pack
         cannot be had (this unit is given up: its lease lapses and is leased again)."""
         try:
@@ -455,7 +463,7 @@ class WorkerNode:
         ]
         return max(known, default=None)
 
-    def _submit(self, unit: UnitInfo, path: Path, rows: list, timing: dict) -> None:
+    def _submit(self, unit: WorkUnitInfo, path: Path, rows: list, timing: dict) -> None:
         """Upload and submit one unit's file; a refusal costs that unit only (the client already retried what
         is worth retrying: the coordinator down or rate limiting, honouring its Retry-After)."""
         tokens = completion_tokens(rows)

@@ -57,6 +57,7 @@ def _purge(state: ServiceState, now: float, where: tuple, files: Counter, size: 
         with state.sessions() as session, session.begin():
             batch = list(session.scalars(select(UploadSlot).where(*where).limit(PURGE_BATCH)))
             for slot in batch:
+                assert slot.storage_key is not None  # the query's filter
                 try:
                     state.storage.delete(slot.storage_key)
                 except (OSError, StorageError) as exc:

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.rules.health import dead_cutoff, unhealthy_cutoff
 from swarmrl.coordinator.store.db import ACTIVE_UNIT_STATES, Membership, Run, Step, Submission, WorkUnit
+from swarmrl.coordinator.store.rows import rows_changed
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,18 @@ def tier_floor(tier: int, config: CoordinatorConfig) -> int:
 def trust_tier(member: Membership, config: CoordinatorConfig) -> int:
     return max(
         tier for tier in (UNPROVEN, LOW_TRUST, TRUSTED) if member.judged_accepted >= tier_floor(tier, config)
+    )
+
+
+def is_proven(member: Membership, config: CoordinatorConfig) -> bool:
+    return trust_tier(member, config) > UNPROVEN
+
+
+def proven_nodes(run_id: str, config: CoordinatorConfig):
+    """Node ids proven in the run: at least `lease_proven_files` of their files judged and accepted (a
+    subquery)."""
+    return select(Membership.node_id).where(
+        Membership.run_id == run_id, Membership.judged_accepted >= tier_floor(LOW_TRUST, config)
     )
 
 
@@ -352,7 +365,7 @@ def expire_lapsed(session: Session, run_id: str, config: CoordinatorConfig, now:
         .values(status="expired", ended_at=now)
         .execution_options(synchronize_session=False)
     )
-    return result.rowcount or 0
+    return rows_changed(result)
 
 
 # The two reads of every lease request, most of which are answered from them (the units held, or a refusal):

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from swarmrl.coordinator.api import LedgerBalance
 from swarmrl.coordinator.store.db import LedgerEntry, Submission
+from swarmrl.coordinator.store.rows import rows_changed
 
 LEDGER_STATES = ("pending", "unlocked", "wiped")
 
@@ -24,7 +25,7 @@ def settle(session: Session, run_id: str, now: float) -> int:
         .where(LedgerEntry.run_id == run_id, LedgerEntry.status == "pending", LedgerEntry.unlock_at <= now)
         .values(status="unlocked", settled_at=now)
     )
-    return result.rowcount or 0
+    return rows_changed(result)
 
 
 def credit(
@@ -51,7 +52,7 @@ def wipe_pending(session: Session, run_id: str | None, node_id: str, now: float)
     if run_id is not None:
         query = query.where(LedgerEntry.run_id == run_id)
     result = session.execute(query.values(status="wiped", settled_at=now))
-    return result.rowcount or 0
+    return rows_changed(result)
 
 
 def entries_of(

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from swarmrl.configs.task_packs import CommunityTasksConfig
 from swarmrl.coordinator.errors import ApiError, ConflictError
+from swarmrl.coordinator.pack_api import Stage
 from swarmrl.coordinator.rules import pack_budget
 from swarmrl.coordinator.store.pack_tables import PackObservation, TaskPackRecord
 from swarmrl.tasks.packs.report import AdmissionReport, verdict_of
@@ -39,7 +40,7 @@ def release_lapsed(session: Session, run_id: str, now: float) -> None:
 
 def lease_pack(
     session: Session, run_id: str, policy: CommunityTasksConfig, validator: str, now: float
-) -> tuple[TaskPackRecord, str] | None:
+) -> tuple[TaskPackRecord, Stage] | None:
     """The next pack for `validator` and its stage: a pack measured enough first (cheap), then the oldest
     pending pack whose author's lane has room; None when none may be checked now."""
     release_lapsed(session, run_id, now)

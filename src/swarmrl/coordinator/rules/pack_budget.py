@@ -35,8 +35,9 @@ from swarmrl.coordinator.store.db import LedgerEntry
 from swarmrl.coordinator.store.pack_tables import PackCredit, TaskPackRecord
 
 HOUR_S = 3600.0
-EARNED, NEWCOMERS = "earned", "newcomers"
 Lane = Literal["earned", "newcomers"]
+EARNED: Lane = "earned"
+NEWCOMERS: Lane = "newcomers"
 _NOT_WIPED = ("pending", "unlocked")
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from swarmrl.coordinator.store.pack_tables import PackCredit, TaskPackRecord
+from swarmrl.coordinator.store.rows import rows_changed
 
 CREDIT_STATES = ("pending", "unlocked", "wiped")
 
@@ -39,7 +40,7 @@ def settle(session: Session, run_id: str, now: float) -> int:
         .where(PackCredit.run_id == run_id, PackCredit.status == "pending", PackCredit.unlock_at <= now)
         .values(status="unlocked", settled_at=now)
     )
-    return result.rowcount or 0
+    return rows_changed(result)
 
 
 def wipe_pending(session: Session, pack: TaskPackRecord, now: float) -> int:
@@ -48,7 +49,7 @@ def wipe_pending(session: Session, pack: TaskPackRecord, now: float) -> int:
         .where(PackCredit.pack_id == pack.id, PackCredit.status == "pending")
         .values(status="wiped", settled_at=now)
     )
-    return result.rowcount or 0
+    return rows_changed(result)
 
 
 def credits_by_pack(session: Session, pack_ids: list[int]) -> dict[int, dict[str, int]]:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from swarmrl.coordinator.rules import ledger
 from swarmrl.coordinator.store.db import Ban, LedgerEntry, Membership, Node, Submission, UploadSlot, WorkUnit
+from swarmrl.coordinator.store.rows import rows_changed
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def void_unpaid_work(session: Session, node_id: str, run_id: str | None, now: fl
     )
     wiped = ledger.wipe_pending(session, run_id, node_id, now)
     session.expire_all()  # bulk updates above bypassed the identity map
-    return Voided(submissions=len(doomed), units=units.rowcount or 0, wiped_entries=wiped)
+    return Voided(submissions=len(doomed), units=rows_changed(units), wiped_entries=wiped)
 
 
 def ban_node(session: Session, node_id: str, reason: str, now: float) -> Voided:

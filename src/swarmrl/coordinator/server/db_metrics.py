@@ -132,8 +132,8 @@ def run_metrics(session: Session, run: Run, config: CoordinatorConfig, now: floa
     checks: Counter = Counter()
     for node_checks in rejections_by_node(session, run_id).values():
         checks.update(node_checks)
-    for check, count in sorted(checks.items()):
-        out["swarmrl_coordinator_rejections"].append(((run_id, check), count))
+    for check, rejected in sorted(checks.items()):
+        out["swarmrl_coordinator_rejections"].append(((run_id, check), rejected))
     banned = session.scalar(
         select(func.count())
         .select_from(Membership)
@@ -153,11 +153,11 @@ def run_metrics(session: Session, run: Run, config: CoordinatorConfig, now: floa
                 )
         after = page[-1].node_id
     after = ""
-    while page := ledger.balances(session, run_id, after_node=after, limit=PAGE):
-        for balance in page:
+    while balances := ledger.balances(session, run_id, after_node=after, limit=PAGE):
+        for balance in balances:
             for status in ledger.LEDGER_STATES:
                 out["swarmrl_coordinator_node_credit_tokens"].append(
                     ((run_id, balance.node_id, status), getattr(balance, f"{status}_tokens"))
                 )
-        after = page[-1].node_id
+        after = balances[-1].node_id
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
+from typing import cast
 
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
@@ -22,6 +23,7 @@ from swarmrl.coordinator.api import (
     LedgerBalance,
     MemberInfo,
     MetricPoint,
+    NodeRole,
     NodeSummary,
     NodeWork,
     RelaySummary,
@@ -250,7 +252,7 @@ def node_summary(member: Membership, run: Run, facts: MemberFacts, info: MemberI
     role = "validator" if node in facts.validators else member.role
     return NodeSummary(
         node_id=node,
-        role="trainer" if node == run.trainer_public_key else role,
+        role=cast(NodeRole, "trainer" if node == run.trainer_public_key else role),  # the roles rows hold
         status=info.status,
         health=info.health,
         last_seen=info.last_seen,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import (
+    HealthName,
     LedgerEntryInfo,
     MemberInfo,
     NodeInfo,
@@ -49,7 +52,7 @@ def member_info(member: Membership, now: float, config: CoordinatorConfig) -> Me
     return MemberInfo(
         node_id=member.node_id,
         status=member.status,
-        health=health,
+        health=cast(HealthName, health),  # a Health value
         joined_at=member.joined_at,
         last_seen=member.last_seen,
         heartbeats=member.heartbeats,

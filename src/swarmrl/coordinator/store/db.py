@@ -18,7 +18,7 @@ env.py and `alembic_version` table, because
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from alembic.operations import Operations
 from alembic.operations.ops import CreateIndexOp, CreateTableOp
@@ -63,7 +63,7 @@ RUN_ID = String(128)
 
 
 class Base(DeclarativeBase):
-    pass
+    __table__: ClassVar[Table]  # a mapped class's table (DeclarativeBase types it as any FromClause)
 
 
 class SchemaVersion(Base):
@@ -290,7 +290,7 @@ def _create_tables(op: Operations, tables: list[Table]) -> None:
     found = inspect(op.get_bind())
     have = set(found.get_table_names())
     for wanted in tables:
-        indexes = sorted(wanted.indexes, key=lambda index: index.name)
+        indexes = sorted(wanted.indexes, key=lambda index: str(index.name))
         if wanted.name in have:
             named = {index["name"] for index in found.get_indexes(wanted.name)}
             indexes = [index for index in indexes if index.name not in named]
@@ -304,7 +304,7 @@ def _add_columns(op: Operations, table: str, names: list[str]) -> None:
     """op.add_column for each of the ORM's `names` the table lacks (a half-applied upgrade re-runs). A column
     with a server default is NOT NULL, filled with the default in the rows already there."""
     have = {c["name"] for c in inspect(op.get_bind()).get_columns(table)}
-    columns: dict[str, Column] = Base.metadata.tables[table].c
+    columns = Base.metadata.tables[table].c
     for name in names:
         if name in have:
             continue
@@ -314,7 +314,7 @@ def _add_columns(op: Operations, table: str, names: list[str]) -> None:
             Column(
                 name,
                 columns[name].type,
-                server_default=default.arg if isinstance(default, DefaultClause) else None,
+                server_default=default.arg if isinstance(default, DefaultClause) else None,  # type: ignore[arg-type]
                 nullable=default is None,
             ),
         )
@@ -324,6 +324,7 @@ def _create_indexes(op: Operations, indexes: tuple[Index, ...]) -> None:
     """op.create_index (unique and partial ones as declared) for each of `indexes` the database lacks."""
     found = inspect(op.get_bind())
     for index in indexes:
+        assert index.table is not None  # declared on a table
         if index.name not in {i["name"] for i in found.get_indexes(index.table.name)}:
             op.invoke(CreateIndexOp.from_index(index))
 

@@ -9,6 +9,8 @@ pack_credits       an author's credit for the rows of its pack trained in inform
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -18,6 +20,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -29,6 +32,8 @@ from swarmrl.coordinator.store.schema_v1 import KEY, RUN_ID, SHA
 class PackBase(DeclarativeBase):
     """The pack tables' own metadata: `db.py` creates them (migration v6) and nothing here imports it back, so
     their run and submission ids are plain columns, kept consistent by the rules that write them."""
+
+    __table__: ClassVar[Table]  # a mapped class's table (DeclarativeBase types it as any FromClause)
 
 
 # pending → checking → probation ⇄ measuring → admitted → retired; refused from checking, probation or measuring

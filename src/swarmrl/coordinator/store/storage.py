@@ -10,6 +10,7 @@ import secrets
 import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Any
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 
@@ -107,7 +108,7 @@ class S3Storage(Storage):
         endpoint_url: str | None = None,
         region: str = "us-east-1",
         url_ttl_s: int = 900,
-        client: object | None = None,
+        client: Any = None,  # a boto3 S3 client (boto3 is untyped here); built from the settings when None
     ) -> None:
         import boto3  # optional dependency: the `s3` extra
         from botocore.config import Config

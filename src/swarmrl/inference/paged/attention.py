@@ -77,7 +77,7 @@ class GatherDecodeAttention:
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         batch, heads = q.shape[0], self.shape.num_kv_heads
 
-        def gathered(cache: torch.Tensor) -> torch.Tensor:
+        def gathered(cache: list[torch.Tensor]) -> torch.Tensor:  # a pool's keys or values, per layer
             # index_select over precomputed slots: several times faster on CPU than indexing by block.
             rows = cache[layer].index_select(1, self._slots)  # [Hkv, B·W·block, D]
             return rows.view(heads, batch, -1, rows.shape[-1]).transpose(0, 1)

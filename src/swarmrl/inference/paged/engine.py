@@ -17,12 +17,13 @@ import torch
 
 from swarmrl.configs.engine import PagedEngineConfig
 from swarmrl.inference.checks import eos_token_ids
-from swarmrl.inference.engine import Generation, GenerationRequest, SamplingParams
+from swarmrl.inference.engine import FinishReason, Generation, GenerationRequest, SamplingParams
 from swarmrl.inference.live_weights import LiveWeights
 from swarmrl.inference.paged.model_runner import ModelRunner
 from swarmrl.inference.paged.running import Row, RunningBatch, SampledToken, StepTiming
 from swarmrl.inference.paged.scheduler import PrefillStep, SchedulerStats
 from swarmrl.inference.paged.sequence import Sequence as Seq
+from swarmrl.models.lm_types import CausalLM
 
 # (request index, sampled token, its logprob) -> end that completion now?
 TokenCallback = Callable[[int, int, float], bool]
@@ -37,7 +38,7 @@ class PagedEngine(LiveWeights):
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        model: CausalLM,
         config: PagedEngineConfig | None = None,
         *,
         eos_token_id: int | Sequence[int] | None = None,
@@ -87,7 +88,7 @@ class PagedEngine(LiveWeights):
         batch.add(requests, params, rows)
         results: list[Generation | None] = [None] * len(requests)
 
-        def collect(sequence: Seq, reason: str) -> None:
+        def collect(sequence: Seq, reason: FinishReason) -> None:
             results[sequence.index] = self._collect(sequence, reason)
 
         while batch.has_work:
@@ -123,7 +124,7 @@ class PagedEngine(LiveWeights):
         logits = self.runner.logits(torch.stack(distinct))
         return logits[torch.tensor(rows, device=logits.device)]
 
-    def _collect(self, sequence: Seq, reason: str) -> Generation:
+    def _collect(self, sequence: Seq, reason: FinishReason) -> Generation:
         prompt_length, completion_length = len(sequence.prompt_ids), len(sequence.completion_ids)
         hidden = self.runner.hidden_states(
             sequence.table, prompt_length - 1, prompt_length - 1 + completion_length

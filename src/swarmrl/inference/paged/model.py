@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch import nn
 
 from swarmrl.inference import llama_layers
 from swarmrl.inference.errors import UnsupportedModelError
 from swarmrl.inference.lm_parts import split_causal_lm
 from swarmrl.inference.paged.kv_pool import KVPool, PoolShape
+from swarmrl.models.lm_types import CausalLM
 
 Attention = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class PagedModel:
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: CausalLM) -> None:
         if not llama_layers.supports(model):
             raise UnsupportedModelError(f"{type(model).__name__} is not a plain Llama-family model")
         self.parts = split_causal_lm(model)

@@ -95,6 +95,7 @@ class ModelRunner:
         self._slots = torch.full(
             (self.max_batch,), self.pool.null_slot, dtype=torch.int64, device=self.device
         )
+        self.attention: FlexDecodeAttention | GatherDecodeAttention
         if self.attention_kind == "flex":
             flex = _compiled_flex() if cuda else _eager_flex()
             self.attention = FlexDecodeAttention(self.pool, self.model.shape, self.inputs, flex)

@@ -21,7 +21,7 @@ import torch
 
 from swarmrl.configs.engine import PagedEngineConfig
 from swarmrl.inference.checks import check_requests, new_token_limit, stop_ids
-from swarmrl.inference.engine import GenerationRequest, SamplingParams
+from swarmrl.inference.engine import FinishReason, GenerationRequest, SamplingParams
 from swarmrl.inference.errors import InvalidRequestError
 from swarmrl.inference.paged.block_manager import BlockManager
 from swarmrl.inference.paged.model_runner import ModelRunner
@@ -150,7 +150,9 @@ class RunningBatch:
         self.scheduler.add(self._groups(indices, requests))
         return indices
 
-    def step(self, on_finish: Callable[[Seq, str], None] | None = None) -> list[tuple[Seq, str]]:
+    def step(
+        self, on_finish: Callable[[Seq, FinishReason], None] | None = None
+    ) -> list[tuple[Seq, FinishReason]]:
         """One prefill or decoding step; the sequences it finished, with their finish reasons. `on_finish` sees
         each while its blocks still hold its hidden states."""
         scheduler = self.scheduler
@@ -163,7 +165,7 @@ class RunningBatch:
         else:
             self.runner.copy_blocks(step.copies)
             sampled, logits = step.sequences, self.runner.decode(step.sequences)
-        finished = []
+        finished: list[tuple[Seq, FinishReason]] = []
         for sequence, choice in zip(sampled, self._sample(sampled, logits), strict=True):
             entry = self._entries[sequence.index]
             sequence.completion_ids.append(choice.token)
@@ -212,7 +214,9 @@ class RunningBatch:
             part = logits if len(groups) == 1 else logits[torch.tensor(rows, device=logits.device)]
             for row, choice in zip(rows, self._sample_group([sampled[r] for r in rows], part), strict=True):
                 choices[row] = choice
-        return choices  # type: ignore[return-value]
+        chosen = [choice for choice in choices if choice is not None]
+        assert len(chosen) == len(choices)  # every row belongs to a group
+        return chosen
 
     def _sample_group(self, sequences: Sequence[Seq], logits: torch.Tensor) -> list[SampledToken]:
         entries = [self._entries[s.index] for s in sequences]

@@ -109,24 +109,25 @@ class Scheduler:
                 self.waiting.popleft()
                 tokens_left -= tokens
                 continue
-            needs_prefill = entry.table is None
+            table = entry.table
+            needs_prefill = table is None
             tokens = len(entry.prompt_ids) if needs_prefill else 0
             prompt_blocks = self.blocks.blocks_for(tokens)
             count = min(self.max_num_seqs - len(self.running), len(entry.pending), spare - prompt_blocks)
             if (items and tokens > tokens_left) or count < 1:
                 break
-            if needs_prefill:
-                entry.table = self.blocks.allocate(tokens)
+            if table is None:
+                table = entry.table = self.blocks.allocate(tokens)
                 entry.last_hidden = None
-                items.append(PrefillItem(entry.prompt_ids, entry.table, group=entry))
+                items.append(PrefillItem(entry.prompt_ids, table, group=entry))
                 tokens_left -= tokens
             for _ in range(count):
                 member = entry.pending.popleft()
-                member.table = self.blocks.share(entry.table)
+                member.table = self.blocks.share(table)
                 self._start(member)
                 starts.append(member)
             if not entry.pending:
-                self.blocks.free(entry.table)  # every member holds the prompt's blocks now
+                self.blocks.free(table)  # every member holds the prompt's blocks now
                 entry.table = None
                 self.waiting.popleft()
         if not items and not starts:

@@ -94,7 +94,7 @@ class SourcePolicy(ABC):
     def near(self, candidates: list[str]) -> list[str]:
         """The candidates whose measured round trip is within twice the shortest plus NEAR_SLACK_S; every
         candidate while none is measured. A source never measured is not near (it has not answered yet)."""
-        measured = {u: self.stats[u].round_trip for u in candidates if self.stats[u].round_trip is not None}
+        measured = {u: trip for u in candidates if (trip := self.stats[u].round_trip) is not None}
         if not measured:
             return list(candidates)
         limit = 2 * min(measured.values()) + NEAR_SLACK_S

@@ -29,6 +29,7 @@ from swarmrl.configs.tasks import AnswerExtractionConfig, CodeRewardConfig
 from swarmrl.tasks.code_judge import judge
 from swarmrl.tasks.extraction import answer_region, last_python_block
 from swarmrl.tasks.output_compare import OutputRule
+from swarmrl.tasks.packs.manifest import RewardFunctionVerifier
 from swarmrl.tasks.packs.pack import TaskPack
 from swarmrl.tasks.reward_functions import trl_arguments
 from swarmrl.tasks.sandbox import SandboxLimits, SandboxPlan, SandboxSession, SessionBroken
@@ -171,7 +172,9 @@ class RewardFunctionJudge:
         # data only): TRL's completion_ids and trainer_state are not handed over.
         del arguments["completion_ids"], arguments["trainer_state"]
         started = time.monotonic()
-        reply = session.call(self.pack.manifest.verifier.function, (), arguments)
+        verifier = self.pack.manifest.verifier
+        assert isinstance(verifier, RewardFunctionVerifier)  # the judge of reward-function packs only
+        reply = session.call(verifier.function, (), arguments)
         took = time.monotonic() - started
         result.calls += 1
         if took > result.slowest_call_seconds:

@@ -35,6 +35,7 @@ from swarmrl.coordinator.server.auth import Caller, SignedCaller, state_of
 from swarmrl.coordinator.server.state import ServiceState
 from swarmrl.coordinator.server.views import submission_info
 from swarmrl.coordinator.store.db import Membership, Run, Submission
+from swarmrl.coordinator.store.rows import rows_changed
 
 router = APIRouter()
 
@@ -292,7 +293,8 @@ def _lease_validation(state: ServiceState, run_id: str, who: Caller) -> Validati
                 .values(judge_key=validator, judge_until=until)
                 .execution_options(synchronize_session=False)
             )
-            if taken.rowcount == 1:
+            if rows_changed(taken) == 1:
                 submission = session.get(Submission, submission_id, populate_existing=True)
+                assert submission is not None  # the row the update just took
                 return ValidationLease(submission=submission_info(submission), expires_at=until)
     return ValidationLease(submission=None)

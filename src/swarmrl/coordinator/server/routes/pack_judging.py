@@ -37,6 +37,7 @@ from swarmrl.coordinator.server.pack_views import pack_detail, pack_infos
 from swarmrl.coordinator.server.routes.packs import pack_of
 from swarmrl.coordinator.store.db import Submission
 from swarmrl.coordinator.store.pack_tables import TaskPackRecord
+from swarmrl.tasks.packs.mix import PackShare
 
 router = APIRouter(tags=["packs"])
 
@@ -87,8 +88,10 @@ def post_pack_verdict(
         return pack_detail(session, pack)
 
 
-def _unit_file(session: Session, run_id: str, pack: TaskPackRecord, submission_id: int) -> Submission:
-    """The accepted file of a unit of `pack` this report is about."""
+def _unit_file(
+    session: Session, run_id: str, pack: TaskPackRecord, submission_id: int
+) -> tuple[Submission, PackShare]:
+    """The accepted file of a unit of `pack` this report is about, and the pack's share of its step's mix."""
     submission = session.get(Submission, submission_id)
     if submission is None or submission.run_id != run_id or submission.status != "accepted":
         raise NotFoundError(
@@ -101,7 +104,7 @@ def _unit_file(session: Session, run_id: str, pack: TaskPackRecord, submission_i
             kind="not_pack_unit",
             status=422,
         )
-    return submission
+    return submission, source
 
 
 @router.post("/v1/runs/{run_id}/packs/scores", response_model=PackInfo)
@@ -111,7 +114,7 @@ def post_scores(run_id: RunId, body: PackScores, request: Request, who: SignedCa
     with state.sessions() as session, session.begin():
         validator = require_validator(session, run_id, who)
         pack = pack_of(session, run_id, body.pack_id)
-        submission = _unit_file(session, run_id, pack, body.submission_id)
+        submission, _ = _unit_file(session, run_id, pack, body.submission_id)
         if submission.judge_key != validator:
             raise ConflictError(
                 f"submission {submission.id} was judged by another validator", kind="not_judge"
@@ -139,11 +142,8 @@ def post_training(
         policy, group_size = _policy(session, run_id), run_contract(run).group_size
         for file in body.files:
             pack = pack_of(session, run_id, file.pack_id)
-            submission = _unit_file(session, run_id, pack, file.submission_id)
-            if (
-                unit_source(session, run_id, submission.step, submission.batch_index).probation
-                and file.rows_trained
-            ):
+            submission, share = _unit_file(session, run_id, pack, file.submission_id)
+            if share.probation and file.rows_trained:
                 raise ApiError(
                     f"submission {submission.id} is a unit of a pack on probation: never trained",
                     kind="probation_unit",

@@ -39,6 +39,7 @@ from swarmrl.coordinator.server.stats import is_drained, step_work
 from swarmrl.coordinator.server.views import run_state, submission_info, verdict_info
 from swarmrl.coordinator.store.db import Run, Submission, Verdict
 from swarmrl.coordinator.store.db import Step as StepRow
+from swarmrl.coordinator.store.rows import rows_changed
 
 router = APIRouter(tags=["trainer"])
 
@@ -155,7 +156,7 @@ def record_outcomes(
     state = state_of(request)
     with state.sessions() as session, session.begin():
         _trainer_run(session, run_id, who)
-        outcomes = [(f.id, "trained", f.rows) for f in body.trained]
+        outcomes: list[tuple[int, str, int | None]] = [(f.id, "trained", f.rows) for f in body.trained]
         outcomes += [(i, "stale", None) for i in body.stale] + [(i, "refused", None) for i in body.refused]
         ignored = []
         for submission_id, outcome, rows in outcomes:
@@ -169,7 +170,7 @@ def record_outcomes(
                 )
                 .values(used_step=step, use_outcome=outcome, used_rows=rows)
             )
-            if not result.rowcount:
+            if not rows_changed(result):
                 ignored.append(submission_id)
     return OutcomeReceipt(recorded=len(outcomes) - len(ignored), ignored=ignored)
 

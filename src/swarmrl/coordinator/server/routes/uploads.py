@@ -107,9 +107,10 @@ def _check_slot_budget(
 
 
 def _held_unit(
-    session: Session, run_id: str, node_id: str, step: int, batch_index: int, now: float
+    session: Session, run_id: str, node_id: str, step: int, batch_index: int | None, now: float
 ) -> WorkUnit:
-    unit = leases.live_unit(session, run_id, node_id, step, batch_index, now)
+    # None: a slot from before units had batch indexes (schema v1), which no lease holds.
+    unit = None if batch_index is None else leases.live_unit(session, run_id, node_id, step, batch_index, now)
     if unit is None:
         raise ConflictError(
             f"this node holds no live lease on unit ({step}, {batch_index}); lease work first",
@@ -313,7 +314,11 @@ def _keep_unit(state: ServiceState, slot: UploadSlot, earned_until: float) -> No
 
 def _extend_unit(session: Session, slot: UploadSlot, until: float, now: float) -> None:
     """Move the deadline of the slot's unit to `until`; refused once the unit has lapsed (it may be re-leased)."""
-    unit = leases.live_unit(session, slot.run_id, slot.node_id, slot.step, slot.batch_index, now)
+    unit = (
+        None
+        if slot.batch_index is None  # a schema v1 slot: no lease holds it
+        else leases.live_unit(session, slot.run_id, slot.node_id, slot.step, slot.batch_index, now)
+    )
     if unit is None:
         raise ConflictError(
             f"the lease on unit ({slot.step}, {slot.batch_index}) lapsed during the upload",

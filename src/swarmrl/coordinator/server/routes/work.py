@@ -43,6 +43,7 @@ router = APIRouter(tags=["work"])
 
 def _confirm_direct_upload(state: ServiceState, slot: UploadSlot) -> None:
     """A presigned upload went straight to the store, which enforced the SHA-256; check it landed whole."""
+    assert slot.storage_key is not None  # a slot the node uploads to directly
     size = state.storage.size(slot.storage_key)
     if size is None:
         return
