@@ -3,7 +3,6 @@ the version it was still loading, and it crashed with `no *.safetensors weights`
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,6 +13,7 @@ from swarmrl.shardcast.client import ShardcastClient, local_versions
 from swarmrl.shardcast.layout import manifest_path
 from swarmrl.steps import step_dir_name
 from swarmrl.worker import node as worker_node
+from swarmrl.worker.feed import NodeOptions
 
 TRAINER_KEY = "ab" * 32
 
@@ -56,7 +56,7 @@ def _policy(client: ShardcastClient, tmp_path: Path, monkeypatch, build) -> work
     feed = SimpleNamespace(
         run=SimpleNamespace(async_level=2), fetcher=fetcher, prefetch=SimpleNamespace(fetching=None)
     )
-    options = SimpleNamespace(stop=threading.Event(), work_dir=tmp_path, cheat=None)
+    options = NodeOptions("http://127.0.0.1:9", "r", tmp_path / "node.key", [], tmp_path)
     config = SimpleNamespace(model=SimpleNamespace(dtype="float32"), engine=None, prompt=None)
     policy = worker_node.Policy(options, feed, config, device=None)
     monkeypatch.setattr(policy, "_build", build)
