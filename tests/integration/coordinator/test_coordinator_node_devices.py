@@ -145,8 +145,9 @@ def test_a_worker_leases_no_unit_before_it_holds_a_policy(coordinator, tmp_path)
     node = threading.Thread(target=run_node, args=(node_config(), options), daemon=True)
     node.start()
     try:
+        # The policy feed starts beside the join: either may come first.
         wait_for(lambda: asked, 60, "the worker to ask its relay for a policy")
-        assert admin.reads.summary(RUN).nodes_total == 1  # it registered and joined ...
+        wait_for(lambda: admin.reads.summary(RUN).nodes_total == 1, 60, "the worker to register and join")
         assert admin.reads.units(RUN) == []  # ... and, before it holds a policy, leased nothing
     finally:
         options.stop.set()
