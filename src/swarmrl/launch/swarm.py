@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from swarmrl.configs import RunConfig
+from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.cli import ADMIN_TOKEN_ENV
 from swarmrl.coordinator.client import AdminClient, PublicReads
 from swarmrl.coordinator.errors import CoordinatorError
@@ -285,25 +286,33 @@ def _start_coordinator(swarm: Swarm) -> None:
     directory = swarm.rundir.root / "coordinator"
     port_file = directory / "port"
 
+    settings_file = directory / "coordinator.json"
+
     def start() -> RoleProcess:
         port_file.unlink(missing_ok=True)
         args = ["coordinator", "--db-url", f"sqlite:///{directory / 'coordinator.sqlite'}"]
         args += ["--host", swarm.network.bind_host, "--port", str(swarm.coordinator_port)]
         args += ["--port-file", str(port_file)]
-        args += [
-            "--storage-dir",
-            str(directory / "storage"),
-            "--config",
-            str(swarm.rundir.root / "config.json"),
-        ]
+        args += ["--storage-dir", str(directory / "storage"), "--config", str(settings_file)]
         return swarm.group.start("coordinator", args, env={ADMIN_TOKEN_ENV: swarm.admin_token})
 
     directory.mkdir(parents=True, exist_ok=True)
+    settings_file.write_text(operator_settings(swarm).model_dump_json(indent=2))
     swarm.coordinator_port = swarm.network.coordinator_port
     process = swarm.start("coordinator", start)
     swarm.coordinator_port = int(wait_for_file(port_file, process))
     swarm.coordinator_url = swarm.network.coordinator_url(swarm.coordinator_port)
     _wait_healthy(swarm, process)
+
+
+def operator_settings(swarm: Swarm) -> CoordinatorConfig:
+    """The run's [coordinator] settings with the swarm's own relays named as the operator's (unless the config
+    names them): what the relays panel, the tree and the nodes table show first whatever keys join."""
+    settings = swarm.config.coordinator
+    if settings.operator_relays:
+        return settings
+    relays = [swarm.identity(f"relay-{index}").node_id for index in range(swarm.config.swarm.relays)]
+    return settings.model_copy(update={"operator_relays": relays})
 
 
 def restart_coordinator(swarm: Swarm) -> None:
