@@ -18,7 +18,8 @@ Arms, each with `--keys` attacker keys (one run each), in a fresh coordinator, a
 - inflate (6): keys proven by one honest file each hold every unit to its deadline, then submit junk.
 - squat+allow-list: the squat arm with the coordinator's `worker_allow_list` naming the honest keys only.
 
-In every arm an honest newcomer (1 s a unit) joins when the measured window opens and asks every tick.
+In every arm an honest newcomer (1 s a unit) joins when the measured window opens and asks every tick (after
+`--newcomer-load` seconds, its first policy's fetch and load; 0 by default).
 Printed per arm: steps/min over the window and its ratio to the anchor (goal >= 0.9), the newcomer's seconds to
 its first accepted file and its ratio to the anchor's (goal <= 2 with 100 squatting keys), the attacker keys
 refused for standing, the units they held at the end, and the longest deadline any attacker unit got.
@@ -114,12 +115,15 @@ class Actor:
 @dataclass
 class Honest(Actor):
     seconds: float = 1.0
+    ready_at: float = 0.0  # until then it fetches and loads its first policy: it heartbeats, leases nothing
     units: list = field(default_factory=list)
     busy_until: float = 0.0
     first_accepted: float | None = None
 
     def act(self, sim: Sim) -> None:
         self.beat(sim)
+        if sim.now < self.ready_at:
+            return
         if not self.units:
             self.units = self.lease(sim)
             self.busy_until = sim.now + self.seconds
@@ -208,7 +212,7 @@ def run_arm(arm: str, keys: int, args, root: Path) -> dict:
                 attackers.append(Attacker(node, how=kind, poll_s=args.poll, next_at=sim.now))
         for worker in workers:
             worker.beat_at = 0.0
-        newcomer = Honest(new_node(world, honest_ids[3]), seconds=1.0)
+        newcomer = Honest(new_node(world, honest_ids[3]), seconds=1.0, ready_at=sim.now + args.newcomer_load)
         start, steps_before = sim.now, len(sim.opened)
         wall = time.monotonic()
         while sim.now - start < args.window:
@@ -248,6 +252,13 @@ def main() -> None:
     parser.add_argument("--warmup-steps", type=int, default=12, help="steps before attackers join")
     parser.add_argument("--arms", default="junk,defect,squat,inflate,squat+allow-list")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--newcomer-load",
+        type=float,
+        default=0.0,
+        help="simulated seconds the newcomer takes to fetch and load its first policy before it leases (issue "
+        "57's anchor in the demo swarm: 19-26 s); its time to a first accepted file counts them",
+    )
     args = parser.parse_args()
     random.seed(args.seed)
     counts = [int(k) for k in args.keys.split(",")]
