@@ -230,8 +230,8 @@ def _start_relays(swarm: Swarm, origin_url: str, trainer_key: str) -> None:
     """The swarm's relays, each mirroring the origin and reporting to the coordinator; returns once each has
     written the URL it serves (a restarted relay takes the same port)."""
     config = swarm.config
-    for index in range(config.swarm.relays):
-        name, url_file = f"relay-{index}", swarm.swarm_dir / f"relay-{index}.url"
+    for index, name in enumerate(relay_names(config.swarm.relays)):
+        url_file = swarm.swarm_dir / f"{name}.url"
         url_file.unlink(missing_ok=True)
         relay_args = ["relay", "--upstream", origin_url, "--trainer-public-key", trainer_key]
         relay_args += ["--data-dir", str(swarm.swarm_dir / name), "--url-file", str(url_file)]
@@ -271,6 +271,11 @@ def validator_names(count: int) -> list[str]:
     return ["validator"] if count == 1 else [f"validator-{i}" for i in range(count)]
 
 
+def relay_names(count: int) -> list[str]:
+    """The relays' role names, which also name their key files (the operator's relays are read from them)."""
+    return [f"relay-{i}" for i in range(count)]
+
+
 def _starter(
     swarm: Swarm, name: str, args: list[str], module: str = "swarmrl.cli"
 ) -> Callable[[], RoleProcess]:
@@ -285,7 +290,6 @@ def _start_coordinator(swarm: Swarm) -> None:
     """On restart the coordinator takes the port it had, so nodes find it again at the same URL."""
     directory = swarm.rundir.root / "coordinator"
     port_file = directory / "port"
-
     settings_file = directory / "coordinator.json"
 
     def start() -> RoleProcess:
@@ -311,7 +315,7 @@ def operator_settings(swarm: Swarm) -> CoordinatorConfig:
     settings = swarm.config.coordinator
     if settings.operator_relays:
         return settings
-    relays = [swarm.identity(f"relay-{index}").node_id for index in range(swarm.config.swarm.relays)]
+    relays = [swarm.identity(name).node_id for name in relay_names(swarm.config.swarm.relays)]
     return settings.model_copy(update={"operator_relays": relays})
 
 
