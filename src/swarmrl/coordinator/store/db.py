@@ -285,19 +285,13 @@ class RelayState(Base):
 
 
 def _create_tables(op: Operations, tables: list[Table]) -> None:
-    """op.create_table, then its indexes, for each of `tables` the database lacks (a half-applied upgrade
-    re-runs: a table already there gets the indexes it lacks)."""
-    found = inspect(op.get_bind())
-    have = set(found.get_table_names())
+    """op.create_table for each of `tables` the database lacks, then the indexes it lacks (a half-applied
+    upgrade re-runs: a table already there gets the indexes it lacks)."""
+    have = set(inspect(op.get_bind()).get_table_names())
     for wanted in tables:
-        indexes = sorted(wanted.indexes, key=lambda index: str(index.name))
-        if wanted.name in have:
-            named = {index["name"] for index in found.get_indexes(wanted.name)}
-            indexes = [index for index in indexes if index.name not in named]
-        else:
+        if wanted.name not in have:
             op.invoke(CreateTableOp.from_table(wanted))
-        for index in indexes:
-            op.invoke(CreateIndexOp.from_index(index))
+        _create_indexes(op, tuple(sorted(wanted.indexes, key=lambda index: str(index.name))))
 
 
 def _add_columns(op: Operations, table: str, names: list[str]) -> None:
