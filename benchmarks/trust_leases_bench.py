@@ -162,13 +162,6 @@ class Attacker(Actor):
             self.junked, self.units = True, []
 
 
-def new_node(world: ClockedCoordinator, identity: Identity | None = None):
-    node = world.client(identity or Identity.generate())
-    node.register()
-    node.join("r", world.contract)
-    return node
-
-
 def prove(sim: Sim, node) -> None:
     """One honest file, judged and accepted: the key is proven (opening steps as they fill)."""
     while True:
@@ -192,7 +185,7 @@ def run_arm(arm: str, keys: int, args, root: Path) -> dict:
     try:
         sim = Sim(world, demand=args.demand)
         workers = [
-            Honest(new_node(world, ident), seconds=s)
+            Honest(world.node(identity=ident), seconds=s)
             for ident, s in zip(honest_ids, (1.0, 1.0, 3.0), strict=False)
         ]
         while len(sim.opened) < args.warmup_steps:
@@ -202,7 +195,7 @@ def run_arm(arm: str, keys: int, args, root: Path) -> dict:
             how = arm.split("+")[0]
             for i in range(keys):
                 try:
-                    node = new_node(world)
+                    node = world.node()
                 except CoordinatorError as exc:
                     assert exc.kind == "not_allowed", exc
                     continue
@@ -212,7 +205,9 @@ def run_arm(arm: str, keys: int, args, root: Path) -> dict:
                 attackers.append(Attacker(node, how=kind, poll_s=args.poll, next_at=sim.now))
         for worker in workers:
             worker.beat_at = 0.0
-        newcomer = Honest(new_node(world, honest_ids[3]), seconds=1.0, ready_at=sim.now + args.newcomer_load)
+        newcomer = Honest(
+            world.node(identity=honest_ids[3]), seconds=1.0, ready_at=sim.now + args.newcomer_load
+        )
         start, steps_before = sim.now, len(sim.opened)
         wall = time.monotonic()
         while sim.now - start < args.window:

@@ -65,9 +65,7 @@ def honest_members(world: ClockedCoordinator, relay_identity: Identity):
     """A proven worker and the operator's relay, reporting."""
     worker = world.node()
     accept(world.validator, leased_submit(worker, "r", b"the worker's first file"))
-    relay = world.client(relay_identity)
-    relay.register()
-    relay.join("r", world.contract, role="relay")
+    relay = world.node(role="relay", identity=relay_identity)
     relay.heartbeat("r", relay=RELAY_REPORT)
     return worker, relay
 

@@ -342,11 +342,11 @@ class ClockedCoordinator:
 
         return role.at(self.url, identity, clock=self.clock, retry=NO_RETRY, **kw)
 
-    def node(self, role: str = "worker"):
-        """A registered member of the run (a worker, or a relay)."""
+    def node(self, role: str = "worker", identity=None):
+        """A registered member of the run (a worker, or a relay), under `identity` or a new one."""
         from swarmrl.identity import Identity
 
-        node = self.client(Identity.generate())
+        node = self.client(identity or Identity.generate())
         node.register()
         node.join(self.run_id, self.contract, role=role)
         return node
