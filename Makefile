@@ -53,14 +53,13 @@ browser-deps:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 	    echo "chromium/chromium-driver could not be installed: the dashboard browser test will fail saying so"; }
 
-# Tests run on parallel workers (pytest-xdist), one more than the cores: about a quarter of the suite's time
-# waits on processes starting, servers and sockets, not the CPU (2 cores: 1.5-1.6 busy on average), so a third
-# worker fills it (2026-12-06, 2 cores: 461 s against 545 s with two). Each worker starts with a contiguous share
-# of the suite (a module's fixtures, a built model or a prepared run, are mostly made once) and, once it runs
-# out, takes half of what another has left (worksteal), so no worker idles while one still holds a queue. Tests
-# that start processes bind OS-chosen ports and network namespaces of their own. TEST_WORKERS=0 runs
-# everything here.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# Tests run on parallel workers (pytest-xdist), one per core. Each starts with a contiguous share of the suite
+# (a module's fixtures, a built model or a prepared run, are mostly made once) and, once it runs out, takes half
+# of what another has left (worksteal), so no worker idles while one still holds a queue (2026-12-06, 2 cores:
+# 545 s against 565 s with `--dist load`). A third worker on 2 cores was faster still (461 s) but left tests
+# that time the emulated WAN from user space too little CPU: they failed in two of four runs. Tests that start
+# processes bind OS-chosen ports and network namespaces of their own. TEST_WORKERS=0 runs everything here.
+TEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal
 
 # The WAN emulator (`demo --wan`, README: "The swarm across an emulated WAN"): network namespaces, HTB rates (`ip`,
