@@ -15,11 +15,16 @@ Arms, each with `--keys` attacker keys (one run each), in a fresh coordinator, a
 - junk (3): keys proven by one honest file each lease and submit junk at once, every `--poll` seconds.
 - defect (4): keys proven by one honest file each lease all they may and deliver nothing.
 - squat (5): fresh keys poll for units and hold them (half first submit one junk file: "measured", woken first).
+  Once a pool unit lapsed or was rejected, each unit of the unproven pool needs a proof-of-work ticket: the
+  keys share `--attacker-cores` cores of hashing (0 by default: keys, no compute, as the red team had), and the
+  newcomer solves its own on one core. A ticket is solved for real at BENCH_BITS and costs the simulated
+  seconds one core of this machine takes at the coordinator's default bits (`--ticket-s`, measured at start).
 - inflate (6): keys proven by one honest file each hold every unit to its deadline, then submit junk.
 - squat+allow-list: the squat arm with the coordinator's `worker_allow_list` naming the honest keys only.
 
 In every arm an honest newcomer (1 s a unit) joins when the measured window opens and asks every tick (after
-`--newcomer-load` seconds, its first policy's fetch and load; 0 by default).
+`--newcomer-load` seconds, its first policy's fetch and load; 0 by default; `--pool-ticket-bits 0` turns
+tickets off).
 Printed per arm: steps/min over the window and its ratio to the anchor (goal >= 0.9), the newcomer's seconds to
 its first accepted file and its ratio to the anchor's (goal <= 2 with 100 squatting keys), the attacker keys
 refused for standing, the units they held at the end, and the longest deadline any attacker unit got.
@@ -31,17 +36,21 @@ from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from swarmrl.configs.coordinator import CoordinatorConfig
+from swarmrl.coordinator.api import POOL_TICKET_DOMAIN
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
+from swarmrl.tickets import solve_ticket
 from swarmrl_lab.coordinator_double import ClockedCoordinator
 
 BEAT_S = 5.0
+BENCH_BITS = 10  # what the coordinator checks here; what a ticket costs is --ticket-s of simulated time
 CONFIG = dict(
     default_step_units=8,
     lease_slack_units=1,
@@ -60,6 +69,9 @@ class Sim:
 
     world: ClockedCoordinator
     demand: int
+    ticket_s: float  # simulated seconds one core takes to solve a ticket at the coordinator's default bits
+    attacker_cores: float = 0.0
+    hashed: float = 0.0  # tickets the attackers' cores have solved and not spent
     files: int = 0
     opened: list[float] = field(default_factory=list)
 
@@ -97,6 +109,8 @@ class Actor:
     node: object
     beat_at: float = 0.0
     out: str | None = None  # the refusal that ended it
+    ticket: object = None  # solved for its next unit of the unproven pool
+    tickets: int = 0
 
     def beat(self, sim: Sim) -> None:
         if sim.now >= self.beat_at:
@@ -105,11 +119,24 @@ class Actor:
 
     def lease(self, sim: Sim) -> list:
         try:
-            return list(self.node.lease_work("r").units)
+            units = list(self.node.lease_work("r", pool_ticket=self.ticket).units)
         except CoordinatorError as exc:
-            if exc.kind != "step_full":
+            if exc.kind == "pool_ticket_needed":
+                self.ticket = None
+                self.need_ticket(sim)
+            elif exc.kind != "step_full":
                 self.out = exc.kind
             return []
+        if units:
+            self.ticket = None
+        return units
+
+    def need_ticket(self, sim: Sim) -> None:
+        raise NotImplementedError
+
+    def solve(self) -> None:
+        self.ticket = self.node.solve_pool_ticket("r")
+        self.tickets += 1
 
 
 @dataclass
@@ -119,6 +146,11 @@ class Honest(Actor):
     units: list = field(default_factory=list)
     busy_until: float = 0.0
     first_accepted: float | None = None
+
+    def need_ticket(self, sim: Sim) -> None:
+        """It hashes on its own core, busy until then."""
+        self.solve()
+        self.ready_at = sim.now + sim.ticket_s
 
     def act(self, sim: Sim) -> None:
         self.beat(sim)
@@ -141,6 +173,12 @@ class Attacker(Actor):
     units: list = field(default_factory=list)
     junked: bool = False
     longest_deadline: float = 0.0
+
+    def need_ticket(self, sim: Sim) -> None:
+        """A ticket from the attackers' shared cores, if they have solved one."""
+        if sim.hashed >= 1.0:
+            sim.hashed -= 1.0
+            self.solve()
 
     def act(self, sim: Sim) -> None:
         if self.out is not None:
@@ -178,12 +216,12 @@ def prove(sim: Sim, node) -> None:
 
 def run_arm(arm: str, keys: int, args, root: Path) -> dict:
     honest_ids = [Identity.generate() for _ in range(4)]  # three workers and the newcomer
-    config = dict(CONFIG)
+    config = dict(CONFIG, lease_pool_ticket_bits=BENCH_BITS if args.pool_ticket_bits else 0)
     if arm == "squat+allow-list":
         config["worker_allow_list"] = [i.node_id for i in honest_ids]
     world = ClockedCoordinator(root / f"{arm}-{keys}", CoordinatorConfig(**config))
     try:
-        sim = Sim(world, demand=args.demand)
+        sim = Sim(world, demand=args.demand, ticket_s=args.ticket_s, attacker_cores=args.attacker_cores)
         workers = [
             Honest(world.node(identity=ident), seconds=s)
             for ident, s in zip(honest_ids, (1.0, 1.0, 3.0), strict=False)
@@ -224,6 +262,7 @@ def run_arm(arm: str, keys: int, args, root: Path) -> dict:
             "refused": sum(1 for a in attackers if a.out == "poor_standing"),
             "held": held,
             "longest_deadline": max((a.longest_deadline for a in attackers), default=0.0),
+            "tickets": sum(a.tickets for a in attackers),
             "wall_s": time.monotonic() - wall,
         }
     finally:
@@ -234,6 +273,7 @@ def tick(sim: Sim, actors: list, seconds: float) -> None:
     """Every actor acts once, in a fresh random order (no one wins every race), then the clock moves on."""
     for actor in random.sample(actors, len(actors)):
         actor.act(sim)
+    sim.hashed += sim.attacker_cores * seconds / sim.ticket_s
     sim.world.clock.advance(seconds)
 
 
@@ -254,12 +294,32 @@ def main() -> None:
         help="simulated seconds the newcomer takes to fetch and load its first policy before it leases (issue "
         "57's anchor in the demo swarm: 19-26 s); its time to a first accepted file counts them",
     )
+    parser.add_argument(
+        "--attacker-cores",
+        type=float,
+        default=0.0,
+        help="cores of hashing the attacker keys share for pool tickets (0: keys without compute)",
+    )
+    parser.add_argument(
+        "--pool-ticket-bits",
+        type=int,
+        default=CoordinatorConfig().lease_pool_ticket_bits,
+        help="the tickets' difficulty whose cost --ticket-s is measured at (0: no tickets, the rule off)",
+    )
+    parser.add_argument(
+        "--ticket-s", type=float, default=None, help="simulated seconds per ticket (default: measured here)"
+    )
     args = parser.parse_args()
+    if args.ticket_s is None:
+        args.ticket_s = ticket_seconds(args.pool_ticket_bits) if args.pool_ticket_bits else 1.0
+    print(
+        f"a pool ticket of {args.pool_ticket_bits} bits: {args.ticket_s:.2f} s of one core here", flush=True
+    )
     random.seed(args.seed)
     counts = [int(k) for k in args.keys.split(",")]
     print(
         f"{'arm':<18}{'keys':>5}{'steps/min':>11}{'ratio':>7}{'newcomer s':>12}{'ratio':>7}"
-        f"{'refused':>9}{'held':>6}{'max deadline s':>16}{'wall s':>8}",
+        f"{'refused':>9}{'held':>6}{'max deadline s':>16}{'tickets':>9}{'wall s':>8}",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="trust-bench-") as tmp:
@@ -270,6 +330,16 @@ def main() -> None:
                 print_row(run_arm(arm, keys, args, Path(tmp)), anchor)
 
 
+def ticket_seconds(bits: int, samples: int = 5) -> float:
+    """Median seconds this machine's one core takes to solve a ticket of `bits` (each a different challenge)."""
+    times = []
+    for i in range(samples):
+        started = time.perf_counter()
+        solve_ticket(POOL_TICKET_DOMAIN, ("r", "node", f"0-{i}"), bits)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def print_row(row: dict, anchor: dict) -> None:
     ratio = row["steps_per_min"] / anchor["steps_per_min"]
     came = row["newcomer_s"]
@@ -277,7 +347,7 @@ def print_row(row: dict, anchor: dict) -> None:
     print(
         f"{row['arm']:<18}{row['keys']:>5}{row['steps_per_min']:>11.1f}{ratio:>7.2f}"
         f"{'never' if came is None else f'{came:.1f}':>12}{came_ratio:>7}{row['refused']:>9}{row['held']:>6}"
-        f"{row['longest_deadline']:>16.1f}{row['wall_s']:>8.0f}",
+        f"{row['longest_deadline']:>16.1f}{row['tickets']:>9}{row['wall_s']:>8.0f}",
         flush=True,
     )
 

@@ -25,6 +25,7 @@ from fastapi import FastAPI
 from swarmrl.configs.connections import ConnectionLimits
 from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.coordinator import CoordinatorConfig
+from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.httpserve.guard import ConnectionGuard
 
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -292,9 +293,16 @@ def coordinator_backend(
 
 
 def leased_submit(client, run_id: str, data: bytes, *, rows: int = 1, tokens: int = 1):
-    """What a well-behaved node does for one file: lease a unit (or take the first it holds), upload `data` as
-    that unit's file and submit it. Returns the SubmissionInfo."""
-    unit = client.lease_work(run_id, max_units=1).units[0]
+    """What a well-behaved node does for one file: lease a unit (or take the first it holds; with a pool ticket
+    when the coordinator asks for one, as a worker does), upload `data` as that unit's file and submit it.
+    Returns the SubmissionInfo."""
+    try:
+        lease = client.lease_work(run_id, max_units=1)
+    except CoordinatorError as exc:
+        if exc.kind != "pool_ticket_needed":
+            raise
+        lease = client.lease_work(run_id, max_units=1, pool_ticket=client.solve_pool_ticket(run_id))
+    unit = lease.units[0]
     return client.upload_and_submit(run_id, unit.step, unit.batch_index, data, rows, tokens)
 
 

@@ -153,6 +153,21 @@ class CoordinatorConfig(BaseModel):
         description="while any proven node is alive, unproven nodes together hold at most this fraction of a "
         "step's units (at least one); the rest waits for proven nodes, shared among them alone",
     )
+    lease_pool_ticket_bits: int = Field(
+        22,
+        ge=0,
+        le=40,
+        description="while the unproven pool is contested (one of its units lapsed or was rejected within "
+        "lease_pool_ticket_window_s), a node without accepted work needs a proof-of-work ticket of this many "
+        "leading zero bits for each pool unit (about 2^bits SHA-256 hashes: 22 is a few seconds of one core), so "
+        "squatting costs compute per unit held, not a free key; 0: never",
+    )
+    lease_pool_ticket_window_s: float = Field(
+        600.0,
+        gt=0,
+        description="how long a pool unit that lapsed or was rejected keeps the unproven pool contested; also the "
+        "period a ticket's challenge is good for (it and the next), so tickets cannot be stocked up in advance",
+    )
     lease_trusted_files: int = Field(
         4,
         ge=0,

@@ -18,6 +18,8 @@ Count = Annotated[int, Field(ge=0, le=2**53)]
 CheckName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 BatchIndex = Annotated[int, Field(ge=0, le=2**31 - 1)]
 Units = Annotated[int, Field(ge=1, le=100_000)]
+TicketNonce = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z]{1,32}$")]
+PoolChallenge = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,15}-[0-9]{1,15}$")]
 SubmissionStatus = Literal["pending", "accepted", "rejected", "voided"]
 RunStatus = Literal["open", "draining", "drained"]
 UseOutcome = Literal["trained", "stale", "refused"]
@@ -168,6 +170,27 @@ class JoinRun(ContractCheck):
 MAX_LEASE_WAIT_S = 20.0
 
 
+class PoolTicket(Body):
+    """A proof of work for one unit of the unproven pool (`swarmrl.tickets`, domain POOL_TICKET_DOMAIN): a nonce
+    whose hash over (run, node, challenge) has the bits `PoolTicketChallenge` asked for."""
+
+    challenge: PoolChallenge
+    nonce: TicketNonce
+
+
+class PoolTicketChallenge(BaseModel):
+    challenge: str = Field(description="what the ticket binds: the node's next pool unit in this period")
+    bits: int = Field(description="leading zero bits the ticket's hash needs (about 2^bits hashes to solve)")
+
+
+POOL_TICKET_DOMAIN = "swarmrl-pool-ticket/1"
+
+
+def pool_ticket_bound(run_id: str, node_id: str, challenge: str) -> tuple[str, str, str]:
+    """What a pool ticket's hash covers: one node's next pool unit in one run and period."""
+    return (run_id, node_id, challenge)
+
+
 class LeaseRequest(Body):
     max_units: Units | None = Field(None, description="ask for at most this many units")
     policy_step: Step | None = Field(
@@ -181,6 +204,11 @@ class LeaseRequest(Body):
         le=MAX_LEASE_WAIT_S,
         description="when every step is full, how long the coordinator may hold the request for room (a step "
         "opening, its demand growing) before it answers step_full: the node hears at once, not at its next poll",
+    )
+    pool_ticket: PoolTicket | None = Field(
+        None,
+        description="a node without accepted work asks for a unit of the unproven pool with one while the pool is "
+        "contested (answered pool_ticket_needed: ask POST /v1/runs/{run_id}/pool-ticket for its challenge)",
     )
 
 

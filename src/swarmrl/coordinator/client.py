@@ -25,6 +25,7 @@ import httpx
 
 from swarmrl.configs.contract import ContractMismatch, ContractSection
 from swarmrl.coordinator.api import (
+    POOL_TICKET_DOMAIN,
     HeartbeatAck,
     LedgerView,
     MemberInfo,
@@ -33,6 +34,8 @@ from swarmrl.coordinator.api import (
     NodeWork,
     Ok,
     OutcomeReceipt,
+    PoolTicket,
+    PoolTicketChallenge,
     RunCreated,
     RunState,
     RunSummary,
@@ -46,10 +49,12 @@ from swarmrl.coordinator.api import (
     ValidationLease,
     VerdictInfo,
     WorkLease,
+    pool_ticket_bound,
 )
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.transport import SignedTransport
 from swarmrl.identity import Identity
+from swarmrl.tickets import solve_ticket
 
 Client = TypeVar("Client", bound="RoleClient")
 
@@ -269,13 +274,33 @@ class NodeClient(MemberClient):
         max_units: int | None = None,
         policy_step: int | None = None,
         wait_s: float = 0.0,
+        pool_ticket: PoolTicket | None = None,
     ) -> WorkLease:
         """The units this node holds, or new ones of the open step (or, for a node holding its policy,
         `policy_step`, of the step after it once the open step's are all out); refused with step_full,
         run_draining or poor_standing when there is no work for it (step_full after up to `wait_s` seconds of
-        waiting for room at the coordinator)."""
-        body = {"max_units": max_units, "policy_step": policy_step, "wait_s": wait_s}
+        waiting for room at the coordinator), and with pool_ticket_needed when a node without accepted work
+        needs a ticket (`solve_pool_ticket`)."""
+        body = {
+            "max_units": max_units,
+            "policy_step": policy_step,
+            "wait_s": wait_s,
+            "pool_ticket": None if pool_ticket is None else pool_ticket.model_dump(),
+        }
         return self.transport.call(WorkLease, "POST", f"/v1/runs/{run_id}/leases", json_body=body)
+
+    def pool_ticket_challenge(self, run_id: str) -> PoolTicketChallenge:
+        return self.transport.call(
+            PoolTicketChallenge, "POST", f"/v1/runs/{run_id}/pool-ticket", json_body={}
+        )
+
+    def solve_pool_ticket(self, run_id: str) -> PoolTicket:
+        """A ticket for this node's next unit of the unproven pool: about 2^bits hashes of this machine's time."""
+        asked = self.pool_ticket_challenge(run_id)
+        bound = pool_ticket_bound(run_id, self.node_id, asked.challenge)
+        return PoolTicket(
+            challenge=asked.challenge, nonce=solve_ticket(POOL_TICKET_DOMAIN, bound, asked.bits)
+        )
 
     def request_upload(
         self, run_id: str, step: int, batch_index: int, sha256: str, size_bytes: int

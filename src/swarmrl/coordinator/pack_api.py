@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field
 
-from swarmrl.coordinator.api import Body, Count, RowId, Sha256Hex, Step
+from swarmrl.coordinator.api import Body, Count, RowId, Sha256Hex, Step, TicketNonce
 from swarmrl.tasks.packs.report import AdmissionReport
 
 PackStatus = Literal["pending", "checking", "probation", "measuring", "admitted", "refused", "retired"]
 Stage = Literal["check", "measure"]
-TicketNonce = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z]{1,32}$")]
 PackRowIndex = Annotated[int, Field(ge=0, le=1_000_000)]
 Score = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None
 MAX_FILE_COMPLETIONS = 65_536  # of one pack in one file: rows × group size, far above any unit's

@@ -26,7 +26,7 @@ import torch
 from swarmrl.configs import RunConfig
 from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.engine import EngineConfig
-from swarmrl.coordinator.api import WorkLease, WorkUnitInfo
+from swarmrl.coordinator.api import PoolTicket, WorkLease, WorkUnitInfo
 from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.pack_client import community_tasks
@@ -312,6 +312,7 @@ class WorkerNode:
     submitted: int = 0
     draining: bool = False
     full_streak: int = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
+    pool_ticket: PoolTicket | None = None  # solved for the next unit of a contested unproven pool
 
     @classmethod
     def assemble(cls, config: RunConfig, options: NodeOptions, feed: PolicyFeed) -> WorkerNode:
@@ -366,9 +367,19 @@ class WorkerNode:
         wait_s = self.options.poll_seconds * MAX_BACKOFF
         try:
             lease = self.client.lease_work(
-                self.options.run_id, policy_step=self.policy.newest(), wait_s=wait_s
+                self.options.run_id,
+                policy_step=self.policy.newest(),
+                wait_s=wait_s,
+                pool_ticket=self.pool_ticket,
             )
         except CoordinatorError as exc:
+            if exc.kind == "pool_ticket_needed":
+                try:
+                    self.solve_pool_ticket()
+                except CoordinatorError as refusal:
+                    self.notices.failure(refusal.kind, f"no pool ticket: {refusal}")
+                    self.options.stop.wait(self.options.poll_seconds)
+                return None
             if exc.kind == "run_draining":
                 log.info("the run is draining: no more work")
                 self.draining = True
@@ -391,7 +402,20 @@ class WorkerNode:
             self.options.stop.wait(pause)
             return None
         self.full_streak = 0
+        if lease.units:
+            self.pool_ticket = (
+                None  # it bought a unit, or was not needed: the next unit's needs a new challenge
+            )
         return lease
+
+    def solve_pool_ticket(self) -> None:
+        """Until its first file is accepted a node shares the unproven pool with every fresh key; while keys
+        squat on it, each unit of it costs a proof of work (seconds of one core, once per unit)."""
+        started = time.monotonic()
+        self.pool_ticket = self.client.solve_pool_ticket(self.options.run_id)
+        self.log_book.count("pool_tickets_solved")
+        log.info("the pool for nodes without accepted work is contested: solved its ticket in %.1fs",
+                 time.monotonic() - started)  # fmt: skip
 
     def answer(self, unit: WorkUnitInfo, unit_seconds: float) -> bool:
         """Generate, sign, upload and submit one unit; False when the rest of the lease must wait (no policy

@@ -25,7 +25,12 @@ from swarmrl.trainer.swarm_source import AcceptedSubmissions
 from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
 
 HUGE = 2**53
-BASE = dict(default_step_units=100, uploads_per_hour=10_000, requests_per_minute=100_000)
+BASE = dict(
+    default_step_units=100,
+    uploads_per_hour=10_000,
+    requests_per_minute=100_000,
+    lease_pool_ticket_bits=8,  # keys pay for pool units once the pool is contested: cheaply here (this file is
+)  # about credit; what tickets cost an attacker is test_pool_tickets.py's)
 
 
 @pytest.fixture

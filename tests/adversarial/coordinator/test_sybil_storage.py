@@ -29,7 +29,8 @@ BASE = dict(
     lease_ahead_steps=0,
     hard_rejects_before_ban=1,
     spot_check_fraction=1.0,
-)
+    lease_pool_ticket_bits=8,  # keys pay for pool units once the pool is contested: cheaply here (this file is
+)  # about room; what tickets cost an attacker is test_pool_tickets.py's)
 
 
 @pytest.fixture

@@ -137,10 +137,13 @@ def test_a_low_trust_nodes_lease_grows_with_its_accepted_work(make_world):
 
 @pytest.mark.slow  # a hundred keys, fifty rounds
 def test_a_fresh_key_that_squats_on_a_pool_unit_is_worse_off_than_a_fresh_key(make_world):
-    """Attack 5: an unproven key that lets its pool unit lapse is refused for good, so a hundred squatting keys
-    delay an honest newcomer by at most one short deadline per pool unit each, and its unit's deadline is the
-    slowest proven node's, not the 270 s guess."""
-    world = make_world(lease_initial_unit_s=120.0, lease_target_s=300.0, lease_grace_s=5.0)
+    """Attack 5 with pool tickets off (`lease_pool_ticket_bits` = 0; with them, test_pool_tickets.py): an unproven
+    key that lets its pool unit lapse is refused for good, so a hundred squatting keys delay an honest newcomer
+    by at most one short deadline per pool unit each, and its unit's deadline is the slowest proven node's, not
+    the 270 s guess."""
+    world = make_world(
+        lease_initial_unit_s=120.0, lease_target_s=300.0, lease_grace_s=5.0, lease_pool_ticket_bits=0
+    )
     proven = node_with(world, 4, seconds=4.0)  # measured at 4 s a unit
     squatters = [world.node() for _ in range(100)]
     newcomer = world.node()

@@ -14,7 +14,8 @@ from swarmrl.tasks.packs.mix import (
     unit_draw,
     unit_pack,
 )
-from swarmrl.tasks.packs.ticket import leading_zero_bits, solve_ticket, ticket_hash, ticket_ok
+from swarmrl.tasks.packs.ticket import solve_ticket, ticket_hash, ticket_ok
+from swarmrl.tickets import leading_zero_bits
 
 CONFIG = CommunityTasksConfig(accept=True, max_share=0.25, per_author_cap=0.1, probation_share=0.1)
 

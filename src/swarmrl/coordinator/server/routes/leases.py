@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import (
     LeaseRequest,
+    PoolTicketChallenge,
     RunId,
     ValidationLease,
     ValidationLeaseRequest,
@@ -28,7 +29,7 @@ from swarmrl.coordinator.api import (
     WorkUnitInfo,
 )
 from swarmrl.coordinator.errors import ConflictError, ForbiddenError
-from swarmrl.coordinator.rules import leases
+from swarmrl.coordinator.rules import leases, pool_tickets
 from swarmrl.coordinator.seeds import task_seed
 from swarmrl.coordinator.server.access import active_member, get_run, require_validator
 from swarmrl.coordinator.server.auth import Caller, SignedCaller, state_of
@@ -91,7 +92,7 @@ def _unit_seconds(state: ServiceState, run_id: str, node_id: str) -> float | Non
 
 
 def _lease(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -> WorkLease:
-    held = _held(state, run_id, node_id, body.policy_step)
+    held = _held(state, run_id, node_id, body)
     if held is not None:  # the common answer, read-only: no lock, no write
         return held
     with state.lease_lock:
@@ -124,11 +125,12 @@ def _answer(
     )
 
 
-def _held(state: ServiceState, run_id: str, node_id: str, policy_step: int | None) -> WorkLease | None:
+def _held(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -> WorkLease | None:
     """The node's live units (not past their deadline, step still inside the window), if it holds any. A node
     that holds none and would be refused is refused here too, without the grant's lock: a hundred polling keys
     cost reads, not a queue in front of the nodes that get work (while the last sweep of lapsed units is
-    recent: a refusal must not stand on units a sweep would free)."""
+    recent: a refusal must not stand on units a sweep would free; a node without accepted work that brings no
+    ticket to a contested pool, at once)."""
     now = state.clock()
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id)
@@ -138,13 +140,15 @@ def _held(state: ServiceState, run_id: str, node_id: str, policy_step: int | Non
         )
         if units:
             return _answer(run, member, units, state.config)
+        if body.pool_ticket is None and leases.trust_tier(member, state.config) == leases.UNPROVEN:
+            _pool_ticket_checked(session, run_id, node_id, body, state.config, now)
         if now - state.units_swept_at.get(run_id, float("-inf")) < SWEEP_EVERY_S:
             _may_lease(session, run, member, state.config)
             _first_room(
                 member,
                 run,
                 lambda step: _recent_room(state, session, run, now, step),
-                policy_step,
+                body.policy_step,
                 state.config,
             )
         return None
@@ -164,12 +168,15 @@ def _recent_room(state: ServiceState, session: Session, run: Run, now: float, st
 def _grant(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -> WorkLease:
     config = state.config
     now = state.clock()
+    if now - state.units_swept_at.get(run_id, float("-inf")) >= SWEEP_EVERY_S:
+        # Its own transaction: a refusal below rolls its own back, and the refusals that stand on this sweep
+        # for the next second (`_held`) must see what it expired.
+        with state.sessions() as session, session.begin():
+            leases.expire_lapsed(session, run_id, config, now)
+        state.units_swept_at[run_id] = now
     with state.sessions() as session, session.begin():
         run = get_run(session, run_id, for_update=True)
         member = active_member(session, run_id, node_id, config, now)
-        if now - state.units_swept_at.get(run_id, float("-inf")) >= SWEEP_EVERY_S:
-            leases.expire_lapsed(session, run_id, config, now)
-            state.units_swept_at[run_id] = now
         held = leases.held_units(
             session, run_id, node_id, now=now, oldest_step=run.current_step - run.async_level
         )
@@ -183,6 +190,8 @@ def _grant(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -
             body.policy_step,
             config,
         )
+        if leases.trust_tier(member, config) == leases.UNPROVEN:
+            _pool_ticket_checked(session, run_id, node_id, body, config, now)
         size = min(room_size, body.max_units or config.lease_max_units)
         size = min(size, leases.lease_size(member.unit_seconds, standing, config))
         if body.policy_step is not None and size > 1:
@@ -198,6 +207,38 @@ def _grant(state: ServiceState, run_id: str, node_id: str, body: LeaseRequest) -
         state.metrics.units_leased.inc(len(held))
         state.step_rooms.pop(run_id, None)
         return _answer(run, member, held, config)
+
+
+def _pool_ticket_checked(
+    session: Session, run_id: str, node_id: str, body: LeaseRequest, config: CoordinatorConfig, now: float
+) -> None:
+    """A unit of the unproven pool, while it is contested, only for a valid ticket (`pool_tickets`)."""
+    if not pool_tickets.contested(session, run_id, config, now):
+        return
+    problem = pool_tickets.ticket_problem(session, run_id, node_id, body.pool_ticket, config, now)
+    if problem is not None:
+        raise ConflictError(
+            f"the pool of units for nodes without accepted work is contested (a unit of it lapsed or was rejected "
+            f"lately): a unit of it needs a proof-of-work ticket of {config.lease_pool_ticket_bits} bits, and this "
+            f"request's does not do ({problem}); ask POST /v1/runs/{run_id}/pool-ticket for a challenge",
+            kind="pool_ticket_needed",
+        )
+
+
+@router.post("/v1/runs/{run_id}/pool-ticket", response_model=PoolTicketChallenge, tags=["work"])
+async def pool_ticket_challenge(run_id: RunId, request: Request, who: SignedCaller) -> PoolTicketChallenge:
+    """What this node's ticket for its next unit of the unproven pool must bind, and how many bits it needs."""
+    node_id = who.require_node()
+    state = state_of(request)
+    return await run_in_threadpool(_challenge, state, run_id, node_id)
+
+
+def _challenge(state: ServiceState, run_id: str, node_id: str) -> PoolTicketChallenge:
+    now = state.clock()
+    with state.sessions() as session:
+        get_run(session, run_id)
+        active_member(session, run_id, node_id, state.config, now)
+        return pool_tickets.challenge(session, run_id, node_id, state.config, now)
 
 
 def _may_lease(session: Session, run: Run, member: Membership, config: CoordinatorConfig) -> leases.Standing:
