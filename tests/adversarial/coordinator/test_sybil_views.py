@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from swarmrl.coordinator.status import summary_view
@@ -82,5 +83,16 @@ def test_a_view_says_what_it_left_out(clocked):
     summary = world.admin.reads.summary("r")
     assert [n.node_id for n in summary.nodes] == [relay.node_id, worker.node_id, cheater.node_id]
     assert summary.nodes_left_out == {"never-proven": GROUND}
+    listed = httpx.get(f"{world.url}/v1/runs/r/nodes")
+    assert [m["node_id"] for m in listed.json()] == [relay.node_id, worker.node_id, cheater.node_id]
+    assert listed.headers["X-Left-Out"] == f"never-proven={GROUND}"
+    series = {  # one node_work series per node with accepted work; the rest counted, not listed
+        (sample.labels.get("node"), sample.value)
+        for family in text_string_to_metric_families(httpx.get(f"{world.url}/metrics").text)
+        for sample in family.samples
+        if sample.name.startswith("swarmrl_coordinator_node_work")
+    }
+    assert {node for node, _ in series} == {worker.node_id, None}
+    assert (None, GROUND + 2) in series  # the ground keys, the relay and the cheater
     assert len(summary.relays) == 3 and summary.relays[0].node_id == relay.node_id
     assert summary.relays_left_out == {"never-proven": FAKE_RELAYS - 2}

@@ -54,6 +54,11 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "a node's work in a run: units leased/expired, files generated .. trained",
         ("run", "node", "count"),
     ),
+    "swarmrl_coordinator_node_work_left_out": (
+        "members of a run without a file judged and accepted, left out of node_work (keys are free: a series "
+        "per key would let anyone grow every scrape without bound)",
+        ("run",),
+    ),
     "swarmrl_coordinator_node_credit_tokens": (
         "a node's credited tokens by ledger status",
         ("run", "node", "status"),
@@ -144,14 +149,17 @@ def run_metrics(session: Session, run: Run, config: CoordinatorConfig, now: floa
     units = step_work(session, run, run.current_step, config, now)
     for state in UNIT_STATES:
         out["swarmrl_coordinator_open_step_units"].append(((run_id, state), getattr(units, state)))
-    after = ""
-    while page := node_work(session, run_id, after_node=after, limit=PAGE):
+    after, proven, shown = "", max(1, config.lease_proven_files), 0
+    while page := node_work(session, run_id, after_node=after, limit=PAGE, judged_accepted=proven):
+        shown += len(page)
         for work in page:
             for count in NODE_COUNTS:
                 out["swarmrl_coordinator_node_work"].append(
                     ((run_id, work.node_id, count), getattr(work, count))
                 )
         after = page[-1].node_id
+    members = session.scalar(select(func.count()).select_from(Membership).where(Membership.run_id == run_id))
+    out["swarmrl_coordinator_node_work_left_out"].append(((run_id,), (members or 0) - shown))
     after = ""
     while balances := ledger.balances(session, run_id, after_node=after, limit=PAGE):
         for balance in balances:

@@ -54,10 +54,14 @@ def node_work(
     node_ids: list[str] | None = None,
     after_node: str = "",
     limit: int,
+    judged_accepted: int = 0,
 ) -> list[NodeWork]:
-    """Per-node counts for the run's members (paged by node id; `node_ids`: of these members alone)."""
+    """Per-node counts for the run's members (paged by node id; `node_ids`: of these members alone;
+    `judged_accepted`: of members with at least that many files judged and accepted)."""
     members = select(Membership.node_id, Membership.unit_seconds).where(
-        Membership.run_id == run_id, Membership.node_id > after_node
+        Membership.run_id == run_id,
+        Membership.node_id > after_node,
+        Membership.judged_accepted >= judged_accepted,
     )
     if node_id is not None:
         members = members.where(Membership.node_id == node_id)

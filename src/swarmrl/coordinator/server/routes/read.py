@@ -90,15 +90,24 @@ def get_step(run_id: RunId, step: Step, request: Request) -> StepInfo:
         return step_info(row)
 
 
+LEFT_OUT_HEADER = "X-Left-Out"
+
+
 @router.get("/v1/runs/{run_id}/nodes", response_model=list[MemberInfo])
 def list_members(
-    run_id: RunId, request: Request, health: Literal["healthy", "unhealthy", "dead"] | None = None
+    run_id: RunId,
+    request: Request,
+    response: Response,
+    health: Literal["healthy", "unhealthy", "dead"] | None = None,
 ) -> list[MemberInfo]:
+    """At most `list_limit` members, ranked by what keys cannot mint (the operator's relays, accepted work);
+    the X-Left-Out header says how many of each tier the list left out ("never-proven=9503, ...")."""
     state = state_of(request)
     now = state.clock()
     with state.sessions() as session:
         page = ranked_members(session, get_run(session, run_id), state.config, now, state.config.list_limit)
         infos = [member_info(m, now, state.config) for m in page.members]
+    response.headers[LEFT_OUT_HEADER] = ", ".join(f"{tier}={count}" for tier, count in page.left_out.items())
     return [m for m in infos if health is None or m.health == health]
 
 
