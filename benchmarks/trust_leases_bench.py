@@ -246,6 +246,11 @@ def run_arm(arm: str, keys: int, args, root: Path) -> dict:
         newcomer = Honest(
             world.node(identity=honest_ids[3]), seconds=1.0, ready_at=sim.now + args.newcomer_load
         )
+        if newcomer.node.pool_ticket_challenge(
+            "r"
+        ).required:  # solved while its policy loads, as a worker does
+            newcomer.solve()
+            newcomer.ready_at = max(newcomer.ready_at, sim.now + sim.ticket_s)
         start, steps_before = sim.now, len(sim.opened)
         wall = time.monotonic()
         while sim.now - start < args.window:

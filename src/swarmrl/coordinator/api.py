@@ -181,6 +181,10 @@ class PoolTicket(Body):
 class PoolTicketChallenge(BaseModel):
     challenge: str = Field(description="what the ticket binds: the node's next pool unit in this period")
     bits: int = Field(description="leading zero bits the ticket's hash needs (about 2^bits hashes to solve)")
+    required: bool = Field(
+        description="whether this node's next unit needs the ticket now (it has no accepted work and the pool is "
+        "contested): a node starting up solves it while its policy loads"
+    )
 
 
 POOL_TICKET_DOMAIN = "swarmrl-pool-ticket/1"

@@ -268,6 +268,7 @@ def run_node(config: RunConfig, options: NodeOptions, feed: PolicyFeed | None = 
         metrics = serve_metrics(
             config.metrics, worker_collector(node.log_book, node.policy), options.work_dir
         )
+        node.solve_pool_ticket_ahead()
         node.policy.load_first(options.stop)
         write_text_atomic(options.work_dir / "ready_at", f"{time.time()}\n")  # from now on it asks for work
         while not options.stop.is_set() and not node.done:
@@ -313,6 +314,7 @@ class WorkerNode:
     draining: bool = False
     full_streak: int = 0  # lease refusals in a row for a full step: back off, a thousand nodes ask
     pool_ticket: PoolTicket | None = None  # solved for the next unit of a contested unproven pool
+    ticket_ahead: threading.Thread | None = None  # solving one while the first policy loads
 
     @classmethod
     def assemble(cls, config: RunConfig, options: NodeOptions, feed: PolicyFeed) -> WorkerNode:
@@ -365,20 +367,14 @@ class WorkerNode:
         # Held at most a backed-off poll interval: a policy installed meanwhile (the next step's units need the
         # open step's) is in the next request no later than polling would have put it there.
         wait_s = self.options.poll_seconds * MAX_BACKOFF
+        ticket = self.pool_ticket
         try:
             lease = self.client.lease_work(
-                self.options.run_id,
-                policy_step=self.policy.newest(),
-                wait_s=wait_s,
-                pool_ticket=self.pool_ticket,
+                self.options.run_id, policy_step=self.policy.newest(), wait_s=wait_s, pool_ticket=ticket
             )
         except CoordinatorError as exc:
             if exc.kind == "pool_ticket_needed":
-                try:
-                    self.solve_pool_ticket()
-                except CoordinatorError as refusal:
-                    self.notices.failure(refusal.kind, f"no pool ticket: {refusal}")
-                    self.options.stop.wait(self.options.poll_seconds)
+                self.renew_pool_ticket(refused=ticket)
                 return None
             if exc.kind == "run_draining":
                 log.info("the run is draining: no more work")
@@ -402,11 +398,35 @@ class WorkerNode:
             self.options.stop.wait(pause)
             return None
         self.full_streak = 0
-        if lease.units:
-            self.pool_ticket = (
-                None  # it bought a unit, or was not needed: the next unit's needs a new challenge
-            )
+        if lease.units:  # it bought a unit, or was not needed: the next unit's needs a new challenge
+            self.pool_ticket = None
         return lease
+
+    def solve_pool_ticket_ahead(self) -> None:
+        """While its first policy loads, a node whose first unit will need a ticket solves it in a thread."""
+
+        def solve() -> None:
+            try:
+                if self.client.pool_ticket_challenge(self.options.run_id).required:
+                    self.solve_pool_ticket()
+            except CoordinatorError as exc:  # asked again, and said, when it leases
+                log.debug("no pool ticket ahead: %s", exc)
+
+        self.ticket_ahead = threading.Thread(target=solve, name="pool-ticket", daemon=True)
+        self.ticket_ahead.start()
+
+    def renew_pool_ticket(self, refused: PoolTicket | None) -> None:
+        """A ticket in place of `refused`: the one solved while the policy loaded, if it is another, or a new one."""
+        if self.ticket_ahead is not None:
+            self.ticket_ahead.join()
+            self.ticket_ahead = None
+            if self.pool_ticket is not None and self.pool_ticket != refused:
+                return
+        try:
+            self.solve_pool_ticket()
+        except CoordinatorError as exc:
+            self.notices.failure(exc.kind, f"no pool ticket: {exc}")
+            self.options.stop.wait(self.options.poll_seconds)
 
     def solve_pool_ticket(self) -> None:
         """Until its first file is accepted a node shares the unproven pool with every fresh key; while keys

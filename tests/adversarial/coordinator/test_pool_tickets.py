@@ -59,9 +59,14 @@ def contested(world: ClockedCoordinator):
 
 def test_an_uncontested_pool_asks_no_ticket_and_a_proven_node_never_does(make_world):
     world = make_world()
-    assert len(world.node().lease_work("r").units) == 1  # nobody abused the pool: a fresh key pays nothing
+    fresh = world.node()
+    assert not fresh.pool_ticket_challenge("r").required
+    assert len(fresh.lease_work("r").units) == 1  # nobody abused the pool: a fresh key pays nothing
     proven = contested(world)
-    assert refusal(lambda: world.node().lease_work("r")).kind == "pool_ticket_needed"
+    newcomer = world.node()
+    assert newcomer.pool_ticket_challenge("r").required
+    assert refusal(lambda: newcomer.lease_work("r")).kind == "pool_ticket_needed"
+    assert not proven.pool_ticket_challenge("r").required
     assert proven.lease_work("r").units  # accepted work: no ticket, whatever the pool's state
 
 
@@ -128,14 +133,12 @@ def test_squatting_keys_without_compute_hold_the_pool_for_one_deadline_then_none
     assert len(newcomer.lease_work("r", pool_ticket=newcomer.solve_pool_ticket("r")).units) == 1
 
 
-def test_a_worker_asked_for_a_ticket_solves_it_and_leases_with_it(make_world, tmp_path):
-    """The worker's own lease step (`WorkerNode.lease`), against the real service."""
-    world = make_world()
-    contested(world)
-    stop = threading.Event()
-    worker = WorkerNode(
-        config=None,  # type: ignore[arg-type]  # lease() reads options, policy, client, log book, notices
-        options=SimpleNamespace(run_id="r", poll_seconds=0.01, stop=stop),  # type: ignore[arg-type]
+def worker_node(world: ClockedCoordinator, tmp_path) -> WorkerNode:
+    """A worker's lease step (`WorkerNode.lease`) against the real service: what lease() reads is real (client,
+    log book, notices), the rest is not used."""
+    return WorkerNode(
+        config=None,  # type: ignore[arg-type]
+        options=SimpleNamespace(run_id="r", poll_seconds=0.01, stop=threading.Event()),  # type: ignore[arg-type]
         identity=None,  # type: ignore[arg-type]
         client=world.node(),
         async_level=2,
@@ -146,7 +149,30 @@ def test_a_worker_asked_for_a_ticket_solves_it_and_leases_with_it(make_world, tm
         log_book=WorkLog(tmp_path / "work.json"),
         notices=Notices(),
     )
+
+
+def test_a_worker_asked_for_a_ticket_solves_it_and_leases_with_it(make_world, tmp_path):
+    world = make_world()
+    contested(world)
+    worker = worker_node(world, tmp_path)
     assert worker.lease() is None and worker.pool_ticket is not None  # refused, then solved
     lease = worker.lease()
     assert lease is not None and len(lease.units) == 1 and worker.pool_ticket is None
     assert worker.log_book.counts["pool_tickets_solved"] == 1
+
+
+def test_a_starting_worker_solves_its_ticket_while_its_policy_loads(make_world, tmp_path):
+    world = make_world()
+    contested(world)
+    worker = worker_node(world, tmp_path)
+    worker.solve_pool_ticket_ahead()  # beside load_first, in run_node
+    assert worker.ticket_ahead is not None
+    worker.ticket_ahead.join(timeout=30.0)
+    lease = worker.lease()  # no refusal: its first ask carries the ticket
+    assert lease is not None and len(lease.units) == 1
+    assert worker.log_book.counts["pool_tickets_solved"] == 1
+    idle = worker_node(make_world(), tmp_path / "idle")
+    idle.solve_pool_ticket_ahead()  # an uncontested pool: nothing solved
+    assert idle.ticket_ahead is not None
+    idle.ticket_ahead.join(timeout=30.0)
+    assert idle.pool_ticket is None and idle.log_book.counts["pool_tickets_solved"] == 0

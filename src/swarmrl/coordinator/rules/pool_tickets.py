@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 
 from swarmrl.configs.coordinator import CoordinatorConfig
 from swarmrl.coordinator.api import POOL_TICKET_DOMAIN, PoolTicket, PoolTicketChallenge, pool_ticket_bound
-from swarmrl.coordinator.rules.leases import nodes_below
-from swarmrl.coordinator.store.db import WorkUnit
+from swarmrl.coordinator.rules.leases import UNPROVEN, nodes_below, trust_tier
+from swarmrl.coordinator.store.db import Membership, WorkUnit
 from swarmrl.tickets import ticket_ok
 
 
@@ -53,11 +53,14 @@ def units_ever_leased(session: Session, run_id: str, node_id: str) -> int:
 
 
 def challenge(
-    session: Session, run_id: str, node_id: str, config: CoordinatorConfig, now: float
+    session: Session, member: Membership, config: CoordinatorConfig, now: float
 ) -> PoolTicketChallenge:
-    leased = units_ever_leased(session, run_id, node_id)
+    """What the member's ticket for its next pool unit binds, and whether that unit needs one now."""
+    leased = units_ever_leased(session, member.run_id, member.node_id)
     return PoolTicketChallenge(
-        challenge=f"{period(now, config)}-{leased}", bits=config.lease_pool_ticket_bits
+        challenge=f"{period(now, config)}-{leased}",
+        bits=config.lease_pool_ticket_bits,
+        required=trust_tier(member, config) == UNPROVEN and contested(session, member.run_id, config, now),
     )
 
 

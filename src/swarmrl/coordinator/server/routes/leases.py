@@ -237,8 +237,8 @@ def _challenge(state: ServiceState, run_id: str, node_id: str) -> PoolTicketChal
     now = state.clock()
     with state.sessions() as session:
         get_run(session, run_id)
-        active_member(session, run_id, node_id, state.config, now)
-        return pool_tickets.challenge(session, run_id, node_id, state.config, now)
+        member = active_member(session, run_id, node_id, state.config, now)
+        return pool_tickets.challenge(session, member, state.config, now)
 
 
 def _may_lease(session: Session, run: Run, member: Membership, config: CoordinatorConfig) -> leases.Standing:
