@@ -14,8 +14,9 @@ from swarmrl.validator.service import verdict_of
 
 
 @pytest.mark.slow
-def test_directory_is_judged_once_and_tampering_is_named(tmp_path):
+def test_directory_is_judged_once_and_tampering_is_named(tmp_path, shared_sft):
     config = tiny_config(tmp_path, "run", "contract.async_level=4")
+    shared_sft(config)
     rundir = prepare_run(config)
     pregenerate(config, steps=2, batches=2)
     tampered = rundir.rollouts(1) / "pre-b0001.parquet"
