@@ -1,5 +1,5 @@
-"""Lets test packages share helpers (`from integration.spine.spine_helpers import ...`); runs the swarm-scale
-tests one at a time, and first.
+"""Lets test packages share helpers (`from integration.spine.spine_helpers import ...`) and SFT'd starting
+policies (`shared_sft`); runs the swarm-scale tests one at a time, and first.
 
 Tests marked `swarm` start a swarm, islands or DiLoCo replicas: many processes with deadlines. `make test` leaves
 them out and `make test-swarm` runs them in one process, one after another. Two at once on a 2-core machine
@@ -10,7 +10,9 @@ them works through them while the others share the rest of the suite.
 
 import fcntl
 import os
+import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,31 @@ def one_swarm_at_a_time(request, tmp_path_factory):
     with open(run_dir / "swarm.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+@pytest.fixture(scope="session")
+def shared_sft(tmp_path_factory) -> Callable:
+    """`shared_sft(config)` puts the starting policy of `config` into its run root's SFT cache, where
+    `prepare_run` reuses it, as it does an identical earlier config's. Many tests prepare a run whose SFT (the
+    same tiny model, tasks and steps) is not what they test; it is trained once per test run, by whichever
+    worker needs it first, instead of once per test (about 18 s each on 2 cores)."""
+    from swarmrl.launch.prepare import build_start_policy, sft_cache_key
+
+    shared = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        shared = shared.parent  # the workers' base directories share this one
+    shared = shared / "shared-sft"
+    shared.mkdir(exist_ok=True)
+
+    def seed_cache(config) -> None:
+        assert config.sft.cache, "prepare_run would not read the cache: prepare this run on its own"
+        name = f"sft-{sft_cache_key(config)}"
+        with open(shared / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            built = config.model_copy(deep=True)
+            built.run.root = shared
+            if not (shared / ".cache" / name / "config.json").is_file():
+                build_start_policy(built, shared / "policies" / name)
+        shutil.copytree(shared / ".cache" / name, config.run.root / ".cache" / name, dirs_exist_ok=True)
+
+    return seed_cache

@@ -11,7 +11,7 @@ STEPS = 6
 
 
 @pytest.fixture(scope="session")
-def pregenerated_run(tmp_path_factory):
+def pregenerated_run(tmp_path_factory, shared_sft):
     """A prepared run (SFT'd tiny policy) with rollouts for 4 steps, to copy into each test's own run dir."""
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("spine")
@@ -25,6 +25,7 @@ def pregenerated_run(tmp_path_factory):
         "trainer.optimizer_steps_per_policy_step=1",
         "loss.normalisation='constant'",
     )
+    shared_sft(config)
     prepare_run(config)
     pregenerate(config, STEPS, batches=4)
     return config

@@ -49,7 +49,7 @@ _ON_CUDA = [
         ),
     ],
 )
-def colocated_config(request, tmp_path_factory):
+def colocated_config(request, tmp_path_factory, shared_sft):
     torch.set_num_threads(1)
     config = tiny_config(
         tmp_path_factory.mktemp("colocated"),
@@ -64,6 +64,7 @@ def colocated_config(request, tmp_path_factory):
         "contract.async_level=0",
         "engine.kind='paged'",
     )
+    shared_sft(config)
     prepare_run(config)
     return config
 

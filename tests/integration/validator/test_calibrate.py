@@ -13,8 +13,9 @@ from swarmrl.validator.calibrate import ATTACKS, TOLERANCE_FLOOR, calibrate
 
 
 @pytest.mark.slow
-def test_calibration_separates_honest_settings_from_every_attack(tmp_path):
+def test_calibration_separates_honest_settings_from_every_attack(tmp_path, shared_sft):
     config = tiny_config(tmp_path, "calibrate")
+    shared_sft(config)
     policy = checkpoint_dir(prepare_run(config).checkpoints, 0)
     result = calibrate(
         policy,
