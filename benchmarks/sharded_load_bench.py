@@ -9,7 +9,8 @@ the sharded load (done first) and after the full load.
 
 builds a Qwen2.5-0.5B-shaped model cut to `--layers` layers and `--vocab` tokens (≈52M parameters with the
 defaults), saves it in bf16 (as checkpoints ship) and runs the ranks on it; `--checkpoint DIR` loads an existing
-directory instead. The test `tests/unit/trainer/test_trainer_sharded_load.py` runs it on a tiny model.
+directory instead, and several `--checkpoint`s are loaded one after another by the same ranks (one result per
+checkpoint and rank; a later checkpoint's peak RSS includes the earlier ones'). The test `tests/integration/trainer/test_trainer_sharded_load.py` runs it on tiny models.
 """
 
 from __future__ import annotations
@@ -26,7 +27,20 @@ from pathlib import Path
 RSS_UNIT = 1024  # ru_maxrss is in KiB on Linux
 
 
-def rank_main(checkpoint: Path, out: Path) -> None:
+def rank_main(checkpoints: list[Path], out: Path) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    results = [rank_result(checkpoint) for checkpoint in checkpoints]
+    (out / f"rank{dist.get_rank()}.json").write_text(json.dumps(results, indent=2))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def rank_result(checkpoint: Path) -> dict:
+    """This rank's sharded load of `checkpoint` against the full load, then shard."""
     import torch
     import torch.distributed as dist
 
@@ -35,8 +49,6 @@ def rank_main(checkpoint: Path, out: Path) -> None:
     from swarmrl.trainer.sharded_load import load_sharded
     from swarmrl.trainer.train import build_policy
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
     rank = dist.get_rank()
     device = torch.device("cpu")
     trainer = TrainerSection()
@@ -57,7 +69,8 @@ def rank_main(checkpoint: Path, out: Path) -> None:
         name for name, buffer in sharded_model.named_buffers() if not torch.equal(buffer, full_buffers[name])
     ]
     tied = sharded_model.get_input_embeddings().weight is sharded_model.get_output_embeddings().weight
-    result = {
+    return {
+        "checkpoint": str(checkpoint),
         "rank": rank,
         "world": dist.get_world_size(),
         "parameters": sum(p.numel() for p in sharded_model.parameters()),
@@ -70,9 +83,6 @@ def rank_main(checkpoint: Path, out: Path) -> None:
         "peak_rss_after_sharded_load": rss_sharded,
         "peak_rss_after_full_load": rss_full,
     }
-    (out / f"rank{rank}.json").write_text(json.dumps(result, indent=2))
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 def save_shaped(directory: Path, layers: int, vocab: int) -> Path:
@@ -93,8 +103,8 @@ def save_shaped(directory: Path, layers: int, vocab: int) -> Path:
     return directory
 
 
-def run_ranks(checkpoint: Path, ranks: int, timeout_s: float = 600) -> list[dict]:
-    """Start `ranks` gloo ranks on this script under torchrun; their per-rank results, rank order."""
+def run_ranks(checkpoints: list[Path], ranks: int, timeout_s: float = 600) -> list[dict]:
+    """Start `ranks` gloo ranks on this script under torchrun; their results, by checkpoint then rank."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch)
         command = [
@@ -105,7 +115,8 @@ def run_ranks(checkpoint: Path, ranks: int, timeout_s: float = 600) -> list[dict
             "--nproc-per-node",
             str(ranks),
         ]
-        command += [__file__, "--rank-run", "--checkpoint", str(checkpoint), "--results", str(out)]
+        command += [__file__, "--rank-run", "--results", str(out)]
+        command += [argument for checkpoint in checkpoints for argument in ("--checkpoint", str(checkpoint))]
         result = subprocess.run(
             command,
             capture_output=True,
@@ -115,7 +126,8 @@ def run_ranks(checkpoint: Path, ranks: int, timeout_s: float = 600) -> list[dict
         )
         if result.returncode != 0:
             raise RuntimeError(f"ranks failed ({result.returncode}):\n{result.stderr[-4000:]}")
-        return [json.loads((out / f"rank{r}.json").read_text()) for r in range(ranks)]
+        by_rank = [json.loads((out / f"rank{r}.json").read_text()) for r in range(ranks)]
+        return [by_rank[r][c] for c in range(len(checkpoints)) for r in range(ranks)]
 
 
 def main() -> None:
@@ -123,7 +135,12 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--vocab", type=int, default=24576)
-    parser.add_argument("--checkpoint", type=Path, help="an existing checkpoint directory (skips building)")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        action="append",
+        help="an existing checkpoint directory (skips building); repeat it to load several in turn",
+    )
     parser.add_argument("--out", type=Path, help="write the per-rank results as JSON")
     parser.add_argument("--rank-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--results", type=Path, help=argparse.SUPPRESS)
@@ -132,11 +149,11 @@ def main() -> None:
         rank_main(args.checkpoint, args.results)
         return
     with tempfile.TemporaryDirectory() as scratch:
-        checkpoint = args.checkpoint or save_shaped(Path(scratch) / "model", args.layers, args.vocab)
-        results = run_ranks(checkpoint, args.ranks)
+        checkpoints = args.checkpoint or [save_shaped(Path(scratch) / "model", args.layers, args.vocab)]
+        results = run_ranks(checkpoints, args.ranks)
     for r in results:
         print(
-            f"rank {r['rank']}/{r['world']}: {r['parameters'] / 1e6:.1f}M parameters, read "
+            f"{Path(r['checkpoint']).name} rank {r['rank']}/{r['world']}: {r['parameters'] / 1e6:.1f}M parameters, read "
             f"{r['bytes_read'] / 2**20:.1f} of {r['checkpoint_bytes'] / 2**20:.1f} MiB ({r['fraction_read']:.3f}); "
             f"{r['compared'] - len(r['mismatched'])}/{r['compared']} tensors bit-identical to full load + shard; "
             f"peak RSS {r['peak_rss_after_sharded_load'] / 2**20:.0f} MiB after the sharded load, "

@@ -5,15 +5,19 @@ it, and a node whose copy of the module is missing or changed refuses in one lin
 from __future__ import annotations
 
 import importlib
+import logging
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
 from byo_testkit import edit_user_module, prompt_rows, write_jsonl, write_user_module
 from integration.spine.spine_helpers import REPO, tiny_config, train_beside_a_worker
 from integration.swarm.test_swarm import launch, quiet
+from typer.testing import CliRunner
 
+from swarmrl.cli import app
 from swarmrl.coordinator.client import PublicReads
 from swarmrl.entrypoints import EntryError
 from swarmrl.launch.prepare import prepare_run
@@ -114,6 +118,32 @@ def swarmrl(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def swarmrl_here(*args: str) -> subprocess.CompletedProcess:
+    """The same command through the same entry point (`swarmrl.cli.app`) in this process, which has imported
+    torch already: what a subprocess would print, without paying for its imports. A warning the command raises
+    under Python's default filters counts as printed (a process would print it to stderr). Undoes what the
+    command sets for the process (torch's threads, the CLI's log handler)."""
+    threads, root = torch.get_num_threads(), logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.resetwarnings()
+            warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+            for ignored in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.filterwarnings("ignore", category=ignored)
+            result = CliRunner().invoke(app, list(args))
+    finally:
+        torch.set_num_threads(threads)
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+    assert not isinstance(result.exception, Exception), (result.output, result.exc_info)
+    printed = "".join(
+        warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line) for w in caught
+    )
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr + printed)
+
+
 def refused_in_one_line(result: subprocess.CompletedProcess, *needles: str) -> None:
     assert result.returncode == 2, result.stdout + result.stderr
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
@@ -141,8 +171,10 @@ def test_a_missing_or_changed_function_is_refused_in_one_line(tmp_path, monkeypa
     edit_user_module(module)
     changed = ("reward function 'refused_rewards:format_reward'", "differs from the one the run pinned")
     refused_in_one_line(swarmrl("rl", config_json, "--dry-run"), *changed)
-    refused_in_one_line(swarmrl("validator", "--run-dir", str(rundir.root), "--once"), *changed)
-    refused_in_one_line(swarmrl("trainer", "--run-dir", str(rundir.root)), *changed)
+    # The local validator and the trainer refuse through the same entry point in this process (each process
+    # would pay torch's import first); the validator node below refuses as a process of its own.
+    refused_in_one_line(swarmrl_here("validator", "--run-dir", str(rundir.root), "--once"), *changed)
+    refused_in_one_line(swarmrl_here("trainer", "--run-dir", str(rundir.root)), *changed)
     node = ["--coordinator", "http://127.0.0.1:9", "--config", config_json, "--key", str(tmp_path / "v.pem")]
     node += ["--relay", "http://127.0.0.1:9", "--work-dir", str(tmp_path / "validator")]
     refused_in_one_line(swarmrl("validator", *node), *changed)  # before it contacts the coordinator

@@ -7,7 +7,6 @@ import boto3
 import httpx
 import pytest
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 
 from swarmrl.configs.contract import ContractSection
 from swarmrl.coordinator.client import AdminClient, NodeClient, ValidatorClient
@@ -23,6 +22,9 @@ ADMIN = "admin-secret"
 
 @pytest.fixture
 def s3(monkeypatch):
+    # Imported here, not at collection: moto's server takes ~0.7 s to import, on every test worker.
+    from moto.server import ThreadedMotoServer
+
     for name, value in (
         ("AWS_ACCESS_KEY_ID", "test"),
         ("AWS_SECRET_ACCESS_KEY", "test"),

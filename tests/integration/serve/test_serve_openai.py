@@ -14,7 +14,6 @@ import threading
 import time
 
 import httpx
-import openai
 import pytest
 import torch
 from polling import wait_for
@@ -39,6 +38,9 @@ from swarmrl.serve.cli import served_checkpoint
 from swarmrl.serve.errors import ServeError
 
 pytestmark = pytest.mark.timeout(300)
+
+# `openai` is imported by the fixture and the tests that use it: at module level every test worker paid its
+# import (~1 s) while collecting, whether or not it ran any of these tests.
 
 TEXTS = [f"The {w} of {n} is a word we say." for w in ("tree", "stone", "river", "cloud") for n in range(40)]
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a tree."}]
@@ -87,6 +89,8 @@ def server(serve_process):
 
 @pytest.fixture(scope="module")
 def client(server):
+    import openai
+
     with openai.OpenAI(base_url=f"{server}/v1", api_key=API_KEY, max_retries=0, timeout=60) as c:
         yield c
 
@@ -199,11 +203,15 @@ def _schema_format(schema: dict) -> dict:
     ],
 )
 def test_what_it_cannot_do_is_a_400_naming_it(client, call, message):
+    import openai
+
     with pytest.raises(openai.BadRequestError, match=message):
         client.completions.create(model="step_3", **call)
 
 
 def test_it_lists_and_retrieves_the_names_it_serves_and_404s_any_other(client):
+    import openai
+
     assert [m.id for m in client.models.list().data] == NAMES
     assert [client.models.retrieve(name).id for name in NAMES] == NAMES
     with pytest.raises(openai.NotFoundError, match="does not exist"):
@@ -215,6 +223,8 @@ def test_it_lists_and_retrieves_the_names_it_serves_and_404s_any_other(client):
 
 
 def test_every_v1_route_wants_the_api_key_and_health_and_metrics_do_not(server):
+    import openai
+
     assert httpx.get(f"{server}/v1/models").status_code == 401
     assert httpx.post(f"{server}/v1/completions", json={"prompt": "x"}).status_code == 401
     with openai.OpenAI(base_url=f"{server}/v1", api_key="sk-wrong", max_retries=0) as wrong:
@@ -245,6 +255,8 @@ def test_completion_alternatives_are_the_models_most_likely_first_tokens(client,
 
 
 def test_chat_top_logprobs_lists_that_many_alternatives_per_token(client):
+    import openai
+
     out = client.chat.completions.create(
         model="step_3", messages=CHAT, max_tokens=5, seed=2, logprobs=True, top_logprobs=4
     )
@@ -370,6 +382,8 @@ def test_each_request_is_a_log_line_and_counted_in_the_metrics(client, server, s
 
 
 def test_chat_refuses_tools(client):
+    import openai
+
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     with pytest.raises(openai.BadRequestError, match="tools are not supported"):
         client.chat.completions.create(model="step_3", messages=CHAT, tools=[tool])
