@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, computed_field, model_validator
 
 from swarmrl.configs.contract import ContractSection
+from swarmrl.tickets import solve_ticket
 
 HexKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$", min_length=64, max_length=64)]
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$", min_length=64, max_length=64)]
@@ -193,6 +194,12 @@ POOL_TICKET_DOMAIN = "swarmrl-pool-ticket/1"
 def pool_ticket_bound(run_id: str, node_id: str, challenge: str) -> tuple[str, str, str]:
     """What a pool ticket's hash covers: one node's next pool unit in one run and period."""
     return (run_id, node_id, challenge)
+
+
+def solve_pool_ticket(run_id: str, node_id: str, asked: PoolTicketChallenge) -> PoolTicket:
+    """The ticket `asked` for: about 2^bits hashes of this machine's time."""
+    bound = pool_ticket_bound(run_id, node_id, asked.challenge)
+    return PoolTicket(challenge=asked.challenge, nonce=solve_ticket(POOL_TICKET_DOMAIN, bound, asked.bits))
 
 
 class LeaseRequest(Body):

@@ -24,8 +24,8 @@ from typing import Any, Literal, TypeVar
 import httpx
 
 from swarmrl.configs.contract import ContractMismatch, ContractSection
+from swarmrl.coordinator import api
 from swarmrl.coordinator.api import (
-    POOL_TICKET_DOMAIN,
     HeartbeatAck,
     LedgerView,
     MemberInfo,
@@ -49,12 +49,10 @@ from swarmrl.coordinator.api import (
     ValidationLease,
     VerdictInfo,
     WorkLease,
-    pool_ticket_bound,
 )
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.transport import SignedTransport
 from swarmrl.identity import Identity
-from swarmrl.tickets import solve_ticket
 
 Client = TypeVar("Client", bound="RoleClient")
 
@@ -296,11 +294,7 @@ class NodeClient(MemberClient):
 
     def solve_pool_ticket(self, run_id: str) -> PoolTicket:
         """A ticket for this node's next unit of the unproven pool: about 2^bits hashes of this machine's time."""
-        asked = self.pool_ticket_challenge(run_id)
-        bound = pool_ticket_bound(run_id, self.node_id, asked.challenge)
-        return PoolTicket(
-            challenge=asked.challenge, nonce=solve_ticket(POOL_TICKET_DOMAIN, bound, asked.bits)
-        )
+        return api.solve_pool_ticket(run_id, self.node_id, self.pool_ticket_challenge(run_id))
 
     def request_upload(
         self, run_id: str, step: int, batch_index: int, sha256: str, size_bytes: int

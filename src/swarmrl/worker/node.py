@@ -26,7 +26,7 @@ import torch
 from swarmrl.configs import RunConfig
 from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.engine import EngineConfig
-from swarmrl.coordinator.api import PoolTicket, WorkLease, WorkUnitInfo
+from swarmrl.coordinator.api import PoolTicket, WorkLease, WorkUnitInfo, solve_pool_ticket
 from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.pack_client import community_tasks
@@ -403,14 +403,19 @@ class WorkerNode:
         return lease
 
     def solve_pool_ticket_ahead(self) -> None:
-        """While its first policy loads, a node whose first unit will need a ticket solves it in a thread."""
+        """While its first policy loads, a node whose first unit will need a ticket solves it in a thread (which
+        only hashes: the node's client closes when it stops)."""
+        try:
+            asked = self.client.pool_ticket_challenge(self.options.run_id)
+        except CoordinatorError as exc:  # asked again, and said, when it leases
+            log.debug("no pool ticket ahead: %s", exc)
+            return
+        if not asked.required:
+            return
 
         def solve() -> None:
-            try:
-                if self.client.pool_ticket_challenge(self.options.run_id).required:
-                    self.solve_pool_ticket()
-            except CoordinatorError as exc:  # asked again, and said, when it leases
-                log.debug("no pool ticket ahead: %s", exc)
+            self.pool_ticket = solve_pool_ticket(self.options.run_id, self.client.node_id, asked)
+            self.log_book.count("pool_tickets_solved")
 
         self.ticket_ahead = threading.Thread(target=solve, name="pool-ticket", daemon=True)
         self.ticket_ahead.start()
@@ -547,15 +552,18 @@ class WorkLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.counts: Counter[str] = Counter(json.loads(path.read_text()) if path.exists() else {})
+        self._lock = threading.Lock()  # a pool ticket solved in a thread counts too
 
     def generated(self, rows: int) -> None:
-        self.counts["generated_files"] += 1
-        self.counts["generated_rows"] += rows
-        self._save()
+        with self._lock:
+            self.counts["generated_files"] += 1
+            self.counts["generated_rows"] += rows
+            self._save()
 
     def count(self, what: str) -> None:
-        self.counts[what] += 1
-        self._save()
+        with self._lock:
+            self.counts[what] += 1
+            self._save()
 
     def unit(self, **timing: int | float | str | None) -> None:
         """One line per unit generated, in `units.jsonl` beside `work.json`: its step and batch, the policy it
