@@ -292,6 +292,15 @@ def coordinator_backend(
             process.kill()
 
 
+def refusal(call) -> CoordinatorError:
+    """The coordinator's refusal of `call()`; AssertionError if it was answered."""
+    try:
+        call()
+    except CoordinatorError as exc:
+        return exc
+    raise AssertionError("not refused")
+
+
 def leased_submit(client, run_id: str, data: bytes, *, rows: int = 1, tokens: int = 1):
     """What a well-behaved node does for one file: lease a unit (or take the first it holds; with a pool ticket
     when the coordinator asks for one, as a worker does), upload `data` as that unit's file and submit it.

@@ -18,7 +18,7 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.retry import Notices
 from swarmrl.tickets import leading_zero_bits, ticket_hash
 from swarmrl.worker.node import WorkerNode, WorkLog
-from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
+from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit, refusal
 
 BITS = 12  # cheap to solve here: these tests are about where a ticket may be spent, not what it costs
 BASE = dict(
@@ -38,14 +38,6 @@ BASE = dict(
 @pytest.fixture
 def make_world(clocked):
     return lambda **config: clocked(**{**BASE, **config})
-
-
-def refusal(call) -> CoordinatorError:
-    try:
-        call()
-    except CoordinatorError as exc:
-        return exc
-    raise AssertionError("not refused")
 
 
 def contested(world: ClockedCoordinator):
