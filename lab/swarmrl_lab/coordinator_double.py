@@ -292,6 +292,17 @@ def coordinator_backend(
             process.kill()
 
 
+# What the lease tests start from: rate limits out of the way, and the open step alone (8 units and 1 of slack)
+# unless a test leases ahead (each leasable step has its own unproven pool).
+LEASE_TESTS = dict(
+    uploads_per_hour=10_000,
+    requests_per_minute=100_000,
+    default_step_units=8,
+    lease_slack_units=1,
+    lease_ahead_steps=0,
+)
+
+
 def refusal(call) -> CoordinatorError:
     """The coordinator's refusal of `call()`; AssertionError if it was answered."""
     try:

@@ -18,15 +18,11 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.retry import Notices
 from swarmrl.tickets import leading_zero_bits, ticket_hash
 from swarmrl.worker.node import WorkerNode, WorkLog
-from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit, refusal
+from swarmrl_lab.coordinator_double import LEASE_TESTS, ClockedCoordinator, accept, leased_submit, refusal
 
 BITS = 12  # cheap to solve here: these tests are about where a ticket may be spent, not what it costs
 BASE = dict(
-    uploads_per_hour=10_000,
-    requests_per_minute=100_000,
-    default_step_units=8,
-    lease_slack_units=1,
-    lease_ahead_steps=0,
+    LEASE_TESTS,
     lease_initial_unit_s=20.0,
     lease_grace_s=5.0,
     heartbeat_interval_s=600.0,  # the clock jumps far: nobody is found dead for skipping a beat

@@ -22,17 +22,10 @@ from swarmrl.coordinator.rules.storage_room import unit_file_cap
 from swarmrl.coordinator.server.routes.leases import ROOM_FRESH_S
 from swarmrl.coordinator.signing import sign_request
 from swarmrl.identity import Identity
-from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit
+from swarmrl_lab.coordinator_double import LEASE_TESTS, ClockedCoordinator, accept, leased_submit
 
 MIB = 1024 * 1024
-# The open step alone unless a test leases ahead (each leasable step has its own unproven pool).
-BASE = dict(
-    uploads_per_hour=10_000,
-    requests_per_minute=100_000,
-    default_step_units=8,
-    lease_slack_units=1,
-    lease_ahead_steps=0,
-)
+BASE = LEASE_TESTS
 
 
 @pytest.fixture

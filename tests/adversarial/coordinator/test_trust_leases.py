@@ -15,14 +15,10 @@ from swarmrl.configs import RunConfig
 from swarmrl.configs.base import ConfigError
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.identity import Identity
-from swarmrl_lab.coordinator_double import ClockedCoordinator, accept, leased_submit, refusal
+from swarmrl_lab.coordinator_double import LEASE_TESTS, ClockedCoordinator, accept, leased_submit, refusal
 
 BASE = dict(
-    uploads_per_hour=10_000,
-    requests_per_minute=100_000,
-    default_step_units=8,
-    lease_slack_units=1,
-    lease_ahead_steps=0,
+    LEASE_TESTS,
     lease_initial_unit_s=20.0,
     lease_target_s=20.0,
     lease_grace_s=5.0,
