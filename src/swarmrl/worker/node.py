@@ -26,7 +26,13 @@ import torch
 from swarmrl.configs import RunConfig
 from swarmrl.configs.contract import ContractSection
 from swarmrl.configs.engine import EngineConfig
-from swarmrl.coordinator.api import PoolTicket, WorkLease, WorkUnitInfo, solve_pool_ticket
+from swarmrl.coordinator.api import (
+    PoolTicket,
+    PoolTicketChallenge,
+    WorkLease,
+    WorkUnitInfo,
+    solve_pool_ticket,
+)
 from swarmrl.coordinator.client import NodeClient
 from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.pack_client import community_tasks
@@ -412,12 +418,9 @@ class WorkerNode:
             return
         if not asked.required:
             return
-
-        def solve() -> None:
-            self.pool_ticket = solve_pool_ticket(self.options.run_id, self.client.node_id, asked)
-            self.log_book.count("pool_tickets_solved")
-
-        self.ticket_ahead = threading.Thread(target=solve, name="pool-ticket", daemon=True)
+        self.ticket_ahead = threading.Thread(
+            target=self.solve_pool_ticket, args=(asked,), name="pool-ticket", daemon=True
+        )
         self.ticket_ahead.start()
 
     def renew_pool_ticket(self, refused: PoolTicket | None) -> None:
@@ -428,16 +431,17 @@ class WorkerNode:
             if self.pool_ticket is not None and self.pool_ticket != refused:
                 return
         try:
-            self.solve_pool_ticket()
+            self.solve_pool_ticket(self.client.pool_ticket_challenge(self.options.run_id))
         except CoordinatorError as exc:
             self.notices.failure(exc.kind, f"no pool ticket: {exc}")
             self.options.stop.wait(self.options.poll_seconds)
 
-    def solve_pool_ticket(self) -> None:
+    def solve_pool_ticket(self, asked: PoolTicketChallenge) -> None:
         """Until its first file is accepted a node shares the unproven pool with every fresh key; while keys
-        squat on it, each unit of it costs a proof of work (seconds of one core, once per unit)."""
+        squat on it, each unit of it costs a proof of work (seconds of one core, once per unit). Only hashes:
+        it may run in a thread while the node stops and closes its client."""
         started = time.monotonic()
-        self.pool_ticket = self.client.solve_pool_ticket(self.options.run_id)
+        self.pool_ticket = solve_pool_ticket(self.options.run_id, self.client.node_id, asked)
         self.log_book.count("pool_tickets_solved")
         log.info("the pool for nodes without accepted work is contested: solved its ticket in %.1fs",
                  time.monotonic() - started)  # fmt: skip

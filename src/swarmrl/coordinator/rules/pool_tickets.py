@@ -76,7 +76,8 @@ def ticket_problem(
     if ticket is None:
         return "no ticket"
     issued, _, leased = ticket.challenge.partition("-")
-    if int(issued) not in (period(now, config), period(now, config) - 1):
+    current = period(now, config)
+    if int(issued) not in (current, current - 1):
         return f"its challenge is from period {int(issued)}, no longer good"
     if int(leased) != units_ever_leased(session, run_id, node_id):
         return "its challenge was for a unit this node has since been leased"
