@@ -1,5 +1,6 @@
 """Lets test packages share helpers (`from integration.spine.spine_helpers import ...`) and SFT'd starting
-policies (`shared_sft`); runs the swarm-scale tests one at a time, and first.
+policies (`shared_sft`); runs the swarm-scale tests one at a time, and first; gives tests marked `timing` a
+core's share of the machine (`cpu_slots.py`).
 
 Tests marked `swarm` start a swarm, islands or DiLoCo replicas: many processes with deadlines. `make test` leaves
 them out and `make test-swarm` runs them in one process, one after another. Two at once on a 2-core machine
@@ -19,11 +20,23 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from cpu_slots import cores, holding_slots, slots_needed, workers  # noqa: E402
+
 
 def pytest_collection_modifyitems(config, items):
     # A stable sort: the order of the tests within each part is kept. (The slow tests are not put first: each
     # worker is handed a contiguous run of the suite up front, and one would get them all.)
     items.sort(key=lambda item: item.get_closest_marker("swarm") is None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # Around setup, call and teardown: a module's fixtures start servers and processes in its first test's setup.
+    total = workers()
+    needed = slots_needed(item.get_closest_marker("timing") is not None, total, cores())
+    shared = item.config._tmp_path_factory.getbasetemp().parent  # the workers' base directories share it
+    with holding_slots(shared, needed, total):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -80,6 +80,7 @@ async def _through_proxy(port: int, one_way_s: float, client, upstream_port: int
         echo.close()
 
 
+@pytest.mark.timing
 def test_proxy_delays_both_ways_and_passes_the_half_close(unused_tcp_port):
     async def client(reader, writer):
         writer.write(b"a")
