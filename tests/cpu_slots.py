@@ -16,8 +16,8 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from contextlib import ExitStack, contextmanager
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 POLL_S = 0.02
