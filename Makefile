@@ -53,14 +53,15 @@ browser-deps:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) || \
 	    echo "chromium/chromium-driver could not be installed: the dashboard browser test will fail saying so"; }
 
-# Tests run on parallel workers (pytest-xdist), three for every two cores: about a third of the suite waits on
-# emulated links, servers and pages rather than computing (2026-12-07, 2 cores: 400 s and the CPU 93% busy with
-# 3 workers, 439 s with 2). Tests marked `timing` time an emulated link from user space; they run beside at most
-# cores - 1 others, as with one worker per core (tests/cpu_slots.py). Each worker starts with a contiguous share
-# of the suite (a module's fixtures, a built model or a prepared run, are mostly made once) and, once it runs
-# out, takes half of what another has left (worksteal), so no worker idles while one still holds a queue.
-# Tests that start processes bind OS-chosen ports and network namespaces of their own. TEST_WORKERS=0 runs
-# everything here.
+# Tests run on parallel workers (pytest-xdist), three for every two cores: with one per core the CPU is 80% busy,
+# the suite waiting on emulated links, servers and pages; with three it is 91-93% busy, but each worker also
+# collects the whole suite (2026-12-07, 2 cores, back to back: 462 s against 481 s, and 525 s against 490 s; a
+# few per cent on average, RESULTS.md). Tests marked `timing` time an emulated link from user space; they run
+# beside at most cores - 1 others, as with one worker per core (tests/cpu_slots.py). Each worker starts with a
+# contiguous share of the suite (a module's fixtures, a built model or a prepared run, are mostly made once) and,
+# once it runs out, takes half of what another has left (worksteal), so no worker idles while one still holds a
+# queue. Tests that start processes bind OS-chosen ports and network namespaces of their own. TEST_WORKERS=0
+# runs everything here.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 3 / 2 )))
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal
 
