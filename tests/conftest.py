@@ -29,13 +29,21 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("swarm") is None)
 
 
+def run_directory(tmp_path_factory) -> Path:
+    """The directory every worker of this test run shares (a worker's own base directory lies in it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     # Around setup, call and teardown: a module's fixtures start servers and processes in its first test's setup.
     total = workers()
+    if total <= cores():  # a timing test would hold one slot, like every other: nothing can wait
+        yield
+        return
     needed = slots_needed(item.get_closest_marker("timing") is not None, total, cores())
-    shared = item.config._tmp_path_factory.getbasetemp().parent  # the workers' base directories share it
-    with holding_slots(shared, needed, total):
+    with holding_slots(run_directory(item.config._tmp_path_factory), needed, total):
         yield
 
 
@@ -44,10 +52,7 @@ def one_swarm_at_a_time(request, tmp_path_factory):
     if request.node.get_closest_marker("swarm") is None:
         yield
         return
-    run_dir = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        run_dir = run_dir.parent  # the workers' base directories share this one
-    with open(run_dir / "swarm.lock", "w") as lock:
+    with open(run_directory(tmp_path_factory) / "swarm.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
@@ -60,10 +65,7 @@ def shared_sft(tmp_path_factory) -> Callable:
     worker needs it first, instead of once per test (about 18 s each on 2 cores)."""
     from swarmrl.launch.prepare import build_start_policy, sft_cache_key
 
-    shared = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        shared = shared.parent  # the workers' base directories share this one
-    shared = shared / "shared-sft"
+    shared = run_directory(tmp_path_factory) / "shared-sft"
     shared.mkdir(exist_ok=True)
 
     def seed_cache(config) -> None:

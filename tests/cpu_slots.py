@@ -1,11 +1,12 @@
 """Test slots: a test that times an emulated link from user space runs beside at most cores - 1 other tests.
 
-`make test` runs more test workers than cores because about a third of the suite waits (emulated links,
-servers starting, pages polling) rather than computes. A test marked `timing` measures wall time against what
+`make test` runs more test workers than cores because with one per core a fifth of the CPU sits idle while
+tests wait (emulated links, servers starting, pages polling). A test marked `timing` measures wall time against what
 it emulated in user space (a round trip of 0.060 s, a rate within 10%), so a worker more than the cores would
 wake its probe late. Each worker holds one of the run's slots (one per worker) while it runs a test, and a
 `timing` test holds enough of them that at most `cores - 1` others run beside it: the share of the machine
-it had with one worker per core. With no more workers than cores every test holds one slot, and nothing waits.
+it had with one worker per core. With no more workers than cores every test would hold one slot and none could
+wait, so conftest.py takes no slots then.
 
 The slots are lock files in a directory the workers share. A worker takes slots only while it holds the
 turnstile, so a `timing` test waiting for its second slot is not overtaken by tests that start after it.
@@ -39,9 +40,6 @@ def slots_needed(timing: bool, workers: int, cores: int) -> int:
 @contextmanager
 def holding_slots(directory: Path, needed: int, total: int) -> Iterator[None]:
     """Hold `needed` of the `total` slot files under `directory` for the duration of the block."""
-    if total <= 1 or needed < 1:
-        yield
-        return
     with ExitStack() as held:
         with open(directory / "turnstile.lock", "w") as turnstile:
             fcntl.flock(turnstile, fcntl.LOCK_EX)
