@@ -80,3 +80,12 @@ def shared_sft(tmp_path_factory) -> Callable:
         shutil.copytree(shared / ".cache" / name, config.run.root / ".cache" / name, dirs_exist_ok=True)
 
     return seed_cache
+
+
+@pytest.fixture(scope="session")
+def chat_tokenizer():
+    """The shipped Qwen-sized tokenizer (151,669 entries), read once per worker instead of once per test:
+    each read parses about a second of JSON. Tests only read it; one that edits a tokenizer loads its own."""
+    from swarmrl.models.chat_tokenizer import load_chat_tokenizer
+
+    return load_chat_tokenizer()

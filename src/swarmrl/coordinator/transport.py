@@ -25,6 +25,7 @@ from swarmrl.coordinator.errors import CoordinatorError
 from swarmrl.coordinator.signing import sign_request
 from swarmrl.identity import Identity
 from swarmrl.retry import Notices, RetryPolicy, call_with_retries
+from swarmrl.tls import client_tls
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,9 @@ class SignedTransport:
         self.stop = stop
         self.clock = clock
         self.notices = Notices(log)
-        self.http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
+        self.http = httpx.Client(
+            base_url=self.base_url, timeout=timeout_s, transport=transport, verify=client_tls()
+        )
 
     def close(self) -> None:
         self.http.close()

@@ -12,6 +12,7 @@ import httpx
 
 from swarmrl.configs.shardcast import ClientConfig
 from swarmrl.shardcast.range_pool import RangePool
+from swarmrl.tls import client_tls
 
 # Sources are untrusted: their answers are read as sent (a compressed body could expand without limit), and
 # both paths reach them directly, never through a proxy named in the environment.
@@ -27,6 +28,7 @@ def http_client(config: ClientConfig) -> httpx.AsyncClient:
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=4 * config.concurrency),
         follow_redirects=False,
         trust_env=False,
+        verify=client_tls(),
     )
 
 

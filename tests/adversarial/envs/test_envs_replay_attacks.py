@@ -8,7 +8,6 @@ from swarmrl.configs.tasks import CodeRewardConfig
 from swarmrl.envs import Generation, ReplayMismatch, RolloutLimits, replay, run_episodes
 from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.python_tool import PythonToolEnv
-from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.tasks.arithmetic import ArithmeticSource
 from swarmrl.tasks.math_verifier import MathVerifier
@@ -20,8 +19,8 @@ TRUTH = TASK.verification_info["ground_truth"]
 
 
 @pytest.fixture(scope="module")
-def world():
-    codec = PromptTurnCodec(prompt_format(load_chat_tokenizer(), PromptSection(format="chat")))
+def world(chat_tokenizer):
+    codec = PromptTurnCodec(prompt_format(chat_tokenizer, PromptSection(format="chat")))
     verifier = MathVerifier()
     plan = sandbox_plan(CodeRewardConfig())
     yield codec, lambda: PythonToolEnv(verifier, plan, SandboxLimits(wall_seconds=10, cpu_seconds=5))

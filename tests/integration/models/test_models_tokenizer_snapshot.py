@@ -16,7 +16,6 @@ import trl
 from swarmrl.configs.model import PromptSection
 from swarmrl.models import load_tokenizer, save_pretrained_atomic, train_tokenizer
 from swarmrl.models import tokenizer_snapshot as snapshots
-from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.models.tokenizer import CHATML_THINK_TEMPLATE
 from swarmrl.models.tokenizer_snapshot import (
@@ -103,8 +102,8 @@ def test_trls_chat_templates_render_as_transformers_renders_them(chat_dir) -> No
     assert rendered >= 0.8 * len(TRL_TEMPLATES) * len(CONVERSATIONS) * 3
 
 
-def test_a_qwen_sized_tokenizer_snapshots_to_the_same_prompts(tmp_path) -> None:
-    path = _save(tmp_path, load_chat_tokenizer())
+def test_a_qwen_sized_tokenizer_snapshots_to_the_same_prompts(tmp_path, chat_tokenizer) -> None:
+    path = _save(tmp_path, chat_tokenizer)
     settings = PromptSection(format="chat", system="You are a careful solver.")
     snapshot, reference = _snapshot(path, settings), load_tokenizer(path)
     assert len(snapshot) == len(reference) > 151_000

@@ -13,7 +13,6 @@ from swarmrl.envs.engine_rollout import trajectory_row
 from swarmrl.envs.evaluate import env_accuracy
 from swarmrl.envs.python_tool import TOOL_INSTRUCTIONS
 from swarmrl.inference.engine import Generation, SamplingParams
-from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.tasks.arithmetic import ArithmeticSource
 
@@ -61,9 +60,9 @@ class ToolUsingEngine:
 
 
 @pytest.fixture(scope="module")
-def codec():
+def codec(chat_tokenizer):
     settings = PromptSection(format="chat", system=TOOL_INSTRUCTIONS)
-    return PromptTurnCodec(prompt_format(load_chat_tokenizer(), settings))
+    return PromptTurnCodec(prompt_format(chat_tokenizer, settings))
 
 
 TASKS = [ArithmeticSource(seed=9, size=3, digits=5)[i] for i in range(3)]

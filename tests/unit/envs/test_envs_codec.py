@@ -2,13 +2,12 @@ import pytest
 
 from swarmrl.configs.model import PromptSection
 from swarmrl.envs.codec import PromptTurnCodec
-from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return load_chat_tokenizer()
+def tokenizer(chat_tokenizer):
+    return chat_tokenizer
 
 
 @pytest.mark.parametrize("system", [None, "Use the tool."])

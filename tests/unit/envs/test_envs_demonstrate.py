@@ -9,7 +9,6 @@ from swarmrl.configs.tasks import TasksConfig
 from swarmrl.envs.codec import PromptTurnCodec
 from swarmrl.envs.demonstrate import demonstration_examples, model_turns, play_demonstrations
 from swarmrl.envs.errors import EnvError
-from swarmrl.models.chat_tokenizer import load_chat_tokenizer
 from swarmrl.models.prompting import prompt_format
 from swarmrl.tasks.arithmetic import ArithmeticSource
 from swarmrl.tasks.registry import build_tasks, heldout_sources
@@ -38,7 +37,7 @@ def test_turns_with_and_without_the_tool():
         model_turns(no_tool, Task("t", "q", "math", {}, demonstration="```python\nprint(1)\n```"))
 
 
-def test_played_through_the_sandbox_and_masked_like_a_rollout(math_verifier):
+def test_played_through_the_sandbox_and_masked_like_a_rollout(math_verifier, chat_tokenizer):
     (demo,) = play_demonstrations(TOOL, math_verifier, SOURCE, limit=1)
     truth = SOURCE[0].verification_info["ground_truth"]
     assert demo.turns == (
@@ -46,7 +45,7 @@ def test_played_through_the_sandbox_and_masked_like_a_rollout(math_verifier):
         (False, f"<output>\n{truth}\n</output>"),  # the sandbox's real output
         (True, f"<answer>{truth}</answer>"),
     )
-    fmt = prompt_format(load_chat_tokenizer(), PromptSection(format="chat"))
+    fmt = prompt_format(chat_tokenizer, PromptSection(format="chat"))
     codec = PromptTurnCodec(fmt)
     ((prompt, ids, mask),) = demonstration_examples([demo], fmt, codec)
     env = codec.env_ids(demo.turns[1][1])

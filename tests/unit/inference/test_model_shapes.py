@@ -11,7 +11,7 @@ from swarmrl.inference.engine import GenerationRequest
 from swarmrl.inference.llama_layers import supports
 from swarmrl.inference.prefill import prefill
 from swarmrl.models import load_model, save_pretrained_atomic
-from swarmrl.models.chat_tokenizer import SPECIAL_TOKENS, load_chat_tokenizer
+from swarmrl.models.chat_tokenizer import SPECIAL_TOKENS
 from swarmrl.models.shapes import SHAPES, build_shaped_model, parameter_count, shape_config
 
 torch.set_num_threads(1)
@@ -44,7 +44,7 @@ def test_every_issue_shape_is_shipped() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
-def test_shapes_have_their_published_sizes_and_run_on_the_paged_engine(name: str) -> None:
+def test_shapes_have_their_published_sizes_and_run_on_the_paged_engine(name: str, chat_tokenizer) -> None:
     total, non_embedding = parameter_count(name)
     card_total, card_non_embedding = PUBLISHED[name]
 
@@ -58,7 +58,7 @@ def test_shapes_have_their_published_sizes_and_run_on_the_paged_engine(name: str
         from transformers import AutoModelForCausalLM
 
         assert supports(AutoModelForCausalLM.from_config(config))
-    assert config.vocab_size >= len(load_chat_tokenizer())
+    assert config.vocab_size >= len(chat_tokenizer)
 
 
 def test_unknown_shapes_are_named() -> None:
@@ -66,8 +66,8 @@ def test_unknown_shapes_are_named() -> None:
         shape_config("qwen9-1t")
 
 
-def test_the_tokenizer_has_qwens_size_special_ids_and_chat_template() -> None:
-    tokenizer = load_chat_tokenizer()
+def test_the_tokenizer_has_qwens_size_special_ids_and_chat_template(chat_tokenizer) -> None:
+    tokenizer = chat_tokenizer
     assert len(tokenizer) == 151_643 + len(SPECIAL_TOKENS) == 151_669
     assert tokenizer.convert_tokens_to_ids(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>"]) == [
         151643,
@@ -91,8 +91,10 @@ def test_the_tokenizer_has_qwens_size_special_ids_and_chat_template() -> None:
 
 
 @pytest.mark.slow
-def test_a_real_vocabulary_model_generates_end_to_end_and_round_trips_a_checkpoint(tmp_path) -> None:
-    tokenizer = load_chat_tokenizer()
+def test_a_real_vocabulary_model_generates_end_to_end_and_round_trips_a_checkpoint(
+    tmp_path, chat_tokenizer
+) -> None:
+    tokenizer = chat_tokenizer
     model = build_shaped_model("qwen3-0.6b", dtype=torch.float32, **CUT_DOWN)
     assert model.config.vocab_size == 151936 and model.dtype == torch.float32
     text = tokenizer.apply_chat_template(
