@@ -10,6 +10,7 @@ them works through them while the others share the rest of the suite.
 """
 
 import fcntl
+import logging
 import os
 import shutil
 import sys
@@ -45,6 +46,20 @@ def pytest_runtest_protocol(item, nextitem):
     needed = slots_needed(item.get_closest_marker("timing") is not None, total, cores())
     with holding_slots(run_directory(item.config._tmp_path_factory), needed, total):
         yield
+
+
+@pytest.fixture(autouse=True)
+def logging_left_as_found():
+    """A test that runs a command in this process (typer's CliRunner, a role's main) routes the root logger to
+    that run's stderr (`swarmrl.logs.configure_logging`), which is closed once the run ends. Left in place, the
+    handler makes every later log line of the worker, from a relay's thread say, a "Logging error" on the
+    console instead of a record."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers and getattr(h, "_swarmrl", False)]:
+        root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture(autouse=True)
