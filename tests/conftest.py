@@ -10,6 +10,7 @@ them works through them while the others share the rest of the suite.
 """
 
 import fcntl
+import gc
 import logging
 import os
 import shutil
@@ -28,6 +29,14 @@ def pytest_collection_modifyitems(config, items):
     # A stable sort: the order of the tests within each part is kept. (The slow tests are not put first: each
     # worker is handed a contiguous run of the suite up front, and one would get them all.)
     items.sort(key=lambda item: item.get_closest_marker("swarm") is None)
+
+
+def pytest_collection_finish(session):
+    # What collection imported (torch, transformers, every test module: hundreds of thousands of objects) lives until the
+    # worker exits; frozen, the collector's full passes stop walking it again and again (2026-12-07, the
+    # coordinator's adversarial and the inference and trainer unit tests in one process: 9.5 s of full passes
+    # in 26 collections, 5.9 s in 55 with it frozen).
+    gc.freeze()
 
 
 def run_directory(tmp_path_factory) -> Path:
