@@ -24,6 +24,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from cpu_slots import cores, holding_slots, slots_needed, workers  # noqa: E402
 
+from swarmrl.cli import collect_garbage_less_often  # noqa: E402
+
+# Test workers import what the role processes import, and then some: collection took 2.5 s less CPU with it.
+collect_garbage_less_often()
+
 
 def pytest_collection_modifyitems(config, items):
     # A stable sort: the order of the tests within each part is kept. (The slow tests are not put first: each

@@ -34,6 +34,17 @@ VERBOSE_ENV = "SWARMRL_VERBOSE"
 atexit.register(gc.freeze)
 
 
+def collect_garbage_less_often() -> None:
+    """A young generation of 20,000 objects instead of 700. A role's start is mostly imports, some 450,000
+    objects that live as long as the process, and with the default the collector's full passes walk the growing
+    heap again and again: 7 of them while the trainer's role imported, 1.2 s of its 5.6 s of CPU (2026-12-07);
+    with 20,000, none, and 4.2 s. Cyclic garbage waits for at most 20,000 allocations before it is freed."""
+    gc.set_threshold(20_000, 10, 10)
+
+
+collect_garbage_less_often()
+
+
 @dataclass(frozen=True)
 class Command:
     """A command: the line `swarmrl --help` lists (a test keeps it equal to the command's own), and how to load it."""
