@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from cpu_slots import cores, holding_slots, slots_needed, workers  # noqa: E402
 
 from swarmrl.cli import collect_garbage_less_often  # noqa: E402
+from swarmrl.logs import installed_here  # noqa: E402
 
 # Test workers import what the role processes import, and then some: collection took 2.5 s less CPU with it.
 collect_garbage_less_often()
@@ -71,7 +72,7 @@ def logging_left_as_found():
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     yield
-    for handler in [h for h in root.handlers if h not in handlers and getattr(h, "_swarmrl", False)]:
+    for handler in [h for h in root.handlers if h not in handlers and installed_here(h)]:
         root.removeHandler(handler)
     root.setLevel(level)
 

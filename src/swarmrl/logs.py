@@ -104,10 +104,15 @@ def configure_logging(
         handler.setFormatter(JsonFormatter() if resolved == "json" else PlainFormatter())
     handler._swarmrl = True  # type: ignore[attr-defined]
     root = logging.getLogger()
-    for old in [h for h in root.handlers if getattr(h, "_swarmrl", False)]:
+    for old in [h for h in root.handlers if installed_here(h)]:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return resolved
+
+
+def installed_here(handler: logging.Handler) -> bool:
+    """Whether `configure_logging` installed `handler` (and will replace it when called again)."""
+    return bool(getattr(handler, "_swarmrl", False))
